@@ -1,0 +1,20 @@
+//! Network plumbing shared by every PMS component that serves or calls HTTP.
+//!
+//! Layout:
+//! - [`tls`]: rustls server and client configs from PEM files; the one place the crypto provider
+//!   (`ring`) is chosen.
+//! - [`dev`]: a throwaway local CA and `localhost` certificate, for `pms certs dev` and tests.
+//! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
+//!   on one port, connection limits, header-read timeouts and graceful drain.
+//!
+//! Why one crate: the gateway, the echo back-end, the services and the tests serve HTTP the same
+//! way; the details (ALPN choice, slowloris limits, drain on SIGTERM) are easy to get subtly
+//! different when every component writes its own loop.
+
+#![deny(missing_docs)]
+
+pub mod dev;
+pub mod serve;
+pub mod tls;
+
+pub use tls::{TlsError, ALPN_H2, ALPN_HTTP11};

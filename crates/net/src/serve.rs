@@ -1,0 +1,287 @@
+//! The HTTP accept loop shared by every PMS server: one bound listener in, connections served until
+//! the shutdown future fires, then a bounded graceful drain.
+//!
+//! What it owns: TLS handshakes (with a time limit), choosing HTTP/1.1 or HTTP/2 per connection
+//! (h2c prior knowledge on cleartext, ALPN on TLS), the connection cap, header size and header-read
+//! time limits (slowloris), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
+//! closed, in-flight requests finished). What it must not do: look at requests — that is the
+//! service's job — or bind sockets: callers pass a bound listener (so tests can use port 0).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::{Body, Incoming};
+use hyper::service::Service;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Boxed error type the serve loop accepts from services and bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Default cap on concurrently open connections per listener.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default time a client has to send a complete request head (HTTP/1.1).
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time a client has to finish the TLS handshake.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default cap on the request head (HTTP/1.1 buffer, HTTP/2 header list).
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Default cap on concurrent HTTP/2 streams per connection.
+pub const DEFAULT_H2_MAX_CONCURRENT_STREAMS: u32 = 250;
+/// Default time in-flight requests get to finish after shutdown is signalled.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// How a listener serves its connections.
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// TLS termination; `None` serves cleartext (HTTP/1.1 and, unless `http1_only`, h2c).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Serve HTTP/1.1 only (no h2c detection; over TLS, h2 is refused even if ALPN picked it).
+    pub http1_only: bool,
+    /// Most connections open at once; further clients wait in the kernel backlog.
+    pub max_connections: usize,
+    /// Time allowed to receive a full HTTP/1.1 request head.
+    pub header_read_timeout: Duration,
+    /// Time allowed for the TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Largest request head accepted, in bytes.
+    pub max_header_bytes: usize,
+    /// Most concurrent streams per HTTP/2 connection.
+    pub h2_max_concurrent_streams: u32,
+    /// Time in-flight requests get to finish once shutdown starts.
+    pub grace: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            tls: None,
+            http1_only: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            h2_max_concurrent_streams: DEFAULT_H2_MAX_CONCURRENT_STREAMS,
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("tls", &self.tls.is_some())
+            .field("http1_only", &self.http1_only)
+            .field("max_connections", &self.max_connections)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("grace", &self.grace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a service learns about the connection a request arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The address the client connected to.
+    pub local: SocketAddr,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+}
+
+/// Connection-level events, for metrics. Every method has a no-op default.
+pub trait Observer: Send + Sync + 'static {
+    /// A connection was accepted (before any TLS handshake).
+    fn connection_opened(&self) {}
+    /// A connection ended, for whatever reason.
+    fn connection_closed(&self) {}
+    /// A TLS handshake finished, successfully or not.
+    fn tls_handshake(&self, _ok: bool) {}
+}
+
+/// An [`Observer`] that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+impl Observer for NoObserver {}
+
+/// How the drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// Every connection finished within the grace period.
+    Complete,
+    /// The grace period ran out with connections still open; they were dropped.
+    TimedOut,
+}
+
+/// Serves `listener` until `shutdown` resolves, then drains for at most `config.grace`.
+///
+/// `make_service` is called once per connection with what is known about it.
+pub async fn serve<M, S, B>(
+    listener: TcpListener,
+    config: ServeConfig,
+    make_service: M,
+    observer: Arc<dyn Observer>,
+    shutdown: impl Future<Output = ()>,
+) -> Drain
+where
+    M: Fn(ConnInfo) -> S,
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let builders = Arc::new(Builders::new(&config));
+    let tls = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let local = listener.local_addr().ok();
+    tokio::pin!(shutdown);
+
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break, // the semaphore is never closed; treat as shutdown
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(v) => v,
+                Err(err) => {
+                    // EMFILE and friends: back off rather than spin; the loop never ends on them.
+                    tracing::warn!(error = %err, ?backoff, "accept failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            },
+        };
+        backoff = Duration::from_millis(5);
+        let _ = stream.set_nodelay(true);
+        let info = ConnInfo {
+            peer,
+            local: stream.local_addr().ok().or(local).unwrap_or(peer),
+            tls: tls.is_some(),
+        };
+        let service = make_service(info);
+        let builders = builders.clone();
+        let tls = tls.clone();
+        let observer = observer.clone();
+        let watcher = graceful.watcher();
+        let handshake_timeout = config.tls_handshake_timeout;
+        observer.connection_opened();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc = service;
+            match tls {
+                None => {
+                    let conn = builders
+                        .cleartext
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .into_owned();
+                    log_conn_end(peer, watcher.watch(conn).await);
+                }
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await;
+                    let tls_stream = match handshake {
+                        Ok(Ok(s)) => {
+                            observer.tls_handshake(true);
+                            s
+                        }
+                        Ok(Err(err)) => {
+                            observer.tls_handshake(false);
+                            tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                            observer.connection_closed();
+                            return;
+                        }
+                        Err(_) => {
+                            observer.tls_handshake(false);
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            observer.connection_closed();
+                            return;
+                        }
+                    };
+                    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(crate::ALPN_H2);
+                    let builder = if h2 && !builders.http1_only {
+                        &builders.h2
+                    } else {
+                        &builders.h1
+                    };
+                    let conn = builder
+                        .serve_connection(TokioIo::new(tls_stream), svc)
+                        .into_owned();
+                    log_conn_end(peer, watcher.watch(conn).await);
+                }
+            }
+            observer.connection_closed();
+        });
+    }
+    drop(listener);
+
+    tokio::select! {
+        () = graceful.shutdown() => Drain::Complete,
+        () = tokio::time::sleep(config.grace) => {
+            tracing::warn!(grace = ?config.grace, "grace period over; dropping remaining connections");
+            Drain::TimedOut
+        }
+    }
+}
+
+fn log_conn_end(peer: SocketAddr, result: Result<(), BoxError>) {
+    if let Err(err) = result {
+        // Client resets and half-closed sockets are routine; keep them out of the warn level.
+        tracing::debug!(%peer, error = %err, "connection ended with an error");
+    }
+}
+
+/// The three connection flavours, configured once per listener.
+struct Builders {
+    /// Cleartext: HTTP/1.1 plus h2c prior knowledge, unless `http1_only`.
+    cleartext: auto::Builder<TokioExecutor>,
+    /// TLS without h2 in ALPN.
+    h1: auto::Builder<TokioExecutor>,
+    /// TLS with h2 negotiated.
+    h2: auto::Builder<TokioExecutor>,
+    http1_only: bool,
+}
+
+impl Builders {
+    fn new(config: &ServeConfig) -> Self {
+        let mut base = auto::Builder::new(TokioExecutor::new());
+        base.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.header_read_timeout)
+            .max_buf_size(config.max_header_bytes.max(8192))
+            .keep_alive(true);
+        base.http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(config.h2_max_concurrent_streams)
+            .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX));
+        let cleartext = if config.http1_only {
+            base.clone().http1_only()
+        } else {
+            base.clone()
+        };
+        Self {
+            cleartext,
+            h1: base.clone().http1_only(),
+            h2: base.http2_only(),
+            http1_only: config.http1_only,
+        }
+    }
+}
