@@ -68,7 +68,8 @@ pub enum JwksError {
 }
 
 impl Jwks {
-    /// A cache for `url`, fetching with `tls` (trust roots chosen by the caller).
+    /// A cache for `url`, fetching with `tls` (trust roots chosen by the caller; no ALPN set, the
+    /// connector offers http/1.1 itself).
     ///
     /// Nothing is fetched until [`Jwks::refresh`] or the first token.
     ///

@@ -1,1 +1,37 @@
-fn main() {}
+//! `pms`: one binary for every PMS component. It parses the command line, sets up logging and
+//! the runtime, and hands over to a component's `run`; no component logic lives here.
+//!
+//! Exit codes: 0 on success (including a clean drain after SIGTERM/SIGINT), 64 for bad usage or
+//! configuration (reported before anything is bound), 1 for a failure at run time.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit code for bad usage or configuration (BSD `EX_USAGE`).
+const EX_USAGE: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = cmd::Cli::parse();
+    init_tracing();
+    match cmd::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let usage = err.downcast_ref::<cmd::UsageError>().is_some();
+            eprintln!("pms: {err:#}");
+            ExitCode::from(if usage { EX_USAGE } else { 1 })
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PMS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}

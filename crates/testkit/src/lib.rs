@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod payload;
 
 use std::future::Future;
 use std::net::SocketAddr;

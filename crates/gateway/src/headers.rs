@@ -1,0 +1,201 @@
+//! Header rewriting on the way through: hop-by-hop removal (RFC 9110 §7.6.1, including the names
+//! listed in `Connection`), `X-Forwarded-*` and `Via`, and request ids. It must not decide routing
+//! or authentication; identity headers are the `jwt` module's.
+
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE, VIA,
+};
+use http::Version;
+
+/// The request id header, read from clients, sent upstream and returned.
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+static TRAILER: HeaderName = HeaderName::from_static("trailer");
+
+/// Longest client-supplied request id that is kept.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Removes hop-by-hop headers, including every header `Connection` names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+        headers.remove(CONNECTION);
+    }
+    for name in [
+        &KEEP_ALIVE,
+        &PROXY_CONNECTION,
+        &TE,
+        &TRAILER,
+        &TRANSFER_ENCODING,
+        &UPGRADE,
+    ] {
+        if headers.contains_key(name) {
+            headers.remove(name);
+        }
+    }
+}
+
+/// The `Via` token for a received protocol version (RFC 9110 §7.6.3).
+pub fn via_token(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_2 => "2 pms",
+        Version::HTTP_10 => "1.0 pms",
+        Version::HTTP_3 => "3 pms",
+        _ => "1.1 pms",
+    }
+}
+
+/// Appends `token` to `Via`.
+pub fn append_via(headers: &mut HeaderMap, token: &'static str) {
+    let value = match headers.get(VIA).and_then(|v| v.to_str().ok()) {
+        Some(prev) => HeaderValue::from_str(&format!("{prev}, {token}")).ok(),
+        None => Some(HeaderValue::from_static(token)),
+    };
+    if let Some(v) = value {
+        headers.insert(VIA, v);
+    }
+}
+
+/// Adds `X-Forwarded-For` (appending the peer), `X-Forwarded-Proto` (replacing any client value)
+/// and `X-Forwarded-Host` (from the `Host` header or the request authority), then drops `Host` so
+/// the upstream client sets its own.
+pub fn add_forwarded(
+    headers: &mut HeaderMap,
+    peer: std::net::IpAddr,
+    tls: bool,
+    authority: Option<&http::uri::Authority>,
+) {
+    let peer = peer.to_string();
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {peer}"),
+        None => peer,
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    headers.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
+    let host = headers
+        .remove(HOST)
+        .or_else(|| authority.and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
+    match host {
+        Some(h) => {
+            headers.insert(X_FORWARDED_HOST.clone(), h);
+        }
+        None => {
+            headers.remove(&X_FORWARDED_HOST);
+        }
+    }
+}
+
+/// The client's request id if it is acceptable (1–128 characters of `A-Za-z0-9-_.:/+=`),
+/// otherwise a fresh one.
+pub fn request_id(headers: &HeaderMap) -> HeaderValue {
+    if let Some(v) = headers.get(&X_REQUEST_ID) {
+        let b = v.as_bytes();
+        if !b.is_empty()
+            && b.len() <= MAX_REQUEST_ID_LEN
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_.:/+=".contains(c))
+        {
+            return v.clone();
+        }
+    }
+    let id = uuid::Uuid::new_v4();
+    let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
+    let s = id.simple().encode_lower(&mut buf);
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go() {
+        let mut h = map(&[
+            ("connection", "keep-alive, X-Secret"),
+            ("connection", "x-other"),
+            ("keep-alive", "timeout=5"),
+            ("x-secret", "1"),
+            ("x-other", "2"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("proxy-connection", "close"),
+            ("trailer", "x"),
+            ("content-type", "application/json"),
+            ("x-keep", "yes"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["content-type", "x-keep"]);
+    }
+
+    #[test]
+    fn forwarded_headers_append_and_replace() {
+        let mut h = map(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-proto", "https"),
+            ("host", "gw.example:8080"),
+        ]);
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), false, None);
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "gw.example:8080");
+        assert!(!h.contains_key(HOST));
+
+        let mut h = map(&[("x-forwarded-host", "forged")]);
+        let auth: http::uri::Authority = "localhost:8443".parse().unwrap();
+        add_forwarded(&mut h, "::1".parse().unwrap(), true, Some(&auth));
+        assert_eq!(h["x-forwarded-for"], "::1");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-host"], "localhost:8443");
+    }
+
+    #[test]
+    fn via_is_appended() {
+        let mut h = map(&[("via", "1.1 edge")]);
+        append_via(&mut h, via_token(Version::HTTP_2));
+        assert_eq!(h["via"], "1.1 edge, 2 pms");
+    }
+
+    #[test]
+    fn request_ids_are_kept_only_when_sane() {
+        assert_eq!(request_id(&map(&[("x-request-id", "abc-123")])), "abc-123");
+        for bad in ["", "has space", "<script>", &"x".repeat(129)] {
+            let mut h = HeaderMap::new();
+            if let Ok(v) = HeaderValue::from_str(bad) {
+                h.insert(X_REQUEST_ID.clone(), v);
+            }
+            let id = request_id(&h);
+            assert_eq!(id.len(), 32, "{bad:?} replaced by a fresh id");
+        }
+    }
+}

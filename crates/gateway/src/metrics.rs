@@ -1,0 +1,249 @@
+//! Prometheus metrics of one gateway instance (no globals, so tests can run several gateways in
+//! one process). Handles for known label sets are created up front and cloned into the places that
+//! count, so the request path does no label allocation.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// A label value that clones without allocating.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label(pub Arc<str>);
+
+impl EncodeLabelValue for Label {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&&*self.0, encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteStatus {
+    route: Label,
+    status: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteOnly {
+    route: Label,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct UpstreamOnly {
+    upstream: Label,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ListenerOnly {
+    listener: Label,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ListenerResult {
+    listener: Label,
+    result: &'static str,
+}
+
+/// The registry and the metric families.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteStatus, Counter>,
+    duration: Family<RouteOnly, Histogram>,
+    upstream_requests: Family<UpstreamOnly, Counter>,
+    upstream_opened: Family<UpstreamOnly, Counter>,
+    connections_active: Family<ListenerOnly, Gauge>,
+    connections_total: Family<ListenerOnly, Counter>,
+    tls_handshakes: Family<ListenerResult, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("pms_gateway");
+        let requests = Family::<RouteStatus, Counter>::default();
+        let duration = Family::<RouteOnly, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(0.000_1, 2.0, 18))) as fn() -> Histogram,
+        );
+        let upstream_requests = Family::<UpstreamOnly, Counter>::default();
+        let upstream_opened = Family::<UpstreamOnly, Counter>::default();
+        let connections_active = Family::<ListenerOnly, Gauge>::default();
+        let connections_total = Family::<ListenerOnly, Counter>::default();
+        let tls_handshakes = Family::<ListenerResult, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from request head to response head, by route",
+            duration.clone(),
+        );
+        registry.register(
+            "upstream_requests",
+            "Requests sent to an upstream (reused connections = requests - opened)",
+            upstream_requests.clone(),
+        );
+        registry.register(
+            "upstream_connections_opened",
+            "Upstream connections opened",
+            upstream_opened.clone(),
+        );
+        registry.register(
+            "connections_active",
+            "Client connections open now, by listener",
+            connections_active.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections accepted, by listener",
+            connections_total.clone(),
+        );
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes by listener and result",
+            tls_handshakes.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            duration,
+            upstream_requests,
+            upstream_opened,
+            connections_active,
+            connections_total,
+            tls_handshakes,
+        }
+    }
+
+    /// Renders the Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// Handles for one route.
+    pub fn route(&self, name: &str) -> RouteMetrics {
+        let route = Label(name.into());
+        let duration = self
+            .duration
+            .get_or_create(&RouteOnly {
+                route: route.clone(),
+            })
+            .clone();
+        RouteMetrics {
+            duration,
+            requests: self.requests.clone(),
+            route,
+        }
+    }
+
+    /// Counts requests that matched no route.
+    pub fn unrouted(&self) -> RouteMetrics {
+        self.route("(none)")
+    }
+
+    /// Handles for one upstream: (requests sent, connections opened).
+    pub fn upstream(&self, name: &str) -> (Counter, Counter) {
+        let key = UpstreamOnly {
+            upstream: Label(name.into()),
+        };
+        let requests = self.upstream_requests.get_or_create(&key).clone();
+        let opened = self.upstream_opened.get_or_create(&key).clone();
+        (requests, opened)
+    }
+
+    /// A connection observer for one listener.
+    pub fn listener(&self, name: &str) -> ListenerObserver {
+        // One statement per handle: `get_or_create` returns a read guard, and holding one while
+        // creating another entry in the same family would deadlock.
+        let listener = Label(name.into());
+        let key = ListenerOnly {
+            listener: listener.clone(),
+        };
+        let active = self.connections_active.get_or_create(&key).clone();
+        let total = self.connections_total.get_or_create(&key).clone();
+        let ok = ListenerResult {
+            listener: listener.clone(),
+            result: "ok",
+        };
+        let tls_ok = self.tls_handshakes.get_or_create(&ok).clone();
+        let failed = ListenerResult {
+            listener,
+            result: "failed",
+        };
+        let tls_failed = self.tls_handshakes.get_or_create(&failed).clone();
+        ListenerObserver {
+            active,
+            total,
+            tls_ok,
+            tls_failed,
+        }
+    }
+}
+
+/// Per-route handles.
+#[derive(Debug, Clone)]
+pub struct RouteMetrics {
+    route: Label,
+    duration: Histogram,
+    requests: Family<RouteStatus, Counter>,
+}
+
+impl RouteMetrics {
+    /// Records one answered request.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        self.duration.observe(seconds);
+        self.requests
+            .get_or_create(&RouteStatus {
+                route: self.route.clone(),
+                status,
+            })
+            .inc();
+    }
+}
+
+/// Connection metrics of one listener; plugs into the serve loop.
+#[derive(Debug, Clone)]
+pub struct ListenerObserver {
+    active: Gauge,
+    total: Counter,
+    tls_ok: Counter,
+    tls_failed: Counter,
+}
+
+impl pms_net::serve::Observer for ListenerObserver {
+    fn connection_opened(&self) {
+        self.active.inc();
+        self.total.inc();
+    }
+    fn connection_closed(&self) {
+        self.active.dec();
+    }
+    fn tls_handshake(&self, ok: bool) {
+        if ok {
+            self.tls_ok.inc();
+        } else {
+            self.tls_failed.inc();
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The request path: route → authenticate → rewrite headers → transform or stream the body →
+//! upstream → response. Bodies stream in both directions unless the route transforms them; every
+//! failure becomes a [`GatewayError`] answered by `respond`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use pms_net::serve::ConnInfo;
+
+use crate::body::{Capped, ProxyBody};
+use crate::headers::{self, X_REQUEST_ID};
+use crate::jwt::JwtAuth;
+use crate::metrics::RouteMetrics;
+use crate::respond::GatewayError;
+use crate::router::{NoRoute, Router};
+use crate::transform;
+use crate::upstream::Upstream;
+
+/// Everything the request path reads; built once, shared by all connections.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) router: Router,
+    pub(crate) route_metrics: Vec<RouteMetrics>,
+    pub(crate) unrouted: RouteMetrics,
+    pub(crate) upstreams: Vec<Upstream>,
+    pub(crate) jwt: JwtAuth,
+    pub(crate) max_body_bytes: u64,
+    pub(crate) transform_max_body_bytes: usize,
+}
+
+/// The per-connection service.
+#[derive(Debug, Clone)]
+pub(crate) struct Proxy {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) conn: ConnInfo,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Proxy {
+    type Response = Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let shared = self.shared.clone();
+        let conn = self.conn;
+        Box::pin(async move { Ok(shared.handle(conn, req).await) })
+    }
+}
+
+impl Shared {
+    async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<ProxyBody> {
+        let started = Instant::now();
+        let request_id = headers::request_id(req.headers());
+        let found = self.router.find(req.method(), req.uri().path());
+        let (metrics, result) = match found {
+            Ok(i) => (
+                &self.route_metrics[i],
+                self.forward(i, conn, &request_id, req).await,
+            ),
+            Err(why) => {
+                let path = req.uri().path().to_string();
+                let err = match why {
+                    NoRoute::BadPath => GatewayError::BadPath(path),
+                    NoRoute::NotFound => GatewayError::NoRoute {
+                        method: req.method().to_string(),
+                        path,
+                    },
+                };
+                (&self.unrouted, Err(err))
+            }
+        };
+        let resp = match result {
+            Ok(resp) => resp,
+            Err(err) => {
+                if err.status().is_server_error() {
+                    tracing::warn!(request_id = ?request_id, error = %err, "request failed");
+                } else {
+                    tracing::debug!(request_id = ?request_id, error = %err, "request refused");
+                }
+                err.into_response(&request_id)
+            }
+        };
+        metrics.observe(resp.status().as_u16(), started.elapsed().as_secs_f64());
+        resp
+    }
+
+    async fn forward(
+        &self,
+        route_index: usize,
+        conn: ConnInfo,
+        request_id: &HeaderValue,
+        req: Request<Incoming>,
+    ) -> Result<Response<ProxyBody>, GatewayError> {
+        let route = self.router.route(route_index);
+        let upstream = &self.upstreams[route.upstream];
+        let (mut parts, body) = req.into_parts();
+
+        self.jwt.strip_identity(&mut parts.headers);
+        if route.jwt {
+            let claims = self.jwt.authenticate(&parts.headers, &route.roles).await?;
+            self.jwt.inject(&claims, &mut parts.headers);
+        }
+
+        let declared = parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        headers::strip_hop_by_hop(&mut parts.headers);
+        headers::add_forwarded(
+            &mut parts.headers,
+            conn.peer.ip(),
+            conn.tls,
+            parts.uri.authority(),
+        );
+        headers::append_via(&mut parts.headers, headers::via_token(parts.version));
+        parts
+            .headers
+            .insert(X_REQUEST_ID.clone(), request_id.clone());
+        parts.uri = upstream.target(parts.uri.path_and_query())?;
+
+        let body: ProxyBody = match &route.json_to_xml {
+            Some(layout) => {
+                let limit = self.transform_max_body_bytes;
+                if declared.is_some_and(|n| n > limit as u64) {
+                    return Err(GatewayError::TooLarge {
+                        limit: limit as u64,
+                    });
+                }
+                let json = Limited::new(body, limit).collect().await.map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        GatewayError::TooLarge {
+                            limit: limit as u64,
+                        }
+                    } else {
+                        GatewayError::BodyRead(e.to_string())
+                    }
+                })?;
+                let xml = transform::convert(&json.to_bytes(), layout)
+                    .map_err(|e| GatewayError::BadBody(e.to_string()))?;
+                parts
+                    .headers
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+                parts
+                    .headers
+                    .insert(CONTENT_LENGTH, HeaderValue::from(xml.len()));
+                Full::new(Bytes::from(xml))
+                    .map_err(|never| match never {})
+                    .boxed_unsync()
+            }
+            None => {
+                let limit = self.max_body_bytes;
+                if declared.is_some_and(|n| n > limit) {
+                    return Err(GatewayError::TooLarge { limit });
+                }
+                Capped::new(body, limit).boxed_unsync()
+            }
+        };
+
+        let resp = upstream
+            .send(Request::from_parts(parts, body))
+            .await
+            .map_err(|e| match e {
+                GatewayError::TooLarge { .. } => GatewayError::TooLarge {
+                    limit: self.max_body_bytes,
+                },
+                other => other,
+            })?;
+        let (mut head, body) = resp.into_parts();
+        headers::strip_hop_by_hop(&mut head.headers);
+        headers::append_via(&mut head.headers, headers::via_token(head.version));
+        head.version = http::Version::HTTP_11;
+        head.headers
+            .entry(X_REQUEST_ID.clone())
+            .or_insert_with(|| request_id.clone());
+        Ok(Response::from_parts(
+            head,
+            body.map_err(Into::into).boxed_unsync(),
+        ))
+    }
+}

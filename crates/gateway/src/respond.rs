@@ -1,0 +1,140 @@
+//! Every error the gateway answers itself, and how it looks on the wire:
+//! `{"error":{"code":"…","message":"…","request_id":"…"}}` with the right status. Other modules
+//! return [`GatewayError`]; only this one builds error responses.
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use crate::body::ProxyBody;
+use crate::headers::X_REQUEST_ID;
+
+/// An error the gateway answers on its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    /// No route takes the request.
+    #[error("no route for {method} {path}")]
+    NoRoute {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// The path has dot segments.
+    #[error("path {0:?} contains '.' or '..' segments")]
+    BadPath(String),
+    /// No bearer token on a protected route.
+    #[error("a bearer token is required")]
+    MissingToken,
+    /// The token was refused.
+    #[error("invalid token: {0}")]
+    InvalidToken(String),
+    /// The token's role may not use the route.
+    #[error("role {role:?} may not use this route")]
+    Forbidden {
+        /// The caller's role.
+        role: String,
+    },
+    /// The body is over the limit.
+    #[error("request body exceeds {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// The body could not be transformed.
+    #[error("{0}")]
+    BadBody(String),
+    /// The client's body stream failed mid-way.
+    #[error("reading the request body failed: {0}")]
+    BodyRead(String),
+    /// The upstream could not be reached or failed.
+    #[error("upstream {upstream} unavailable: {reason}")]
+    BadGateway {
+        /// Upstream name.
+        upstream: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The upstream did not answer in time.
+    #[error("upstream {upstream} did not answer within {after_ms} ms")]
+    Timeout {
+        /// Upstream name.
+        upstream: String,
+        /// The timeout.
+        after_ms: u128,
+    },
+    /// A dependency of the gateway itself is down (for example the JWKS endpoint).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl GatewayError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::BadPath(_) | Self::BadBody(_) | Self::BodyRead(_) => StatusCode::BAD_REQUEST,
+            Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BadGateway { .. } => StatusCode::BAD_GATEWAY,
+            Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NoRoute { .. } => "not_found",
+            Self::BadPath(_) => "bad_path",
+            Self::BadBody(_) => "invalid_body",
+            Self::BodyRead(_) => "body_read_failed",
+            Self::MissingToken => "missing_token",
+            Self::InvalidToken(_) => "invalid_token",
+            Self::Forbidden { .. } => "forbidden",
+            Self::TooLarge { .. } => "payload_too_large",
+            Self::BadGateway { .. } => "bad_gateway",
+            Self::Timeout { .. } => "gateway_timeout",
+            Self::Unavailable(_) => "service_unavailable",
+        }
+    }
+
+    /// The JSON error response, tagged with `request_id`.
+    pub fn into_response(self, request_id: &HeaderValue) -> Response<ProxyBody> {
+        let body = serde_json::json!({
+            "error": {
+                "code": self.code(),
+                "message": self.to_string(),
+                "request_id": request_id.to_str().unwrap_or_default(),
+            }
+        });
+        let bytes = Bytes::from(body.to_string());
+        let mut resp = Response::new(
+            Full::new(bytes)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+        *resp.status_mut() = self.status();
+        let h = resp.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(X_REQUEST_ID.clone(), request_id.clone());
+        match &self {
+            Self::MissingToken => {
+                h.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\""),
+                );
+            }
+            Self::InvalidToken(_) => {
+                h.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\", error=\"invalid_token\""),
+                );
+            }
+            _ => {}
+        }
+        resp
+    }
+}

@@ -1,0 +1,161 @@
+//! The route table: which route takes a request, by path and method.
+//!
+//! Most specific wins: an exact path beats any prefix, a longer prefix beats a shorter one, and
+//! file order breaks ties. A prefix matches on segment boundaries: `/users` takes `/users` and
+//! `/users/...` but not `/usersx`; a prefix ending in `/` takes anything that starts with it.
+//! Paths with dot segments (`.`/`..`, also percent-encoded) are refused before matching, so a
+//! public route's prefix cannot be used to reach a protected path on the same upstream.
+
+use http::Method;
+
+use crate::config::{PathMatch, RouteSettings};
+
+/// The ordered route table.
+#[derive(Debug)]
+pub struct Router {
+    /// Route indices, most specific first.
+    order: Vec<usize>,
+    routes: Vec<RouteSettings>,
+}
+
+/// Why no route was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRoute {
+    /// The path is not in normal form (dot segments).
+    BadPath,
+    /// Nothing matches path and method.
+    NotFound,
+}
+
+impl Router {
+    /// Builds the table.
+    pub fn new(routes: Vec<RouteSettings>) -> Self {
+        let mut order: Vec<usize> = (0..routes.len()).collect();
+        // Stable sort keeps file order among equals.
+        order.sort_by_key(|&i| match &routes[i].path {
+            PathMatch::Exact(_) => (0, 0),
+            PathMatch::Prefix(p) => (1, usize::MAX - p.len()),
+        });
+        Self { order, routes }
+    }
+
+    /// The route at `index`.
+    pub fn route(&self, index: usize) -> &RouteSettings {
+        &self.routes[index]
+    }
+
+    /// All routes in file order.
+    pub fn routes(&self) -> &[RouteSettings] {
+        &self.routes
+    }
+
+    /// Finds the route for `method path` (path without the query).
+    ///
+    /// # Errors
+    /// [`NoRoute`] saying why none applies.
+    pub fn find(&self, method: &Method, path: &str) -> Result<usize, NoRoute> {
+        if has_dot_segment(path) {
+            return Err(NoRoute::BadPath);
+        }
+        self.order
+            .iter()
+            .copied()
+            .find(|&i| {
+                let r = &self.routes[i];
+                path_matches(&r.path, path) && (r.methods.is_empty() || r.methods.contains(method))
+            })
+            .ok_or(NoRoute::NotFound)
+    }
+}
+
+fn path_matches(m: &PathMatch, path: &str) -> bool {
+    match m {
+        PathMatch::Exact(p) => p == path,
+        PathMatch::Prefix(p) => {
+            path.starts_with(p.as_str())
+                && (p.ends_with('/')
+                    || path.len() == p.len()
+                    || path.as_bytes().get(p.len()) == Some(&b'/'))
+        }
+    }
+}
+
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|seg| {
+        let decoded = seg.replace("%2e", ".").replace("%2E", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(path: PathMatch, methods: &[Method]) -> RouteSettings {
+        RouteSettings {
+            name: format!("{path:?}"),
+            path,
+            methods: methods.to_vec(),
+            upstream: 0,
+            jwt: false,
+            roles: vec![],
+            json_to_xml: None,
+        }
+    }
+
+    fn table() -> Router {
+        Router::new(vec![
+            route(PathMatch::Prefix("/".into()), &[]),
+            route(
+                PathMatch::Prefix("/users".into()),
+                &[Method::GET, Method::PUT],
+            ),
+            route(PathMatch::Exact("/users/login".into()), &[Method::POST]),
+            route(PathMatch::Prefix("/users/vehicles/".into()), &[Method::GET]),
+            route(PathMatch::Prefix("/users".into()), &[Method::POST]),
+        ])
+    }
+
+    #[test]
+    fn most_specific_match_wins() {
+        let r = table();
+        assert_eq!(r.find(&Method::POST, "/users/login"), Ok(2));
+        assert_eq!(r.find(&Method::GET, "/users/login"), Ok(1));
+        assert_eq!(r.find(&Method::GET, "/users/vehicles/7"), Ok(3));
+        assert_eq!(r.find(&Method::GET, "/users"), Ok(1));
+        assert_eq!(r.find(&Method::POST, "/users/createUser"), Ok(4));
+        assert_eq!(
+            r.find(&Method::DELETE, "/users/1"),
+            Ok(0),
+            "falls back to /"
+        );
+    }
+
+    #[test]
+    fn prefixes_respect_segment_boundaries() {
+        let r = Router::new(vec![route(PathMatch::Prefix("/users".into()), &[])]);
+        assert_eq!(r.find(&Method::GET, "/usersx"), Err(NoRoute::NotFound));
+        assert_eq!(r.find(&Method::GET, "/users/"), Ok(0));
+        assert_eq!(r.find(&Method::GET, "/parks"), Err(NoRoute::NotFound));
+    }
+
+    #[test]
+    fn method_mismatch_is_not_found() {
+        let r = Router::new(vec![route(PathMatch::Exact("/a".into()), &[Method::POST])]);
+        assert_eq!(r.find(&Method::GET, "/a"), Err(NoRoute::NotFound));
+    }
+
+    #[test]
+    fn dot_segments_are_refused() {
+        let r = table();
+        for p in [
+            "/barriers/../users/getAllUsers",
+            "/./users",
+            "/users/%2e%2E/x",
+            "/..",
+        ] {
+            assert_eq!(r.find(&Method::GET, p), Err(NoRoute::BadPath), "{p}");
+        }
+        assert_eq!(r.find(&Method::GET, "/users/.hidden"), Ok(1));
+    }
+}

@@ -1,0 +1,36 @@
+//! `pms gateway --config FILE`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::UsageError;
+
+/// Arguments of `pms gateway`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Gateway configuration (TOML); see docs/gateway.md.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Check the configuration and exit without binding anything.
+    #[arg(long)]
+    check: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let settings = pms_gateway::config::load(&args.config, &pms_gateway::config::process_env)
+        .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
+    if args.check {
+        println!("{}: configuration OK", args.config.display());
+        return Ok(());
+    }
+    super::runtime()?.block_on(async {
+        let bound = pms_gateway::Bound::bind(&settings)
+            .await
+            .context("binding listeners")?;
+        tracing::info!(admin = %bound.admin_addr(), "admin listening");
+        let drain = pms_gateway::run(settings, bound, super::shutdown_signal()).await?;
+        tracing::info!(?drain, "gateway stopped");
+        Ok(())
+    })
+}

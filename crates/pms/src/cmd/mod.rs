@@ -1,0 +1,71 @@
+//! The subcommands, one file each, and what they share: the runtime and the shutdown signal.
+
+mod certs;
+mod echo;
+mod gateway;
+
+use clap::{Parser, Subcommand};
+
+/// PMS: the Park Management System backend and its benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "pms", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the API gateway.
+    Gateway(gateway::Args),
+    /// Run the echo back-end used by the benchmarks.
+    Echo(echo::Args),
+    /// Certificates for local use.
+    #[command(subcommand)]
+    Certs(certs::Command),
+}
+
+/// A mistake in the command line or configuration (exit 64).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs the chosen subcommand.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Gateway(args) => gateway::run(args),
+        Command::Echo(args) => echo::run(args),
+        Command::Certs(c) => certs::run(c),
+    }
+}
+
+/// A multi-threaded runtime with one worker per core.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}
