@@ -205,7 +205,7 @@ impl Jwks {
         alg: Algorithm,
     ) -> Result<Arc<DecodingKey>, VerifyError> {
         let kid = kid.ok_or(VerifyError::UnknownKey(None))?;
-        let (found, stale, may_refetch) = self.lookup(kid);
+        let (found, stale) = self.lookup(kid);
         let entry = match found {
             Some(e) if !stale => e,
             Some(e) => {
@@ -215,7 +215,9 @@ impl Jwks {
                     .await;
                 self.lookup(kid).0.unwrap_or(e)
             }
-            None if may_refetch => {
+            None => {
+                // Waits for a fetch already in flight (the start-up one, say), and fetches again
+                // only if the last attempt is older than `min_refetch`.
                 let _ = self
                     .refresh_if_due(|s| s.attempted_at, self.min_refetch)
                     .await;
@@ -224,7 +226,6 @@ impl Jwks {
                     None => return Err(self.missing(kid)),
                 }
             }
-            None => return Err(self.missing(kid)),
         };
         if entry.alg.is_some_and(|a| a != alg) {
             return Err(VerifyError::AlgorithmNotAllowed(alg));
@@ -251,17 +252,15 @@ impl Jwks {
         }
     }
 
-    fn lookup(&self, kid: &str) -> (Option<Entry>, bool, bool) {
+    /// The cached entry for `kid` and whether the set is due for a refresh.
+    fn lookup(&self, kid: &str) -> (Option<Entry>, bool) {
         let Ok(s) = self.state.read() else {
-            return (None, false, false);
+            return (None, false);
         };
         let stale = s
             .fetched_at
             .is_none_or(|t| t.elapsed() >= self.refresh_every);
-        let may_refetch = s
-            .attempted_at
-            .is_none_or(|t| t.elapsed() >= self.min_refetch);
-        (s.keys.get(kid).cloned(), stale, may_refetch)
+        (s.keys.get(kid).cloned(), stale)
     }
 
     fn missing(&self, kid: &str) -> VerifyError {

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod inspect;
 pub mod payload;
 
 use std::future::Future;
@@ -98,11 +99,20 @@ impl<T: Send + 'static> Spawned<T> {
         Fut: Future<Output = T> + Send + 'static,
     {
         let addr = listener.local_addr().expect("listener address");
+        Self::with(addr, move |stop| run(listener, stop))
+    }
+
+    /// Runs `run(shutdown)` for a component that bound its sockets already (reachable at `addr`).
+    pub fn with<F, Fut>(addr: SocketAddr, run: F) -> Self
+    where
+        F: FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = Box::pin(async move {
             let _ = stopped.await;
         });
-        let task = tokio::spawn(run(listener, shutdown));
+        let task = tokio::spawn(run(shutdown));
         Self {
             addr,
             stop: Some(stop),

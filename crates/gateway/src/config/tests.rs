@@ -1,1 +1,207 @@
+use super::*;
 
+fn resolve(text: &str, env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    parse(text, "gw.toml")?.resolve("gw.toml", Path::new("."), &|k| env.get(k).cloned())
+}
+
+fn problems(text: &str) -> Vec<String> {
+    resolve(text, &[])
+        .expect_err("config must be rejected")
+        .problems
+}
+
+const MINIMAL: &str = r#"
+[[listeners]]
+listen = "127.0.0.1:0"
+[[upstreams]]
+name = "u"
+endpoints = ["http://127.0.0.1:1"]
+[[routes]]
+match = { path_prefix = "/" }
+upstream = "u"
+"#;
+
+#[test]
+fn minimal_config_gets_defaults() {
+    let s = resolve(MINIMAL, &[]).unwrap();
+    assert_eq!(s.admin_listen.to_string(), DEFAULT_ADMIN_LISTEN);
+    assert_eq!(s.limits.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(s.upstreams[0].protocol, UpstreamProtocol::H1);
+    assert_eq!(
+        s.upstreams[0].request_timeout,
+        Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS)
+    );
+    assert_eq!(s.routes[0].name, "/*");
+    assert!(!s.routes[0].jwt);
+    assert!(s.jwt.is_none());
+}
+
+#[test]
+fn unknown_keys_are_errors_with_the_file_and_position() {
+    let p = problems(&format!("{MINIMAL}\n[limits]\nmax_conections = 3\n"));
+    assert_eq!(p.len(), 1);
+    assert!(p[0].starts_with("gw.toml: "), "{p:?}");
+    assert!(p[0].contains("max_conections"), "{p:?}");
+    assert!(p[0].contains("line"), "{p:?}");
+}
+
+#[test]
+fn every_problem_is_reported_with_its_key() {
+    let p = problems(
+        r#"
+[admin]
+listen = "nowhere"
+[[listeners]]
+listen = "127.0.0.1:99999"
+[[upstreams]]
+name = "a"
+endpoints = ["http://127.0.0.1:1/path", "ftp://x"]
+protocol = "h3"
+[[upstreams]]
+name = "b"
+endpoints = ["http://127.0.0.1:2"]
+protocol = "h2"
+[[routes]]
+match = { path = "users" , methods = ["G ET"] }
+upstream = "missing"
+auth = "magic"
+transform = "xml-to-json"
+"#,
+    );
+    let joined = p.join("\n");
+    for expected in [
+        "gw.toml: admin.listen: \"nowhere\" is not an IP:port",
+        "gw.toml: listeners[0].listen:",
+        "gw.toml: upstreams[0].protocol: \"h3\" is not a protocol",
+        "gw.toml: upstreams[0].endpoints[0]: \"http://127.0.0.1:1/path\" must not carry a path",
+        "gw.toml: upstreams[0].endpoints[1]: \"ftp://x\" must be http://host:port",
+        "gw.toml: upstreams[1].endpoints[0]: protocol h2 needs an https:// endpoint",
+        "gw.toml: routes[0].match: \"users\" must start with '/'",
+        "gw.toml: routes[0].match.methods[0]: \"G ET\" is not a method",
+        "gw.toml: routes[0].upstream: no upstream named \"missing\"",
+        "gw.toml: routes[0].auth: \"magic\" is not an auth mode",
+        "gw.toml: routes[0].transform: \"xml-to-json\" is not a transform",
+    ] {
+        assert!(
+            joined.contains(expected),
+            "missing {expected:?} in:\n{joined}"
+        );
+    }
+}
+
+#[test]
+fn jwt_problems() {
+    let base = MINIMAL.replace("upstream = \"u\"", "upstream = \"u\"\nauth = \"jwt\"");
+    let p = problems(&base);
+    assert!(
+        p.iter()
+            .any(|l| l.contains("routes[0].auth: \"jwt\" needs an [auth.jwt] section")),
+        "{p:?}"
+    );
+
+    let p = problems(&format!(
+        "{base}\n[auth.jwt]\nalgorithms = [\"none\"]\nsecret_env = \"S\"\n"
+    ));
+    let joined = p.join("\n");
+    assert!(
+        joined.contains("auth.jwt.algorithms[0]: the \"none\" algorithm is never accepted"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("auth.jwt.secret_env: environment variable S is unset or empty"),
+        "{joined}"
+    );
+    assert!(
+        !joined.contains("routes[0]"),
+        "no cascade onto routes: {joined}"
+    );
+
+    let p = problems(&format!(
+        "{base}\n[auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"S\"\njwks_url = \"http://x/\"\n"
+    ));
+    assert!(p.iter().any(|l| l.contains("set exactly one of")), "{p:?}");
+
+    let r = resolve(
+        &format!("{base}\n[auth.jwt]\nalgorithms = [\"ES256\"]\nsecret_env = \"S\"\n"),
+        &[("S", "secret")],
+    );
+    let p = r.expect_err("secret for ES256").problems;
+    assert!(
+        p.iter()
+            .any(|l| l.contains("auth.jwt: [ES256] cannot be verified with a shared secret")),
+        "{p:?}"
+    );
+
+    let s = resolve(
+        &format!("{base}\n[auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"S\"\nissuer = \"pms\"\naudience = [\"a\", \"b\"]\n"),
+        &[("S", "secret")],
+    )
+    .unwrap();
+    let jwt = s.jwt.unwrap();
+    assert_eq!(jwt.verifier.issuers, Some(vec!["pms".to_string()]));
+    assert_eq!(
+        jwt.verifier.audiences,
+        Some(vec!["a".to_string(), "b".to_string()])
+    );
+    let headers: Vec<(&str, &str)> = jwt
+        .claims_to_headers
+        .iter()
+        .map(|(c, h)| (c.as_str(), h.as_str()))
+        .collect();
+    assert_eq!(headers, [("role", "x-userrole"), ("sub", "x-userid")]);
+}
+
+#[test]
+fn tls_files_that_do_not_exist_are_named() {
+    let p = problems(&MINIMAL.replace(
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\ntls = { cert = \"/nonexistent/c.pem\", key = \"/nonexistent/k.pem\" }",
+    ));
+    assert!(
+        p.iter()
+            .any(|l| l.contains("listeners[0].tls: /nonexistent/c.pem")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn transform_layouts() {
+    let t = MINIMAL.replace(
+        "upstream = \"u\"",
+        "upstream = \"u\"\ntransform = \"json-to-xml\"\nxml_layout = \"ballerina-compat\"",
+    );
+    let s = resolve(&t, &[]).unwrap();
+    assert_eq!(s.routes[0].json_to_xml, Some(XmlLayout::BallerinaCompat));
+    let t = MINIMAL.replace(
+        "upstream = \"u\"",
+        "upstream = \"u\"\ntransform = \"json-to-xml\"\nxml_root = \"1bad\"",
+    );
+    assert!(problems(&t)
+        .iter()
+        .any(|l| l.contains("routes[0].xml_root: \"1bad\" is not a valid XML element name")));
+    let t = MINIMAL.replace(
+        "upstream = \"u\"",
+        "upstream = \"u\"\nxml_layout = \"generic\"",
+    );
+    assert!(problems(&t).iter().any(|l| l.contains("need transform")));
+}
+
+#[test]
+fn shipped_configs_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+    let gw = load(&root.join("gateway.toml"), &|k| {
+        (k == "PMS_JWT_SECRET").then(|| "s3cret".into())
+    })
+    .unwrap();
+    assert_eq!(gw.routes.len(), 10);
+    assert!(gw.jwt.is_some());
+    let login = gw.routes.iter().find(|r| r.name == "login").unwrap();
+    assert!(!login.jwt);
+    assert_eq!(login.methods, vec![Method::POST]);
+    let echo = load(&root.join("echo.toml"), &|_| None).unwrap();
+    assert_eq!(echo.routes[1].json_to_xml, Some(XmlLayout::BallerinaCompat));
+}

@@ -1,0 +1,134 @@
+//! The admin listener: health, readiness across shutdown, and metrics.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use pms_testkit::client::{Proto, TestClient};
+
+use crate::support::{echo, simple};
+
+pub async fn scrape(admin: SocketAddr) -> String {
+    let mut c = TestClient::connect(admin, Proto::H1c).await.unwrap();
+    let r = c.call("GET", "/metrics", &[], "").await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    r.text()
+}
+
+/// The value of one exposition line, by its exact name-and-labels prefix.
+pub fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let backend = echo(false, false, Duration::ZERO).await;
+    let gw = simple(
+        &format!(
+            r#"endpoints = ["http://127.0.0.1:{}"]"#,
+            backend.addr.port()
+        ),
+        "",
+        "",
+        &[],
+    )
+    .await;
+    let mut admin = TestClient::connect(gw.admin, Proto::H1c).await.unwrap();
+    let r = admin.call("GET", "/healthz", &[], "").await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.json()["status"].as_str()),
+        (200, Some("ok"))
+    );
+    let r = admin.call("GET", "/readyz", &[], "").await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.json()["ready"].as_bool()),
+        (200, Some(true))
+    );
+    let r = admin.call("GET", "/nope", &[], "").await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = admin.call("POST", "/readyz", &[], "").await.unwrap();
+    assert_eq!(r.status(), 405);
+
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(c.call("POST", "/a", &[], "x").await.unwrap().status(), 200);
+    }
+    assert_eq!(c.call("GET", "/../x", &[], "").await.unwrap().status(), 400);
+
+    let m = scrape(gw.admin).await;
+    assert_eq!(
+        value(
+            &m,
+            r#"pms_gateway_requests_total{route="all",status="200"}"#
+        ),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(
+        value(
+            &m,
+            r#"pms_gateway_requests_total{route="(none)",status="400"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            r#"pms_gateway_request_duration_seconds_count{route="all"}"#
+        ),
+        Some(3.0)
+    );
+    // Three requests on one client connection reuse one upstream connection.
+    assert_eq!(
+        value(&m, r#"pms_gateway_upstream_requests_total{upstream="up"}"#),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            r#"pms_gateway_upstream_connections_opened_total{upstream="up"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&m, r#"pms_gateway_connections_active{listener="public"}"#),
+        Some(1.0)
+    );
+    assert!(m.contains("pms_gateway_tls_handshakes_total"));
+}
+
+#[tokio::test]
+async fn tls_handshakes_are_counted() {
+    let toml = r#"
+[admin]
+listen = "127.0.0.1:0"
+[[listeners]]
+name = "tls"
+listen = "127.0.0.1:0"
+tls = { cert = "{cert}", key = "{key}" }
+[[upstreams]]
+name = "up"
+endpoints = ["http://127.0.0.1:9"]
+[[routes]]
+match = { path_prefix = "/" }
+upstream = "up"
+"#;
+    let gw = crate::support::gateway(toml, &[]).await;
+    let _ok = TestClient::connect(gw.addr(), Proto::H2Tls).await.unwrap();
+    // A cleartext client into a TLS listener fails the handshake.
+    let mut bad = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    assert!(bad.call("GET", "/", &[], "").await.is_err());
+    pms_testkit::assert_eventually("handshake counters", 200, || async {
+        let m = scrape(gw.admin).await;
+        value(
+            &m,
+            r#"pms_gateway_tls_handshakes_total{listener="tls",result="ok"}"#,
+        ) == Some(1.0)
+            && value(
+                &m,
+                r#"pms_gateway_tls_handshakes_total{listener="tls",result="failed"}"#,
+            ) == Some(1.0)
+    })
+    .await;
+}

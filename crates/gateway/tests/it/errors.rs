@@ -1,0 +1,56 @@
+//! Upstream failures: refused connections and slow back-ends.
+
+use std::time::Duration;
+
+use pms_testkit::client::{Proto, TestClient};
+
+use crate::support::{echo, simple};
+
+#[tokio::test]
+async fn unreachable_upstream_is_502_json() {
+    let closed = pms_testkit::listener().await.local_addr().unwrap(); // dropped: nothing listens
+    let gw = simple(&format!(r#"endpoints = ["http://{closed}"]"#), "", "", &[]).await;
+    for proto in [Proto::H1c, Proto::H2c] {
+        let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+        let r = c
+            .call(
+                "GET",
+                "/users/getAllUsers",
+                &[("x-request-id", "req-502")],
+                "",
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 502, "{proto:?}");
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let e = r.json();
+        assert_eq!(e["error"]["code"], "bad_gateway");
+        assert_eq!(e["error"]["request_id"], "req-502");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("connect"),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn slow_upstream_is_504_json() {
+    let slow = echo(false, false, Duration::from_secs(5)).await;
+    let gw = simple(
+        &format!(
+            "endpoints = [\"http://127.0.0.1:{}\"]\nrequest_timeout_ms = 100",
+            slow.addr.port()
+        ),
+        "",
+        "",
+        &[],
+    )
+    .await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("POST", "/x", &[], "hello").await.unwrap();
+    assert_eq!(r.status(), 504);
+    assert_eq!(r.json()["error"]["code"], "gateway_timeout");
+    // The client connection stays usable.
+    let r = c.call("POST", "/x", &[], "again").await.unwrap();
+    assert_eq!(r.status(), 504);
+}

@@ -1,0 +1,10 @@
+//! Gateway integration tests: real listeners on port 0, real echo/inspector back-ends, real
+//! HTTP/1.1, HTTP/2 and TLS clients. One binary, one module per theme.
+
+mod admin;
+mod auth;
+mod errors;
+mod protocols;
+mod proxying;
+mod support;
+mod transform;

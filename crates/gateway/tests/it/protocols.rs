@@ -1,0 +1,286 @@
+//! The protocol matrix of the published reports, checked on both hops: the client sees what it
+//! negotiated with the gateway, and the echo's `x-echo-protocol`/`x-echo-tls` prove what reached
+//! the back-end.
+
+use std::time::Duration;
+
+use pms_testkit::client::{Proto, TestClient};
+
+use crate::support::{echo, gateway};
+
+/// One scenario.
+struct Case {
+    /// How the client talks to the gateway.
+    client: Proto,
+    /// The gateway listener is TLS.
+    listener_tls: bool,
+    /// Upstream `protocol`.
+    upstream: &'static str,
+    /// The echo serves TLS.
+    echo_tls: bool,
+    /// The echo refuses HTTP/2.
+    echo_http1_only: bool,
+    /// Expected version on the client hop.
+    want_client: http::Version,
+    /// Expected `x-echo-protocol`.
+    want_backend: &'static str,
+}
+
+async fn check(case: Case) {
+    let backend = echo(case.echo_tls, case.echo_http1_only, Duration::ZERO).await;
+    let scheme = if case.echo_tls { "https" } else { "http" };
+    let listener_tls = if case.listener_tls {
+        r#"tls = { cert = "{cert}", key = "{key}" }"#
+    } else {
+        ""
+    };
+    let toml = format!(
+        r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[[listeners]]
+listen = "127.0.0.1:0"
+{listener_tls}
+
+[[upstreams]]
+name = "echo"
+endpoints = ["{scheme}://127.0.0.1:{port}"]
+protocol = "{proto}"
+tls = {{ ca = "{{ca}}" }}
+
+[[routes]]
+match = {{ path = "/passthrough", methods = ["POST"] }}
+upstream = "echo"
+"#,
+        port = backend.addr.port(),
+        proto = case.upstream,
+    );
+    let gw = gateway(&toml, &[]).await;
+    let mut client = TestClient::connect(gw.addr(), case.client).await.unwrap();
+    assert_eq!(client.version, case.want_client, "client hop");
+    let payload = pms_testkit::payload::array(500);
+    for _ in 0..3 {
+        let r = client
+            .call(
+                "POST",
+                "/passthrough",
+                &[("content-type", "application/json")],
+                payload.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text());
+        assert_eq!(r.body.as_ref(), payload.as_slice());
+        assert_eq!(
+            r.header("x-echo-protocol"),
+            Some(case.want_backend),
+            "back-end hop"
+        );
+        assert_eq!(
+            r.header("x-echo-tls"),
+            Some(if case.echo_tls { "true" } else { "false" }),
+            "back-end TLS"
+        );
+        assert_eq!(r.header("content-type"), Some("application/json"));
+    }
+    gw.spawned.shutdown().await.unwrap();
+}
+
+use http::Version;
+
+#[tokio::test]
+async fn h1c_to_h1c() {
+    check(Case {
+        client: Proto::H1c,
+        listener_tls: false,
+        upstream: "h1",
+        echo_tls: false,
+        echo_http1_only: false,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h1_to_h1_tls_both_sides() {
+    check(Case {
+        client: Proto::H1Tls,
+        listener_tls: true,
+        upstream: "h1",
+        echo_tls: true,
+        echo_http1_only: false,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h2_to_h2() {
+    check(Case {
+        client: Proto::H2Tls,
+        listener_tls: true,
+        upstream: "h2",
+        echo_tls: true,
+        echo_http1_only: false,
+        want_client: Version::HTTP_2,
+        want_backend: "HTTP/2.0",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h2_to_h1_tls() {
+    check(Case {
+        client: Proto::H2Tls,
+        listener_tls: true,
+        upstream: "h1",
+        echo_tls: true,
+        echo_http1_only: false,
+        want_client: Version::HTTP_2,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h2_to_h1c() {
+    check(Case {
+        client: Proto::H2Tls,
+        listener_tls: true,
+        upstream: "h1",
+        echo_tls: false,
+        echo_http1_only: false,
+        want_client: Version::HTTP_2,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+/// The published "client and server downgrade": an HTTP/1.1 client without ALPN into a listener
+/// offering h2, and an HTTP/2-capable (`auto`) upstream client facing an HTTP/1.1-only TLS echo.
+#[tokio::test]
+async fn downgrade_on_both_sides() {
+    check(Case {
+        client: Proto::TlsNoAlpn,
+        listener_tls: true,
+        upstream: "auto",
+        echo_tls: true,
+        echo_http1_only: true,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h1_client_with_alpn_into_h2_listener_stays_h1() {
+    check(Case {
+        client: Proto::H1Tls,
+        listener_tls: true,
+        upstream: "auto",
+        echo_tls: true,
+        echo_http1_only: true,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn auto_upstream_takes_h2_when_offered() {
+    check(Case {
+        client: Proto::H1c,
+        listener_tls: false,
+        upstream: "auto",
+        echo_tls: true,
+        echo_http1_only: false,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/2.0",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h1c_to_h2c() {
+    check(Case {
+        client: Proto::H1c,
+        listener_tls: false,
+        upstream: "h2c",
+        echo_tls: false,
+        echo_http1_only: false,
+        want_client: Version::HTTP_11,
+        want_backend: "HTTP/2.0",
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn h2c_client_into_cleartext_listener() {
+    check(Case {
+        client: Proto::H2c,
+        listener_tls: false,
+        upstream: "h1",
+        echo_tls: false,
+        echo_http1_only: false,
+        want_client: Version::HTTP_2,
+        want_backend: "HTTP/1.1",
+    })
+    .await;
+}
+
+/// HTTP/2 upstreams multiplex: many concurrent requests share one upstream connection.
+#[tokio::test]
+async fn h2_upstream_multiplexes_on_one_connection() {
+    let backend = echo(false, false, Duration::from_millis(50)).await;
+    let toml = format!(
+        r#"
+[admin]
+listen = "127.0.0.1:0"
+[[listeners]]
+listen = "127.0.0.1:0"
+[[upstreams]]
+name = "echo"
+endpoints = ["http://127.0.0.1:{}"]
+protocol = "h2c"
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "echo"
+"#,
+        backend.addr.port()
+    );
+    let gw = crate::support::gateway(&toml, &[]).await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let addr = gw.addr();
+        tasks.push(tokio::spawn(async move {
+            let mut c = TestClient::connect(addr, Proto::H1c).await.unwrap();
+            c.call("POST", "/x", &[], format!("body {i}"))
+                .await
+                .unwrap()
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let r = t.await.unwrap();
+        assert_eq!(r.text(), format!("body {i}"));
+        assert_eq!(r.header("x-echo-protocol"), Some("HTTP/2.0"));
+    }
+    let metrics = crate::admin::scrape(gw.admin).await;
+    assert_eq!(
+        crate::admin::value(
+            &metrics,
+            r#"pms_gateway_upstream_connections_opened_total{upstream="echo"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        crate::admin::value(
+            &metrics,
+            r#"pms_gateway_upstream_requests_total{upstream="echo"}"#
+        ),
+        Some(20.0)
+    );
+}

@@ -1,0 +1,325 @@
+//! What the gateway does to requests and responses on the way through, routing, streaming, limits
+//! and the drain on shutdown.
+
+use std::time::Duration;
+
+use pms_net::serve::{Drain, ServeConfig};
+use pms_testkit::client::{Proto, TestClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{echo, gateway, inspector, simple};
+
+fn up(addr: std::net::SocketAddr) -> String {
+    format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, addr.port())
+}
+
+#[tokio::test]
+async fn headers_are_rewritten_as_a_proxy_should() {
+    let back = inspector().await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c
+        .call(
+            "PUT",
+            "/users/vehicle/3?plate=AA-00-BB&x=%20y",
+            &[
+                ("connection", "x-private, keep-alive"),
+                ("x-private", "secret"),
+                ("keep-alive", "timeout=9"),
+                ("x-forwarded-for", "203.0.113.9"),
+                ("x-forwarded-proto", "https"),
+                ("x-userid", "1"),
+                ("X-UserRole", "SUPERVISOR"),
+                ("x-request-id", "client-id-1"),
+                ("x-custom", "kept"),
+                ("content-type", "application/json"),
+            ],
+            r#"{"plate":"AA-00-BB"}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = r.json();
+    let h = &seen["headers"];
+    assert_eq!(seen["method"], "PUT");
+    assert_eq!(seen["path"], "/users/vehicle/3");
+    assert_eq!(seen["query"], "plate=AA-00-BB&x=%20y", "query string kept");
+    assert_eq!(seen["body"], r#"{"plate":"AA-00-BB"}"#);
+    for gone in [
+        "x-private",
+        "keep-alive",
+        "connection",
+        "x-userid",
+        "x-userrole",
+    ] {
+        assert!(
+            h.get(gone).is_none(),
+            "{gone} must not reach the upstream: {h}"
+        );
+    }
+    assert_eq!(h["x-forwarded-for"][0], "203.0.113.9, 127.0.0.1");
+    assert_eq!(h["x-forwarded-proto"][0], "http");
+    assert_eq!(h["x-forwarded-host"][0], "localhost");
+    assert_eq!(h["via"][0], "1.1 pms");
+    assert_eq!(h["x-request-id"][0], "client-id-1");
+    assert_eq!(h["x-custom"][0], "kept");
+    assert_eq!(h["content-type"][0], "application/json");
+    // Back to the client: the upstream's hop-by-hop header is gone, Via and the id are there.
+    assert!(r.header("keep-alive").is_none());
+    assert_eq!(r.header("via"), Some("1.1 pms"));
+    assert_eq!(r.header("x-request-id"), Some("client-id-1"));
+}
+
+#[tokio::test]
+async fn a_request_id_is_made_when_missing_or_unsafe() {
+    let back = inspector().await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
+    let r = c
+        .call("GET", "/", &[("x-request-id", "bad id<>")], "")
+        .await
+        .unwrap();
+    let sent = r.json()["headers"]["x-request-id"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(sent.len(), 32);
+    assert_eq!(r.header("x-request-id"), Some(sent.as_str()));
+    assert_eq!(
+        r.json()["headers"]["via"][0],
+        "2 pms",
+        "Via names the received protocol"
+    );
+}
+
+#[tokio::test]
+async fn upstream_status_codes_pass_through() {
+    let back = pms_testkit::inspect::spawn(ServeConfig::default(), http::StatusCode::CREATED).await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    assert_eq!(
+        c.call("POST", "/users/createUser", &[], "{}")
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    let back =
+        pms_testkit::inspect::spawn(ServeConfig::default(), http::StatusCode::CONFLICT).await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    assert_eq!(
+        c.call("POST", "/users/createUser", &[], "{}")
+            .await
+            .unwrap()
+            .status(),
+        409
+    );
+}
+
+#[tokio::test]
+async fn routes_pick_the_most_specific_match_and_unmatched_is_404_json() {
+    let a = inspector().await;
+    let b = echo(false, false, Duration::ZERO).await;
+    let toml = format!(
+        r#"
+[admin]
+listen = "127.0.0.1:0"
+[[listeners]]
+listen = "127.0.0.1:0"
+[[upstreams]]
+name = "inspect"
+endpoints = ["http://127.0.0.1:{}"]
+[[upstreams]]
+name = "echo"
+endpoints = ["http://127.0.0.1:{}"]
+[[routes]]
+match = {{ path_prefix = "/users/", methods = ["GET"] }}
+upstream = "inspect"
+[[routes]]
+match = {{ path = "/users/login", methods = ["POST"] }}
+upstream = "echo"
+"#,
+        a.addr.port(),
+        b.addr.port()
+    );
+    let gw = gateway(&toml, &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("POST", "/users/login", &[], "creds").await.unwrap();
+    assert_eq!(r.text(), "creds", "exact route to echo");
+    let r = c.call("GET", "/users/getAllUsers", &[], "").await.unwrap();
+    assert_eq!(
+        r.json()["path"],
+        "/users/getAllUsers",
+        "prefix route to inspector"
+    );
+    for (m, p) in [
+        ("DELETE", "/users/1"),
+        ("GET", "/parks/1"),
+        ("GET", "/users"),
+    ] {
+        let r = c.call(m, p, &[], "").await.unwrap();
+        assert_eq!(r.status(), 404, "{m} {p}");
+        let e = r.json();
+        assert_eq!(e["error"]["code"], "not_found");
+        assert_eq!(e["error"]["message"], format!("no route for {m} {p}"));
+        assert_eq!(e["error"]["request_id"].as_str(), r.header("x-request-id"));
+    }
+}
+
+#[tokio::test]
+async fn large_bodies_stream_both_ways_over_h1_and_h2() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let body: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
+    for proto in [Proto::H1c, Proto::H2c] {
+        let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+        let r = c.call("POST", "/big", &[], body.clone()).await.unwrap();
+        assert_eq!(r.status(), 200, "{proto:?}");
+        assert!(
+            r.body.as_ref() == body.as_slice(),
+            "{proto:?}: body changed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_with_413() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(&up(back.addr), "", "[limits]\nmax_body_bytes = 1000", &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    // Declared length over the limit: refused before anything is sent upstream.
+    let r = c.call("POST", "/x", &[], vec![b'a'; 1001]).await.unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(r.json()["error"]["code"], "payload_too_large");
+    let r = c.call("POST", "/x", &[], vec![b'a'; 1000]).await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    // No declared length (chunked): cut off while streaming.
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let chunk = "a".repeat(600);
+    let req = format!(
+        "POST /x HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    raw.write_all(req.as_bytes()).await.unwrap();
+    let mut resp = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp)).await;
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+}
+
+#[tokio::test]
+async fn oversized_headers_are_refused() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(&up(back.addr), "", "[limits]\nmax_header_bytes = 8192", &[]).await;
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let big = "b".repeat(20_000);
+    raw.write_all(format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut resp = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp)).await;
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+}
+
+#[tokio::test]
+async fn slow_request_heads_are_cut_off() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(
+        &up(back.addr),
+        "",
+        "[limits]\nheader_read_timeout_ms = 200",
+        &[],
+    )
+    .await;
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    // Never finish the head; the gateway must close the connection on its own.
+    let mut resp = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), raw.read_to_end(&mut resp)).await;
+    assert!(read.is_ok(), "connection left open");
+    let text = String::from_utf8_lossy(&resp);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn connection_cap_holds_extra_clients_until_a_slot_frees() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(&up(back.addr), "", "[limits]\nmax_connections = 1", &[]).await;
+    let mut first = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    assert_eq!(
+        first.call("POST", "/", &[], "1").await.unwrap().status(),
+        200
+    );
+    let addr = gw.addr();
+    let second = tokio::spawn(async move {
+        let mut c = TestClient::connect(addr, Proto::H1c).await.unwrap();
+        c.call("POST", "/", &[], "2").await.unwrap().text()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !second.is_finished(),
+        "second connection served while the cap was reached"
+    );
+    drop(first);
+    assert_eq!(second.await.unwrap(), "2");
+}
+
+#[tokio::test]
+async fn shutdown_finishes_in_flight_requests_then_stops() {
+    let back = echo(false, false, Duration::from_millis(500)).await;
+    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let addr = gw.addr();
+    let in_flight = tokio::spawn(async move {
+        let mut c = TestClient::connect(addr, Proto::H2c).await.unwrap();
+        c.call("POST", "/slow", &[], "done").await
+    });
+    // Wait until the request is at the back-end.
+    let admin = gw.admin;
+    pms_testkit::assert_eventually("request in flight", 500, || async move {
+        let m = crate::admin::scrape(admin).await;
+        crate::admin::value(&m, r#"pms_gateway_upstream_requests_total{upstream="up"}"#)
+            == Some(1.0)
+    })
+    .await;
+    let drain = gw.spawned.shutdown().await.unwrap();
+    assert_eq!(drain, Drain::Complete);
+    let r = in_flight.await.unwrap().unwrap();
+    assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "done"));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "listener closed"
+    );
+}
+
+#[tokio::test]
+async fn round_robin_over_endpoints() {
+    let a = echo(false, false, Duration::ZERO).await;
+    let b = inspector().await;
+    let gw = simple(
+        &format!(
+            r#"endpoints = ["http://127.0.0.1:{}", "http://127.0.0.1:{}"]"#,
+            a.addr.port(),
+            b.addr.port()
+        ),
+        "",
+        "",
+        &[],
+    )
+    .await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let mut echoes = 0;
+    for _ in 0..4 {
+        let r = c.call("POST", "/", &[], "ping").await.unwrap();
+        if r.text() == "ping" {
+            echoes += 1;
+        }
+    }
+    assert_eq!(echoes, 2);
+}

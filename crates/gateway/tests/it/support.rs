@@ -1,0 +1,121 @@
+//! Spawning gateways and back-ends for the tests.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pms_gateway::StartError;
+use pms_net::serve::{Drain, ServeConfig};
+use pms_testkit::{certs, Spawned};
+
+/// A running gateway.
+pub struct Gw {
+    pub spawned: Spawned<Result<Drain, StartError>>,
+    /// Public listener addresses in config order.
+    pub addrs: Vec<SocketAddr>,
+    pub admin: SocketAddr,
+}
+
+impl Gw {
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+}
+
+/// Starts a gateway from TOML text. `{cert}`, `{key}` and `{ca}` are replaced by the test
+/// certificate paths; listeners and admin should use port 0.
+pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
+    let c = certs();
+    let text = toml
+        .replace("{cert}", &c.cert.display().to_string())
+        .replace("{key}", &c.key.display().to_string())
+        .replace("{ca}", &c.ca.display().to_string());
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let settings = pms_gateway::config::parse(&text, "test.toml")
+        .and_then(|raw| {
+            raw.resolve("test.toml", std::path::Path::new("."), &|k| {
+                env.get(k).cloned()
+            })
+        })
+        .unwrap_or_else(|e| panic!("test config rejected:\n{e}"));
+    let bound = pms_gateway::Bound::bind(&settings).await.expect("bind");
+    let addrs = bound.public_addrs().into_iter().map(|(_, a)| a).collect();
+    let admin = bound.admin_addr();
+    let spawned = Spawned::with(addrs_first(&bound), move |stop| {
+        pms_gateway::run(settings, bound, stop)
+    });
+    Gw {
+        spawned,
+        addrs,
+        admin,
+    }
+}
+
+fn addrs_first(bound: &pms_gateway::Bound) -> SocketAddr {
+    bound
+        .public_addrs()
+        .first()
+        .map(|(_, a)| *a)
+        .unwrap_or_else(|| bound.admin_addr())
+}
+
+/// TLS server config for back-ends.
+pub fn server_tls(http1_only: bool) -> Arc<rustls::ServerConfig> {
+    let c = certs();
+    let alpn: &[&[u8]] = if http1_only {
+        &[pms_net::ALPN_HTTP11]
+    } else {
+        &[pms_net::ALPN_H2, pms_net::ALPN_HTTP11]
+    };
+    Arc::new(pms_net::tls::server_config(&c.cert, &c.key, alpn).expect("server TLS"))
+}
+
+/// Starts `pms echo`'s component.
+pub async fn echo(tls: bool, http1_only: bool, delay: Duration) -> Spawned<Drain> {
+    let config = pms_echo::EchoConfig {
+        delay,
+        serve: ServeConfig {
+            tls: tls.then(|| server_tls(http1_only)),
+            http1_only,
+            ..ServeConfig::default()
+        },
+    };
+    Spawned::start(|l, stop| pms_echo::run(l, config, stop)).await
+}
+
+/// Starts the header-reflecting inspector.
+pub async fn inspector() -> Spawned<Drain> {
+    pms_testkit::inspect::spawn(ServeConfig::default(), http::StatusCode::OK).await
+}
+
+/// A gateway with one cleartext listener routing everything under `/` to `upstream` (an
+/// `[[upstreams]]` body without the header line) and `extra` appended (more routes, auth, …).
+pub async fn simple(upstream: &str, route_extra: &str, extra: &str, env: &[(&str, &str)]) -> Gw {
+    let toml = format!(
+        r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[[listeners]]
+name = "public"
+listen = "127.0.0.1:0"
+
+[[upstreams]]
+name = "up"
+{upstream}
+
+[[routes]]
+name = "all"
+match = {{ path_prefix = "/" }}
+upstream = "up"
+{route_extra}
+
+{extra}
+"#
+    );
+    gateway(&toml, env).await
+}
