@@ -1,0 +1,120 @@
+//! The real `pms` binary: exit codes, config errors before binding, dev certificates, and a clean
+//! SIGTERM drain with the gateway in front of the echo back-end.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PMS: &str = env!("CARGO_BIN_EXE_pms");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn bad_config_exits_64_naming_file_and_key_without_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[listeners]]\nlisten = \"127.0.0.1:{port}\"\n[[routes]]\nmatch = {{ path = \"/x\" }}\nupstream = \"ghost\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(PMS).args(["gateway", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml: routes[0].upstream: no upstream named \"ghost\""), "{err}");
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "nothing bound");
+
+    let out = Command::new(PMS).args(["gateway", "--config", "/nonexistent.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml: cannot read"));
+}
+
+#[test]
+fn certs_dev_writes_a_usable_ca_and_leaf_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(PMS).args(["certs", "dev", "--out"]).arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["ca.pem", "server.pem", "server-key.pem"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    pms_net::tls::server_config(&dir.path().join("server.pem"), &dir.path().join("server-key.pem"), &[])
+        .expect("leaf and key fit together");
+    let again = Command::new(PMS).args(["certs", "dev", "--out"]).arg(dir.path()).output().unwrap();
+    assert_eq!(again.status.code(), Some(64));
+}
+
+#[test]
+fn gateway_in_front_of_echo_then_sigterm_exits_0() {
+    let echo_port = free_port();
+    let (gw_port, admin_port) = (free_port(), free_port());
+    let mut echo = Command::new(PMS)
+        .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("gw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[admin]
+listen = "127.0.0.1:{admin_port}"
+[[listeners]]
+listen = "127.0.0.1:{gw_port}"
+[[upstreams]]
+name = "echo"
+endpoints = ["http://127.0.0.1:{echo_port}"]
+[[routes]]
+match = {{ path = "/passthrough", methods = ["POST"] }}
+upstream = "echo"
+"#
+        ),
+    )
+    .unwrap();
+    let mut gw = Command::new(PMS)
+        .args(["gateway", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_port(echo_port);
+    wait_for_port(gw_port);
+
+    let mut s = TcpStream::connect(("127.0.0.1", gw_port)).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"POST /passthrough HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("hello"), "{resp}");
+
+    sigterm(&gw);
+    assert_eq!(gw.wait().unwrap().code(), Some(0));
+    let log: Vec<String> = BufReader::new(gw.stderr.take().unwrap()).lines().map_while(Result::ok).collect();
+    assert!(log.iter().any(|l| l.contains("gateway stopped")), "{log:?}");
+    sigterm(&echo);
+    assert_eq!(echo.wait().unwrap().code(), Some(0));
+}
