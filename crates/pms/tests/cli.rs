@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn wait_for_port(port: u16) {
@@ -21,7 +25,11 @@ fn wait_for_port(port: u16) {
 }
 
 fn sigterm(child: &Child) {
-    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -37,13 +45,26 @@ fn bad_config_exits_64_naming_file_and_key_without_binding() {
         ),
     )
     .unwrap();
-    let out = Command::new(PMS).args(["gateway", "--config"]).arg(&path).output().unwrap();
+    let out = Command::new(PMS)
+        .args(["gateway", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml: routes[0].upstream: no upstream named \"ghost\""), "{err}");
-    assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "nothing bound");
+    assert!(
+        err.contains("bad.toml: routes[0].upstream: no upstream named \"ghost\""),
+        "{err}"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "nothing bound"
+    );
 
-    let out = Command::new(PMS).args(["gateway", "--config", "/nonexistent.toml"]).output().unwrap();
+    let out = Command::new(PMS)
+        .args(["gateway", "--config", "/nonexistent.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml: cannot read"));
 }
@@ -51,14 +72,30 @@ fn bad_config_exits_64_naming_file_and_key_without_binding() {
 #[test]
 fn certs_dev_writes_a_usable_ca_and_leaf_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(PMS).args(["certs", "dev", "--out"]).arg(dir.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(PMS)
+        .args(["certs", "dev", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for f in ["ca.pem", "server.pem", "server-key.pem"] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
-    pms_net::tls::server_config(&dir.path().join("server.pem"), &dir.path().join("server-key.pem"), &[])
-        .expect("leaf and key fit together");
-    let again = Command::new(PMS).args(["certs", "dev", "--out"]).arg(dir.path()).output().unwrap();
+    pms_net::tls::server_config(
+        &dir.path().join("server.pem"),
+        &dir.path().join("server-key.pem"),
+        &[],
+    )
+    .expect("leaf and key fit together");
+    let again = Command::new(PMS)
+        .args(["certs", "dev", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(again.status.code(), Some(64));
 }
 
@@ -113,7 +150,10 @@ upstream = "echo"
 
     sigterm(&gw);
     assert_eq!(gw.wait().unwrap().code(), Some(0));
-    let log: Vec<String> = BufReader::new(gw.stderr.take().unwrap()).lines().map_while(Result::ok).collect();
+    let log: Vec<String> = BufReader::new(gw.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect();
     assert!(log.iter().any(|l| l.contains("gateway stopped")), "{log:?}");
     sigterm(&echo);
     assert_eq!(echo.wait().unwrap().code(), Some(0));
