@@ -155,7 +155,9 @@ impl Claims {
 pub struct Verifier {
     algorithms: Vec<Algorithm>,
     keys: Keys,
-    validation: Validation,
+    /// One validation per allowed algorithm, each accepting only that algorithm, built once so
+    /// the request path does not clone one per token.
+    validations: Vec<(Algorithm, Validation)>,
 }
 
 enum Keys {
@@ -233,10 +235,18 @@ impl Verifier {
         if let Some(iss) = &config.issuers {
             validation.set_issuer(iss);
         }
+        let validations = algs
+            .iter()
+            .map(|&a| {
+                let mut v = validation.clone();
+                v.algorithms = vec![a];
+                (a, v)
+            })
+            .collect();
         Ok(Self {
             algorithms: algs,
             keys,
-            validation,
+            validations,
         })
     }
 
@@ -252,9 +262,9 @@ impl Verifier {
     pub async fn verify(&self, token: &str) -> Result<Claims, VerifyError> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| VerifyError::Malformed(malformed_reason(&e)))?;
-        if !self.algorithms.contains(&header.alg) {
+        let Some((_, validation)) = self.validations.iter().find(|(a, _)| *a == header.alg) else {
             return Err(VerifyError::AlgorithmNotAllowed(header.alg));
-        }
+        };
         let owned;
         let key = match &self.keys {
             Keys::Static(k) => k,
@@ -263,9 +273,7 @@ impl Verifier {
                 &*owned
             }
         };
-        let mut validation = self.validation.clone();
-        validation.algorithms = vec![header.alg];
-        jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
+        jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
             .map(|data| Claims(data.claims))
             .map_err(|e| map_error(&e))
     }

@@ -61,7 +61,16 @@ impl Upstream {
             );
         }
         // hyper-rustls sets ALPN from the enabled versions below (h1: http/1.1, h2: h2, auto: both).
-        let tls = pms_net::tls::client_config(&s.trust, &[])?;
+        let any_tls = s
+            .endpoints
+            .iter()
+            .any(|e| e.scheme() == Some(&Scheme::HTTPS));
+        let trust = if any_tls {
+            &s.trust
+        } else {
+            &pms_net::tls::Trust::Nothing
+        };
+        let tls = pms_net::tls::client_config(trust, &[])?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);

@@ -110,6 +110,9 @@ pub enum Trust {
     Only(PathBuf),
     /// Accept any certificate. Only ever on explicit request; the caller logs it.
     InsecureSkipVerify,
+    /// Trust no server at all: for clients that never speak TLS (cleartext upstreams), so they
+    /// skip loading the system root store, which costs tens of milliseconds at start-up.
+    Nothing,
 }
 
 /// Builds a client config with the given trust and ALPN list.
@@ -124,7 +127,7 @@ pub fn client_config(trust: &Trust, alpn: &[&[u8]]) -> Result<rustls::ClientConf
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(insecure::AcceptAnything(provider())))
             .with_no_client_auth(),
-        Trust::System | Trust::SystemAnd(_) | Trust::Only(_) => {
+        Trust::System | Trust::SystemAnd(_) | Trust::Only(_) | Trust::Nothing => {
             let mut roots = rustls::RootCertStore::empty();
             if matches!(trust, Trust::System | Trust::SystemAnd(_)) {
                 let native = rustls_native_certs::load_native_certs();
@@ -204,5 +207,37 @@ mod insecure {
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.0.signature_verification_algorithms.supported_schemes()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_variants_build_and_set_alpn() {
+        let dev = crate::dev::DevCerts::generate().unwrap();
+        let dir = std::env::temp_dir().join(format!("pms-net-tls-{}", std::process::id()));
+        dev.write_to(&dir).unwrap();
+        let ca = dir.join(crate::dev::CA_FILE);
+        for trust in [
+            Trust::Nothing,
+            Trust::Only(ca.clone()),
+            Trust::SystemAnd(ca.clone()),
+            Trust::InsecureSkipVerify,
+        ] {
+            let cfg = client_config(&trust, &[ALPN_H2]).unwrap();
+            assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec()], "{trust:?}");
+        }
+        let err = client_config(&Trust::Only(dir.join("missing.pem")), &[]).unwrap_err();
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let server = server_config(
+            &dir.join(crate::dev::CERT_FILE),
+            &dir.join(crate::dev::KEY_FILE),
+            &[ALPN_H2, ALPN_HTTP11],
+        )
+        .unwrap();
+        assert_eq!(server.alpn_protocols.len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Side-by-side reverse-proxy benchmark on this machine, in one run: the PMS gateway, nginx and
+# haproxy in front of the same `pms echo`, loaded by wrk (HTTP/1.1, cleartext and TLS) and h2load
+# (HTTP/2 over TLS), 100 keep-alive connections posting 500-byte ARRAY payloads. Prints one table
+# with throughput, p99 latency, the ratio to the better of nginx/haproxy, and each proxy's peak RSS.
+#
+# Everything listens on 127.0.0.1 and every run is bounded in time. Missing tools (nginx, haproxy,
+# wrk, h2load) are installed from Debian's packages when running as root.
+#
+#   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--out FILE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=10
+CONNECTIONS=100
+WARMUP=2
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --duration) DURATION="$2"; shift 2 ;;
+    --connections) CONNECTIONS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--out FILE]" >&2; exit 64 ;;
+  esac
+done
+
+need() { command -v "$1" >/dev/null 2>&1; }
+missing=()
+need nginx || missing+=(nginx-light)
+need haproxy || missing+=(haproxy)
+need wrk || missing+=(wrk)
+need h2load || missing+=(nghttp2-client)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "missing: ${missing[*]} (install them, or run as root)" >&2; exit 1
+  fi
+fi
+
+cargo build --release --quiet --bin pms
+PMS=$PWD/target/release/pms
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ECHO_PORT=18688
+"$PMS" certs dev --out "$WORK/certs" >/dev/null
+CERT=$WORK/certs/server.pem KEY=$WORK/certs/server-key.pem
+cat "$CERT" "$KEY" > "$WORK/haproxy.pem"
+
+# The payload: the published ARRAY format, exactly 500 bytes.
+python3 - "$WORK/body.json" <<'PY'
+import sys
+n = 500
+alpha = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+k = 0
+def take(c):
+    global k
+    s = "".join(alpha[(k + i) % len(alpha)] for i in range(c)); k += c; return s
+out = '{"size":"%dB","payload":["' % n
+out += take(min(10, n - len(out) - 4)) + '"'
+while True:
+    rem = n - len(out) - 2
+    if rem >= 13: out += ',"' + take(10) + '"'
+    elif rem >= 4: out += ',"' + take(rem - 3) + '"'
+    else: out = out[:-1] + take(rem) + '"'; break
+out += "]}"
+assert len(out) == n
+open(sys.argv[1], "w").write(out)
+PY
+cat > "$WORK/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("$WORK/body.json", "rb"); wrk.body = f:read("*a"); f:close()
+LUA
+
+"$PMS" echo --listen 127.0.0.1:$ECHO_PORT 2>/dev/null & PIDS+=($!)
+
+mkdir -p "$WORK/nginx"
+cat > "$WORK/nginx.conf" <<NGX
+user root;
+worker_processes auto;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  fastcgi_temp_path $WORK/nginx/fastcgi;
+  uwsgi_temp_path $WORK/nginx/uwsgi;
+  scgi_temp_path $WORK/nginx/scgi;
+  upstream echo { server 127.0.0.1:$ECHO_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:19101;
+    listen 127.0.0.1:19102 ssl http2;
+    ssl_certificate $CERT;
+    ssl_certificate_key $KEY;
+    location / {
+      proxy_pass http://echo;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGX
+nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>/dev/null & PIDS+=($!)
+NGINX_PID=$!
+
+cat > "$WORK/haproxy.cfg" <<HAP
+global
+  nbthread $(nproc)
+  maxconn 20000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:19201
+  bind 127.0.0.1:19202 ssl crt $WORK/haproxy.pem alpn h2,http/1.1
+  default_backend be
+backend be
+  server echo 127.0.0.1:$ECHO_PORT
+HAP
+haproxy -f "$WORK/haproxy.cfg" -db 2>/dev/null & PIDS+=($!)
+HAPROXY_PID=$!
+
+cat > "$WORK/gateway.toml" <<GW
+[admin]
+listen = "127.0.0.1:19901"
+[[listeners]]
+name = "h1c"
+listen = "127.0.0.1:19301"
+[[listeners]]
+name = "tls"
+listen = "127.0.0.1:19302"
+tls = { cert = "$CERT", key = "$KEY" }
+[[upstreams]]
+name = "echo"
+endpoints = ["http://127.0.0.1:$ECHO_PORT"]
+protocol = "h1"
+[[routes]]
+match = { path_prefix = "/" }
+upstream = "echo"
+GW
+"$PMS" gateway --config "$WORK/gateway.toml" 2>/dev/null & PIDS+=($!)
+PMS_PID=$!
+
+for port in $ECHO_PORT 19101 19102 19201 19202 19301 19302; do
+  for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+done
+
+# Peak RSS (VmHWM) of a process and its children, in MB.
+peak_rss() {
+  local total=0 kb p
+  for p in $1 $(pgrep -P "$1" || true); do
+    kb=$(awk '/VmHWM/ {print $2}' /proc/$p/status 2>/dev/null || echo 0)
+    total=$((total + ${kb:-0}))
+  done
+  awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
+}
+
+# wrk: prints "req/s p99_ms"
+run_wrk() {
+  local url=$1
+  wrk -t2 -c"$CONNECTIONS" -d"${WARMUP}s" -s "$WORK/post.lua" "$url" >/dev/null 2>&1 || true
+  wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/post.lua" "$url" 2>/dev/null | awk '
+    /Requests\/sec/ { rps = $2 }
+    /^ +99%/ { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 }; p99 = v }
+    /Non-2xx/ { bad = $NF }
+    END { printf "%s %s %s\n", rps, p99, (bad == "" ? 0 : bad) }'
+}
+
+# h2load over TLS with ALPN h2: prints "req/s p99_ms"
+run_h2load() {
+  local url=$1
+  h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
+  h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
+    /^finished in/ { rps = $4 }
+    /^status codes:/ { gsub(",", ""); bad = $5 + $7 + $9 }
+    /^time for request:/ { mean = $6 }
+    END { printf "%s %s %s\n", rps, "-", (bad == "" ? 0 : bad) }'
+}
+
+declare -A RPS P99 BAD
+scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
+targets=("direct" "nginx" "haproxy" "pms")
+declare -A URL
+URL["direct,h1c->h1c"]="http://127.0.0.1:$ECHO_PORT/passthrough"
+URL["nginx,h1c->h1c"]="http://127.0.0.1:19101/passthrough"
+URL["haproxy,h1c->h1c"]="http://127.0.0.1:19201/passthrough"
+URL["pms,h1c->h1c"]="http://127.0.0.1:19301/passthrough"
+URL["nginx,h1(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
+URL["haproxy,h1(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
+URL["pms,h1(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
+URL["nginx,h2(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
+URL["haproxy,h2(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
+URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
+
+for s in "${scenarios[@]}"; do
+  for t in "${targets[@]}"; do
+    url=${URL["$t,$s"]:-}
+    [ -n "$url" ] || continue
+    echo "running $s via $t ($DURATION s)..." >&2
+    if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b < <(run_h2load "$url"); else read -r r p b < <(run_wrk "$url"); fi
+    RPS["$t,$s"]=$r; P99["$t,$s"]=$p; BAD["$t,$s"]=$b
+  done
+done
+
+{
+  echo "# Reverse proxies side by side — $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r); client, proxies and echo share it."
+  echo "Versions: $("$PMS" --version), $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
+  echo "Load: $CONNECTIONS keep-alive connections, 500-byte POST, ${DURATION} s after ${WARMUP} s warm-up; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo
+  echo "| scenario | target | req/s | p99 ms | non-2xx | ratio to best peer | peak RSS MB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+  for s in "${scenarios[@]}"; do
+    best=0
+    for t in nginx haproxy; do
+      v=${RPS["$t,$s"]:-0}; best=$(awk -v a="$best" -v b="$v" 'BEGIN { print (b > a ? b : a) }')
+    done
+    for t in "${targets[@]}"; do
+      r=${RPS["$t,$s"]:-}
+      [ -n "$r" ] || continue
+      ratio=$(awk -v r="$r" -v b="$best" 'BEGIN { if (b > 0) printf "%.2f", r / b; else print "-" }')
+      case $t in
+        nginx) rss=$(peak_rss "$NGINX_PID") ;;
+        haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
+        pms) rss=$(peak_rss "$PMS_PID") ;;
+        *) rss="-" ;;
+      esac
+      echo "| $s | $t | $r | ${P99["$t,$s"]} | ${BAD["$t,$s"]} | $ratio | $rss |"
+    done
+  done
+  echo
+  echo "Peak RSS is each process's high-water mark over the whole run (nginx: master + workers)."
+} | tee "${OUT:-/dev/null}"
