@@ -38,8 +38,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-cargo build --release --quiet --bin pms
-PMS=$PWD/target/release/pms
+# PMS_PROFILE=quick gives a faster, slightly slower-running build for iterating.
+PROFILE=${PMS_PROFILE:-release}
+cargo build --profile "$PROFILE" --quiet --bin pms
+PMS=$PWD/target/$PROFILE/pms
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -117,7 +119,7 @@ NGINX_PID=$!
 cat > "$WORK/haproxy.cfg" <<HAP
 global
   nbthread $(nproc)
-  maxconn 20000
+  maxconn 8000
 defaults
   mode http
   timeout connect 5s

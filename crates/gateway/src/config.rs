@@ -53,6 +53,9 @@ pub struct RawConfig {
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`).
     #[serde(default)]
     pub admin: RawAdmin,
+    /// Threads and runtimes.
+    #[serde(default)]
+    pub runtime: RawRuntime,
     /// Limits shared by all public listeners.
     #[serde(default)]
     pub limits: RawLimits,
@@ -92,6 +95,14 @@ impl Default for RawAdmin {
 
 fn default_admin_listen() -> String {
     DEFAULT_ADMIN_LISTEN.into()
+}
+
+/// `[runtime]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuntime {
+    /// Worker threads, each with its own runtime, listeners and upstream pools; 0 = one per core.
+    pub workers: Option<usize>,
 }
 
 /// `[limits]`.
@@ -298,6 +309,8 @@ pub struct RawMatch {
 pub struct Settings {
     /// Admin listener address.
     pub admin_listen: SocketAddr,
+    /// Worker threads (at least one).
+    pub workers: usize,
     /// Shared limits.
     pub limits: Limits,
     /// Public listeners.
@@ -496,6 +509,14 @@ impl RawConfig {
         };
 
         let admin_listen = parse_addr(&mut p, "admin.listen", &self.admin.listen);
+        let workers = match self.runtime.workers {
+            None | Some(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Some(n) if n > 1024 => {
+                p.add("runtime.workers", format!("{n} is more than 1024"));
+                1
+            }
+            Some(n) => n,
+        };
 
         let l = &self.limits;
         let limits = Limits {
@@ -631,6 +652,7 @@ impl RawConfig {
         }
         Ok(Settings {
             admin_listen: admin_listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9901))),
+            workers,
             limits,
             listeners,
             jwt,

@@ -78,12 +78,11 @@ pub fn add_forwarded(
     tls: bool,
     authority: Option<&http::uri::Authority>,
 ) {
-    let peer = peer.to_string();
     let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prev) => format!("{prev}, {peer}"),
-        None => peer,
+        None => peer.to_string(),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    if let Ok(v) = HeaderValue::try_from(xff) {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
     headers.insert(
@@ -116,10 +115,31 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
             return v.clone();
         }
     }
-    let id = uuid::Uuid::new_v4();
-    let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
-    let s = id.simple().encode_lower(&mut buf);
-    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+    fresh_request_id()
+}
+
+/// A new id: 16 hex digits of a per-process random prefix and 16 of a process-wide counter.
+/// Unique within the process by construction and across processes by the prefix, with no
+/// syscall per request (a v4 UUID would read the OS random source every time).
+fn fresh_request_id() -> HeaderValue {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0u8; 32];
+    hex_u64(prefix, &mut buf[..16]);
+    hex_u64(n, &mut buf[16..]);
+    HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+fn hex_u64(mut v: u64, out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for slot in out.iter_mut().rev() {
+        *slot = HEX[(v & 0xf) as usize];
+        v >>= 4;
+    }
 }
 
 #[cfg(test)]
@@ -197,5 +217,12 @@ mod tests {
             let id = request_id(&h);
             assert_eq!(id.len(), 32, "{bad:?} replaced by a fresh id");
         }
+        let (a, b) = (request_id(&HeaderMap::new()), request_id(&HeaderMap::new()));
+        assert_ne!(a, b, "fresh ids differ");
+        assert_eq!(
+            a.as_bytes()[..16],
+            b.as_bytes()[..16],
+            "same process prefix"
+        );
     }
 }

@@ -14,7 +14,10 @@
 //! - [`body`]: the streamed body type and the size cap.
 //!
 //! Serving itself (TLS, ALPN, h2c, limits, drain) is `pms_net::serve`, shared with the other
-//! components. Why a bound-listener API ([`Bound`] then [`run`]): the caller binds (and can use
+//! components. Why thread-per-core workers (see [`run`]): profiling the first, multi-threaded
+//! version under wrk showed a fifth of the gateway's CPU in the kernel's scheduler, waking tasks
+//! across threads; keeping each connection, its requests and its upstream connection on one
+//! thread removes that. Why a bound-listener API ([`Bound`] then [`run`]): the caller binds (and can use
 //! port 0 in tests), and a config error is reported before anything is bound.
 
 #![deny(missing_docs)]
@@ -65,13 +68,17 @@ pub enum StartError {
     /// The JWT verifier refused its settings.
     #[error("auth.jwt: {0}")]
     Jwt(#[from] pms_auth::verify::ConfigError),
+    /// A worker thread or its runtime could not be started.
+    #[error("worker: {0}")]
+    Worker(std::io::Error),
 }
 
-/// The gateway's sockets, bound before anything runs.
+/// The gateway's sockets, bound before anything runs: the admin listener, and for each public
+/// listener one socket per worker on the same port (`SO_REUSEPORT`).
 #[derive(Debug)]
 pub struct Bound {
-    public: Vec<(config::ListenerSettings, TcpListener)>,
-    admin: TcpListener,
+    public: Vec<(config::ListenerSettings, Vec<std::net::TcpListener>)>,
+    admin: std::net::TcpListener,
 }
 
 impl Bound {
@@ -79,16 +86,18 @@ impl Bound {
     ///
     /// # Errors
     /// The first address that cannot be bound.
-    pub async fn bind(settings: &Settings) -> Result<Self, StartError> {
-        let bind = |name: String, addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Bind { name, addr, source })
+    pub fn bind(settings: &Settings) -> Result<Self, StartError> {
+        let bind = |name: &str, addr: SocketAddr, n: usize| {
+            pms_net::listen::bind_many(addr, n).map_err(|source| StartError::Bind {
+                name: name.to_string(),
+                addr,
+                source,
+            })
         };
-        let admin = bind("admin".into(), settings.admin_listen).await?;
+        let admin = bind("admin", settings.admin_listen, 1)?.remove(0);
         let mut public = Vec::new();
         for l in &settings.listeners {
-            public.push((l.clone(), bind(l.name.clone(), l.listen).await?));
+            public.push((l.clone(), bind(&l.name, l.listen, settings.workers)?));
         }
         Ok(Self { public, admin })
     }
@@ -97,7 +106,7 @@ impl Bound {
     pub fn public_addrs(&self) -> Vec<(String, SocketAddr)> {
         self.public
             .iter()
-            .filter_map(|(s, l)| Some((s.name.clone(), l.local_addr().ok()?)))
+            .filter_map(|(s, l)| Some((s.name.clone(), l.first()?.local_addr().ok()?)))
             .collect()
     }
 
@@ -112,30 +121,43 @@ impl Bound {
     }
 }
 
+/// What every worker shares.
+struct Common {
+    metrics: Arc<metrics::Metrics>,
+    router: Arc<router::Router>,
+    route_metrics: Vec<metrics::RouteMetrics>,
+    jwt: Arc<jwt::JwtAuth>,
+    upstreams: Vec<config::UpstreamSettings>,
+    limits: config::Limits,
+    transform_max_body_bytes: usize,
+}
+
+/// One worker's listeners: settings, socket, listener-wide permits, metrics observer.
+type WorkerListener = (
+    config::ListenerSettings,
+    std::net::TcpListener,
+    Arc<tokio::sync::Semaphore>,
+    Arc<metrics::ListenerObserver>,
+);
+
 /// Runs the gateway on `bound` until `shutdown` resolves, then drains: readiness goes false, the
 /// listeners stop accepting, in-flight requests get `limits.shutdown_grace`, then it returns.
 ///
+/// Public traffic is served by `settings.workers` threads, each with a single-threaded runtime,
+/// its own socket per listener and its own upstream pools (thread-per-core: a request and its
+/// upstream connection stay on one thread, with no cross-thread wake-ups). The admin listener and
+/// the JWKS refresh run on the caller's runtime.
+///
 /// # Errors
-/// When upstream or JWT settings cannot be turned into clients and verifiers.
+/// When upstream or JWT settings cannot be turned into clients and verifiers, or a worker thread
+/// cannot start.
 pub async fn run(
     settings: Settings,
     bound: Bound,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Drain, StartError> {
     let metrics = Arc::new(metrics::Metrics::new());
-    let mut upstreams = Vec::new();
-    for u in &settings.upstreams {
-        let (requests, opened) = metrics.upstream(&u.name);
-        upstreams.push(
-            upstream::Upstream::new(u, requests, opened).map_err(|source| {
-                StartError::Upstream {
-                    name: u.name.clone(),
-                    source,
-                }
-            })?,
-        );
-    }
-    let jwt = jwt::JwtAuth::new(settings.jwt.as_ref())?;
+    let jwt = Arc::new(jwt::JwtAuth::new(settings.jwt.as_ref())?);
     if let Some(pms_auth::KeySource::Jwks(jwks)) = settings.jwt.as_ref().map(|j| &j.verifier.keys) {
         let jwks = jwks.clone();
         tokio::spawn(async move {
@@ -148,57 +170,72 @@ pub async fn run(
         .iter()
         .map(|r| metrics.route(&r.name))
         .collect();
-    let shared = Arc::new(proxy::Shared {
-        router: router::Router::new(settings.routes),
+    let common = Arc::new(Common {
+        metrics: metrics.clone(),
+        router: Arc::new(router::Router::new(settings.routes)),
         route_metrics,
-        unrouted: metrics.unrouted(),
-        upstreams,
         jwt,
-        max_body_bytes: settings.limits.max_body_bytes,
+        upstreams: settings.upstreams,
+        limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
     });
 
-    let ready = Arc::new(AtomicBool::new(false));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-
-    let limits = &settings.limits;
-    let mut tasks = Vec::new();
-    for (ls, listener) in bound.public {
-        let config = ServeConfig {
-            tls: ls.tls.clone(),
-            http1_only: ls.http1_only,
-            max_connections: limits.max_connections,
-            header_read_timeout: limits.header_read_timeout,
-            tls_handshake_timeout: limits.tls_handshake_timeout,
-            max_header_bytes: limits.max_header_bytes,
-            h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
-            grace: limits.shutdown_grace,
-        };
-        let shared = shared.clone();
+    // Deal each listener's sockets out to the workers.
+    let workers = settings.workers.max(1);
+    let mut sets: Vec<Vec<WorkerListener>> = (0..workers).map(|_| Vec::new()).collect();
+    for (ls, sockets) in bound.public {
+        let permits = Arc::new(tokio::sync::Semaphore::new(
+            settings.limits.max_connections.max(1),
+        ));
         let observer = Arc::new(metrics.listener(&ls.name));
-        tracing::info!(listener = %ls.name, addr = ?listener.local_addr().ok(), tls = ls.tls.is_some(), "listening");
-        tasks.push(tokio::spawn(serve::serve(
-            listener,
-            config,
-            move |conn| proxy::Proxy {
-                shared: shared.clone(),
-                conn,
-            },
-            observer,
-            stopped(stop_rx.clone()),
-        )));
+        tracing::info!(listener = %ls.name, addr = ?sockets.first().and_then(|s| s.local_addr().ok()), tls = ls.tls.is_some(), workers, "listening");
+        for (w, socket) in sockets.into_iter().enumerate() {
+            sets[w % workers].push((ls.clone(), socket, permits.clone(), observer.clone()));
+        }
     }
 
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut started = Vec::new();
+    for (w, set) in sets.into_iter().enumerate() {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let common = common.clone();
+        let stop_rx = stop_rx.clone();
+        std::thread::Builder::new()
+            .name(format!("pms-gw-{w}"))
+            .spawn(move || worker(common, set, stop_rx, ready_tx, done_tx))
+            .map_err(StartError::Worker)?;
+        started.push((ready_rx, done_rx));
+    }
+    let mut failure = None;
+    for (ready, _) in &mut started {
+        match ready.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => {
+                failure = Some(StartError::Worker(std::io::Error::other(
+                    "worker exited early",
+                )))
+            }
+        }
+    }
+    if let Some(e) = failure {
+        let _ = stop_tx.send(true);
+        for (_, done) in started {
+            let _ = done.await;
+        }
+        return Err(e);
+    }
+
+    let ready = Arc::new(AtomicBool::new(false));
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::watch::channel(false);
     let admin = admin::Admin {
         ready: ready.clone(),
         metrics: metrics.clone(),
     };
+    let admin_listener = TcpListener::from_std(bound.admin).map_err(StartError::Worker)?;
     let admin_task = tokio::spawn(serve::serve(
-        bound.admin,
+        admin_listener,
         ServeConfig {
             grace: std::time::Duration::from_secs(1),
             ..ServeConfig::default()
@@ -214,12 +251,103 @@ pub async fn run(
     ready.store(false, Ordering::Release);
     let _ = stop_tx.send(true);
     let mut outcome = Drain::Complete;
-    for t in tasks {
-        if !matches!(t.await, Ok(Drain::Complete)) {
+    for (_, done) in started {
+        if !matches!(done.await, Ok(Drain::Complete)) {
             outcome = Drain::TimedOut;
         }
     }
     let _ = admin_stop_tx.send(true);
     let _ = admin_task.await;
     Ok(outcome)
+}
+
+/// Resolves once the watch says stop.
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// A worker thread: its own single-threaded runtime, upstream pools and serve loops.
+fn worker(
+    common: Arc<Common>,
+    set: Vec<WorkerListener>,
+    stop_rx: tokio::sync::watch::Receiver<bool>,
+    ready_tx: tokio::sync::oneshot::Sender<Result<(), StartError>>,
+    done_tx: tokio::sync::oneshot::Sender<Drain>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready_tx.send(Err(StartError::Worker(e)));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let mut upstreams = Vec::new();
+        for u in &common.upstreams {
+            let (requests, opened) = common.metrics.upstream(&u.name);
+            match upstream::Upstream::new(u, requests, opened) {
+                Ok(up) => upstreams.push(up),
+                Err(source) => {
+                    let _ = ready_tx.send(Err(StartError::Upstream {
+                        name: u.name.clone(),
+                        source,
+                    }));
+                    return;
+                }
+            }
+        }
+        let shared = Arc::new(proxy::Shared {
+            router: common.router.clone(),
+            route_metrics: common.route_metrics.clone(),
+            unrouted: common.metrics.unrouted(),
+            upstreams,
+            jwt: common.jwt.clone(),
+            max_body_bytes: common.limits.max_body_bytes,
+            transform_max_body_bytes: common.transform_max_body_bytes,
+        });
+        let limits = &common.limits;
+        let mut tasks = Vec::new();
+        for (ls, socket, permits, observer) in set {
+            let listener = match TcpListener::from_std(socket) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(StartError::Worker(e)));
+                    return;
+                }
+            };
+            let config = ServeConfig {
+                tls: ls.tls.clone(),
+                http1_only: ls.http1_only,
+                max_connections: limits.max_connections,
+                header_read_timeout: limits.header_read_timeout,
+                tls_handshake_timeout: limits.tls_handshake_timeout,
+                max_header_bytes: limits.max_header_bytes,
+                h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
+                grace: limits.shutdown_grace,
+                shared_permits: Some(permits),
+            };
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(serve::serve(
+                listener,
+                config,
+                move |conn| proxy::Proxy {
+                    shared: shared.clone(),
+                    conn,
+                },
+                observer,
+                stopped(stop_rx.clone()),
+            )));
+        }
+        let _ = ready_tx.send(Ok(()));
+        let mut outcome = Drain::Complete;
+        for t in tasks {
+            if !matches!(t.await, Ok(Drain::Complete)) {
+                outcome = Drain::TimedOut;
+            }
+        }
+        let _ = done_tx.send(outcome);
+    });
 }

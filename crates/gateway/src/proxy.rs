@@ -24,14 +24,16 @@ use crate::router::{NoRoute, Router};
 use crate::transform;
 use crate::upstream::Upstream;
 
-/// Everything the request path reads; built once, shared by all connections.
+/// Everything the request path reads; one per worker thread, shared by that worker's
+/// connections. The router, metrics and authenticator are shared by all workers; the upstream
+/// pools belong to the worker, so a request never leaves its thread.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) router: Router,
+    pub(crate) router: Arc<Router>,
     pub(crate) route_metrics: Vec<RouteMetrics>,
     pub(crate) unrouted: RouteMetrics,
     pub(crate) upstreams: Vec<Upstream>,
-    pub(crate) jwt: JwtAuth,
+    pub(crate) jwt: Arc<JwtAuth>,
     pub(crate) max_body_bytes: u64,
     pub(crate) transform_max_body_bytes: usize,
 }

@@ -57,6 +57,10 @@ pub struct ServeConfig {
     pub h2_max_concurrent_streams: u32,
     /// Time in-flight requests get to finish once shutdown starts.
     pub grace: Duration,
+    /// Connection permits shared with other serve loops (thread-per-core workers of one
+    /// listener), so `max_connections` holds for the listener as a whole. `None`: this loop
+    /// has its own `max_connections` permits.
+    pub shared_permits: Option<Arc<Semaphore>>,
 }
 
 impl Default for ServeConfig {
@@ -70,6 +74,7 @@ impl Default for ServeConfig {
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             h2_max_concurrent_streams: DEFAULT_H2_MAX_CONCURRENT_STREAMS,
             grace: DEFAULT_GRACE,
+            shared_permits: None,
         }
     }
 }
@@ -141,7 +146,10 @@ where
 {
     let builders = Arc::new(Builders::new(&config));
     let tls = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let permits = config
+        .shared_permits
+        .clone()
+        .unwrap_or_else(|| Arc::new(Semaphore::new(config.max_connections.max(1))));
     let graceful = GracefulShutdown::new();
     let local = listener.local_addr().ok();
     tokio::pin!(shutdown);

@@ -239,6 +239,8 @@ async fn h2_upstream_multiplexes_on_one_connection() {
         r#"
 [admin]
 listen = "127.0.0.1:0"
+[runtime]
+workers = 1
 [[listeners]]
 listen = "127.0.0.1:0"
 [[upstreams]]

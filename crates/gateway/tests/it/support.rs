@@ -42,7 +42,7 @@ pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
             })
         })
         .unwrap_or_else(|e| panic!("test config rejected:\n{e}"));
-    let bound = pms_gateway::Bound::bind(&settings).await.expect("bind");
+    let bound = pms_gateway::Bound::bind(&settings).expect("bind");
     let addrs = bound.public_addrs().into_iter().map(|(_, a)| a).collect();
     let admin = bound.admin_addr();
     let spawned = Spawned::with(addrs_first(&bound), move |stop| {

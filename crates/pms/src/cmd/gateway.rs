@@ -24,10 +24,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}: configuration OK", args.config.display());
         return Ok(());
     }
-    super::runtime()?.block_on(async {
-        let bound = pms_gateway::Bound::bind(&settings)
-            .await
-            .context("binding listeners")?;
+    let bound = pms_gateway::Bound::bind(&settings).context("binding listeners")?;
+    // The caller's runtime only runs the admin listener and signals; public traffic runs on the
+    // gateway's own per-core worker threads.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
         tracing::info!(admin = %bound.admin_addr(), "admin listening");
         let drain = pms_gateway::run(settings, bound, super::shutdown_signal()).await?;
         tracing::info!(?drain, "gateway stopped");
