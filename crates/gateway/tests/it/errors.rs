@@ -54,3 +54,49 @@ async fn slow_upstream_is_504_json() {
     let r = c.call("POST", "/x", &[], "again").await.unwrap();
     assert_eq!(r.status(), 504);
 }
+
+/// Upstream TLS verification is on by default: a back-end whose certificate chains to a CA the
+/// gateway was not told about is a 502, not a silent success. Trusting the CA, or the explicit
+/// `insecure_skip_verify`, makes it work.
+#[tokio::test]
+async fn upstream_certificates_are_verified_unless_told_otherwise() {
+    let backend = echo(true, false, Duration::ZERO).await;
+    let endpoint = format!(
+        r#"endpoints = ["https://127.0.0.1:{}"]"#,
+        backend.addr.port()
+    );
+
+    let strict = simple(&endpoint, "", "", &[]).await;
+    let mut c = TestClient::connect(strict.addr(), Proto::H1c)
+        .await
+        .unwrap();
+    let r = c.call("POST", "/x", &[], "hi").await.unwrap();
+    assert_eq!(r.status(), 502, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "bad_gateway");
+
+    let trusting = simple(
+        &format!("{endpoint}\ntls = {{ ca = \"{{ca}}\" }}"),
+        "",
+        "",
+        &[],
+    )
+    .await;
+    let mut c = TestClient::connect(trusting.addr(), Proto::H1c)
+        .await
+        .unwrap();
+    let r = c.call("POST", "/x", &[], "hi").await.unwrap();
+    assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "hi"));
+    assert_eq!(r.header("x-echo-tls"), Some("true"));
+
+    let insecure = simple(
+        &format!("{endpoint}\ntls = {{ insecure_skip_verify = true }}"),
+        "",
+        "",
+        &[],
+    )
+    .await;
+    let mut c = TestClient::connect(insecure.addr(), Proto::H1c)
+        .await
+        .unwrap();
+    assert_eq!(c.call("POST", "/x", &[], "hi").await.unwrap().status(), 200);
+}
