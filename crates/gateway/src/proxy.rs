@@ -22,7 +22,7 @@ use crate::metrics::RouteMetrics;
 use crate::respond::GatewayError;
 use crate::router::{NoRoute, Router};
 use crate::transform;
-use crate::upstream::Upstream;
+use crate::upstream::{SendError, Upstream};
 
 /// Everything the request path reads; one per worker thread, shared by that worker's
 /// connections. The router, metrics and authenticator are shared by all workers; the upstream
@@ -94,6 +94,22 @@ impl Shared {
         resp
     }
 
+    fn upstream_error(&self, upstream: &Upstream, err: SendError) -> GatewayError {
+        match err {
+            SendError::BodyTooLarge => GatewayError::TooLarge {
+                limit: self.max_body_bytes,
+            },
+            SendError::Timeout(after) => GatewayError::Timeout {
+                upstream: upstream.name().to_string(),
+                after_ms: after.as_millis(),
+            },
+            other => GatewayError::BadGateway {
+                upstream: upstream.name().to_string(),
+                reason: other.to_string(),
+            },
+        }
+    }
+
     async fn forward(
         &self,
         route_index: usize,
@@ -127,7 +143,9 @@ impl Shared {
         parts
             .headers
             .insert(X_REQUEST_ID.clone(), request_id.clone());
-        parts.uri = upstream.target(parts.uri.path_and_query())?;
+        parts.uri = upstream
+            .target(parts.uri.path_and_query())
+            .map_err(|e| self.upstream_error(upstream, e))?;
 
         let body: ProxyBody = match &route.json_to_xml {
             Some(layout) => {
@@ -170,12 +188,7 @@ impl Shared {
         let resp = upstream
             .send(Request::from_parts(parts, body))
             .await
-            .map_err(|e| match e {
-                GatewayError::TooLarge { .. } => GatewayError::TooLarge {
-                    limit: self.max_body_bytes,
-                },
-                other => other,
-            })?;
+            .map_err(|e| self.upstream_error(upstream, e))?;
         let (mut head, body) = resp.into_parts();
         headers::strip_hop_by_hop(&mut head.headers);
         headers::append_via(&mut head.headers, headers::via_token(head.version));

@@ -3,7 +3,7 @@
 //!
 //! Owns protocol choice toward the back-end (h1, h2 over TLS, h2c, or ALPN's pick), TLS trust,
 //! connect and response-head timeouts, round-robin over endpoints, and the mapping of client
-//! failures to [`GatewayError`]. It does not touch headers; the proxy prepares the request.
+//! failures to [`SendError`]. It does not touch headers or decide statuses; the proxy does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,7 +21,26 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::body::{is_too_large, BoxError, ProxyBody};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
-use crate::respond::GatewayError;
+
+/// Why a request to an upstream failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No connection could be made (refused, unreachable, connect timeout, TLS failure).
+    #[error("connect failed: {0}")]
+    Connect(String),
+    /// No response head within the request timeout.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The streamed request body went over its cap while being sent.
+    #[error("request body over its limit")]
+    BodyTooLarge,
+    /// Anything else: reset, malformed response, protocol error.
+    #[error("{0}")]
+    Failed(String),
+    /// The upstream has no usable endpoint.
+    #[error("no endpoints")]
+    NoEndpoint,
+}
 
 type Connector = Counting<hyper_rustls::HttpsConnector<HttpConnector>>;
 
@@ -118,18 +137,15 @@ impl Upstream {
     }
 
     /// The absolute URI for `path_and_query` on the next endpoint (round-robin).
+    ///
+    /// # Errors
+    /// [`SendError::NoEndpoint`] when the upstream has none (config validation prevents it).
     pub fn target(
         &self,
         path_and_query: Option<&http::uri::PathAndQuery>,
-    ) -> Result<Uri, GatewayError> {
+    ) -> Result<Uri, SendError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len().max(1);
-        let (scheme, authority) =
-            self.endpoints
-                .get(i)
-                .ok_or_else(|| GatewayError::BadGateway {
-                    upstream: self.name.clone(),
-                    reason: "no endpoints".into(),
-                })?;
+        let (scheme, authority) = self.endpoints.get(i).ok_or(SendError::NoEndpoint)?;
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(scheme.clone());
         parts.authority = Some(authority.clone());
@@ -138,47 +154,23 @@ impl Upstream {
                 .cloned()
                 .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
         );
-        Uri::from_parts(parts).map_err(|e| GatewayError::BadGateway {
-            upstream: self.name.clone(),
-            reason: format!("bad target URI: {e}"),
-        })
+        Uri::from_parts(parts).map_err(|e| SendError::Failed(format!("bad target URI: {e}")))
     }
 
     /// Sends `req` (absolute URI, headers prepared) and waits for the response head.
     ///
     /// # Errors
-    /// 502 when the upstream is unreachable or fails, 504 when it is too slow, 413 when the
-    /// streamed request body went over its limit.
-    pub async fn send(
-        &self,
-        mut req: Request<ProxyBody>,
-    ) -> Result<Response<Incoming>, GatewayError> {
+    /// [`SendError`] saying what went wrong; the proxy maps it to 502, 504 or 413.
+    pub async fn send(&self, mut req: Request<ProxyBody>) -> Result<Response<Incoming>, SendError> {
         // The client negotiates HTTP/2 per connection; HTTP/1.1 here means "let it choose".
         *req.version_mut() = Version::HTTP_11;
         self.requests.inc();
         match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(err)) => Err(self.classify(&err)),
-            Err(_) => Err(GatewayError::Timeout {
-                upstream: self.name.clone(),
-                after_ms: self.request_timeout.as_millis(),
-            }),
-        }
-    }
-
-    fn classify(&self, err: &hyper_util::client::legacy::Error) -> GatewayError {
-        if is_too_large(err) {
-            // The limit is reported by the proxy, which knows it; the value here is a placeholder.
-            return GatewayError::TooLarge { limit: 0 };
-        }
-        let reason = if err.is_connect() {
-            format!("connect failed: {}", chain(err))
-        } else {
-            chain(err)
-        };
-        GatewayError::BadGateway {
-            upstream: self.name.clone(),
-            reason,
+            Ok(Err(err)) if is_too_large(&err) => Err(SendError::BodyTooLarge),
+            Ok(Err(err)) if err.is_connect() => Err(SendError::Connect(chain(&err))),
+            Ok(Err(err)) => Err(SendError::Failed(chain(&err))),
+            Err(_) => Err(SendError::Timeout(self.request_timeout)),
         }
     }
 }

@@ -1,4 +1,9 @@
+use std::time::Duration;
+
+use http::Method;
+
 use super::*;
+use crate::transform::XmlLayout;
 
 fn resolve(text: &str, env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
     let env: std::collections::HashMap<String, String> = env

@@ -1,0 +1,84 @@
+//! Gateway configuration: the TOML file's shape, its validation, and the resolved settings the
+//! rest of the crate runs on.
+//!
+//! Two stages, as the style guide asks: [`RawConfig`] is what serde reads (unknown keys are errors),
+//! [`RawConfig::resolve`] checks everything — collecting *every* problem with the file and the key
+//! it concerns — and loads secrets and keys, producing [`Settings`]. Nothing here binds a socket
+//! or starts a task. Environment variables are read through an injected lookup so tests never
+//! mutate the process environment.
+
+//!
+//! Layout: `raw` (the file's shape), `settings` (what the gateway runs on), `resolve` (checks and
+//! loading, from one to the other).
+
+mod raw;
+mod resolve;
+mod settings;
+
+use std::path::Path;
+
+pub use raw::*;
+pub use settings::*;
+
+/// Default admin listener.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9901";
+/// Default upstream connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// Default time to wait for an upstream's response head.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Default idle connections kept per upstream endpoint.
+pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
+/// Default time an idle upstream connection is kept.
+pub const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 90_000;
+/// Default largest request body forwarded (streamed bodies are cut off past it).
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
+/// Default largest body the JSON→XML transform reads.
+pub const DEFAULT_TRANSFORM_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default root element of the generic JSON→XML layout.
+pub const DEFAULT_XML_ROOT: &str = "root";
+/// Default JWT clock-skew allowance.
+pub const DEFAULT_LEEWAY_S: u64 = 30;
+
+/// Everything wrong with a config file, one line per problem.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .problems.join("\n"))]
+pub struct ConfigError {
+    /// `file: key: problem` lines.
+    pub problems: Vec<String>,
+}
+
+/// Looks up environment variables; tests pass a map instead of mutating the process.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Reads the process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Reads, parses and resolves `path`. Relative paths inside the file are taken relative to the
+/// file's directory.
+///
+/// # Errors
+/// Every problem found, each naming the file and key.
+pub fn load(path: &Path, env: EnvLookup<'_>) -> Result<Settings, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        problems: vec![format!("{file}: cannot read: {e}")],
+    })?;
+    let raw = parse(&text, &file)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    raw.resolve(&file, base, env)
+}
+
+/// Parses TOML text; `file` names it in errors.
+///
+/// # Errors
+/// The TOML error with line, column and key.
+pub fn parse(text: &str, file: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError {
+        problems: vec![format!("{file}: {}", e.to_string().trim_end())],
+    })
+}
+
+#[cfg(test)]
+mod tests;

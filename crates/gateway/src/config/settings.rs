@@ -1,0 +1,141 @@
+//! The resolved configuration the gateway runs on: typed, validated, secrets and keys loaded.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{HeaderName, Method};
+
+use crate::transform::XmlLayout;
+
+/// The validated, loaded configuration.
+#[derive(Debug)]
+pub struct Settings {
+    /// Admin listener address.
+    pub admin_listen: SocketAddr,
+    /// Worker threads (at least one).
+    pub workers: usize,
+    /// Shared limits.
+    pub limits: Limits,
+    /// Public listeners.
+    pub listeners: Vec<ListenerSettings>,
+    /// JWT verification, when configured.
+    pub jwt: Option<JwtSettings>,
+    /// Transform settings.
+    pub transform: TransformSettings,
+    /// Upstreams, in file order; routes refer to them by index.
+    pub upstreams: Vec<UpstreamSettings>,
+    /// Routes, in file order.
+    pub routes: Vec<RouteSettings>,
+}
+
+/// Resolved `[limits]`.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most open client connections per listener.
+    pub max_connections: usize,
+    /// Time to receive a request head.
+    pub header_read_timeout: Duration,
+    /// Time to finish a TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Largest request head.
+    pub max_header_bytes: usize,
+    /// Largest request body forwarded.
+    pub max_body_bytes: u64,
+    /// Most concurrent HTTP/2 streams per connection.
+    pub h2_max_concurrent_streams: u32,
+    /// Drain time after SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+/// One public listener.
+#[derive(Debug, Clone)]
+pub struct ListenerSettings {
+    /// Name for logs and metrics.
+    pub name: String,
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// TLS termination config (ALPN already set).
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// HTTP/1.1 only.
+    pub http1_only: bool,
+}
+
+/// Resolved `[auth.jwt]`.
+#[derive(Debug, Clone)]
+pub struct JwtSettings {
+    /// What the verifier checks.
+    pub verifier: pms_auth::VerifierConfig,
+    /// Claim → header, in a stable order.
+    pub claims_to_headers: Vec<(String, HeaderName)>,
+}
+
+/// Resolved `[transform]`.
+#[derive(Debug, Clone)]
+pub struct TransformSettings {
+    /// Largest body read.
+    pub max_body_bytes: usize,
+    /// Default layout.
+    pub layout: XmlLayout,
+}
+
+/// Upstream protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 (cleartext or TLS).
+    H1,
+    /// HTTP/2 over TLS (ALPN h2).
+    H2,
+    /// HTTP/2 cleartext with prior knowledge.
+    H2c,
+    /// Whatever ALPN negotiates (h2 preferred); HTTP/1.1 on cleartext.
+    Auto,
+}
+
+/// One upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    /// Name.
+    pub name: String,
+    /// Endpoints (scheme + authority).
+    pub endpoints: Vec<http::uri::Uri>,
+    /// Protocol.
+    pub protocol: UpstreamProtocol,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Time to the response head.
+    pub request_timeout: Duration,
+    /// Idle connections kept per endpoint.
+    pub pool_max_idle: usize,
+    /// Idle connection lifetime.
+    pub pool_idle_timeout: Duration,
+    /// Trust for https endpoints.
+    pub trust: pms_net::tls::Trust,
+}
+
+/// How a route matches paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    /// The whole path equals this.
+    Exact(String),
+    /// The path starts with this.
+    Prefix(String),
+}
+
+/// One route.
+#[derive(Debug, Clone)]
+pub struct RouteSettings {
+    /// Name for logs and metrics.
+    pub name: String,
+    /// Path condition.
+    pub path: PathMatch,
+    /// Allowed methods; empty means any.
+    pub methods: Vec<Method>,
+    /// Index into [`Settings::upstreams`].
+    pub upstream: usize,
+    /// Requires a valid JWT.
+    pub jwt: bool,
+    /// Roles allowed, when not empty.
+    pub roles: Vec<String>,
+    /// JSON→XML layout, when the route transforms.
+    pub json_to_xml: Option<XmlLayout>,
+}
