@@ -7,20 +7,26 @@
 # Everything listens on 127.0.0.1 and every run is bounded in time. Missing tools (nginx, haproxy,
 # wrk, h2load) are installed from Debian's packages when running as root.
 #
-#   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--out FILE]
+# With --rounds N every target runs once per round, in turn, so slow drift of a shared machine
+# hits all of them alike; the table shows medians and each ratio's median over the rounds (each
+# ratio taken within one round).
+#
+#   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--rounds N] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=10
 CONNECTIONS=100
 WARMUP=2
+ROUNDS=1
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) DURATION="$2"; shift 2 ;;
     --connections) CONNECTIONS="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--out FILE]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--rounds N] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -194,7 +200,6 @@ run_h2load() {
     END { printf "%s %s %s\n", rps, "-", (bad == "" ? 0 : bad) }'
 }
 
-declare -A RPS P99 BAD
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
 targets=("direct" "nginx" "haproxy" "pms")
 declare -A URL
@@ -209,43 +214,68 @@ URL["nginx,h2(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
 URL["haproxy,h2(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
 URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
 
-for s in "${scenarios[@]}"; do
-  for t in "${targets[@]}"; do
-    url=${URL["$t,$s"]:-}
-    [ -n "$url" ] || continue
-    echo "running $s via $t ($DURATION s)..." >&2
-    if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b < <(run_h2load "$url"); else read -r r p b < <(run_wrk "$url"); fi
-    RPS["$t,$s"]=$r; P99["$t,$s"]=$p; BAD["$t,$s"]=$b
+# Every sample: "round scenario target rps p99 non2xx", one per line.
+SAMPLES=$WORK/samples.txt
+for round in $(seq "$ROUNDS"); do
+  for s in "${scenarios[@]}"; do
+    for t in "${targets[@]}"; do
+      url=${URL["$t,$s"]:-}
+      [ -n "$url" ] || continue
+      echo "round $round/$ROUNDS: $s via $t ($DURATION s)..." >&2
+      if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b < <(run_h2load "$url"); else read -r r p b < <(run_wrk "$url"); fi
+      echo "$round $s $t ${r:-0} ${p:--} ${b:-0}" >> "$SAMPLES"
+    done
   done
 done
+
+# Medians per target, and per-round ratios to the better peer of that round.
+summary() {
+  python3 - "$SAMPLES" "$1" <<'PY'
+import collections, statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+scenario = sys.argv[2]
+by = collections.defaultdict(dict)
+for rnd, s, t, rps, p99, bad in rows:
+    if s == scenario:
+        by[t][rnd] = (float(rps), p99, int(float(bad)))
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+for t in ["direct", "nginx", "haproxy", "pms"]:
+    if t not in by:
+        continue
+    ratios = []
+    for rnd, (rps, _, _) in by[t].items():
+        peers = [by[p][rnd][0] for p in ("nginx", "haproxy") if p in by and rnd in by[p]]
+        if peers and max(peers) > 0:
+            ratios.append(rps / max(peers))
+    rps = med([v[0] for v in by[t].values()])
+    p99s = [float(v[1]) for v in by[t].values() if v[1] != "-"]
+    bad = sum(v[2] for v in by[t].values())
+    rr = "%.2f (%.2f–%.2f)" % (med(ratios), min(ratios), max(ratios)) if ratios else "-"
+    print("%s|%.0f|%s|%d|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr))
+PY
+}
 
 {
   echo "# Reverse proxies side by side — $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r); client, proxies and echo share it."
-  echo "Versions: $("$PMS" --version), $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
-  echo "Load: $CONNECTIONS keep-alive connections, 500-byte POST, ${DURATION} s after ${WARMUP} s warm-up; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
+  echo "Load: $CONNECTIONS keep-alive connections, 500-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
-  echo "| scenario | target | req/s | p99 ms | non-2xx | ratio to best peer | peak RSS MB |"
+  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | peak RSS MB |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
   for s in "${scenarios[@]}"; do
-    best=0
-    for t in nginx haproxy; do
-      v=${RPS["$t,$s"]:-0}; best=$(awk -v a="$best" -v b="$v" 'BEGIN { print (b > a ? b : a) }')
-    done
-    for t in "${targets[@]}"; do
-      r=${RPS["$t,$s"]:-}
-      [ -n "$r" ] || continue
-      ratio=$(awk -v r="$r" -v b="$best" 'BEGIN { if (b > 0) printf "%.2f", r / b; else print "-" }')
+    while IFS='|' read -r t r p b ratio; do
       case $t in
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
         *) rss="-" ;;
       esac
-      echo "| $s | $t | $r | ${P99["$t,$s"]} | ${BAD["$t,$s"]} | $ratio | $rss |"
-    done
+      echo "| $s | $t | $r | $p | $b | $ratio | $rss |"
+    done < <(summary "$s")
   done
   echo
-  echo "Peak RSS is each process's high-water mark over the whole run (nginx: master + workers)."
+  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers). h2load reports no percentiles, hence no p99 for HTTP/2."
 } | tee "${OUT:-/dev/null}"
