@@ -158,3 +158,61 @@ upstream = "echo"
     sigterm(&echo);
     assert_eq!(echo.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn up_runs_gateway_and_echo_with_a_kept_dev_certificate() {
+    let data = tempfile::tempdir().unwrap();
+    let (port, tls_port, admin_port) = (free_port(), free_port(), free_port());
+    let spawn = || {
+        // A relative data directory: the generated config must still find its certificates.
+        Command::new(PMS)
+            .current_dir(data.path())
+            .args(["up", "--data-dir", "pd"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--tls-listen", &format!("127.0.0.1:{tls_port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut up = spawn();
+    wait_for_port(port);
+    wait_for_port(tls_port);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"POST /transform HTTP/1.1\r\nhost: x\r\ncontent-length: 50\r\nconnection: close\r\n\r\n{\"size\":\"50B\",\"payload\":[\"0123456789\",\"ABCDEFGH\"]}",
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(
+        resp.ends_with(
+            "<size>50B</size><payload><item>0123456789</item><item>ABCDEFGH</item></payload>"
+        ),
+        "{resp}"
+    );
+    let key = data.path().join("pd/certs/server-key.pem");
+    let first_key = std::fs::read(&key).unwrap();
+    sigterm(&up);
+    assert_eq!(up.wait().unwrap().code(), Some(0));
+    let mut banner = String::new();
+    up.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut banner)
+        .unwrap();
+    assert!(
+        banner.contains(&format!("http://127.0.0.1:{port}/passthrough")),
+        "{banner}"
+    );
+
+    // A second start keeps the certificate it made the first time.
+    let mut again = spawn();
+    wait_for_port(port);
+    assert_eq!(std::fs::read(&key).unwrap(), first_key);
+    sigterm(&again);
+    assert_eq!(again.wait().unwrap().code(), Some(0));
+}

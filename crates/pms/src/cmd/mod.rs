@@ -3,6 +3,7 @@
 mod certs;
 mod echo;
 mod gateway;
+mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +17,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole system in one process on loopback (gateway + echo today).
+    Up(up::Args),
     /// Run the API gateway.
     Gateway(gateway::Args),
     /// Run the echo back-end used by the benchmarks.
@@ -33,6 +36,7 @@ pub struct UsageError(pub String);
 /// Runs the chosen subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Up(args) => up::run(args),
         Command::Gateway(args) => gateway::run(args),
         Command::Echo(args) => echo::run(args),
         Command::Certs(c) => certs::run(c),
