@@ -45,7 +45,8 @@ pub struct ServeConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Serve HTTP/1.1 only (no h2c detection; over TLS, h2 is refused even if ALPN picked it).
     pub http1_only: bool,
-    /// Most connections open at once; further clients wait in the kernel backlog.
+    /// Most connections served at once; further clients wait (in the kernel backlog, or accepted
+    /// but unserved, one per loop) until a connection closes.
     pub max_connections: usize,
     /// Time allowed to receive a full HTTP/1.1 request head.
     pub header_read_timeout: Duration,
@@ -156,14 +157,6 @@ where
 
     let mut backoff = Duration::from_millis(5);
     loop {
-        let permit = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break, // the semaphore is never closed; treat as shutdown
-            },
-        };
         let (stream, peer) = tokio::select! {
             biased;
             () = &mut shutdown => break,
@@ -176,6 +169,19 @@ where
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                     continue;
                 }
+            },
+        };
+        // Accept first, then wait for a permit. With permits shared by several loops (one per
+        // worker, each on its own SO_REUSEPORT socket) taking the permit before accepting could
+        // hand the last permit to a loop whose socket has nobody waiting, while the waiting
+        // client sits on another loop's socket: a deadlock. Holding at most one accepted but
+        // unserved connection per loop costs a file descriptor.
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break, // the semaphore is never closed; treat as shutdown
             },
         };
         backoff = Duration::from_millis(5);
@@ -291,5 +297,87 @@ impl Builders {
             h2: base.http2_only(),
             http1_only: config.http1_only,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn ok_service(
+        _: ConnInfo,
+    ) -> impl Service<
+        Request<Incoming>,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send,
+    > + Send {
+        hyper::service::service_fn(|_req| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        })
+    }
+
+    async fn get(addr: SocketAddr) -> String {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    /// Two loops share one permit (as thread-per-core workers of one listener do). The loop that
+    /// starts first must not sit on the permit while only the other loop has a client waiting.
+    #[tokio::test]
+    async fn shared_permits_go_to_loops_with_a_client() {
+        let permits = Arc::new(Semaphore::new(1));
+        let config = ServeConfig {
+            shared_permits: Some(permits.clone()),
+            ..ServeConfig::default()
+        };
+        let a = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b_addr = b.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let loop_a = tokio::spawn(serve(
+            a,
+            config.clone(),
+            ok_service,
+            Arc::new(NoObserver),
+            stop(stop_rx.clone()),
+        ));
+        // Let loop A run up to its first await before loop B exists.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let loop_b = tokio::spawn(serve(
+            b,
+            config,
+            ok_service,
+            Arc::new(NoObserver),
+            stop(stop_rx),
+        ));
+        for i in 0..3 {
+            let resp = tokio::time::timeout(Duration::from_secs(20), get(b_addr))
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("client {i} on loop B never served (permit stuck in loop A)")
+                });
+            assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        }
+        let _ = stop_tx.send(true);
+        assert_eq!(loop_a.await.unwrap(), Drain::Complete);
+        assert_eq!(loop_b.await.unwrap(), Drain::Complete);
+        assert_eq!(permits.available_permits(), 1);
     }
 }

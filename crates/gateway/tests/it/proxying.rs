@@ -248,27 +248,60 @@ async fn slow_request_heads_are_cut_off() {
     );
 }
 
+/// The cap is listener-wide across workers, and waiting clients are all served as slots free up
+/// whichever worker's socket they landed on. (Regression: permits taken before `accept()` could
+/// go to a worker with nobody waiting, deadlocking the others.)
 #[tokio::test]
 async fn connection_cap_holds_extra_clients_until_a_slot_frees() {
     let back = echo(false, false, Duration::ZERO).await;
-    let gw = simple(&up(back.addr), "", "[limits]\nmax_connections = 1", &[]).await;
+    let gw = simple(
+        &up(back.addr),
+        "",
+        "[runtime]\nworkers = 2\n[limits]\nmax_connections = 1",
+        &[],
+    )
+    .await;
     let mut first = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     assert_eq!(
         first.call("POST", "/", &[], "1").await.unwrap().status(),
         200
     );
-    let addr = gw.addr();
-    let second = tokio::spawn(async move {
-        let mut c = TestClient::connect(addr, Proto::H1c).await.unwrap();
-        c.call("POST", "/", &[], "2").await.unwrap().text()
-    });
+    let waiting: Vec<_> = (0..6)
+        .map(|i| {
+            let addr = gw.addr();
+            tokio::spawn(async move {
+                let mut c = TestClient::connect(addr, Proto::H1c).await.unwrap();
+                let text = c
+                    .call("POST", "/", &[], format!("w{i}"))
+                    .await
+                    .unwrap()
+                    .text();
+                drop(c); // frees the slot for the next one
+                text
+            })
+        })
+        .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        !second.is_finished(),
-        "second connection served while the cap was reached"
+        waiting.iter().all(|t| !t.is_finished()),
+        "a connection was served while the cap was reached"
     );
     drop(first);
-    assert_eq!(second.await.unwrap(), "2");
+    // Liveness bound only: a deadlock fails here instead of hanging the suite.
+    let all = tokio::time::timeout(Duration::from_secs(60), futures_join_all(waiting))
+        .await
+        .expect("waiting clients were never served (deadlock)");
+    for (i, text) in all.into_iter().enumerate() {
+        assert_eq!(text, format!("w{i}"));
+    }
+}
+
+async fn futures_join_all<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
 }
 
 #[tokio::test]
