@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use pms_testkit::client::{Proto, TestClient};
 
-use crate::support::{echo, simple};
+use crate::support::{echo, endpoint, simple};
 
 pub async fn scrape(admin: SocketAddr) -> String {
     let mut c = TestClient::connect(admin, Proto::H1c).await.unwrap();
@@ -24,16 +24,7 @@ pub fn value(text: &str, series: &str) -> Option<f64> {
 #[tokio::test]
 async fn health_readiness_and_metrics() {
     let backend = echo(false, false, Duration::ZERO).await;
-    let gw = simple(
-        &format!(
-            r#"endpoints = ["http://127.0.0.1:{}"]"#,
-            backend.addr.port()
-        ),
-        "",
-        "",
-        &[],
-    )
-    .await;
+    let gw = simple(&endpoint(backend.addr), "", "", &[]).await;
     let mut admin = TestClient::connect(gw.admin, Proto::H1c).await.unwrap();
     let r = admin.call("GET", "/healthz", &[], "").await.unwrap();
     assert_eq!(

@@ -13,7 +13,7 @@ use pms_testkit::client::{Proto, TestClient};
 use pms_testkit::Spawned;
 use serde_json::json;
 
-use crate::support::{inspector, simple};
+use crate::support::{endpoint, inspector, simple};
 
 const SECRET: &str = "a-test-secret-that-is-long-enough";
 
@@ -28,13 +28,30 @@ fn hs_signer() -> Signer {
 async fn protected(roles: &str) -> (crate::support::Gw, Spawned<pms_net::serve::Drain>) {
     let back = inspector().await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         &format!("auth = \"jwt\"\n{roles}"),
         &jwt_section("secret_env = \"TEST_JWT_SECRET\""),
         &[("TEST_JWT_SECRET", SECRET)],
     )
     .await;
     (gw, back)
+}
+
+/// `method path` with `Authorization: Bearer <token>` and no body.
+async fn call_with_token(
+    c: &mut TestClient,
+    method: &str,
+    path: &str,
+    token: &str,
+) -> pms_testkit::client::Collected {
+    c.call(
+        method,
+        path,
+        &[("authorization", &format!("Bearer {token}"))],
+        "",
+    )
+    .await
+    .unwrap()
 }
 
 fn b64(s: &str) -> String {
@@ -122,15 +139,7 @@ async fn missing_and_bad_tokens_get_401_with_a_challenge() {
         ("algorithm not allowed", hs512),
         ("garbage", "x.y.z".to_string()),
     ] {
-        let r = c
-            .call(
-                "GET",
-                "/users/getAllUsers",
-                &[("authorization", &format!("Bearer {token}"))],
-                "",
-            )
-            .await
-            .unwrap();
+        let r = call_with_token(&mut c, "GET", "/users/getAllUsers", &token).await;
         assert_eq!(r.status(), 401, "{what}");
         assert_eq!(
             r.header("www-authenticate"),
@@ -147,27 +156,11 @@ async fn roles_are_enforced_with_403() {
     let s = hs_signer();
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let customer = s.issue("5", "CUSTOMER").unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/userReport/top10Parky",
-            &[("authorization", &format!("Bearer {customer}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/userReport/top10Parky", &customer).await;
     assert_eq!(r.status(), 403);
     assert_eq!(r.json()["error"]["code"], "forbidden");
     let boss = s.issue("1", "SUPERVISOR").unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/userReport/top10Parky",
-            &[("authorization", &format!("Bearer {boss}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/userReport/top10Parky", &boss).await;
     assert_eq!(r.status(), 200);
 }
 
@@ -178,7 +171,7 @@ async fn secret_from_a_file() {
     std::fs::write(&path, format!("{SECRET}\n")).unwrap();
     let back = inspector().await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "auth = \"jwt\"",
         &jwt_section(&format!("secret_file = {:?}", path.display().to_string())),
         &[],
@@ -186,15 +179,7 @@ async fn secret_from_a_file() {
     .await;
     let token = hs_signer().issue("9", "PARK_MANAGER").unwrap();
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/parks/1",
-            &[("authorization", &format!("Bearer {token}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/parks/1", &token).await;
     assert_eq!(r.status(), 200, "{}", r.text());
     assert_eq!(r.json()["headers"]["x-userrole"][0], "PARK_MANAGER");
 }
@@ -207,7 +192,7 @@ async fn es256_public_key_and_no_algorithm_confusion() {
     std::fs::write(&pub_path, kp.public_key_pem()).unwrap();
     let back = inspector().await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "auth = \"jwt\"",
         &format!(
             "[auth.jwt]\nalgorithms = [\"ES256\"]\npublic_key_file = {:?}\n",
@@ -219,30 +204,14 @@ async fn es256_public_key_and_no_algorithm_confusion() {
     let signer = Signer::from_pem(Algorithm::ES256, kp.serialize_pem().as_bytes()).unwrap();
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let good = signer.issue("3", "CUSTOMER").unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {good}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &good).await;
     assert_eq!(r.status(), 200);
     // HS256 "signed" with the public key PEM as the secret.
     let confused = Signer::hmac(Algorithm::HS256, kp.public_key_pem().as_bytes())
         .unwrap()
         .issue("1", "SUPERVISOR")
         .unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {confused}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &confused).await;
     assert_eq!(r.status(), 401);
 }
 
@@ -278,7 +247,7 @@ async fn eddsa_keys_from_jwks_by_kid() {
     .await;
     let back = inspector().await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "auth = \"jwt\"",
         &format!(
             "[auth.jwt]\nalgorithms = [\"EdDSA\"]\njwks_url = \"http://127.0.0.1:{}/.well-known/jwks.json\"\n",
@@ -293,15 +262,7 @@ async fn eddsa_keys_from_jwks_by_kid() {
         .with_kid("k1");
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let token = signer.issue("11", "CUSTOMER").unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {token}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &token).await;
     assert_eq!(r.status(), 200, "{}", r.text());
     assert_eq!(r.json()["headers"]["x-userid"][0], "11");
 
@@ -310,29 +271,13 @@ async fn eddsa_keys_from_jwks_by_kid() {
         .with_kid("k2")
         .issue("11", "CUSTOMER")
         .unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {unknown}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &unknown).await;
     assert_eq!(r.status(), 401);
     let no_kid = Signer::from_pem(Algorithm::EdDSA, pem.as_bytes())
         .unwrap()
         .issue("11", "CUSTOMER")
         .unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {no_kid}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &no_kid).await;
     assert_eq!(r.status(), 401);
 }
 
@@ -342,7 +287,7 @@ async fn unreachable_jwks_is_503_not_401() {
     let back = inspector().await;
     let closed = pms_testkit::listener().await.local_addr().unwrap();
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "auth = \"jwt\"",
         &format!("[auth.jwt]\nalgorithms = [\"EdDSA\"]\njwks_url = \"http://{closed}/jwks\"\n"),
         &[],
@@ -354,15 +299,7 @@ async fn unreachable_jwks_is_503_not_401() {
         .issue("1", "CUSTOMER")
         .unwrap();
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
-    let r = c
-        .call(
-            "GET",
-            "/x",
-            &[("authorization", &format!("Bearer {token}"))],
-            "",
-        )
-        .await
-        .unwrap();
+    let r = call_with_token(&mut c, "GET", "/x", &token).await;
     assert_eq!(r.status(), 503, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "service_unavailable");
 }

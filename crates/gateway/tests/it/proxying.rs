@@ -7,16 +7,27 @@ use pms_net::serve::{Drain, ServeConfig};
 use pms_testkit::client::{Proto, TestClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{echo, gateway, inspector, simple};
+use crate::support::{echo, endpoint, gateway, inspector, simple};
 
-fn up(addr: std::net::SocketAddr) -> String {
-    format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, addr.port())
+/// Writes raw bytes to the gateway and reads until it closes (bounded by `limit`).
+async fn raw_exchange(
+    addr: std::net::SocketAddr,
+    request: &[u8],
+    limit: Duration,
+) -> (bool, String) {
+    let mut raw = tokio::net::TcpStream::connect(addr).await.unwrap();
+    raw.write_all(request).await.unwrap();
+    let mut resp = Vec::new();
+    let closed = tokio::time::timeout(limit, raw.read_to_end(&mut resp))
+        .await
+        .is_ok();
+    (closed, String::from_utf8_lossy(&resp).into_owned())
 }
 
 #[tokio::test]
 async fn headers_are_rewritten_as_a_proxy_should() {
     let back = inspector().await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let r = c
         .call(
@@ -73,7 +84,7 @@ async fn headers_are_rewritten_as_a_proxy_should() {
 #[tokio::test]
 async fn a_request_id_is_made_when_missing_or_unsafe() {
     let back = inspector().await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
     let r = c
         .call("GET", "/", &[("x-request-id", "bad id<>")], "")
@@ -95,7 +106,7 @@ async fn a_request_id_is_made_when_missing_or_unsafe() {
 #[tokio::test]
 async fn upstream_status_codes_pass_through() {
     let back = pms_testkit::inspect::spawn(ServeConfig::default(), http::StatusCode::CREATED).await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     assert_eq!(
         c.call("POST", "/users/createUser", &[], "{}")
@@ -106,7 +117,7 @@ async fn upstream_status_codes_pass_through() {
     );
     let back =
         pms_testkit::inspect::spawn(ServeConfig::default(), http::StatusCode::CONFLICT).await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     assert_eq!(
         c.call("POST", "/users/createUser", &[], "{}")
@@ -170,7 +181,7 @@ upstream = "echo"
 #[tokio::test]
 async fn large_bodies_stream_both_ways_over_h1_and_h2() {
     let back = echo(false, false, Duration::ZERO).await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let body: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
     for proto in [Proto::H1c, Proto::H2c] {
         let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
@@ -186,7 +197,13 @@ async fn large_bodies_stream_both_ways_over_h1_and_h2() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_with_413() {
     let back = echo(false, false, Duration::ZERO).await;
-    let gw = simple(&up(back.addr), "", "[limits]\nmax_body_bytes = 1000", &[]).await;
+    let gw = simple(
+        &endpoint(back.addr),
+        "",
+        "[limits]\nmax_body_bytes = 1000",
+        &[],
+    )
+    .await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     // Declared length over the limit: refused before anything is sent upstream.
     let r = c.call("POST", "/x", &[], vec![b'a'; 1001]).await.unwrap();
@@ -196,30 +213,27 @@ async fn oversized_bodies_are_refused_with_413() {
     assert_eq!(r.status(), 200);
 
     // No declared length (chunked): cut off while streaming.
-    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
     let chunk = "a".repeat(600);
     let req = format!(
         "POST /x HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"
     );
-    raw.write_all(req.as_bytes()).await.unwrap();
-    let mut resp = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp)).await;
-    let text = String::from_utf8_lossy(&resp);
+    let (_, text) = raw_exchange(gw.addr(), req.as_bytes(), Duration::from_secs(10)).await;
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
 }
 
 #[tokio::test]
 async fn oversized_headers_are_refused() {
     let back = echo(false, false, Duration::ZERO).await;
-    let gw = simple(&up(back.addr), "", "[limits]\nmax_header_bytes = 8192", &[]).await;
-    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let gw = simple(
+        &endpoint(back.addr),
+        "",
+        "[limits]\nmax_header_bytes = 8192",
+        &[],
+    )
+    .await;
     let big = "b".repeat(20_000);
-    raw.write_all(format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut resp = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp)).await;
-    let text = String::from_utf8_lossy(&resp);
+    let req = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n");
+    let (_, text) = raw_exchange(gw.addr(), req.as_bytes(), Duration::from_secs(10)).await;
     assert!(text.starts_with("HTTP/1.1 431"), "{text}");
 }
 
@@ -227,21 +241,20 @@ async fn oversized_headers_are_refused() {
 async fn slow_request_heads_are_cut_off() {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
-        &up(back.addr),
+        &endpoint(back.addr),
         "",
         "[limits]\nheader_read_timeout_ms = 200",
         &[],
     )
     .await;
-    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
-    raw.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n")
-        .await
-        .unwrap();
     // Never finish the head; the gateway must close the connection on its own.
-    let mut resp = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), raw.read_to_end(&mut resp)).await;
-    assert!(read.is_ok(), "connection left open");
-    let text = String::from_utf8_lossy(&resp);
+    let (closed, text) = raw_exchange(
+        gw.addr(),
+        b"GET / HTTP/1.1\r\nhost: x\r\n",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(closed, "connection left open");
     assert!(
         text.is_empty() || text.starts_with("HTTP/1.1 408"),
         "{text}"
@@ -255,7 +268,7 @@ async fn slow_request_heads_are_cut_off() {
 async fn connection_cap_holds_extra_clients_until_a_slot_frees() {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
-        &up(back.addr),
+        &endpoint(back.addr),
         "",
         "[runtime]\nworkers = 2\n[limits]\nmax_connections = 1",
         &[],
@@ -307,7 +320,7 @@ async fn futures_join_all<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> Vec<T>
 #[tokio::test]
 async fn shutdown_finishes_in_flight_requests_then_stops() {
     let back = echo(false, false, Duration::from_millis(500)).await;
-    let gw = simple(&up(back.addr), "", "", &[]).await;
+    let gw = simple(&endpoint(back.addr), "", "", &[]).await;
     let addr = gw.addr();
     let in_flight = tokio::spawn(async move {
         let mut c = TestClient::connect(addr, Proto::H2c).await.unwrap();

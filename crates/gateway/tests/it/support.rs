@@ -63,6 +63,11 @@ fn addrs_first(bound: &pms_gateway::Bound) -> SocketAddr {
         .unwrap_or_else(|| bound.admin_addr())
 }
 
+/// The `endpoints = [...]` line of an `[[upstreams]]` entry for a cleartext back-end.
+pub fn endpoint(addr: SocketAddr) -> String {
+    format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, addr.port())
+}
+
 /// TLS server config for back-ends.
 pub fn server_tls(http1_only: bool) -> Arc<rustls::ServerConfig> {
     let c = certs();

@@ -4,13 +4,13 @@ use std::time::Duration;
 
 use pms_testkit::client::{Proto, TestClient};
 
-use crate::support::{echo, inspector, simple};
+use crate::support::{echo, endpoint, inspector, simple};
 
 #[tokio::test]
 async fn ballerina_compat_bytes_reach_the_backend_as_xml() {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "transform = \"json-to-xml\"\nxml_layout = \"ballerina-compat\"",
         "",
         &[],
@@ -46,7 +46,7 @@ async fn ballerina_compat_bytes_reach_the_backend_as_xml() {
 async fn generic_layout_with_configured_root() {
     let back = inspector().await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "transform = \"json-to-xml\"",
         "[transform]\nxml_root = \"order\"",
         &[],
@@ -73,7 +73,7 @@ async fn generic_layout_with_configured_root() {
 async fn invalid_json_is_400_with_position_and_oversize_is_413() {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
-        &format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, back.addr.port()),
+        &endpoint(back.addr),
         "transform = \"json-to-xml\"",
         "[transform]\nmax_body_bytes = 100",
         &[],
