@@ -1,0 +1,351 @@
+//! One function per endpoint: verify the caller, parse the input, apply the role/ownership rule,
+//! call the store, shape the answer. Rules (spec §5.3 plus what the original forgot):
+//!
+//! | endpoint | who |
+//! |---|---|
+//! | `createUser`, `login` | anyone |
+//! | `getAllUsers` | SUPERVISOR, CUSTOMER_MANAGER |
+//! | vehicles and payment method | the CUSTOMER themself |
+//! | `POST parkies` | CUSTOMER_MANAGER (the token's user becomes the event's manager) |
+//! | `GET parkies/{id}` | the user themself, SUPERVISOR, CUSTOMER_MANAGER |
+//! | `top10Parky` | any authenticated user |
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+
+use super::auth::{caller, Caller};
+use super::error::ApiError;
+use super::json_object;
+use crate::model::{PaymentMethod, Role, UserStatus};
+use crate::store::users::Page;
+use crate::validate;
+use crate::App;
+
+type Answer = Result<Response, ApiError>;
+
+/// Most users one `getAllUsers` page may ask for.
+pub const MAX_PAGE: i64 = 1000;
+
+/// `POST /users/createUser`: self-service registration; always a CUSTOMER.
+pub async fn create_user(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+    s.ready()?;
+    let body = json_object(&headers, body, s.max_body_bytes).await?;
+    let new = validate::new_user(&body)?;
+    let hash = s
+        .passwords
+        .hash(new.password.clone())
+        .await
+        .map_err(internal)?;
+    let user = s.store.create_user(&new, &hash, Role::Customer).await?;
+    tracing::info!(user = user.id, who = %new, "user registered");
+    Ok(json(StatusCode::CREATED, &user))
+}
+
+/// `POST /users/login`: `{token, name}`. An unknown e-mail and a wrong password get the same
+/// answer after the same amount of hashing work.
+pub async fn login(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+    s.ready()?;
+    let body = json_object(&headers, body, s.max_body_bytes).await?;
+    let creds = validate::credentials(&body)?;
+    let record = s.store.login_record(&creds.email).await?;
+    let ok = s
+        .passwords
+        .verify(
+            creds.password,
+            record.as_ref().map(|r| r.password_hash.clone()),
+        )
+        .await
+        .map_err(internal)?;
+    let record = match record {
+        Some(r) if ok => r,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                "wrong e-mail or password",
+            ))
+        }
+    };
+    if record.status != UserStatus::Enabled {
+        return Err(ApiError::forbidden(format!(
+            "this account is {}",
+            record.status.as_str().to_ascii_lowercase()
+        )));
+    }
+    let token = s
+        .signer
+        .issue(&record.id.to_string(), record.role.as_str())
+        .map_err(internal)?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "token": token, "name": record.first_name }),
+    ))
+}
+
+/// `GET /users/getAllUsers[?limit=N&offset=M]`: every user (or one page), in id order,
+/// serialized as the rows stream in.
+pub async fn all_users(
+    s: axum::extract::State<App>,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    who.require(&[Role::Supervisor, Role::CustomerManager])?;
+    let page = page(q.as_deref())?;
+    let mut out = Vec::with_capacity(4096);
+    out.push(b'[');
+    let mut failed = None;
+    s.store
+        .for_each_user(page, |u| {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            if let Err(e) = serde_json::to_writer(&mut out, &u) {
+                failed.get_or_insert(e);
+            }
+        })
+        .await?;
+    if let Some(e) = failed {
+        return Err(internal(e));
+    }
+    out.push(b']');
+    Ok(json_bytes(StatusCode::OK, out))
+}
+
+/// `PUT /users/vehicle/{userId}`: adds a vehicle; answers 202 with the vehicle as stored.
+pub async fn add_vehicle(
+    s: axum::extract::State<App>,
+    Path(user_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    let user_id = validate::user_id_param(&user_id)?;
+    who.require_self(user_id, &[Role::Customer])?;
+    let body = json_object(&headers, body, s.max_body_bytes).await?;
+    let vehicle = validate::vehicle(&body)?;
+    s.store.add_vehicle(user_id, &vehicle).await?;
+    Ok(json(StatusCode::ACCEPTED, &vehicle))
+}
+
+/// `GET /users/vehicles/{userId}`: the caller's vehicles.
+pub async fn vehicles(
+    s: axum::extract::State<App>,
+    Path(user_id): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    let user_id = validate::user_id_param(&user_id)?;
+    who.require_self(user_id, &[Role::Customer])?;
+    let list = s
+        .store
+        .vehicles(user_id)
+        .await?
+        .ok_or_else(|| not_found(user_id))?;
+    Ok(json(StatusCode::OK, &list))
+}
+
+/// `PUT /users/paymentMethod/{userId}`: changes the caller's payment method (202).
+pub async fn set_payment_method(
+    s: axum::extract::State<App>,
+    Path(user_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    let user_id = validate::user_id_param(&user_id)?;
+    who.require_self(user_id, &[Role::Customer])?;
+    let body = json_object(&headers, body, s.max_body_bytes).await?;
+    let method = validate::payment_change(&body)?;
+    s.store.set_payment_method(user_id, method).await?;
+    Ok(json(StatusCode::ACCEPTED, &payment_json(method)))
+}
+
+/// `GET /users/paymentMethod/{userId}`: the caller's payment method.
+pub async fn payment_method(
+    s: axum::extract::State<App>,
+    Path(user_id): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    let user_id = validate::user_id_param(&user_id)?;
+    who.require_self(user_id, &[Role::Customer])?;
+    let method = s
+        .store
+        .payment_method(user_id)
+        .await?
+        .ok_or_else(|| not_found(user_id))?;
+    Ok(json(StatusCode::OK, &payment_json(method)))
+}
+
+/// `POST /users/parkies`: grants or deducts coins to several users at once, all or nothing.
+pub async fn grant(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    who.require(&[Role::CustomerManager])?;
+    let body = json_object(&headers, body, s.max_body_bytes).await?;
+    let grant = validate::grant(&body)?;
+    s.store.grant(&grant, who.id).await?;
+    tracing::info!(
+        manager = who.id,
+        users = grant.user_ids.len(),
+        amount = grant.amount,
+        "parkies granted"
+    );
+    Ok(json(StatusCode::CREATED, &true))
+}
+
+/// `GET /users/parkies/{userId}`: a wallet, for its owner or staff who manage customers.
+pub async fn wallet(
+    s: axum::extract::State<App>,
+    Path(user_id): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
+    s.ready()?;
+    let who = caller(&s.verifier, &headers).await?;
+    let user_id = validate::user_id_param(&user_id)?;
+    if who.id != user_id {
+        who.require(&[Role::Supervisor, Role::CustomerManager])
+            .map_err(|_| ApiError::forbidden("a wallet is readable by its owner and by staff"))?;
+    }
+    let wallet = s
+        .store
+        .wallet(user_id)
+        .await?
+        .ok_or_else(|| not_found(user_id))?;
+    Ok(json(StatusCode::OK, &wallet))
+}
+
+/// `GET /userReport/top10Parky`: the ten customers with the most coins.
+pub async fn top10(s: axum::extract::State<App>, headers: HeaderMap) -> Answer {
+    s.ready()?;
+    let _who: Caller = caller(&s.verifier, &headers).await?;
+    Ok(json(StatusCode::OK, &s.store.top10().await?))
+}
+
+/// `GET /healthz`: the process is alive.
+pub async fn healthz() -> Response {
+    json_bytes(StatusCode::OK, br#"{"status":"ok"}"#.to_vec())
+}
+
+/// `GET /readyz`: migrated and the database answers.
+pub async fn readyz(s: axum::extract::State<App>) -> Answer {
+    s.ready()?;
+    s.store.ping().await?;
+    Ok(json_bytes(
+        StatusCode::OK,
+        br#"{"status":"ready"}"#.to_vec(),
+    ))
+}
+
+/// No route for the path.
+pub async fn no_route(uri: http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        format!("no endpoint at {}", uri.path()),
+    )
+}
+
+/// The path exists, the method does not.
+pub async fn wrong_method(method: http::Method, uri: http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+/// `limit`/`offset` from the query string; without them, everything.
+fn page(query: Option<&str>) -> Result<Page, ApiError> {
+    let mut page = Page::ALL;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let field = match key {
+            "limit" => "limit",
+            "offset" => "offset",
+            _ => continue,
+        };
+        let n: i64 = value.parse().map_err(|_| {
+            ApiError::from(validate::FieldError {
+                field,
+                message: format!("{value:?} is not a whole number"),
+            })
+        })?;
+        match field {
+            "limit" if (1..=MAX_PAGE).contains(&n) => page.limit = Some(n),
+            "offset" if n >= 0 => page.offset = n,
+            _ => {
+                return Err(validate::FieldError {
+                    field,
+                    message: format!("out of range (limit 1..={MAX_PAGE}, offset >= 0)"),
+                }
+                .into())
+            }
+        }
+    }
+    Ok(page)
+}
+
+fn payment_json(method: PaymentMethod) -> serde_json::Value {
+    serde_json::json!({ "paymentMethod": method })
+}
+
+/// `value` as a JSON response.
+fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => json_bytes(status, body),
+        Err(e) => internal(e).into_response(),
+    }
+}
+
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+fn not_found(user_id: i64) -> ApiError {
+    crate::store::StoreError::UserNotFound(user_id).into()
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    tracing::error!(error = %e, "internal error");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "internal error; it has been logged",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_parse_and_bound() {
+        assert_eq!(page(None).unwrap(), Page::ALL);
+        assert_eq!(
+            page(Some("limit=2&offset=4&x=y")).unwrap(),
+            Page {
+                limit: Some(2),
+                offset: 4
+            }
+        );
+        for bad in ["limit=0", "limit=1001", "offset=-1", "limit=x", "limit="] {
+            let e = page(Some(bad)).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
+            assert!(e.field.is_some(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The PMS users service: registration, login (JWT), vehicles, payment methods and PARKY
+//! wallets, on SQLite or PostgreSQL, with the published API's paths and JSON.
+//!
+//! Layout:
+//! - [`model`]: enumerations and JSON shapes (the published `UserDTO` and friends).
+//! - [`validate`]: request bodies and their rules, as pure functions naming the bad field.
+//! - [`password`]: argon2id hashing off the async threads.
+//! - [`store`]: the database: pool, migrations, queries, demo data, error mapping.
+//! - [`http`]: routes, caller verification, handlers, the JSON error format.
+//!
+//! Why the service verifies tokens itself: the original trusted `X-UserId`/`X-UserRole` headers,
+//! so anyone who reached it past the gateway could be anyone. Here every protected endpoint
+//! verifies the bearer token with the same `pms-auth` code the gateway uses, and identity headers
+//! are ignored.
+//!
+//! Why readiness is separate from start-up: the service serves as soon as it is bound and answers
+//! 503 until the schema is migrated; a database that is down at start, or goes away later, never
+//! takes the process down, and it recovers by itself when the database returns.
+
+#![deny(missing_docs)]
+
+pub mod http;
+pub mod model;
+pub mod password;
+pub mod store;
+pub mod validate;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::service::TowerToHyperService;
+use pms_auth::{Signer, Verifier, VerifierConfig};
+use pms_net::serve::{Drain, NoObserver, ServeConfig};
+use tokio::net::TcpListener;
+
+use crate::http::error::ApiError;
+use crate::password::{HashParams, PasswordError, Passwords};
+use crate::store::{Store, StoreConfig, StoreError};
+
+/// Default largest request body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+/// Default token lifetime (the original's was 10 minutes; an hour with `exp` always enforced).
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// Everything the service needs.
+pub struct UsersConfig {
+    /// The database.
+    pub store: StoreConfig,
+    /// argon2id costs.
+    pub hash: HashParams,
+    /// Most password hashes computed at once.
+    pub hash_parallelism: usize,
+    /// Issues login tokens.
+    pub signer: Signer,
+    /// Verifies bearer tokens (the signer's key or its public half).
+    pub verifier: VerifierConfig,
+    /// Password for the demo accounts, created when the database is empty; `None`: no demo data.
+    pub seed_password: Option<String>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for UsersConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsersConfig")
+            .field("store", &self.store)
+            .field("hash", &self.hash)
+            .field("signer", &self.signer)
+            .field("seed", &self.seed_password.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Database URL or pool settings.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// argon2 parameters.
+    #[error(transparent)]
+    Password(#[from] PasswordError),
+    /// Token verification settings.
+    #[error("token verification: {0}")]
+    Verifier(#[from] pms_auth::verify::ConfigError),
+}
+
+/// The service's shared state. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct App(Arc<Inner>);
+
+/// What [`App`] holds.
+#[derive(Debug)]
+pub struct Inner {
+    /// The database.
+    pub store: Store,
+    /// Password hashing.
+    pub passwords: Passwords,
+    /// Token issuing.
+    pub signer: Signer,
+    /// Token verification.
+    pub verifier: Verifier,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    seed_password: Option<String>,
+    ready: AtomicBool,
+}
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl Inner {
+    /// 503 until the schema is in place.
+    ///
+    /// # Errors
+    /// When [`App::init`] has not succeeded yet.
+    pub fn ready(&self) -> Result<(), ApiError> {
+        if self.ready.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ::http::StatusCode::SERVICE_UNAVAILABLE,
+                "not_ready",
+                "the users service is starting (database not reached yet)",
+            ))
+        }
+    }
+}
+
+impl App {
+    /// Builds the service without touching the database.
+    ///
+    /// # Errors
+    /// [`StartError`] for a bad URL, argon2 parameters or verifier settings.
+    pub fn new(config: UsersConfig) -> Result<Self, StartError> {
+        let store = Store::open(&config.store)?;
+        let passwords = Passwords::new(config.hash, config.hash_parallelism)?;
+        let verifier = Verifier::new(config.verifier)?;
+        Ok(Self(Arc::new(Inner {
+            store,
+            passwords,
+            signer: config.signer,
+            verifier,
+            max_body_bytes: config.max_body_bytes,
+            seed_password: config.seed_password,
+            ready: AtomicBool::new(false),
+        })))
+    }
+
+    /// Migrates the schema and, when configured and the database is empty, creates the demo
+    /// accounts; then the service is ready. Returns whether it seeded.
+    ///
+    /// # Errors
+    /// Database failures ([`StoreError::is_unavailable`] when it is just not reachable).
+    pub async fn init(&self) -> Result<bool, StoreError> {
+        self.store.migrate().await?;
+        let mut seeded = false;
+        if let Some(password) = &self.seed_password {
+            if self.store.count_users().await? == 0 {
+                let hash = self
+                    .passwords
+                    .hash(password.clone())
+                    .await
+                    .map_err(|e| StoreError::Internal(e.to_string()))?;
+                seeded = self.store.seed_if_empty(&hash).await?;
+            }
+        }
+        self.0.ready.store(true, Ordering::Release);
+        Ok(seeded)
+    }
+
+    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
+    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
+        let app = self.clone();
+        tokio::spawn(async move {
+            let mut wait = Duration::from_millis(250);
+            loop {
+                match app.init().await {
+                    Ok(seeded) => {
+                        tracing::info!(seeded, "users service ready");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?wait, "users service not ready");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        })
+    }
+
+    /// Whether [`App::init`] has succeeded.
+    pub fn is_ready(&self) -> bool {
+        self.0.ready.load(Ordering::Acquire)
+    }
+}
+
+/// Serves the users API on `listener` until `shutdown`, then drains.
+pub async fn run(
+    listener: TcpListener,
+    app: App,
+    serve: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Drain {
+    let service = TowerToHyperService::new(http::router(app.clone()));
+    let drain = pms_net::serve::serve(
+        listener,
+        serve,
+        move |_| service.clone(),
+        Arc::new(NoObserver),
+        shutdown,
+    )
+    .await;
+    app.store.close().await;
+    drain
+}

@@ -1,0 +1,241 @@
+//! The users service's vocabulary: the enumerations (spelled exactly as the published API spells
+//! them, and stored as the same readable text) and the JSON shapes it sends and receives. No I/O
+//! and no validation beyond "is this one of the names" live here (see [`crate::validate`]).
+
+use serde::Serialize;
+
+/// Declares a closed set of names with `as_str`, `parse` and a JSON form equal to the name.
+macro_rules! names {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The name as the API and the database spell it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            /// The value with exactly this name.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// The accepted names, for error messages.
+            pub fn expected() -> String {
+                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names! {
+    /// What a user may do; carried in the token's `role` claim.
+    Role {
+        /// Reads the user list.
+        Supervisor => "SUPERVISOR",
+        /// A driver: manages their own vehicles, payment method and wallet.
+        Customer => "CUSTOMER",
+        /// Lists users and grants PARKY coins.
+        CustomerManager => "CUSTOMER_MANAGER",
+        /// Manages parks (in the parks service).
+        ParkManager => "PARK_MANAGER",
+    }
+}
+
+names! {
+    /// How a customer pays (a label only; nothing is charged against it).
+    PaymentMethod {
+        /// Credit card.
+        Credit => "CREDIT",
+        /// Debit card.
+        Debit => "DEBIT",
+        /// PayPal.
+        Paypal => "PAYPAL",
+        /// Not chosen yet; a user can never go back to it.
+        NotDefined => "NOT_DEFINED",
+    }
+}
+
+names! {
+    /// Whether an account may log in.
+    UserStatus {
+        /// May log in.
+        Enabled => "ENABLED",
+        /// Switched off.
+        Disabled => "DISABLED",
+        /// Blocked (for example for unpaid sessions).
+        Blocked => "BLOCKED",
+    }
+}
+
+names! {
+    /// Kind of vehicle.
+    VehicleType {
+        /// A car.
+        Automobile => "AUTOMOBILE",
+        /// A motorcycle.
+        Motorcycle => "MOTORCYCLE",
+    }
+}
+
+names! {
+    /// What a vehicle runs on.
+    EnergySource {
+        /// Petrol or diesel.
+        Fuel => "FUEL",
+        /// Liquefied petroleum gas.
+        Gpl => "GPL",
+        /// Battery electric.
+        Electric => "ELECTRIC",
+        /// Plug-in hybrid.
+        PlugInHybrid => "PLUG_IN_HYBRID",
+    }
+}
+
+/// A vehicle as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Vehicle {
+    /// Portuguese plate, upper case with dashes (`AA-20-CC`).
+    pub license_plate_number: String,
+    /// Kind of vehicle.
+    pub vehicle_type: VehicleType,
+    /// Energy source.
+    pub vehicle_energy_source: EnergySource,
+}
+
+/// A user as `getAllUsers` and `createUser` show it (the published `UserDTO`, field for field
+/// and in the same order). No password hash, ever.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserDto {
+    /// User id.
+    pub id: i64,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    pub last_name: String,
+    /// E-mail address as registered.
+    pub email: String,
+    /// Tax number.
+    pub nif: i64,
+    /// Always empty: parking history lives in the parks service.
+    pub parking_history: [(); 0],
+    /// PARKY balance.
+    pub total_parkies: i64,
+    /// One to three vehicles, in the order they were added.
+    pub vehicles: Vec<Vehicle>,
+    /// Role.
+    pub role: Role,
+    /// Payment method.
+    pub payment_method: PaymentMethod,
+    /// Account status.
+    pub user_status: UserStatus,
+}
+
+/// One entry of a PARKY wallet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkyEvent {
+    /// Event id.
+    pub event_id: i64,
+    /// Coins granted (positive) or deducted (negative).
+    pub amount: i64,
+    /// Why.
+    pub reason: String,
+    /// The customer manager who granted them (`null` once that account is gone).
+    pub manager_id: Option<i64>,
+    /// When, UTC, as `YYYY-MM-DDTHH:MM:SS.ffffff` (the published layout, no zone suffix).
+    pub transaction_time: String,
+}
+
+/// A PARKY wallet: balance and history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Wallet {
+    /// Whose wallet.
+    pub user_id: i64,
+    /// Balance.
+    pub parkies: i64,
+    /// Every grant and deduction, oldest first.
+    pub parky_events: Vec<ParkyEvent>,
+}
+
+/// One row of the top-10 PARKY report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopParky {
+    /// `"First Last"`.
+    pub name: String,
+    /// E-mail address.
+    pub email: String,
+    /// Balance.
+    pub parkies: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_reject_others() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()), Some(*r));
+        }
+        assert_eq!(PaymentMethod::parse("CREDIT_CARD"), None);
+        assert_eq!(PaymentMethod::parse("credit"), None);
+        assert_eq!(
+            serde_json::to_string(&EnergySource::PlugInHybrid).unwrap(),
+            "\"PLUG_IN_HYBRID\""
+        );
+        assert_eq!(VehicleType::expected(), "AUTOMOBILE, MOTORCYCLE");
+    }
+
+    #[test]
+    fn user_dto_has_the_published_keys_in_order() {
+        let dto = UserDto {
+            id: 1,
+            first_name: "Paulo".into(),
+            last_name: "Gandra".into(),
+            email: "supervisor@isep.ipp.pt".into(),
+            nif: 123_123_123,
+            parking_history: [],
+            total_parkies: 0,
+            vehicles: vec![Vehicle {
+                license_plate_number: "AA-20-CC".into(),
+                vehicle_type: VehicleType::Automobile,
+                vehicle_energy_source: EnergySource::Fuel,
+            }],
+            role: Role::Supervisor,
+            payment_method: PaymentMethod::NotDefined,
+            user_status: UserStatus::Enabled,
+        };
+        assert_eq!(
+            serde_json::to_string(&dto).unwrap(),
+            r#"{"id":1,"firstName":"Paulo","lastName":"Gandra","email":"supervisor@isep.ipp.pt","nif":123123123,"parkingHistory":[],"totalParkies":0,"vehicles":[{"licensePlateNumber":"AA-20-CC","vehicleType":"AUTOMOBILE","vehicleEnergySource":"FUEL"}],"role":"SUPERVISOR","paymentMethod":"NOT_DEFINED","userStatus":"ENABLED"}"#
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! Storage: one [`Store`] over SQLite (the embedded default) or PostgreSQL, chosen by the URL.
+//!
+//! What it owns: the connection pool and its per-connection settings, the migrations (one
+//! directory per backend, the same tables, constraints and names in both), mapping database
+//! failures to [`StoreError`] (which constraint clashed, "the database is unreachable", …) and
+//! retrying transactions that lost a lock race. What it must not do: HTTP, or any rule a
+//! constraint could not express (that is [`crate::validate`]).
+//!
+//! Why sqlx's `Any` driver: one set of queries serves both backends (all placeholders are `$N`,
+//! which SQLite accepts too, and every column is `TEXT` or a 64-bit integer), so nothing is
+//! written twice. Why these integrity rules live in the schema (unique e-mail ignoring case, NIF,
+//! plate; `parkies >= 0`; at most three vehicles through a checked counter): they then hold under
+//! concurrency and for every writer, not only for this code path.
+//!
+//! Layout: [`users`] has the queries, [`seed`] the demo data.
+
+pub mod seed;
+pub mod users;
+
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyQueryResult};
+use sqlx::error::ErrorKind;
+use sqlx::{AnyPool, Executor};
+
+/// Default pool size.
+pub const DEFAULT_POOL_SIZE: u32 = 8;
+/// Default time to wait for a pooled connection (and to connect) before answering 503.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default per-statement time limit.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many times a transaction that lost a lock race (deadlock, serialization failure, SQLite
+/// busy) is run again before the failure is reported.
+const TRANSIENT_RETRIES: u32 = 5;
+
+/// Which database a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:` URLs: a file (WAL mode, foreign keys on).
+    Sqlite,
+    /// `postgres:` / `postgresql:` URLs.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a URL names, if supported.
+    pub fn of_url(url: &str) -> Option<Self> {
+        let scheme = url.split_once(':')?.0.to_ascii_lowercase();
+        match scheme.as_str() {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            _ => None,
+        }
+    }
+}
+
+/// How to reach the database.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// `sqlite://PATH?mode=rwc` or `postgres://USER@HOST:PORT/DB`.
+    pub url: String,
+    /// Most open connections.
+    pub pool_size: u32,
+    /// Time to wait for a connection.
+    pub acquire_timeout: Duration,
+    /// Per-statement limit (PostgreSQL `statement_timeout`; SQLite's lock wait).
+    pub statement_timeout: Duration,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &redact_url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreConfig {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            pool_size: DEFAULT_POOL_SIZE,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+        }
+    }
+
+    /// A SQLite file, created when missing.
+    pub fn sqlite_file(path: &std::path::Path) -> Self {
+        Self::new(format!("sqlite://{}?mode=rwc", path.display()))
+    }
+}
+
+/// A URL with any password replaced by `***`, for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// What went wrong in the store, in the terms the API answers with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no supported database.
+    #[error("unsupported database URL {0:?} (expected sqlite:… or postgres:…)")]
+    BadUrl(String),
+    /// The database cannot be reached, is shutting down, or timed out.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// A unique value is taken.
+    #[error("{field} is already registered")]
+    Conflict {
+        /// The API field whose value clashed (`email`, `nif`, `licensePlateNumber`).
+        field: &'static str,
+    },
+    /// No user with that id.
+    #[error("user {0} not found")]
+    UserNotFound(i64),
+    /// Some users of a batch do not exist.
+    #[error("users not found: {0:?}")]
+    UsersNotFound(Vec<i64>),
+    /// The user has three vehicles already.
+    #[error("a user has at most 3 vehicles")]
+    TooManyVehicles,
+    /// A deduction would take a balance below zero.
+    #[error("the balance of user {0} would drop below zero")]
+    InsufficientBalance(i64),
+    /// Anything else (a bug or a schema problem); details are logged, not sent to clients.
+    #[error("database error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// True for failures of the database rather than of the request.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// The users service's database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Builds the pool without connecting: the first query (or [`Store::migrate`]) connects, and
+    /// a database that is down is an error of that query, never of start-up.
+    ///
+    /// # Errors
+    /// [`StoreError::BadUrl`] for an unsupported URL.
+    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::of_url(&config.url)
+            .ok_or_else(|| StoreError::BadUrl(redact_url(&config.url)))?;
+        let timeout_ms = config.statement_timeout.as_millis().max(1);
+        let pool = AnyPoolOptions::new()
+            .max_connections(config.pool_size.max(1))
+            .acquire_timeout(config.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    let settings: Vec<String> = match backend {
+                        Backend::Sqlite => vec![
+                            "PRAGMA journal_mode = WAL".into(),
+                            "PRAGMA synchronous = NORMAL".into(),
+                            "PRAGMA foreign_keys = ON".into(),
+                            format!("PRAGMA busy_timeout = {timeout_ms}"),
+                        ],
+                        Backend::Postgres => vec![format!("SET statement_timeout = {timeout_ms}")],
+                    };
+                    for s in settings {
+                        conn.execute(s.as_str()).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_lazy(&config.url)
+            .map_err(|e| classify(&e))?;
+        Ok(Self { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Brings the schema up to date.
+    ///
+    /// # Errors
+    /// When the database is unreachable or a migration fails.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let migrator = match self.backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        };
+        migrator.run(&self.pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => classify(&e),
+            other => StoreError::Internal(other.to_string()),
+        })
+    }
+
+    /// One trivial query: is the database answering?
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when it is not.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_: AnyQueryResult| ())
+            .map_err(|e| classify(&e))
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+}
+
+/// Runs `op` again while it fails with a lock-race error, a bounded number of times.
+pub(crate) async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if is_transient(&e) && attempt < TRANSIENT_RETRIES => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "retrying a transaction that lost a lock race");
+                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+            }
+            Err(e) => return Err(classify(&e)),
+        }
+    }
+}
+
+/// Deadlock, serialization failure, or SQLite's busy/locked.
+fn is_transient(e: &sqlx::Error) -> bool {
+    let Some(db) = e.as_database_error() else {
+        return false;
+    };
+    matches!(
+        db.code().as_deref(),
+        Some("40P01" | "40001" | "5" | "6" | "261" | "262" | "517")
+    )
+}
+
+/// Maps a sqlx error to what the API says about it.
+pub(crate) fn classify(e: &sqlx::Error) -> StoreError {
+    use sqlx::Error as E;
+    match e {
+        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {
+            StoreError::Unavailable(e.to_string())
+        }
+        E::Database(db) => {
+            let code = db.code();
+            let code = code.as_deref().unwrap_or("");
+            // Class 08 connection exceptions, 57 operator intervention (shutdown, statement
+            // timeout), 53 insufficient resources; SQLite busy/locked once retries are spent.
+            if code.starts_with("08")
+                || code.starts_with("57")
+                || code.starts_with("53")
+                || is_transient(e)
+            {
+                return StoreError::Unavailable(db.message().to_owned());
+            }
+            if db.kind() == ErrorKind::UniqueViolation {
+                let what = format!("{} {}", db.constraint().unwrap_or(""), db.message());
+                let field = if what.contains("email") {
+                    "email"
+                } else if what.contains("nif") {
+                    "nif"
+                } else if what.contains("plate") {
+                    "licensePlateNumber"
+                } else {
+                    return StoreError::Internal(db.message().to_owned());
+                };
+                return StoreError::Conflict { field };
+            }
+            StoreError::Internal(db.message().to_owned())
+        }
+        other => StoreError::Internal(other.to_string()),
+    }
+}
+
+/// True when `e` is a CHECK constraint failure whose constraint or message mentions `column`.
+pub(crate) fn is_check_on(e: &sqlx::Error, column: &str) -> bool {
+    e.as_database_error().is_some_and(|db| {
+        db.kind() == ErrorKind::CheckViolation
+            && (db.constraint().is_some_and(|c| c.contains(column))
+                || db.message().contains(column))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_come_from_the_scheme() {
+        assert_eq!(
+            Backend::of_url("sqlite://x.db?mode=rwc"),
+            Some(Backend::Sqlite)
+        );
+        assert_eq!(
+            Backend::of_url("postgres://u@h/db"),
+            Some(Backend::Postgres)
+        );
+        assert_eq!(
+            Backend::of_url("postgresql://u@h/db"),
+            Some(Backend::Postgres)
+        );
+        assert_eq!(Backend::of_url("mysql://u@h/db"), None);
+        assert_eq!(Backend::of_url("nonsense"), None);
+        assert!(matches!(
+            Store::open(&StoreConfig::new("mysql://u@h/db")),
+            Err(StoreError::BadUrl(_))
+        ));
+    }
+
+    #[test]
+    fn passwords_never_reach_logs() {
+        assert_eq!(
+            redact_url("postgres://pms:s3cret@127.0.0.1:5432/pms"),
+            "postgres://pms:***@127.0.0.1:5432/pms"
+        );
+        assert_eq!(redact_url("postgres://pms@h/db"), "postgres://pms@h/db");
+        assert_eq!(redact_url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
+        let cfg = StoreConfig::new("postgres://a:b@h/db");
+        assert!(!format!("{cfg:?}").contains(":b@"));
+    }
+}

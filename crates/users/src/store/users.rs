@@ -1,0 +1,578 @@
+//! The users service's queries. Each public method is one API operation: one round trip for
+//! reads, one transaction for writes (run again when it loses a lock race, see
+//! [`super::retry_transient`]). Rows become model types here; JSON is the HTTP layer's business.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures_util::TryStreamExt;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{classify, is_check_on, retry_transient, Store, StoreError};
+use crate::model::{
+    EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
+    VehicleType, Wallet,
+};
+use crate::validate::{Grant, NewUser};
+
+/// Which slice of the user list to return (always in id order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Most users; `None` for all.
+    pub limit: Option<i64>,
+    /// Users to skip.
+    pub offset: i64,
+}
+
+impl Page {
+    /// Every user.
+    pub const ALL: Page = Page {
+        limit: None,
+        offset: 0,
+    };
+}
+
+/// What login needs to know about an account.
+#[derive(Debug, Clone)]
+pub struct LoginRecord {
+    /// User id (the token's `sub`).
+    pub id: i64,
+    /// Stored argon2 PHC string.
+    pub password_hash: String,
+    /// Role (the token's `role`).
+    pub role: Role,
+    /// Only `ENABLED` accounts may log in.
+    pub status: UserStatus,
+    /// Returned as `name` by login.
+    pub first_name: String,
+}
+
+/// The user columns followed by one vehicle's, for `users u LEFT JOIN vehicles v`.
+const USER_COLUMNS: &str = "u.id, u.first_name, u.last_name, u.email, u.nif, u.parkies, u.role, \
+     u.payment_method, u.status, v.plate, v.vehicle_type, v.energy_source";
+
+/// Where the vehicle columns start in [`USER_COLUMNS`].
+const VEHICLE_AT: usize = 9;
+
+// === impl Store ===
+
+impl Store {
+    /// Inserts a user and their first vehicle, returning the user as the API shows it.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] naming the taken e-mail, NIF or plate; database failures.
+    pub async fn create_user(
+        &self,
+        new: &NewUser,
+        password_hash: &str,
+        role: Role,
+    ) -> Result<UserDto, StoreError> {
+        let id = retry_transient(|| self.create_user_once(new, password_hash, role)).await?;
+        Ok(UserDto {
+            id,
+            first_name: new.first_name.clone(),
+            last_name: new.last_name.clone(),
+            email: new.email.clone(),
+            nif: new.nif,
+            parking_history: [],
+            total_parkies: 0,
+            vehicles: vec![new.vehicle.clone()],
+            role,
+            payment_method: new.payment_method,
+            user_status: UserStatus::Enabled,
+        })
+    }
+
+    async fn create_user_once(
+        &self,
+        new: &NewUser,
+        password_hash: &str,
+        role: Role,
+    ) -> Result<i64, sqlx::Error> {
+        let mut tx = self.pool().begin().await?;
+        let id = insert_user(&mut tx, new, password_hash, role).await?;
+        insert_vehicle(&mut tx, id, &new.vehicle, 1).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// The account behind an e-mail address (compared ignoring case), if any.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, password_hash, role, status, first_name FROM users \
+             WHERE lower(email) = lower($1)",
+        )
+        .bind(email)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| classify(&e))?;
+        row.map(|r| {
+            Ok(LoginRecord {
+                id: get(&r, 0)?,
+                password_hash: get(&r, 1)?,
+                role: name(&r, 2, Role::parse)?,
+                status: name(&r, 3, UserStatus::parse)?,
+                first_name: get(&r, 4)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Calls `each` with every user of `page`, in id order, vehicles included: one query,
+    /// streamed, never the whole list in memory as rows.
+    ///
+    /// # Errors
+    /// Database failures (after `each` may have seen some users).
+    pub async fn for_each_user(
+        &self,
+        page: Page,
+        mut each: impl FnMut(UserDto),
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS} FROM \
+             (SELECT * FROM users ORDER BY id LIMIT $1 OFFSET $2) u \
+             LEFT JOIN vehicles v ON v.user_id = u.id ORDER BY u.id, v.added_seq"
+        );
+        let mut rows = sqlx::query(&sql)
+            .bind(page.limit.unwrap_or(i64::MAX))
+            .bind(page.offset)
+            .fetch(self.pool());
+        let mut current: Option<UserDto> = None;
+        while let Some(row) = rows.try_next().await.map_err(|e| classify(&e))? {
+            let id: i64 = get(&row, 0)?;
+            let user = match &mut current {
+                Some(u) if u.id == id => u,
+                _ => {
+                    if let Some(done) = current.take() {
+                        each(done);
+                    }
+                    current.insert(user_from_row(&row)?)
+                }
+            };
+            if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
+                user.vehicles.push(v);
+            }
+        }
+        if let Some(done) = current {
+            each(done);
+        }
+        Ok(())
+    }
+
+    /// Adds a vehicle to a user (at most three; plates are unique across users).
+    ///
+    /// # Errors
+    /// [`StoreError::UserNotFound`], [`StoreError::TooManyVehicles`], [`StoreError::Conflict`]
+    /// for a taken plate; database failures.
+    pub async fn add_vehicle(&self, user_id: i64, vehicle: &Vehicle) -> Result<(), StoreError> {
+        retry_transient(|| self.add_vehicle_once(user_id, vehicle)).await?
+    }
+
+    async fn add_vehicle_once(
+        &self,
+        user_id: i64,
+        vehicle: &Vehicle,
+    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        let mut tx = self.pool().begin().await?;
+        // The checked counter takes the user's row lock first, so two concurrent additions
+        // cannot both see room for a third vehicle.
+        let seq: Option<i64> = match sqlx::query_scalar(
+            "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
+             RETURNING vehicle_count",
+        )
+        .bind(user_id)
+        .fetch_optional(&mut *tx)
+        .await
+        {
+            Ok(seq) => seq,
+            Err(e) if is_check_on(&e, "vehicle_count") => {
+                return Ok(Err(StoreError::TooManyVehicles))
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(seq) = seq else {
+            return Ok(Err(StoreError::UserNotFound(user_id)));
+        };
+        if let Err(e) = insert_vehicle(&mut tx, user_id, vehicle, seq).await {
+            return match classify(&e) {
+                conflict @ StoreError::Conflict { .. } => Ok(Err(conflict)),
+                _ => Err(e),
+            };
+        }
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// A user's vehicles in the order they were added; `None` when the user does not exist.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn vehicles(&self, user_id: i64) -> Result<Option<Vec<Vehicle>>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT v.plate, v.vehicle_type, v.energy_source FROM users u \
+             LEFT JOIN vehicles v ON v.user_id = u.id WHERE u.id = $1 ORDER BY v.added_seq",
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| classify(&e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if let Some(v) = vehicle_from_row(r, 0)? {
+                out.push(v);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// A user's payment method; `None` when the user does not exist.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn payment_method(&self, user_id: i64) -> Result<Option<PaymentMethod>, StoreError> {
+        let row = sqlx::query("SELECT payment_method FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| classify(&e))?;
+        row.map(|r| name(&r, 0, PaymentMethod::parse)).transpose()
+    }
+
+    /// Sets a user's payment method.
+    ///
+    /// # Errors
+    /// [`StoreError::UserNotFound`]; database failures.
+    pub async fn set_payment_method(
+        &self,
+        user_id: i64,
+        method: PaymentMethod,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE users SET payment_method = $1 WHERE id = $2")
+            .bind(method.as_str())
+            .bind(user_id)
+            .execute(self.pool())
+            .await
+            .map_err(|e| classify(&e))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::UserNotFound(user_id));
+        }
+        Ok(())
+    }
+
+    /// Grants (or, with a negative amount, deducts) PARKY coins to every listed user and records
+    /// one event each, all in one transaction: every user is updated or none is. The balance is
+    /// changed in place (`parkies = parkies + amount`), so concurrent grants never lose one
+    /// another's update, and the schema's `parkies >= 0` check refuses an overdraft.
+    ///
+    /// # Errors
+    /// [`StoreError::UsersNotFound`] listing unknown ids, [`StoreError::InsufficientBalance`];
+    /// database failures.
+    pub async fn grant(&self, grant: &Grant, manager_id: i64) -> Result<(), StoreError> {
+        retry_transient(|| self.grant_once(grant, manager_id)).await?
+    }
+
+    async fn grant_once(
+        &self,
+        grant: &Grant,
+        manager_id: i64,
+    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        let ids = &grant.user_ids;
+        let list = placeholders(2, ids.len());
+        let mut tx = self.pool().begin().await?;
+        let sql = format!(
+            "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
+        );
+        let mut update = sqlx::query(&sql).bind(grant.amount);
+        for id in ids {
+            update = update.bind(*id);
+        }
+        let updated = match update.fetch_all(&mut *tx).await {
+            Ok(rows) => rows,
+            Err(e) if is_check_on(&e, "parkies") => {
+                drop(tx);
+                let who = self.first_overdrawn(grant).await.unwrap_or(ids[0]);
+                return Ok(Err(StoreError::InsufficientBalance(who)));
+            }
+            Err(e) => return Err(e),
+        };
+        if updated.len() != ids.len() {
+            let mut found = Vec::with_capacity(updated.len());
+            for r in &updated {
+                found.push(r.try_get::<i64, _>(0)?);
+            }
+            let missing = ids
+                .iter()
+                .copied()
+                .filter(|id| !found.contains(id))
+                .collect();
+            return Ok(Err(StoreError::UsersNotFound(missing)));
+        }
+        // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
+        let values: Vec<String> = (0..ids.len())
+            .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
+            .collect();
+        let sql = format!(
+            "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
+             VALUES {}",
+            values.join(", ")
+        );
+        let mut insert = sqlx::query(&sql)
+            .bind(grant.amount)
+            .bind(&grant.reason)
+            .bind(manager_id)
+            .bind(now_micros());
+        for id in ids {
+            insert = insert.bind(*id);
+        }
+        insert.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// After a refused deduction: the first user whose balance cannot cover it.
+    async fn first_overdrawn(&self, grant: &Grant) -> Option<i64> {
+        let list = placeholders(2, grant.user_ids.len());
+        let sql = format!(
+            "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
+        );
+        let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
+        for id in &grant.user_ids {
+            q = q.bind(*id);
+        }
+        q.fetch_optional(self.pool()).await.ok().flatten()
+    }
+
+    /// A user's wallet: balance and every event, oldest first; `None` when the user does not
+    /// exist.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
+             FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
+             WHERE u.id = $1 ORDER BY e.id",
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| classify(&e))?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let mut wallet = Wallet {
+            user_id,
+            parkies: get(first, 0)?,
+            parky_events: Vec::with_capacity(rows.len()),
+        };
+        for r in &rows {
+            let Some(event_id) = get::<Option<i64>>(r, 1)? else {
+                continue;
+            };
+            wallet.parky_events.push(ParkyEvent {
+                event_id,
+                amount: get(r, 2)?,
+                reason: get(r, 3)?,
+                manager_id: get(r, 4)?,
+                transaction_time: format_micros(get(r, 5)?),
+            });
+        }
+        Ok(Some(wallet))
+    }
+
+    /// The ten customers with the most coins (ties by id).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn top10(&self) -> Result<Vec<TopParky>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT first_name, last_name, email, parkies FROM users WHERE role = $1 \
+             ORDER BY parkies DESC, id LIMIT 10",
+        )
+        .bind(Role::Customer.as_str())
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| classify(&e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(TopParky {
+                    name: format!("{} {}", get::<String>(r, 0)?, get::<String>(r, 1)?),
+                    email: get(r, 2)?,
+                    parkies: get(r, 3)?,
+                })
+            })
+            .collect()
+    }
+
+    /// How many users exist.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn count_users(&self) -> Result<i64, StoreError> {
+        sqlx::query_scalar("SELECT count(*) FROM users")
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| classify(&e))
+    }
+}
+
+/// Inserts a user row (counting one vehicle, which the caller inserts next) and returns its id.
+pub(super) async fn insert_user(
+    tx: &mut Transaction<'static, Any>,
+    new: &NewUser,
+    password_hash: &str,
+    role: Role,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO users (first_name, last_name, email, nif, password_hash, role, \
+         payment_method, status, parkies, vehicle_count) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 1) RETURNING id",
+    )
+    .bind(&new.first_name)
+    .bind(&new.last_name)
+    .bind(&new.email)
+    .bind(new.nif)
+    .bind(password_hash)
+    .bind(role.as_str())
+    .bind(new.payment_method.as_str())
+    .bind(UserStatus::Enabled.as_str())
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Inserts a vehicle as the user's `seq`-th.
+pub(super) async fn insert_vehicle(
+    tx: &mut Transaction<'static, Any>,
+    user_id: i64,
+    v: &Vehicle,
+    seq: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO vehicles (plate, user_id, vehicle_type, energy_source, added_seq) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&v.license_plate_number)
+    .bind(user_id)
+    .bind(v.vehicle_type.as_str())
+    .bind(v.vehicle_energy_source.as_str())
+    .bind(seq)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// `$first, $first+1, …` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn user_from_row(r: &AnyRow) -> Result<UserDto, StoreError> {
+    Ok(UserDto {
+        id: get(r, 0)?,
+        first_name: get(r, 1)?,
+        last_name: get(r, 2)?,
+        email: get(r, 3)?,
+        nif: get(r, 4)?,
+        parking_history: [],
+        total_parkies: get(r, 5)?,
+        vehicles: Vec::with_capacity(1),
+        role: name(r, 6, Role::parse)?,
+        payment_method: name(r, 7, PaymentMethod::parse)?,
+        user_status: name(r, 8, UserStatus::parse)?,
+    })
+}
+
+/// The vehicle in columns `at..at+3`, or `None` for a LEFT JOIN's empty side.
+fn vehicle_from_row(r: &AnyRow, at: usize) -> Result<Option<Vehicle>, StoreError> {
+    let Some(plate) = get::<Option<String>>(r, at)? else {
+        return Ok(None);
+    };
+    Ok(Some(Vehicle {
+        license_plate_number: plate,
+        vehicle_type: name(r, at + 1, VehicleType::parse)?,
+        vehicle_energy_source: name(r, at + 2, EnergySource::parse)?,
+    }))
+}
+
+fn get<'r, T>(r: &'r AnyRow, i: usize) -> Result<T, StoreError>
+where
+    T: sqlx::Decode<'r, Any> + sqlx::Type<Any>,
+{
+    r.try_get(i)
+        .map_err(|e| StoreError::Internal(format!("column {i}: {e}")))
+}
+
+fn name<T>(r: &AnyRow, i: usize, parse: fn(&str) -> Option<T>) -> Result<T, StoreError> {
+    let text: String = get(r, i)?;
+    parse(&text).ok_or_else(|| StoreError::Internal(format!("column {i}: unknown value {text:?}")))
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Microseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.ffffff` (UTC, no zone suffix: the
+/// published wallet layout).
+pub fn format_micros(us: i64) -> String {
+    let secs = us.div_euclid(1_000_000);
+    let micros = us.rem_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_use_the_published_layout() {
+        assert_eq!(format_micros(0), "1970-01-01T00:00:00.000000");
+        // 2023-11-28T21:15:04.422718Z, the spec's example event.
+        assert_eq!(
+            format_micros(1_701_206_104_422_718),
+            "2023-11-28T21:15:04.422718"
+        );
+        assert_eq!(
+            format_micros(951_782_400_000_000),
+            "2000-02-29T00:00:00.000000"
+        );
+    }
+
+    #[test]
+    fn placeholders_number_from_the_first() {
+        assert_eq!(placeholders(2, 3), "$2, $3, $4");
+        assert_eq!(placeholders(1, 1), "$1");
+    }
+}

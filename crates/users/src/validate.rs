@@ -1,0 +1,405 @@
+//! Request bodies and their rules (spec §4.3, with the original's holes closed). Every function
+//! here is pure: it takes the parsed JSON and returns either a typed request or a [`FieldError`]
+//! naming the offending field. Storage-level rules (uniqueness, at most three vehicles, balances)
+//! are the store's; HTTP status codes are [`crate::http::error`]'s.
+//!
+//! Numbers are accepted as JSON numbers or numeric strings (`"123456789"`), as the original
+//! service's JSON mapper accepted them; enumerations only by their exact names.
+
+use serde_json::{Map, Value};
+
+use crate::model::{EnergySource, PaymentMethod, Vehicle, VehicleType};
+
+/// Shortest password accepted.
+pub const PASSWORD_MIN_CHARS: usize = 11;
+/// Longest password accepted (the original capped at 19; this cap only bounds hashing work).
+pub const PASSWORD_MAX_CHARS: usize = 128;
+/// Longest e-mail address (RFC 5321 path limit).
+pub const EMAIL_MAX: usize = 254;
+/// Longest first or last name.
+pub const NAME_MAX_CHARS: usize = 100;
+/// Longest grant reason.
+pub const REASON_MAX_CHARS: usize = 500;
+/// Most user ids in one PARKY grant.
+pub const MAX_GRANT_USERS: usize = 1000;
+/// Largest absolute PARKY amount in one grant.
+pub const MAX_GRANT_AMOUNT: i64 = 1_000_000;
+
+/// A field that is missing, of the wrong type, or breaks a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// The JSON field (or path parameter) at fault.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field,
+        message: message.into(),
+    }
+}
+
+/// `POST /users/createUser`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewUser {
+    /// First name, trimmed.
+    pub first_name: String,
+    /// Last name, trimmed.
+    pub last_name: String,
+    /// E-mail as given (trimmed); uniqueness ignores case.
+    pub email: String,
+    /// Plain-text password; hashed before it goes anywhere.
+    pub password: String,
+    /// Tax number.
+    pub nif: i64,
+    /// The first vehicle.
+    pub vehicle: Vehicle,
+    /// Payment method (`NOT_DEFINED` when absent).
+    pub payment_method: PaymentMethod,
+}
+
+impl std::fmt::Display for NewUser {
+    /// Everything but the password, for logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} <{}>", self.first_name, self.email)
+    }
+}
+
+/// `POST /users/login`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// E-mail.
+    pub email: String,
+    /// Plain-text password.
+    pub password: String,
+}
+
+/// `POST /users/parkies`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Recipients, without duplicates, in the order given.
+    pub user_ids: Vec<i64>,
+    /// Coins per recipient; negative deducts.
+    pub amount: i64,
+    /// Why.
+    pub reason: String,
+}
+
+/// Parses and checks a registration.
+///
+/// # Errors
+/// The first field that is missing or invalid.
+pub fn new_user(body: &Map<String, Value>) -> Result<NewUser, FieldError> {
+    let first_name = name(body, "firstName")?;
+    let last_name = name(body, "lastName")?;
+    let email = email(required_str(body, "email")?)?;
+    let password = required_str(body, "password")?.to_owned();
+    password_policy(&password)?;
+    let nif = nif(body)?;
+    let vehicle = vehicle(body)?;
+    let payment_method = match body.get("paymentMethod") {
+        None | Some(Value::Null) => PaymentMethod::NotDefined,
+        Some(_) => enumeration(
+            body,
+            "paymentMethod",
+            PaymentMethod::parse,
+            PaymentMethod::expected,
+        )?,
+    };
+    Ok(NewUser {
+        first_name,
+        last_name,
+        email,
+        password,
+        nif,
+        vehicle,
+        payment_method,
+    })
+}
+
+/// Parses login credentials. Formats are not checked: a malformed e-mail simply matches nobody.
+///
+/// # Errors
+/// When a field is missing or not a string.
+pub fn credentials(body: &Map<String, Value>) -> Result<Credentials, FieldError> {
+    Ok(Credentials {
+        email: required_str(body, "email")?.trim().to_owned(),
+        password: required_str(body, "password")?.to_owned(),
+    })
+}
+
+/// Parses a vehicle (`licensePlateNumber`, `vehicleType`, `vehicleEnergySource`).
+///
+/// # Errors
+/// The first field that is missing or invalid.
+pub fn vehicle(body: &Map<String, Value>) -> Result<Vehicle, FieldError> {
+    let plate = plate(required_str(body, "licensePlateNumber")?)?;
+    let vehicle_type = enumeration(
+        body,
+        "vehicleType",
+        VehicleType::parse,
+        VehicleType::expected,
+    )?;
+    let energy = enumeration(
+        body,
+        "vehicleEnergySource",
+        EnergySource::parse,
+        EnergySource::expected,
+    )?;
+    Ok(Vehicle {
+        license_plate_number: plate,
+        vehicle_type,
+        vehicle_energy_source: energy,
+    })
+}
+
+/// Parses a payment-method change; `NOT_DEFINED` is refused (a user cannot go back to it).
+///
+/// # Errors
+/// When the field is missing, unknown or `NOT_DEFINED`.
+pub fn payment_change(body: &Map<String, Value>) -> Result<PaymentMethod, FieldError> {
+    let method = enumeration(
+        body,
+        "paymentMethod",
+        PaymentMethod::parse,
+        PaymentMethod::expected,
+    )?;
+    if method == PaymentMethod::NotDefined {
+        return Err(bad(
+            "paymentMethod",
+            "cannot be changed back to NOT_DEFINED",
+        ));
+    }
+    Ok(method)
+}
+
+/// Parses a PARKY grant.
+///
+/// # Errors
+/// The first field that is missing or invalid.
+pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
+    let ids = match body.get("userIds") {
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(bad("userIds", "must be an array of user ids")),
+        None => return Err(bad("userIds", "is required")),
+    };
+    if ids.is_empty() {
+        return Err(bad("userIds", "must name at least one user"));
+    }
+    if ids.len() > MAX_GRANT_USERS {
+        return Err(bad(
+            "userIds",
+            format!("at most {MAX_GRANT_USERS} users per grant"),
+        ));
+    }
+    let mut user_ids = Vec::with_capacity(ids.len());
+    for item in ids {
+        let id = integer(item).ok_or_else(|| bad("userIds", "every item must be a user id"))?;
+        if id <= 0 {
+            return Err(bad("userIds", "user ids are positive"));
+        }
+        if !user_ids.contains(&id) {
+            user_ids.push(id);
+        }
+    }
+    let amount = required_int(body, "amount")?;
+    if amount == 0 || amount.abs() > MAX_GRANT_AMOUNT {
+        return Err(bad(
+            "amount",
+            format!("must be non-zero and at most {MAX_GRANT_AMOUNT} either way"),
+        ));
+    }
+    let reason = required_str(body, "reason")?.trim().to_owned();
+    let chars = reason.chars().count();
+    if chars == 0 || chars > REASON_MAX_CHARS {
+        return Err(bad(
+            "reason",
+            format!("must be 1 to {REASON_MAX_CHARS} characters"),
+        ));
+    }
+    Ok(Grant {
+        user_ids,
+        amount,
+        reason,
+    })
+}
+
+/// A user id from a path segment.
+///
+/// # Errors
+/// When it is not a positive integer.
+pub fn user_id_param(text: &str) -> Result<i64, FieldError> {
+    match text.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(bad("userId", format!("{text:?} is not a user id"))),
+    }
+}
+
+/// The password policy: 11 to 128 characters, no white space, at least one lower-case letter,
+/// one upper-case letter and one symbol (anything not a letter or digit, `_` included).
+///
+/// # Errors
+/// Saying which rule failed (never echoing the password).
+pub fn password_policy(password: &str) -> Result<(), FieldError> {
+    let chars = password.chars().count();
+    if !(PASSWORD_MIN_CHARS..=PASSWORD_MAX_CHARS).contains(&chars) {
+        return Err(bad(
+            "password",
+            format!("must be {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters long"),
+        ));
+    }
+    if password.chars().any(char::is_whitespace) {
+        return Err(bad("password", "must not contain spaces"));
+    }
+    if !password.chars().any(char::is_lowercase) {
+        return Err(bad("password", "needs a lower-case letter"));
+    }
+    if !password.chars().any(char::is_uppercase) {
+        return Err(bad("password", "needs an upper-case letter"));
+    }
+    if password.chars().all(char::is_alphanumeric) {
+        return Err(bad("password", "needs a symbol (not a letter or digit)"));
+    }
+    Ok(())
+}
+
+/// E-mail syntax: `local@domain`, a dot-atom local part of at most 64 characters and a domain of
+/// at least two DNS labels with an alphabetic top-level label. Returns it trimmed.
+///
+/// # Errors
+/// When it does not look like an address.
+pub fn email(text: &str) -> Result<String, FieldError> {
+    let text = text.trim();
+    let invalid = || bad("email", format!("{text:?} is not a valid e-mail address"));
+    if text.len() > EMAIL_MAX {
+        return Err(bad("email", format!("longer than {EMAIL_MAX} characters")));
+    }
+    let (local, domain) = text.rsplit_once('@').ok_or_else(invalid)?;
+    let local_ok = !local.is_empty()
+        && local.len() <= 64
+        && !local.starts_with('.')
+        && !local.ends_with('.')
+        && !local.contains("..")
+        && local
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+/=?^_`{|}~.-".contains(c));
+    let labels: Vec<&str> = domain.split('.').collect();
+    let domain_ok = labels.len() >= 2
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        && labels
+            .last()
+            .is_some_and(|tld| tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_alphabetic()));
+    if local_ok && domain_ok {
+        Ok(text.to_owned())
+    } else {
+        Err(invalid())
+    }
+}
+
+/// A Portuguese plate: `LL-NN-NN`, `NN-LL-NN`, `NN-NN-LL` or `LL-NN-LL` (letters A–Z, digits
+/// 0–9). Lower-case input is upper-cased.
+///
+/// # Errors
+/// When it has another shape.
+pub fn plate(text: &str) -> Result<String, FieldError> {
+    let upper = text.trim().to_ascii_uppercase();
+    let groups: Vec<&str> = upper.split('-').collect();
+    let kind = |g: &str| -> Option<char> {
+        if g.len() != 2 {
+            None
+        } else if g.bytes().all(|b| b.is_ascii_uppercase()) {
+            Some('L')
+        } else if g.bytes().all(|b| b.is_ascii_digit()) {
+            Some('N')
+        } else {
+            None
+        }
+    };
+    let shape: Option<String> = if groups.len() == 3 {
+        groups.iter().map(|g| kind(g)).collect()
+    } else {
+        None
+    };
+    match shape.as_deref() {
+        Some("LNN" | "NLN" | "NNL" | "LNL") => Ok(upper),
+        _ => Err(bad(
+            "licensePlateNumber",
+            format!(
+                "{text:?} is not a Portuguese plate (AA-00-00, 00-AA-00, 00-00-AA or AA-00-AA)"
+            ),
+        )),
+    }
+}
+
+fn nif(body: &Map<String, Value>) -> Result<i64, FieldError> {
+    let nif = required_int(body, "nif")?;
+    if nif > 100_000_000 && nif < 999_999_999 {
+        Ok(nif)
+    } else {
+        Err(bad("nif", "must be a nine-digit tax number"))
+    }
+}
+
+fn name(body: &Map<String, Value>, field: &'static str) -> Result<String, FieldError> {
+    let text = required_str(body, field)?.trim();
+    let chars = text.chars().count();
+    if chars == 0 || chars > NAME_MAX_CHARS {
+        return Err(bad(
+            field,
+            format!("must be 1 to {NAME_MAX_CHARS} characters"),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(bad(field, "must not contain control characters"));
+    }
+    Ok(text.to_owned())
+}
+
+fn required_str<'a>(
+    body: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, FieldError> {
+    match body.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(bad(field, "is required")),
+        Some(_) => Err(bad(field, "must be a string")),
+    }
+}
+
+fn required_int(body: &Map<String, Value>, field: &'static str) -> Result<i64, FieldError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Err(bad(field, "is required")),
+        Some(v) => integer(v).ok_or_else(|| bad(field, "must be an integer")),
+    }
+}
+
+/// An integer from a JSON number or a numeric string.
+fn integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn enumeration<T>(
+    body: &Map<String, Value>,
+    field: &'static str,
+    parse: fn(&str) -> Option<T>,
+    expected: fn() -> String,
+) -> Result<T, FieldError> {
+    let text = required_str(body, field)?;
+    parse(text).ok_or_else(|| bad(field, format!("{text:?} is not one of {}", expected())))
+}
+
+#[cfg(test)]
+mod tests;
