@@ -7,6 +7,9 @@
 //! - [`client`]: HTTP clients that speak exactly one protocol (HTTP/1.1, h2c, or TLS with a chosen
 //!   ALPN list) and report what was negotiated, so tests can prove which protocol was used.
 //!
+//! - [`pg`]: throwaway PostgreSQL servers (`scripts/pg.sh`), one per test process, a database
+//!   per test.
+//!
 //! Nothing here is a mock: every helper talks over real loopback sockets.
 
 #![deny(missing_docs)]
@@ -14,6 +17,7 @@
 pub mod client;
 pub mod inspect;
 pub mod payload;
+pub mod pg;
 
 use std::future::Future;
 use std::net::SocketAddr;

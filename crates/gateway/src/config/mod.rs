@@ -50,6 +50,10 @@ pub struct ConfigError {
 /// Looks up environment variables; tests pass a map instead of mutating the process.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// The PMS route table shipped as `config/gateway.toml` (users, parks, payments on loopback), for
+/// `pms up` and tests that want exactly what operators get.
+pub const PMS_ROUTE_TABLE: &str = include_str!("../../../../config/gateway.toml");
+
 /// Reads the process environment.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()

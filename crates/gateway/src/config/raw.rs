@@ -38,6 +38,19 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
 }
 
+impl RawConfig {
+    /// Points the upstream called `name` at `endpoints`. Returns false when there is none.
+    pub fn set_endpoints(&mut self, name: &str, endpoints: Vec<String>) -> bool {
+        match self.upstreams.iter_mut().find(|u| u.name == name) {
+            Some(u) => {
+                u.endpoints = endpoints;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// `[admin]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

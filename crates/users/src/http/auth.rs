@@ -56,7 +56,7 @@ impl Caller {
 pub async fn caller(verifier: &Verifier, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let value = headers
         .get(AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthenticated("a bearer token is required"))?;
+        .ok_or_else(|| ApiError::missing_token("a bearer token is required"))?;
     let token = value
         .to_str()
         .ok()
@@ -65,7 +65,7 @@ pub async fn caller(verifier: &Verifier, headers: &HeaderMap) -> Result<Caller, 
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
         })
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::unauthenticated("expected 'Authorization: Bearer <token>'"))?;
+        .ok_or_else(|| ApiError::invalid_token("expected 'Authorization: Bearer <token>'"))?;
     let claims = verifier.verify(token).await.map_err(|e| {
         if e.is_server_side() {
             ApiError::new(
@@ -74,16 +74,16 @@ pub async fn caller(verifier: &Verifier, headers: &HeaderMap) -> Result<Caller, 
                 e.to_string(),
             )
         } else {
-            ApiError::unauthenticated(format!("invalid token: {e}"))
+            ApiError::invalid_token(format!("invalid token: {e}"))
         }
     })?;
     let id = claims
         .text("sub")
         .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| ApiError::unauthenticated("invalid token: sub is not a user id"))?;
+        .ok_or_else(|| ApiError::invalid_token("invalid token: sub is not a user id"))?;
     let role = claims
         .text("role")
         .and_then(|r| Role::parse(&r))
-        .ok_or_else(|| ApiError::unauthenticated("invalid token: unknown role"))?;
+        .ok_or_else(|| ApiError::invalid_token("invalid token: unknown role"))?;
     Ok(Caller { id, role })
 }

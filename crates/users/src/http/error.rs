@@ -34,9 +34,14 @@ impl ApiError {
         }
     }
 
-    /// No bearer token, or one that does not verify.
-    pub fn unauthenticated(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    /// No bearer token (the gateway's code for the same case).
+    pub fn missing_token(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "missing_token", message)
+    }
+
+    /// A bearer token that does not verify or does not name a user and role.
+    pub fn invalid_token(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "invalid_token", message)
     }
 
     /// The caller may not do this.
@@ -63,8 +68,21 @@ impl ApiError {
         let mut resp = (self.status, body).into_response();
         let headers = resp.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if self.status == StatusCode::UNAUTHORIZED {
-            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        // The same challenges the gateway sends (RFC 6750 §3).
+        match self.code {
+            "missing_token" => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\""),
+                );
+            }
+            "invalid_token" => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\", error=\"invalid_token\""),
+                );
+            }
+            _ => {}
         }
         resp
     }

@@ -265,6 +265,23 @@ impl Store {
         Ok(())
     }
 
+    /// Sets an account's status (there is no endpoint for it yet; operators and tests use it).
+    ///
+    /// # Errors
+    /// [`StoreError::UserNotFound`]; database failures.
+    pub async fn set_status(&self, user_id: i64, status: UserStatus) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE users SET status = $1 WHERE id = $2")
+            .bind(status.as_str())
+            .bind(user_id)
+            .execute(self.pool())
+            .await
+            .map_err(|e| classify(&e))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::UserNotFound(user_id));
+        }
+        Ok(())
+    }
+
     /// Grants (or, with a negative amount, deducts) PARKY coins to every listed user and records
     /// one event each, all in one transaction: every user is updated or none is. The balance is
     /// changed in place (`parkies = parkies + amount`), so concurrent grants never lose one

@@ -1,0 +1,120 @@
+//! Many requests at once against the same rows: no lost updates, no balance below zero, never a
+//! fourth vehicle — on SQLite and PostgreSQL.
+
+use serde_json::json;
+
+use crate::support::{registration, Db, Stack, Via, SEED_PASSWORD};
+
+/// Sends `bodies` concurrently, each on its own connection with `token`; returns the statuses.
+async fn parallel(
+    stack: &Stack,
+    token: &str,
+    method: &'static str,
+    path: String,
+    bodies: Vec<serde_json::Value>,
+) -> Vec<u16> {
+    let mut tasks = Vec::new();
+    for body in bodies {
+        let mut api = stack.client(Via::Direct).await;
+        api.token = Some(token.to_owned());
+        let path = path.clone();
+        tasks.push(tokio::spawn(async move {
+            api.send_json(method, &path, &body).await.status().as_u16()
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.expect("request task"));
+    }
+    out
+}
+
+async fn grants_under_contention(db: Db) {
+    let Some(stack) = Stack::start(db).await else {
+        return;
+    };
+    let mut cm = stack.client(Via::Direct).await;
+    cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+    let token = cm.token.clone().unwrap();
+
+    let n = 40;
+    let grants = (0..n)
+        .map(|i| json!({"userIds": [4, 5], "amount": 1, "reason": format!("grant {i}")}))
+        .collect();
+    let statuses = parallel(&stack, &token, "POST", "/users/parkies".into(), grants).await;
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    let store = &stack.users.app.store;
+    for user in [4, 5] {
+        let w = store.wallet(user).await.unwrap().unwrap();
+        assert_eq!(w.parkies, n, "user {user}: a lost update");
+        assert_eq!(w.parky_events.len(), n as usize);
+    }
+
+    // 60 deductions of 1 against a balance of 40: exactly 40 succeed.
+    let deductions = (0..60)
+        .map(|_| json!({"userIds": [4], "amount": -1, "reason": "spend"}))
+        .collect();
+    let statuses = parallel(&stack, &token, "POST", "/users/parkies".into(), deductions).await;
+    let ok = statuses.iter().filter(|s| **s == 201).count();
+    let refused = statuses.iter().filter(|s| **s == 409).count();
+    assert_eq!((ok, refused), (40, 20), "{statuses:?}");
+    let w = store.wallet(4).await.unwrap().unwrap();
+    assert_eq!(w.parkies, 0);
+    assert_eq!(w.parky_events.len(), 80);
+}
+
+async fn vehicles_under_contention(db: Db) {
+    let Some(stack) = Stack::start(db).await else {
+        return;
+    };
+    let mut me = stack.client(Via::Direct).await;
+    let r = me
+        .send_json(
+            "POST",
+            "/users/createUser",
+            &registration("race@example.com", 523456789, "RR-00-RR"),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    me.login("race@example.com", "123PasswordX#").await;
+    let token = me.token.clone().unwrap();
+    let bodies = (10..20)
+        .map(|i| json!({"licensePlateNumber": format!("RR-{i}-RR"), "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}))
+        .collect();
+    let statuses = parallel(&stack, &token, "PUT", "/users/vehicle/7".into(), bodies).await;
+    let ok = statuses.iter().filter(|s| **s == 202).count();
+    let refused = statuses.iter().filter(|s| **s == 400).count();
+    assert_eq!((ok, refused), (2, 8), "{statuses:?}");
+    assert_eq!(
+        stack
+            .users
+            .app
+            .store
+            .vehicles(7)
+            .await
+            .unwrap()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_grants_lose_nothing_on_sqlite() {
+    grants_under_contention(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_grants_lose_nothing_on_postgres() {
+    grants_under_contention(Db::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_vehicle_additions_stop_at_three_on_sqlite() {
+    vehicles_under_contention(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_vehicle_additions_stop_at_three_on_postgres() {
+    vehicles_under_contention(Db::Postgres).await;
+}

@@ -1,0 +1,497 @@
+//! The bad paths: forged identity headers, bad tokens, wrong roles and owners, malformed input,
+//! duplicates — each with a JSON error, and nothing half-written.
+
+use serde_json::json;
+
+use crate::support::{assert_error, registration, signer, Db, Stack, Via, SEED_PASSWORD};
+
+const LEO: &str = "leoKim@isep.ipp.pt";
+
+async fn stack() -> Stack {
+    Stack::start(Db::Sqlite)
+        .await
+        .expect("SQLite is always available")
+}
+
+#[tokio::test]
+async fn forged_identity_headers_never_grant_anything() {
+    let stack = stack().await;
+    let forged = [("x-userid", "3"), ("x-userrole", "CUSTOMER_MANAGER")];
+    let grant = json!({"userIds": [4], "amount": 1000, "reason": "free coins"}).to_string();
+    for via in [Via::GatewayH1, Via::Direct] {
+        // No token at all: the headers alone are worth nothing.
+        let mut anon = stack.client(via).await;
+        let r = anon
+            .call("POST", "/users/parkies", &forged, grant.clone())
+            .await;
+        assert_error(&r, 401, "missing_token", None);
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer realm=\"pms\""),
+            "{via:?}"
+        );
+        let r = anon
+            .call(
+                "GET",
+                "/users/getAllUsers",
+                &[("x-userrole", "SUPERVISOR")],
+                "",
+            )
+            .await;
+        assert_error(&r, 401, "missing_token", None);
+
+        // A customer's token plus a manager's headers is still a customer.
+        let mut leo = stack.client(via).await;
+        leo.login(LEO, SEED_PASSWORD).await;
+        let r = leo
+            .call("POST", "/users/parkies", &forged, grant.clone())
+            .await;
+        assert_error(&r, 403, "forbidden", None);
+        let r = leo
+            .call(
+                "GET",
+                "/users/vehicles/5",
+                &[("x-userid", "5"), ("x-userrole", "CUSTOMER")],
+                "",
+            )
+            .await;
+        assert_error(&r, 403, "forbidden", None);
+    }
+    // A forged role on the public registration route still makes a customer.
+    let mut anon = stack.client(Via::GatewayH1).await;
+    let r = anon
+        .call(
+            "POST",
+            "/users/createUser",
+            &[("x-userrole", "SUPERVISOR")],
+            registration("eve@example.com", 234567891, "EE-11-EE").to_string(),
+        )
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text());
+    assert_eq!(r.json()["role"], "CUSTOMER");
+    let wallet = stack.users.app.store.wallet(4).await.unwrap().unwrap();
+    assert_eq!(wallet.parkies, 0, "no forged grant went through");
+}
+
+#[tokio::test]
+async fn bad_tokens_are_refused_by_the_gateway_and_by_the_service() {
+    let stack = stack().await;
+    let now = pms_auth::sign::now_secs();
+    let s = signer();
+    let good = s.issue("3", "CUSTOMER_MANAGER").unwrap();
+    let expired = s
+        .sign_claims(
+            json!({"sub": "3", "role": "CUSTOMER_MANAGER", "iss": "pms-users", "exp": now - 3600}),
+        )
+        .unwrap();
+    let no_exp = s
+        .sign_claims(json!({"sub": "3", "role": "CUSTOMER_MANAGER", "iss": "pms-users"}))
+        .unwrap();
+    let other_key = pms_auth::Signer::hmac(
+        pms_auth::Algorithm::HS256,
+        b"some-other-secret-entirely-different",
+    )
+    .unwrap()
+    .issue("3", "CUSTOMER_MANAGER")
+    .unwrap();
+    let tampered = {
+        // Same signature, payload claiming a different subject.
+        let parts: Vec<&str> = good.split('.').collect();
+        let payload =
+            base64url(br#"{"sub":"1","role":"SUPERVISOR","exp":9999999999,"iss":"pms-users"}"#);
+        format!("{}.{}.{}", parts[0], payload, parts[2])
+    };
+    let alg_none = format!(
+        "{}.{}.",
+        base64url(br#"{"alg":"none","typ":"JWT"}"#),
+        base64url(br#"{"sub":"1","role":"SUPERVISOR","exp":9999999999}"#)
+    );
+    let cases = [
+        ("expired", expired),
+        ("no exp", no_exp),
+        ("other key", other_key),
+        ("tampered", tampered),
+        ("alg none", alg_none),
+        ("garbage", "not.a.token".to_owned()),
+    ];
+    for via in [Via::GatewayH1, Via::GatewayH2Tls, Via::Direct] {
+        let mut api = stack.client(via).await;
+        for (what, token) in &cases {
+            api.token = Some(token.clone());
+            let r = api.get("/users/getAllUsers").await;
+            assert_error(&r, 401, "invalid_token", None);
+            assert_eq!(
+                r.header("www-authenticate"),
+                Some("Bearer realm=\"pms\", error=\"invalid_token\""),
+                "{via:?} {what}"
+            );
+        }
+        api.token = Some(good.clone());
+        assert_eq!(
+            api.get("/users/getAllUsers").await.status(),
+            200,
+            "{via:?} good token"
+        );
+    }
+    // Straight to the service: a token whose subject is not a user id, or whose role is unknown.
+    let mut direct = stack.client(Via::Direct).await;
+    for (sub, role) in [("admin", "SUPERVISOR"), ("1", "ROOT")] {
+        direct.token = Some(s.issue(sub, role).unwrap());
+        assert_error(
+            &direct.get("/users/getAllUsers").await,
+            401,
+            "invalid_token",
+            None,
+        );
+    }
+}
+
+#[tokio::test]
+async fn roles_and_ownership_are_enforced() {
+    let stack = stack().await;
+    let mut leo = stack.client(Via::GatewayH1).await;
+    leo.login(LEO, SEED_PASSWORD).await;
+    // Someone else's things.
+    for path in [
+        "/users/vehicles/5",
+        "/users/paymentMethod/5",
+        "/users/parkies/5",
+    ] {
+        assert_error(&leo.get(path).await, 403, "forbidden", None);
+    }
+    let car = json!({"licensePlateNumber": "ZZ-45-XA", "vehicleType": "MOTORCYCLE", "vehicleEnergySource": "GPL"});
+    assert_error(
+        &leo.send_json("PUT", "/users/vehicle/5", &car).await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(&leo.get("/users/getAllUsers").await, 403, "forbidden", None);
+    // Their own wallet is fine.
+    assert_eq!(leo.get("/users/parkies/4").await.status(), 200);
+
+    let mut park = stack.client(Via::GatewayH1).await;
+    park.login("parkmanager@isep.ipp.pt", SEED_PASSWORD).await;
+    assert_error(
+        &park.get("/users/getAllUsers").await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(&park.get("/users/parkies/4").await, 403, "forbidden", None);
+    let grant = json!({"userIds": [4], "amount": 5, "reason": "x"});
+    assert_error(
+        &park.send_json("POST", "/users/parkies", &grant).await,
+        403,
+        "forbidden",
+        None,
+    );
+
+    let mut sup = stack.client(Via::GatewayH1).await;
+    sup.login("supervisor@isep.ipp.pt", SEED_PASSWORD).await;
+    assert_eq!(sup.get("/users/getAllUsers").await.status(), 200);
+    assert_eq!(
+        sup.get("/users/parkies/4").await.status(),
+        200,
+        "staff read wallets"
+    );
+    assert_error(
+        &sup.send_json("POST", "/users/parkies", &grant).await,
+        403,
+        "forbidden",
+        None,
+    );
+    // Managers manage coins, not other people's cars.
+    let mut cm = stack.client(Via::GatewayH1).await;
+    cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+    assert_error(
+        &cm.send_json("PUT", "/users/vehicle/4", &car).await,
+        403,
+        "forbidden",
+        None,
+    );
+}
+
+#[tokio::test]
+async fn malformed_input_gets_a_json_error_naming_the_problem() {
+    let stack = stack().await;
+    let mut api = stack.client(Via::Direct).await;
+    let r = api
+        .call(
+            "POST",
+            "/users/createUser",
+            &[],
+            "{\"firstName\": \"John\",\n \"lastName\": }",
+        )
+        .await;
+    assert_error(&r, 400, "invalid_json", None);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 2"),
+        "{}",
+        r.text()
+    );
+    assert_error(
+        &api.call("POST", "/users/createUser", &[], "[1,2]").await,
+        400,
+        "invalid_json",
+        None,
+    );
+    let mut wrong = registration("a@b.pt", 123456780, "AB-12-CD");
+    wrong["nif"] = json!(true);
+    assert_error(
+        &api.send_json("POST", "/users/createUser", &wrong).await,
+        400,
+        "invalid_field",
+        Some("nif"),
+    );
+    let mut wrong = registration("a@b.pt", 123456780, "AB-12-CD");
+    wrong["vehicleType"] = json!("TRUCK");
+    assert_error(
+        &api.send_json("POST", "/users/createUser", &wrong).await,
+        400,
+        "invalid_field",
+        Some("vehicleType"),
+    );
+    let mut weak = registration("a@b.pt", 123456780, "AB-12-CD");
+    weak["password"] = json!("password");
+    assert_error(
+        &api.send_json("POST", "/users/createUser", &weak).await,
+        400,
+        "invalid_field",
+        Some("password"),
+    );
+    // Oversized, straight and through the gateway (whose own limit is larger).
+    let big = format!(
+        "{{\"firstName\": \"{}\"}}",
+        "x".repeat(pms_users::DEFAULT_MAX_BODY_BYTES)
+    );
+    assert_error(
+        &api.call("POST", "/users/createUser", &[], big.clone())
+            .await,
+        413,
+        "body_too_large",
+        None,
+    );
+    let mut gw = stack.client(Via::GatewayH2Tls).await;
+    assert_error(
+        &gw.call("POST", "/users/createUser", &[], big).await,
+        413,
+        "body_too_large",
+        None,
+    );
+    let r = api
+        .call(
+            "POST",
+            "/users/login",
+            &[("content-type", "text/xml")],
+            "<a/>",
+        )
+        .await;
+    assert_error(&r, 415, "unsupported_media_type", None);
+    // Paths and methods.
+    api.login(LEO, SEED_PASSWORD).await;
+    assert_error(
+        &api.get("/users/vehicles/abc").await,
+        400,
+        "invalid_field",
+        Some("userId"),
+    );
+    assert_error(&api.get("/users/nothing-here").await, 404, "no_route", None);
+    assert_error(
+        &api.call("DELETE", "/users/getAllUsers", &[], "").await,
+        405,
+        "method_not_allowed",
+        None,
+    );
+    assert_eq!(
+        stack.users.app.store.count_users().await.unwrap(),
+        6,
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn duplicates_conflict_by_field_and_leave_nothing_half_written() {
+    let stack = stack().await;
+    let mut api = stack.client(Via::GatewayH1).await;
+    let john = registration("john@example.com", 223456789, "JJ-11-JJ");
+    assert_eq!(
+        api.send_json("POST", "/users/createUser", &john)
+            .await
+            .status(),
+        201
+    );
+    let cases = [
+        (
+            registration("JOHN@example.com", 323456789, "JJ-22-JJ"),
+            "email",
+        ),
+        (
+            registration("john2@example.com", 223456789, "JJ-22-JJ"),
+            "nif",
+        ),
+        (
+            registration("john3@example.com", 423456789, "AA-20-CC"),
+            "licensePlateNumber",
+        ),
+    ];
+    for (body, field) in &cases {
+        let r = api.send_json("POST", "/users/createUser", body).await;
+        assert_error(&r, 409, "already_registered", Some(field));
+    }
+    // The plate clash came after the user row was inserted: that row must be gone too.
+    assert_eq!(stack.users.app.store.count_users().await.unwrap(), 7);
+    let r = api
+        .send_json(
+            "POST",
+            "/users/login",
+            &json!({"email": "john3@example.com", "password": "123PasswordX#"}),
+        )
+        .await;
+    assert_eq!(r.status(), 401);
+
+    // A taken plate does not use up one of the three vehicle slots.
+    api.login("john@example.com", "123PasswordX#").await;
+    let taken = json!({"licensePlateNumber": "19-SJ-63", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"});
+    let r = api.send_json("PUT", "/users/vehicle/7", &taken).await;
+    assert_error(&r, 409, "already_registered", Some("licensePlateNumber"));
+    let again = json!({"licensePlateNumber": "JJ-11-JJ", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"});
+    assert_error(
+        &api.send_json("PUT", "/users/vehicle/7", &again).await,
+        409,
+        "already_registered",
+        Some("licensePlateNumber"),
+    );
+    for plate in ["JJ-33-JJ", "JJ-44-JJ"] {
+        let v = json!({"licensePlateNumber": plate, "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"});
+        assert_eq!(
+            api.send_json("PUT", "/users/vehicle/7", &v).await.status(),
+            202,
+            "{plate}"
+        );
+    }
+    assert_eq!(
+        stack
+            .users
+            .app
+            .store
+            .vehicles(7)
+            .await
+            .unwrap()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn login_failures_do_not_say_which_part_was_wrong() {
+    let stack = stack().await;
+    let mut api = stack.client(Via::GatewayH1).await;
+    let unknown = api
+        .send_json(
+            "POST",
+            "/users/login",
+            &json!({"email": "nobody@example.com", "password": "123PasswordX#"}),
+        )
+        .await;
+    let wrong = api
+        .send_json(
+            "POST",
+            "/users/login",
+            &json!({"email": LEO, "password": "123PasswordX!"}),
+        )
+        .await;
+    assert_error(&unknown, 401, "invalid_credentials", None);
+    assert_error(&wrong, 401, "invalid_credentials", None);
+    assert_eq!(
+        unknown.json()["error"]["message"],
+        wrong.json()["error"]["message"]
+    );
+    let missing = api
+        .send_json("POST", "/users/login", &json!({"email": LEO}))
+        .await;
+    assert_error(&missing, 400, "invalid_field", Some("password"));
+
+    // Blocked accounts cannot log in, even with the right password.
+    stack
+        .users
+        .app
+        .store
+        .set_status(4, pms_users::model::UserStatus::Blocked)
+        .await
+        .unwrap();
+    let r = api
+        .send_json(
+            "POST",
+            "/users/login",
+            &json!({"email": LEO, "password": SEED_PASSWORD}),
+        )
+        .await;
+    assert_error(&r, 403, "forbidden", None);
+}
+
+#[tokio::test]
+async fn a_failed_grant_changes_no_balance() {
+    let stack = stack().await;
+    let mut cm = stack.client(Via::GatewayH1).await;
+    cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+    let r = cm
+        .send_json(
+            "POST",
+            "/users/parkies",
+            &json!({"userIds": [4, 999], "amount": 10, "reason": "x"}),
+        )
+        .await;
+    assert_error(&r, 404, "user_not_found", None);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("999"),
+        "{}",
+        r.text()
+    );
+    let r = cm
+        .send_json(
+            "POST",
+            "/users/parkies",
+            &json!({"userIds": [4], "amount": 10, "reason": "x"}),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    // 4 has 10, 5 has 0: deducting 5 from both must fail as a whole.
+    let r = cm
+        .send_json(
+            "POST",
+            "/users/parkies",
+            &json!({"userIds": [4, 5], "amount": -5, "reason": "x"}),
+        )
+        .await;
+    assert_error(&r, 409, "insufficient_balance", Some("amount"));
+    let store = &stack.users.app.store;
+    let four = store.wallet(4).await.unwrap().unwrap();
+    assert_eq!((four.parkies, four.parky_events.len()), (10, 1));
+    let five = store.wallet(5).await.unwrap().unwrap();
+    assert_eq!((five.parkies, five.parky_events.len()), (0, 0));
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
