@@ -35,7 +35,16 @@ as_owner() {
 }
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    return
+  fi
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 40000))
+    (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  die "no free port found"
 }
 
 url_of() { echo "postgres://postgres@127.0.0.1:$(cat "$1/port")/postgres"; }

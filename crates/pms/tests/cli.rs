@@ -1,5 +1,6 @@
 //! The real `pms` binary: exit codes, config errors before binding, dev certificates, and a clean
-//! SIGTERM drain with the gateway in front of the echo back-end.
+//! SIGTERM drain with the gateway in front of the echo back-end, `pms users` start-up errors, and
+//! `pms up` with the users service behind the gateway.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -31,6 +32,61 @@ fn sigterm(child: &Child) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// One HTTP/1.1 exchange on a fresh connection (the request must say `connection: close`).
+fn exchange(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut s, request.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
+/// Logs in through the gateway on `port` and returns the token.
+fn login(port: u16, email: &str, password: &str) -> String {
+    let body = format!(r#"{{"email":"{email}","password":"{password}"}}"#);
+    let resp = exchange(
+        port,
+        &format!(
+            "POST /users/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let start = resp.find("\"token\":\"").expect("token in the body") + 9;
+    let end = resp[start..].find('"').expect("end of token") + start;
+    resp[start..end].to_owned()
+}
+
+#[test]
+fn users_without_a_token_key_exits_64_saying_what_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(PMS)
+        .current_dir(dir.path())
+        .args(["users", "--listen", "127.0.0.1:0"])
+        .env_remove("PMS_JWT_SECRET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("set PMS_JWT_SECRET"), "{err}");
+    let out = Command::new(PMS)
+        .current_dir(dir.path())
+        .args(["users", "--listen", "127.0.0.1:0"])
+        .env("PMS_JWT_SECRET", "short")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 32"));
+    let out = Command::new(PMS)
+        .current_dir(dir.path())
+        .args(["users", "--database-url", "mysql://x@y/z"])
+        .env("PMS_JWT_SECRET", "0123456789abcdef0123456789abcdef")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected sqlite"));
 }
 
 #[test]
@@ -160,7 +216,7 @@ upstream = "echo"
 }
 
 #[test]
-fn up_runs_gateway_and_echo_with_a_kept_dev_certificate() {
+fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
     let data = tempfile::tempdir().unwrap();
     let (port, tls_port, admin_port) = (free_port(), free_port(), free_port());
     let spawn = || {
@@ -171,6 +227,8 @@ fn up_runs_gateway_and_echo_with_a_kept_dev_certificate() {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--tls-listen", &format!("127.0.0.1:{tls_port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .args(["--users-listen", "127.0.0.1:0", "--argon2-m-kib", "64", "--argon2-t", "1"])
+            .env("PMS_SEED_PASSWORD", "Chosen#Password1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -194,6 +252,11 @@ fn up_runs_gateway_and_echo_with_a_kept_dev_certificate() {
         ),
         "{resp}"
     );
+    // The users service behind the gateway, seeded with the password from the environment.
+    let token = login(port, "supervisor@isep.ipp.pt", "Chosen#Password1");
+    let users = exchange(port, &format!("GET /users/getAllUsers HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\nconnection: close\r\n\r\n"));
+    assert!(users.starts_with("HTTP/1.1 200"), "{users}");
+    assert_eq!(users.matches("\"firstName\"").count(), 6, "{users}");
     let key = data.path().join("pd/certs/server-key.pem");
     let first_key = std::fs::read(&key).unwrap();
     sigterm(&up);
@@ -209,10 +272,16 @@ fn up_runs_gateway_and_echo_with_a_kept_dev_certificate() {
         "{banner}"
     );
 
-    // A second start keeps the certificate it made the first time.
+    assert!(banner.contains("Demo accounts: supervisor@isep.ipp.pt"), "{banner}");
+    assert!(banner.contains("the value of PMS_SEED_PASSWORD"), "{banner}");
+
+    // A second start keeps the certificate, the JWT secret and the users it made the first time.
+    let secret = std::fs::read(data.path().join("pd/jwt-secret")).unwrap();
     let mut again = spawn();
     wait_for_port(port);
     assert_eq!(std::fs::read(&key).unwrap(), first_key);
+    assert_eq!(std::fs::read(data.path().join("pd/jwt-secret")).unwrap(), secret);
+    login(port, "leoKim@isep.ipp.pt", "Chosen#Password1");
     sigterm(&again);
     assert_eq!(again.wait().unwrap().code(), Some(0));
 }

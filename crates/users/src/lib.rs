@@ -134,7 +134,7 @@ impl Inner {
 }
 
 impl App {
-    /// Builds the service without touching the database.
+    /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///
     /// # Errors
     /// [`StartError`] for a bad URL, argon2 parameters or verifier settings.

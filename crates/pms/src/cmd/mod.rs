@@ -4,6 +4,7 @@ mod certs;
 mod echo;
 mod gateway;
 mod up;
+mod users;
 
 use clap::{Parser, Subcommand};
 
@@ -17,10 +18,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the whole system in one process on loopback (gateway + echo today).
+    /// Run the whole system in one process on loopback (gateway, users service, echo).
     Up(up::Args),
     /// Run the API gateway.
     Gateway(gateway::Args),
+    /// Run the users service.
+    Users(users::Args),
     /// Run the echo back-end used by the benchmarks.
     Echo(echo::Args),
     /// Certificates for local use.
@@ -38,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Up(args) => up::run(args),
         Command::Gateway(args) => gateway::run(args),
+        Command::Users(args) => users::run(args),
         Command::Echo(args) => echo::run(args),
         Command::Certs(c) => certs::run(c),
     }

@@ -1,9 +1,11 @@
 //! `pms up`: the whole system in one process on loopback, for a first look.
 //!
-//! Today that is the gateway (cleartext HTTP/1.1 + h2c, and TLS with a dev certificate kept in
-//! the data directory) in front of the echo back-end, with the benchmark's `/passthrough` and
-//! `/transform` routes. The users service joins here when it exists; the flags are the ones it
-//! will keep.
+//! The gateway (cleartext HTTP/1.1 + h2c, and TLS with a dev certificate) runs the shipped PMS
+//! route table (`config/gateway.toml`) in front of the users service, plus the benchmark's
+//! `/passthrough` and `/transform` routes to the echo back-end. The data directory keeps what must
+//! survive a restart: the dev certificate, the JWT secret shared by gateway and users service, the
+//! SQLite database (unless `--database-url` names PostgreSQL) and the gateway config written for
+//! this run. Parks and payments are not built yet: their routes answer 502.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,12 +13,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use pms_net::serve::ServeConfig;
 
+use super::users::{ServiceOptions, TokenKeys};
 use super::UsageError;
+
+/// The JWT secret's file name in the data directory.
+const SECRET_FILE: &str = "jwt-secret";
 
 /// Arguments of `pms up`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Directory for state kept between runs (the dev TLS certificate today).
+    /// Directory for state kept between runs (certificate, JWT secret, SQLite database).
     #[arg(long, default_value = "pms-data")]
     data_dir: PathBuf,
     /// The gateway's cleartext listener (HTTP/1.1 and h2c).
@@ -28,6 +34,11 @@ pub struct Args {
     /// The gateway's admin listener (/healthz, /readyz, /metrics).
     #[arg(long, default_value = "127.0.0.1:9901")]
     admin_listen: SocketAddr,
+    /// The users service's own listener (the gateway reaches it here).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    users_listen: SocketAddr,
+    #[command(flatten)]
+    users: ServiceOptions,
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
@@ -37,20 +48,35 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     args.data_dir = std::fs::canonicalize(&args.data_dir)
         .with_context(|| format!("resolving {}", args.data_dir.display()))?;
     let certs = ensure_certs(&args.data_dir.join("certs"))?;
+    let secret_path = args.data_dir.join(SECRET_FILE);
+    let secret = ensure_secret(&secret_path)?;
+    let (users_config, generated) = super::users::config(
+        &args.users,
+        &args.data_dir,
+        TokenKeys::hs256(secret.as_bytes())?,
+    )?;
     let rt = super::runtime()?;
     rt.block_on(async {
+        let app = pms_users::App::new(users_config).map_err(|e| UsageError(e.to_string()))?;
         let echo_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding the echo back-end")?;
         let echo_addr = echo_listener.local_addr()?;
+        let users_listener = tokio::net::TcpListener::bind(args.users_listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (users service)", args.users_listen))?;
+        let users_addr = users_listener.local_addr()?;
 
-        let toml = gateway_config(&args, echo_addr, &certs);
+        let toml = gateway_config(&args, echo_addr, users_addr, &certs, &secret_path);
         let config_path = args.data_dir.join("gateway.toml");
         std::fs::write(&config_path, &toml)
             .with_context(|| format!("writing {}", config_path.display()))?;
         let settings = pms_gateway::config::load(&config_path, &pms_gateway::config::process_env)
             .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
         let bound = pms_gateway::Bound::bind(&settings).context("binding the gateway")?;
+
+        let seeded = super::users::start(&app).await?;
+        let backend = app.store.backend();
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -64,13 +90,20 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             },
             stopped(stop_rx.clone()),
         ));
+        let users = tokio::spawn(pms_users::run(
+            users_listener,
+            app,
+            ServeConfig::default(),
+            stopped(stop_rx.clone()),
+        ));
         tokio::spawn(async move {
             super::shutdown_signal().await;
             let _ = stop_tx.send(true);
         });
-        print_banner(&args, &certs, &config_path);
+        print_banner(&args, users_addr, &certs, &config_path, backend, seeded.then_some(generated.as_deref()));
         let drain = pms_gateway::run(settings, bound, stopped(stop_rx)).await?;
         let _ = echo.await;
+        let _ = users.await;
         tracing::info!(?drain, "pms up stopped");
         Ok(())
     })
@@ -99,7 +132,36 @@ fn ensure_certs(dir: &Path) -> anyhow::Result<Certs> {
     Ok(certs)
 }
 
-fn gateway_config(args: &Args, echo: SocketAddr, certs: &Certs) -> String {
+/// Reuses the data directory's JWT secret, or writes a random one (owner-only) on first start.
+fn ensure_secret(path: &Path) -> anyhow::Result<String> {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        return Ok(text.trim_end().to_owned());
+    }
+    let secret = pms_users::password::random_token(32);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut file, secret.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tracing::info!(path = %path.display(), "generated a JWT secret");
+    Ok(secret)
+}
+
+/// The gateway config for this run: listeners, upstreams and secret from the flags, then the
+/// route table exactly as shipped in `config/gateway.toml`, then the echo routes.
+fn gateway_config(
+    args: &Args,
+    echo: SocketAddr,
+    users: SocketAddr,
+    certs: &Certs,
+    secret: &Path,
+) -> String {
+    let table = pms_gateway::config::PMS_ROUTE_TABLE;
+    let routes = table.find("[[routes]]").map_or("", |i| &table[i..]);
     format!(
         r#"# Written by `pms up` on every start; edit the flags, not this file.
 [admin]
@@ -113,6 +175,26 @@ listen = "{listen}"
 name = "public-tls"
 listen = "{tls}"
 tls = {{ cert = {cert:?}, key = {key:?} }}
+
+[auth.jwt]
+algorithms = ["HS256"]
+secret_file = {secret:?}
+require_exp = true
+leeway_s = 30
+claims_to_headers = {{ sub = "X-UserId", role = "X-UserRole" }}
+
+[[upstreams]]
+name = "users"
+endpoints = ["http://{users}"]
+
+# Not part of `pms up` yet: these routes answer 502 until the services exist.
+[[upstreams]]
+name = "parks"
+endpoints = ["http://127.0.0.1:8094"]
+
+[[upstreams]]
+name = "payments"
+endpoints = ["http://127.0.0.1:8086"]
 
 [[upstreams]]
 name = "echo"
@@ -129,28 +211,64 @@ match = {{ path = "/transform", methods = ["POST"] }}
 upstream = "echo"
 transform = "json-to-xml"
 xml_layout = "ballerina-compat"
-"#,
+
+# --- the PMS route table, as shipped in config/gateway.toml ---------------------------------
+{routes}"#,
         admin = args.admin_listen,
         listen = args.listen,
         tls = args.tls_listen,
         cert = certs.cert.display().to_string(),
         key = certs.key.display().to_string(),
+        secret = secret.display().to_string(),
     )
 }
 
-fn print_banner(args: &Args, certs: &Certs, config: &Path) {
+/// `seeded`: `None` when the demo accounts existed already; `Some(generated password)` when they
+/// were created now (`Some(None)`: with the password from the environment).
+fn print_banner(
+    args: &Args,
+    users: SocketAddr,
+    certs: &Certs,
+    config: &Path,
+    backend: pms_users::store::Backend,
+    seeded: Option<Option<&str>>,
+) {
     let payload = r#"{"size":"50B","payload":["0123456789","ABCDEFGH"]}"#;
+    let accounts: Vec<String> = pms_users::store::seed::demo_accounts()
+        .map(|(email, role)| format!("{email} ({role})"))
+        .collect();
+    let password = match seeded {
+        Some(Some(generated)) => format!(
+            "{generated}   <- generated now and shown only once; set {} before the first start to choose it",
+            super::users::ENV_SEED_PASSWORD
+        ),
+        Some(None) => format!("the value of {}", super::users::ENV_SEED_PASSWORD),
+        None => "as printed when this data directory was first used".to_owned(),
+    };
+    let shown = match seeded {
+        Some(Some(p)) => p.to_owned(),
+        _ => "PASSWORD".to_owned(),
+    };
+    let login_body = serde_json::json!({"email": "supervisor@isep.ipp.pt", "password": shown});
     println!(
         "PMS is up.
   gateway      http://{listen}  (HTTP/1.1 and h2c)
                https://{tls}  (h2 and HTTP/1.1; CA: {ca})
   admin        http://{admin}/readyz  /metrics
+  users        http://{users}  ({backend:?})
   config       {config}
 
-Try:
+Demo accounts: {accounts}
+  password: {password}
+
+Log in and list the users through the gateway:
+  TOKEN=$(curl -s -X POST -H 'content-type: application/json' -d '{login}' http://{listen}/users/login | sed -E 's/.*\"token\":\"([^\"]+)\".*/\\1/')
+  curl -s -H \"authorization: Bearer $TOKEN\" http://{listen}/users/getAllUsers
+  curl -s --cacert {ca} --http2 -H \"authorization: Bearer $TOKEN\" https://localhost:{port}/users/getAllUsers
+
+The benchmark routes:
   curl -s -X POST -H 'content-type: application/json' --data '{payload}' http://{listen}/passthrough
   curl -s -X POST --data '{payload}' http://{listen}/transform
-  curl -s --cacert {ca} --http2 -X POST --data 'over h2' https://localhost:{port}/passthrough
 
 Ctrl-C stops everything.",
         listen = args.listen,
@@ -158,6 +276,8 @@ Ctrl-C stops everything.",
         admin = args.admin_listen,
         ca = certs.ca.display(),
         config = config.display(),
+        accounts = accounts.join(", "),
+        login = login_body.to_string().replace('\'', "'\\''"),
         port = args.tls_listen.port(),
     );
 }

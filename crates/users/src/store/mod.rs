@@ -155,7 +155,8 @@ pub struct Store {
 
 impl Store {
     /// Builds the pool without connecting: the first query (or [`Store::migrate`]) connects, and
-    /// a database that is down is an error of that query, never of start-up.
+    /// a database that is down is an error of that query, never of start-up. Call it inside a
+    /// Tokio runtime (the pool starts its maintenance task).
     ///
     /// # Errors
     /// [`StoreError::BadUrl`] for an unsupported URL.
