@@ -227,7 +227,14 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--tls-listen", &format!("127.0.0.1:{tls_port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-            .args(["--users-listen", "127.0.0.1:0", "--argon2-m-kib", "64", "--argon2-t", "1"])
+            .args([
+                "--users-listen",
+                "127.0.0.1:0",
+                "--argon2-m-kib",
+                "64",
+                "--argon2-t",
+                "1",
+            ])
             .env("PMS_SEED_PASSWORD", "Chosen#Password1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -272,15 +279,24 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
         "{banner}"
     );
 
-    assert!(banner.contains("Demo accounts: supervisor@isep.ipp.pt"), "{banner}");
-    assert!(banner.contains("the value of PMS_SEED_PASSWORD"), "{banner}");
+    assert!(
+        banner.contains("Demo accounts: supervisor@isep.ipp.pt"),
+        "{banner}"
+    );
+    assert!(
+        banner.contains("the value of PMS_SEED_PASSWORD"),
+        "{banner}"
+    );
 
     // A second start keeps the certificate, the JWT secret and the users it made the first time.
     let secret = std::fs::read(data.path().join("pd/jwt-secret")).unwrap();
     let mut again = spawn();
     wait_for_port(port);
     assert_eq!(std::fs::read(&key).unwrap(), first_key);
-    assert_eq!(std::fs::read(data.path().join("pd/jwt-secret")).unwrap(), secret);
+    assert_eq!(
+        std::fs::read(data.path().join("pd/jwt-secret")).unwrap(),
+        secret
+    );
     login(port, "leoKim@isep.ipp.pt", "Chosen#Password1");
     sigterm(&again);
     assert_eq!(again.wait().unwrap().code(), Some(0));

@@ -100,7 +100,14 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             super::shutdown_signal().await;
             let _ = stop_tx.send(true);
         });
-        print_banner(&args, users_addr, &certs, &config_path, backend, seeded.then_some(generated.as_deref()));
+        print_banner(
+            &args,
+            users_addr,
+            &certs,
+            &config_path,
+            backend,
+            seeded.then_some(generated.as_deref()),
+        );
         let drain = pms_gateway::run(settings, bound, stopped(stop_rx)).await?;
         let _ = echo.await;
         let _ = users.await;

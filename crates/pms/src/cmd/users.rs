@@ -100,7 +100,8 @@ impl TokenKeys {
             .into());
         }
         Ok(Self {
-            signer: Signer::hmac(Algorithm::HS256, secret).map_err(|e| UsageError(e.to_string()))?,
+            signer: Signer::hmac(Algorithm::HS256, secret)
+                .map_err(|e| UsageError(e.to_string()))?,
             verifier: VerifierConfig::hs256(secret.to_vec()),
         })
     }
@@ -210,9 +211,7 @@ pub fn config(
 fn token_keys(args: &Args) -> anyhow::Result<TokenKeys> {
     if let (Some(private), Some(public)) = (&args.jwt_private_key, &args.jwt_public_key) {
         let alg = pms_auth::parse_algorithm(&args.jwt_algorithm).map_err(UsageError)?;
-        let read = |p: &Path| {
-            std::fs::read(p).with_context(|| format!("reading {}", p.display()))
-        };
+        let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
         let signer = Signer::from_pem(alg, &read(private)?)
             .map_err(|e| UsageError(format!("--jwt-private-key: {e}")))?;
         return Ok(TokenKeys {

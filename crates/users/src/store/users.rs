@@ -1,6 +1,6 @@
 //! The users service's queries. Each public method is one API operation: one round trip for
 //! reads, one transaction for writes (run again when it loses a lock race, see
-//! [`super::retry_transient`]). Rows become model types here; JSON is the HTTP layer's business.
+//! `retry_transient` in the parent module). Rows become model types here; JSON is the HTTP layer's business.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
