@@ -94,9 +94,21 @@ wrk_rps() { sed -nE 's/^Requests\/sec: *([0-9.]+).*/\1/p' "$1"; }
 h2_errors() { sed -nE 's/^requests: .* ([0-9]+) failed, ([0-9]+) errored.*/\1 failed, \2 errored/p' "$1"; }
 wrk_errors() { local e; e=$(grep -E "Non-2xx|Socket errors" "$1" | tr -s ' ' | paste -sd';' - || true); echo "${e:-none}"; }
 
+echo "warm-up: 2 s of closed-loop load through the gateway (opens the database pool)"
+h2load -c 10 -m 1 -D 2 -H "$auth" "https://127.0.0.1:$tls/users/getAllUsers" >/dev/null
 echo "A: 10 clients x 1 req/s, h2 over TLS through the gateway, ${DURATION}s"
-h2load -c 10 -m 1 --rps 1 -D "$DURATION" -H "$auth" --log-file="$work/a.log" \
-  "https://127.0.0.1:$tls/users/getAllUsers" >"$work/a.txt"
+# Ten h2load processes of one client each, started 100 ms apart: ten users who each send a request
+# every second, as the dissertation's k6 virtual users did. (One h2load with -c 10 --rps 1 fires all
+# ten at the same instant every second, which measures a burst, not that load.)
+a_pids=()
+for i in $(seq 0 9); do
+  h2load -c 1 -m 1 --rps 1 -D "$DURATION" -H "$auth" --log-file="$work/a$i.log" \
+    "https://127.0.0.1:$tls/users/getAllUsers" >"$work/a$i.txt" &
+  a_pids+=($!)
+  sleep 0.1
+done
+wait "${a_pids[@]}"
+cat "$work"/a?.log >"$work/a.log"
 read -r a_n a_bad a_mean a_p50 a_p99 a_max < <(stats "$work/a.log")
 
 echo "B: 100 closed-loop clients, ${DURATION}s each (gateway h2c, direct h2c, gateway h1, direct h1)"

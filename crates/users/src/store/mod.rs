@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyQueryResult};
 use sqlx::error::ErrorKind;
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyPool, Connection, Executor};
 
 /// Default pool size.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
@@ -29,6 +29,8 @@ pub const DEFAULT_POOL_SIZE: u32 = 8;
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default per-statement time limit.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// How many times a transaction that lost a lock race (deadlock, serialization failure, SQLite
 /// busy) is run again before the failure is reported.
 const TRANSIENT_RETRIES: u32 = 5;
@@ -168,6 +170,19 @@ impl Store {
         let pool = AnyPoolOptions::new()
             .max_connections(config.pool_size.max(1))
             .acquire_timeout(config.acquire_timeout)
+            // sqlx pings a connection before every use by default: one more database round
+            // trip per request. Pinging only connections that sat idle for a while still weeds
+            // out the ones a database restart broke; one used moments ago is very likely alive,
+            // and if it is not, that request gets a 503 and the connection is dropped.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < PING_IF_IDLE_FOR {
+                        return Ok(true);
+                    }
+                    Ok(conn.ping().await.is_ok())
+                })
+            })
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     let settings: Vec<String> = match backend {
