@@ -11,7 +11,7 @@
 //! | `top10Parky` | any authenticated user |
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
@@ -29,7 +29,7 @@ type Answer = Result<Response, ApiError>;
 pub const MAX_PAGE: i64 = 1000;
 
 /// `POST /users/createUser`: self-service registration; always a CUSTOMER.
-pub async fn create_user(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready()?;
     let body = json_object(&headers, body, s.max_body_bytes).await?;
     let new = validate::new_user(&body)?;
@@ -45,7 +45,7 @@ pub async fn create_user(s: axum::extract::State<App>, headers: HeaderMap, body:
 
 /// `POST /users/login`: `{token, name}`. An unknown e-mail and a wrong password get the same
 /// answer after the same amount of hashing work.
-pub async fn login(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready()?;
     let body = json_object(&headers, body, s.max_body_bytes).await?;
     let creds = validate::credentials(&body)?;
@@ -86,11 +86,7 @@ pub async fn login(s: axum::extract::State<App>, headers: HeaderMap, body: Body)
 
 /// `GET /users/getAllUsers[?limit=N&offset=M]`: every user (or one page), in id order,
 /// serialized as the rows stream in.
-pub async fn all_users(
-    s: axum::extract::State<App>,
-    headers: HeaderMap,
-    RawQuery(q): RawQuery,
-) -> Answer {
+pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
     s.ready()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::Supervisor, Role::CustomerManager])?;
@@ -117,15 +113,12 @@ pub async fn all_users(
 
 /// `PUT /users/vehicle/{userId}`: adds a vehicle; answers 202 with the vehicle as stored.
 pub async fn add_vehicle(
-    s: axum::extract::State<App>,
+    State(s): State<App>,
     Path(user_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    s.ready()?;
-    let who = caller(&s.verifier, &headers).await?;
-    let user_id = validate::user_id_param(&user_id)?;
-    who.require_self(user_id, &[Role::Customer])?;
+    let user_id = own_customer_data(&s, &headers, &user_id).await?;
     let body = json_object(&headers, body, s.max_body_bytes).await?;
     let vehicle = validate::vehicle(&body)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
@@ -134,14 +127,11 @@ pub async fn add_vehicle(
 
 /// `GET /users/vehicles/{userId}`: the caller's vehicles.
 pub async fn vehicles(
-    s: axum::extract::State<App>,
+    State(s): State<App>,
     Path(user_id): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    s.ready()?;
-    let who = caller(&s.verifier, &headers).await?;
-    let user_id = validate::user_id_param(&user_id)?;
-    who.require_self(user_id, &[Role::Customer])?;
+    let user_id = own_customer_data(&s, &headers, &user_id).await?;
     let list = s
         .store
         .vehicles(user_id)
@@ -152,15 +142,12 @@ pub async fn vehicles(
 
 /// `PUT /users/paymentMethod/{userId}`: changes the caller's payment method (202).
 pub async fn set_payment_method(
-    s: axum::extract::State<App>,
+    State(s): State<App>,
     Path(user_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    s.ready()?;
-    let who = caller(&s.verifier, &headers).await?;
-    let user_id = validate::user_id_param(&user_id)?;
-    who.require_self(user_id, &[Role::Customer])?;
+    let user_id = own_customer_data(&s, &headers, &user_id).await?;
     let body = json_object(&headers, body, s.max_body_bytes).await?;
     let method = validate::payment_change(&body)?;
     s.store.set_payment_method(user_id, method).await?;
@@ -169,14 +156,11 @@ pub async fn set_payment_method(
 
 /// `GET /users/paymentMethod/{userId}`: the caller's payment method.
 pub async fn payment_method(
-    s: axum::extract::State<App>,
+    State(s): State<App>,
     Path(user_id): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    s.ready()?;
-    let who = caller(&s.verifier, &headers).await?;
-    let user_id = validate::user_id_param(&user_id)?;
-    who.require_self(user_id, &[Role::Customer])?;
+    let user_id = own_customer_data(&s, &headers, &user_id).await?;
     let method = s
         .store
         .payment_method(user_id)
@@ -186,7 +170,7 @@ pub async fn payment_method(
 }
 
 /// `POST /users/parkies`: grants or deducts coins to several users at once, all or nothing.
-pub async fn grant(s: axum::extract::State<App>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::CustomerManager])?;
@@ -204,7 +188,7 @@ pub async fn grant(s: axum::extract::State<App>, headers: HeaderMap, body: Body)
 
 /// `GET /users/parkies/{userId}`: a wallet, for its owner or staff who manage customers.
 pub async fn wallet(
-    s: axum::extract::State<App>,
+    State(s): State<App>,
     Path(user_id): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
@@ -224,7 +208,7 @@ pub async fn wallet(
 }
 
 /// `GET /userReport/top10Parky`: the ten customers with the most coins.
-pub async fn top10(s: axum::extract::State<App>, headers: HeaderMap) -> Answer {
+pub async fn top10(State(s): State<App>, headers: HeaderMap) -> Answer {
     s.ready()?;
     let _who: Caller = caller(&s.verifier, &headers).await?;
     Ok(json(StatusCode::OK, &s.store.top10().await?))
@@ -236,7 +220,7 @@ pub async fn healthz() -> Response {
 }
 
 /// `GET /readyz`: migrated and the database answers.
-pub async fn readyz(s: axum::extract::State<App>) -> Answer {
+pub async fn readyz(State(s): State<App>) -> Answer {
     s.ready()?;
     s.store.ping().await?;
     Ok(json_bytes(
@@ -261,6 +245,16 @@ pub async fn wrong_method(method: http::Method, uri: http::Uri) -> ApiError {
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
+}
+
+/// The prologue of the endpoints for a customer's own data: ready, a verified caller, a valid
+/// `{userId}`, and the caller is that CUSTOMER. Returns the user id.
+async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Result<i64, ApiError> {
+    s.ready()?;
+    let who = caller(&s.verifier, headers).await?;
+    let user_id = validate::user_id_param(user_id)?;
+    who.require_self(user_id, &[Role::Customer])?;
+    Ok(user_id)
 }
 
 /// `limit`/`offset` from the query string; without them, everything.

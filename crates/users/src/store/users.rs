@@ -253,16 +253,8 @@ impl Store {
         user_id: i64,
         method: PaymentMethod,
     ) -> Result<(), StoreError> {
-        let done = sqlx::query("UPDATE users SET payment_method = $1 WHERE id = $2")
-            .bind(method.as_str())
-            .bind(user_id)
-            .execute(self.pool())
+        self.set_name_column("payment_method", method.as_str(), user_id)
             .await
-            .map_err(|e| classify(&e))?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::UserNotFound(user_id));
-        }
-        Ok(())
     }
 
     /// Sets an account's status (there is no endpoint for it yet; operators and tests use it).
@@ -270,8 +262,21 @@ impl Store {
     /// # Errors
     /// [`StoreError::UserNotFound`]; database failures.
     pub async fn set_status(&self, user_id: i64, status: UserStatus) -> Result<(), StoreError> {
-        let done = sqlx::query("UPDATE users SET status = $1 WHERE id = $2")
-            .bind(status.as_str())
+        self.set_name_column("status", status.as_str(), user_id)
+            .await
+    }
+
+    /// `UPDATE users SET {column} = value` for one user; `column` is one of this module's
+    /// constants, never input.
+    async fn set_name_column(
+        &self,
+        column: &'static str,
+        value: &str,
+        user_id: i64,
+    ) -> Result<(), StoreError> {
+        let sql = format!("UPDATE users SET {column} = $1 WHERE id = $2");
+        let done = sqlx::query(&sql)
+            .bind(value)
             .bind(user_id)
             .execute(self.pool())
             .await
@@ -313,7 +318,7 @@ impl Store {
             Ok(rows) => rows,
             Err(e) if is_check_on(&e, "parkies") => {
                 drop(tx);
-                let who = self.first_overdrawn(grant).await.unwrap_or(ids[0]);
+                let who = self.first_overdrawn(grant).await.unwrap_or_default();
                 return Ok(Err(StoreError::InsufficientBalance(who)));
             }
             Err(e) => return Err(e),
