@@ -2,7 +2,9 @@
 # getAllUsers through the gateway, the way the dissertation measured it, on this machine:
 #   A. 10 clients each sending 1 request/s over HTTP/2 with TLS (its k6 load test), mean and p99;
 #   B. 100 closed-loop clients without think time, through the gateway and straight to the users
-#      service, over h2c and over HTTP/1.1, with the gateway/direct throughput ratio.
+#      service, over h2c and over HTTP/1.1, with the gateway/direct throughput ratio;
+#   C. where the time goes: one client at 10 req/s on each hop of the path, from a no-op answer
+#      to the full call through the gateway with TLS.
 # PostgreSQL behind the users service (a throwaway cluster from scripts/pg.sh), the six seeded
 # users, `pms up` in release mode. Everything on 127.0.0.1; every run bounded in time. Tools
 # (h2load, wrk) are installed from Debian's packages when missing and running as root.
@@ -118,6 +120,21 @@ run_h2 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h2.txt"
 run_h2 "http://127.0.0.1:$users/users/getAllUsers" "$work/b_direct_h2.txt"
 run_h1 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h1.txt"
 run_h1 "http://127.0.0.1:$users/users/getAllUsers" "$work/b_direct_h1.txt"
+echo "C: one client at 10 req/s on each hop (6 s each)"
+hop() {
+  rm -f "$work/c.log"
+  h2load -c 1 -m 1 --rps 10 -D 6 -H "$auth" --log-file="$work/c.log" "$2" >/dev/null
+  read -r n bad mean p50 p99 max < <(stats "$work/c.log")
+  echo "| $1 | $n | $bad | $mean | $p50 | $p99 |"
+}
+c_rows=$(
+  hop "gateway admin /healthz (no-op, h2c)" "http://127.0.0.1:$admin/healthz"
+  hop "users /healthz (no-op, h2c)" "http://127.0.0.1:$users/healthz"
+  hop "users /readyz (one database round trip)" "http://127.0.0.1:$users/readyz"
+  hop "users getAllUsers, direct (h2c)" "http://127.0.0.1:$users/users/getAllUsers"
+  hop "getAllUsers through the gateway (h2c)" "http://127.0.0.1:$plain/users/getAllUsers"
+  hop "getAllUsers through the gateway (h2 + TLS)" "https://127.0.0.1:$tls/users/getAllUsers"
+)
 rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$up_pid/status")
 
 gw_h2=$(h2_rps "$work/b_gw_h2.txt"); d_h2=$(h2_rps "$work/b_direct_h2.txt")
@@ -137,6 +154,11 @@ B. 100 closed-loop clients, no think time (${DURATION}s each)
 | --- | --- | --- | --- | --- |
 | h2c (h2load) | $gw_h2 | $d_h2 | $(ratio "$gw_h2" "$d_h2") | $(h2_errors "$work/b_gw_h2.txt"), $(h2_errors "$work/b_direct_h2.txt") |
 | HTTP/1.1 (wrk) | $gw_h1 | $d_h1 | $(ratio "$gw_h1" "$d_h1") | $(wrk_errors "$work/b_gw_h1.txt"), $(wrk_errors "$work/b_direct_h1.txt") |
+
+C. One client, 10 req/s, per hop (6 s each)
+| target | requests | non-200 | mean ms | p50 ms | p99 ms |
+| --- | --- | --- | --- | --- | --- |
+$c_rows
 
 Peak RSS of the pms up process (gateway + users + echo): $((rss_kb / 1024)) MB
 TXT

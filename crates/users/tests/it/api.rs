@@ -204,3 +204,68 @@ async fn seeding_happens_once_and_can_be_switched_off() {
     assert!(!app.init().await.unwrap());
     assert_eq!(app.store.count_users().await.unwrap(), 0);
 }
+
+/// The production key set-up: the users service signs with an Ed25519 private key, the gateway
+/// and the service verify with the public half only, and an HS256 token is refused by both.
+#[tokio::test]
+async fn eddsa_tokens_from_login_pass_the_gateway_and_hs256_ones_do_not() {
+    use pms_auth::{Algorithm, KeySource, Signer, VerifierConfig};
+
+    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let public = dir.path().join("jwt-public.pem");
+    std::fs::write(&public, kp.public_key_pem()).unwrap();
+    let db = crate::support::Database::fresh(Db::Sqlite).unwrap();
+    let mut cfg = crate::support::config(&db.url);
+    cfg.signer = Signer::from_pem(Algorithm::EdDSA, kp.serialize_pem().as_bytes()).unwrap();
+    cfg.verifier = VerifierConfig {
+        algorithms: vec![Algorithm::EdDSA],
+        keys: KeySource::PublicKeyPem(kp.public_key_pem().into_bytes()),
+        ..VerifierConfig::hs256(Vec::new())
+    };
+    let users = crate::support::users_with(cfg).await;
+    let (plain, _tls, _gw) = crate::support::gateway_with_jwt(
+        users.addr(),
+        &format!(
+            "algorithms = [\"EdDSA\"]\npublic_key_file = {:?}",
+            public.display().to_string()
+        ),
+    )
+    .await;
+
+    let mut api = crate::support::Api::connect(plain).await;
+    api.login("supervisor@isep.ipp.pt", SEED_PASSWORD).await;
+    let only_eddsa = pms_auth::Verifier::new(VerifierConfig {
+        algorithms: vec![Algorithm::EdDSA],
+        keys: KeySource::PublicKeyPem(kp.public_key_pem().into_bytes()),
+        ..VerifierConfig::hs256(Vec::new())
+    })
+    .unwrap();
+    let claims = only_eddsa
+        .verify(api.token.as_ref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(claims.text("sub").as_deref(), Some("1"));
+    assert_eq!(claims.text("iss").as_deref(), Some("pms-users"));
+    assert!(claims.text("jti").is_some() && claims.text("iat").is_some());
+    assert_eq!(api.get("/users/getAllUsers").await.status(), 200);
+
+    // An HS256 token with the same claims (as if someone knew an old shared secret) is refused
+    // by the gateway and by the service.
+    let hs = crate::support::signer().issue("1", "SUPERVISOR").unwrap();
+    api.token = Some(hs.clone());
+    assert_error(
+        &api.get("/users/getAllUsers").await,
+        401,
+        "invalid_token",
+        None,
+    );
+    let mut direct = crate::support::Api::connect(users.addr()).await;
+    direct.token = Some(hs);
+    assert_error(
+        &direct.get("/users/getAllUsers").await,
+        401,
+        "invalid_token",
+        None,
+    );
+}

@@ -91,7 +91,16 @@ impl Users {
 
 /// Starts the service; waits until it is ready when `wait_ready`.
 pub async fn users(url: &str, wait_ready: bool) -> Users {
-    let app = App::new(config(url)).expect("users config");
+    start_users(config(url), wait_ready).await
+}
+
+/// Starts the service with `config` and waits until it is ready.
+pub async fn users_with(config: UsersConfig) -> Users {
+    start_users(config, true).await
+}
+
+async fn start_users(config: UsersConfig, wait_ready: bool) -> Users {
+    let app = App::new(config).expect("users config");
     if wait_ready {
         app.init().await.expect("migrate and seed");
     } else {
@@ -159,19 +168,31 @@ impl Stack {
     }
 }
 
-/// Starts a gateway from the shipped `config/gateway.toml` with the users upstream pointed at
-/// `users`, its listeners on port 0, a TLS listener added and the test secret.
-pub async fn gateway(
-    users: SocketAddr,
-) -> (
+type Gateway = (
     SocketAddr,
     SocketAddr,
     Spawned<Result<Drain, pms_gateway::StartError>>,
-) {
+);
+
+/// Starts a gateway from the shipped `config/gateway.toml` with the users upstream pointed at
+/// `users`, its listeners on port 0, a TLS listener added and the test secret.
+pub async fn gateway(users: SocketAddr) -> Gateway {
+    gateway_with_jwt(users, "").await
+}
+
+/// Like [`gateway`], with the `[auth.jwt]` key lines (`algorithms`, `secret_env`, …) replaced by
+/// `jwt_keys` when it is not empty.
+pub async fn gateway_with_jwt(users: SocketAddr, jwt_keys: &str) -> Gateway {
     use pms_gateway::config::{RawListener, RawServerTls};
     let c = certs();
-    let mut raw = pms_gateway::config::parse(pms_gateway::config::PMS_ROUTE_TABLE, "gateway.toml")
-        .expect("shipped config parses");
+    let text = if jwt_keys.is_empty() {
+        pms_gateway::config::PMS_ROUTE_TABLE.to_owned()
+    } else {
+        let shipped = "algorithms = [\"HS256\"]\nsecret_env = \"PMS_JWT_SECRET\"";
+        assert!(pms_gateway::config::PMS_ROUTE_TABLE.contains(shipped));
+        pms_gateway::config::PMS_ROUTE_TABLE.replace(shipped, jwt_keys)
+    };
+    let mut raw = pms_gateway::config::parse(&text, "gateway.toml").expect("config parses");
     assert!(raw.set_endpoints("users", vec![format!("http://{users}")]));
     raw.admin.listen = "127.0.0.1:0".into();
     raw.runtime.workers = Some(1);
