@@ -42,8 +42,8 @@ fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
     }
 }
 
-/// `POST /users/createUser`.
-#[derive(Debug, Clone, PartialEq)]
+/// `POST /users/createUser`. Its `Debug` output never shows the password.
+#[derive(Clone, PartialEq)]
 pub struct NewUser {
     /// First name, trimmed.
     pub first_name: String,
@@ -61,20 +61,33 @@ pub struct NewUser {
     pub payment_method: PaymentMethod,
 }
 
-impl std::fmt::Display for NewUser {
-    /// Everything but the password, for logs.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} <{}>", self.first_name, self.email)
-    }
-}
-
-/// `POST /users/login`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `POST /users/login`. Its `Debug` output never shows the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     /// E-mail.
     pub email: String,
     /// Plain-text password.
     pub password: String,
+}
+
+impl std::fmt::Debug for NewUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewUser")
+            .field("email", &self.email)
+            .field("nif", &self.nif)
+            .field("vehicle", &self.vehicle)
+            .field("password", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("email", &self.email)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 /// `POST /users/parkies`.

@@ -39,7 +39,7 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
         .await
         .map_err(internal)?;
     let user = s.store.create_user(&new, &hash, Role::Customer).await?;
-    tracing::info!(user = user.id, who = %new, "user registered");
+    tracing::info!(user = user.id, "user registered");
     Ok(json(StatusCode::CREATED, &user))
 }
 

@@ -32,9 +32,14 @@ fn the_published_registration_is_accepted() {
     assert_eq!(u.vehicle.vehicle_energy_source, EnergySource::Fuel);
     assert_eq!(u.payment_method, PaymentMethod::NotDefined);
     assert!(
-        !u.to_string().contains("Password"),
-        "Display must not show the password"
+        !format!("{u:?}").contains("123PasswordX#"),
+        "Debug must not show the password"
     );
+    let c = credentials(&obj(
+        json!({"email": "a@b.pt", "password": "123PasswordX#"}),
+    ))
+    .unwrap();
+    assert!(!format!("{c:?}").contains("123PasswordX#"));
 }
 
 #[test]
