@@ -16,7 +16,8 @@
 
 pub mod client;
 pub mod inspect;
-pub mod payload;
+/// The published suite's ARRAY payload (owned by the load generator).
+pub use pms_bench::payload;
 pub mod pg;
 
 use std::future::Future;

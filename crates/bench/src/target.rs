@@ -1,0 +1,287 @@
+//! What a run talks to: a URL, the HTTP version to speak and how to trust its certificate; and one
+//! connection to it that sends requests and reports what happened in [`ErrorKind`] terms.
+//! Connections speak exactly the asked-for protocol (HTTP/1.1, h2c prior knowledge, or TLS with
+//! ALPN offering only that protocol) and say what was negotiated, so a run can check it.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, StatusCode, Uri, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use pms_net::tls::Trust;
+use tokio::net::TcpStream;
+
+use crate::stats::ErrorKind;
+
+/// The HTTP version to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum HttpVersion {
+    /// HTTP/1.1 (over TLS: ALPN `http/1.1`).
+    #[serde(rename = "1.1")]
+    Http1,
+    /// HTTP/2 (cleartext: prior knowledge; over TLS: ALPN `h2`).
+    #[serde(rename = "2")]
+    Http2,
+}
+
+/// Why a target could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The URL is not `http://` or `https://` with a host.
+    #[error("bad URL {0:?}: {1}")]
+    Url(String, String),
+    /// The host did not resolve.
+    #[error("cannot resolve {0}: {1}")]
+    Resolve(String, String),
+    /// TLS client settings.
+    #[error("TLS: {0}")]
+    Tls(#[from] pms_net::TlsError),
+}
+
+/// A URL ready to be connected to.
+pub struct Target {
+    /// The URL as given.
+    pub url: Uri,
+    /// The resolved address.
+    pub addr: SocketAddr,
+    /// `Host` header / `:authority`.
+    pub authority: String,
+    /// Path and query of every request.
+    pub path_and_query: String,
+    /// Protocol to speak.
+    pub version: HttpVersion,
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("addr", &self.addr)
+            .field("version", &self.version)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Target {
+    /// Parses and resolves `url`.
+    ///
+    /// # Errors
+    /// [`TargetError`] for a bad URL, an unresolvable host or TLS settings that do not load.
+    pub fn new(url: &str, version: HttpVersion, trust: &Trust) -> Result<Self, TargetError> {
+        let bad = |why: &str| TargetError::Url(url.to_owned(), why.to_owned());
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(bad("expected http:// or https://")),
+        };
+        let host = uri.host().ok_or_else(|| bad("no host"))?.to_owned();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let bare = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let addr = (bare.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| TargetError::Resolve(host.clone(), e.to_string()))?
+            .next()
+            .ok_or_else(|| TargetError::Resolve(host.clone(), "no address".into()))?;
+        let tls = if https {
+            let alpn: &[&[u8]] = match version {
+                HttpVersion::Http1 => &[pms_net::ALPN_HTTP11],
+                HttpVersion::Http2 => &[pms_net::ALPN_H2],
+            };
+            let cfg = pms_net::tls::client_config(trust, alpn)?;
+            let name = rustls::pki_types::ServerName::try_from(bare.clone())
+                .map_err(|e| bad(&e.to_string()))?;
+            Some((tokio_rustls::TlsConnector::from(Arc::new(cfg)), name))
+        } else {
+            None
+        };
+        let authority = uri
+            .authority()
+            .map_or_else(|| host.clone(), |a| a.as_str().to_owned());
+        let path_and_query = uri
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+        Ok(Self {
+            url: uri,
+            addr,
+            authority,
+            path_and_query,
+            version,
+            tls,
+        })
+    }
+
+    /// Whether the target is a loopback address (on this host).
+    pub fn is_loopback(&self) -> bool {
+        self.addr.ip().is_loopback()
+    }
+
+    /// Opens one connection and completes the TLS and HTTP handshakes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Connect`], [`ErrorKind::Tls`], or [`ErrorKind::Check`] when the server
+    /// negotiated another protocol than asked for.
+    pub async fn connect(&self) -> Result<Conn, ErrorKind> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|_| ErrorKind::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => self.handshake(TokioIo::new(tcp)).await,
+            Some((connector, name)) => {
+                let tls = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|_| ErrorKind::Tls)?;
+                let want: &[u8] = match self.version {
+                    HttpVersion::Http1 => pms_net::ALPN_HTTP11,
+                    HttpVersion::Http2 => pms_net::ALPN_H2,
+                };
+                let got = tls.get_ref().1.alpn_protocol();
+                // No ALPN at all is fine for HTTP/1.1 (the protocol without negotiation).
+                if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
+                    return Err(ErrorKind::Check);
+                }
+                self.handshake(TokioIo::new(tls)).await
+            }
+        }
+    }
+
+    async fn handshake<IO>(&self, io: TokioIo<IO>) -> Result<Conn, ErrorKind>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let sender = match self.version {
+            HttpVersion::Http1 => {
+                let (s, conn) = http1::handshake(io).await.map_err(|_| ErrorKind::Reset)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Sender::H1(s)
+            }
+            HttpVersion::Http2 => {
+                let (s, conn) = http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(|_| ErrorKind::Reset)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Sender::H2(s)
+            }
+        };
+        Ok(Conn { sender })
+    }
+
+    /// A request for this target: origin-form URI plus `Host` for HTTP/1.1, absolute URI for h2.
+    ///
+    /// # Errors
+    /// When a header does not fit HTTP.
+    pub fn request(
+        &self,
+        method: &http::Method,
+        headers: &[(http::HeaderName, http::HeaderValue)],
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, http::Error> {
+        let mut b = Request::builder().method(method.clone());
+        b = match self.version {
+            HttpVersion::Http1 => b
+                .uri(self.path_and_query.as_str())
+                .header(http::header::HOST, self.authority.as_str()),
+            HttpVersion::Http2 => b.version(Version::HTTP_2).uri(self.url.clone()),
+        };
+        for (k, v) in headers {
+            b = b.header(k, v);
+        }
+        if !body.is_empty() {
+            b = b.header(http::header::CONTENT_LENGTH, body.len());
+        }
+        b.body(Full::new(body))
+    }
+}
+
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+/// One open connection.
+pub struct Conn {
+    sender: Sender,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").finish_non_exhaustive()
+    }
+}
+
+/// A response, read to its end.
+#[derive(Debug)]
+pub struct Answer {
+    /// Status code.
+    pub status: StatusCode,
+    /// HTTP version of the response.
+    pub version: Version,
+    /// Response headers.
+    pub headers: http::HeaderMap,
+    /// Body.
+    pub body: Bytes,
+    /// Head and body bytes, the head counted as HTTP/1.1 text (as JMeter counts it).
+    pub bytes: u64,
+}
+
+impl Conn {
+    /// Sends `req` and reads the whole response.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Reset`] when the connection fails; the connection is then unusable.
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Answer, ErrorKind> {
+        let resp = match &mut self.sender {
+            Sender::H1(s) => {
+                s.ready().await.map_err(|_| ErrorKind::Reset)?;
+                s.send_request(req).await
+            }
+            Sender::H2(s) => {
+                s.ready().await.map_err(|_| ErrorKind::Reset)?;
+                s.send_request(req).await
+            }
+        }
+        .map_err(|_| ErrorKind::Reset)?;
+        let (head, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|_| ErrorKind::Reset)?
+            .to_bytes();
+        let bytes = head_bytes(&head.headers) + 17 + body.len() as u64;
+        Ok(Answer {
+            status: head.status,
+            version: head.version,
+            headers: head.headers,
+            body,
+            bytes,
+        })
+    }
+}
+
+/// Bytes of a header block written as HTTP/1.1 text (`name: value\r\n` each, plus the blank line).
+pub fn head_bytes(headers: &http::HeaderMap) -> u64 {
+    headers
+        .iter()
+        .map(|(k, v)| (k.as_str().len() + v.len() + 4) as u64)
+        .sum::<u64>()
+        + 2
+}
