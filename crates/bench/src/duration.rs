@@ -1,8 +1,9 @@
-//! Durations as people write them on a command line: `30s`, `500ms`, `2m`, `1h`, `1m30s`.
+//! Durations as people write them on a command line: `30s`, `500ms`, `250us`, `2m`, `1h`,
+//! `1m30s`.
 
 use std::time::Duration;
 
-/// Parses `text` (units `ms`, `s`, `m`, `h`; several may follow each other; a bare number is
+/// Parses `text` (units `us`, `ms`, `s`, `m`, `h`; several may follow each other; a bare number is
 /// seconds).
 ///
 /// # Errors
@@ -28,7 +29,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .parse()
             .map_err(|_| format!("{text:?}: bad number {:?}", &rest[..digits]))?;
         rest = &rest[digits..];
-        let (unit, factor) = if rest.starts_with("ms") {
+        let (unit, factor) = if rest.starts_with("us") {
+            ("us", 0.000_001)
+        } else if rest.starts_with("ms") {
             ("ms", 0.001)
         } else if rest.starts_with('s') {
             ("s", 1.0)
@@ -37,7 +40,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         } else if rest.starts_with('h') {
             ("h", 3600.0)
         } else {
-            return Err(format!("{text:?}: unknown unit in {rest:?} (ms, s, m, h)"));
+            return Err(format!(
+                "{text:?}: unknown unit in {rest:?} (us, ms, s, m, h)"
+            ));
         };
         rest = &rest[unit.len()..];
         total += seconds(value * factor, text)?;
@@ -57,6 +62,7 @@ mod tests {
     fn units_and_combinations() {
         assert_eq!(parse("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse("250us").unwrap(), Duration::from_micros(250));
         assert_eq!(parse("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse("1m30s").unwrap(), Duration::from_secs(90));

@@ -2,7 +2,8 @@
 //! the runtime, and hands over to a component's `run`; no component logic lives here.
 //!
 //! Exit codes: 0 on success (including a clean drain after SIGTERM/SIGINT), 64 for bad usage or
-//! configuration (reported before anything is bound), 1 for a failure at run time.
+//! configuration (reported before anything is bound), 1 for a failure at run time, 99 when a
+//! `pms bench` threshold fails.
 
 mod cmd;
 
@@ -19,9 +20,14 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let usage = err.downcast_ref::<cmd::UsageError>().is_some();
             eprintln!("pms: {err:#}");
-            ExitCode::from(if usage { EX_USAGE } else { 1 })
+            if err.downcast_ref::<cmd::UsageError>().is_some() {
+                ExitCode::from(EX_USAGE)
+            } else if err.downcast_ref::<cmd::ThresholdFailed>().is_some() {
+                ExitCode::from(cmd::EXIT_THRESHOLD)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -301,3 +301,88 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
     sigterm(&again);
     assert_eq!(again.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn bench_run_writes_result_json_and_gates_on_thresholds() {
+    let port = free_port();
+    let mut echo = KillOnDrop(
+        Command::new(PMS)
+            .args(["echo", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}/passthrough");
+    let bench = |extra: &[&str]| {
+        Command::new(PMS)
+            .args([
+                "bench",
+                "run",
+                &url,
+                "--users",
+                "2",
+                "--duration",
+                "1s",
+                "--method",
+                "POST",
+            ])
+            .args([
+                "--payload-size",
+                "50",
+                "--expect-body",
+                "\"50B\"",
+                "--http",
+                "2",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let ok = bench(&[
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--threshold",
+        "errors<1%",
+    ]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let table = String::from_utf8_lossy(&ok.stdout);
+    assert!(table.starts_with("label"), "{table}");
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
+    let measured = &result["labels"][0];
+    assert_eq!(measured["label"], "measured");
+    assert!(measured["samples"].as_u64().unwrap() > 0, "{result}");
+    assert!(measured["throughput"].as_f64().unwrap() > 0.0, "{result}");
+    assert_eq!(measured["errors"], 0);
+    assert_eq!(result["config"]["body_bytes"], 50);
+    assert_eq!(result["environment"]["target_on_this_host"], true);
+
+    // An impossible threshold fails the run with k6's exit code, after reporting.
+    let strict = bench(&["--threshold", "p99<1us"]);
+    assert_eq!(strict.status.code(), Some(99));
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("thresholds failed: p99<1us"));
+    // A threshold that names no statistic is refused by the argument parser (exit 2).
+    let bad = bench(&["--threshold", "p42<1ms"]);
+    assert_eq!(bad.status.code(), Some(2));
+    sigterm(&echo.0);
+    assert_eq!(echo.0.wait().unwrap().code(), Some(0));
+}
+
+/// Kills a child process when a test ends early, so it cannot outlive the test (and hold the
+/// harness's output pipe open).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

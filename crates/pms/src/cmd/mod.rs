@@ -1,5 +1,6 @@
 //! The subcommands, one file each, and what they share: the runtime and the shutdown signal.
 
+mod bench;
 mod certs;
 mod echo;
 mod gateway;
@@ -26,10 +27,15 @@ enum Command {
     Users(users::Args),
     /// Run the echo back-end used by the benchmarks.
     Echo(echo::Args),
+    /// The load generator.
+    #[command(subcommand)]
+    Bench(bench::Command),
     /// Certificates for local use.
     #[command(subcommand)]
     Certs(certs::Command),
 }
+
+pub use bench::{ThresholdFailed, EXIT_THRESHOLD};
 
 /// A mistake in the command line or configuration (exit 64).
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +49,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway(args) => gateway::run(args),
         Command::Users(args) => users::run(args),
         Command::Echo(args) => echo::run(args),
+        Command::Bench(c) => bench::run(c),
         Command::Certs(c) => certs::run(c),
     }
 }

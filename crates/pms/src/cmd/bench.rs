@@ -1,0 +1,298 @@
+//! `pms bench`: the load generator's command line. Today: `pms bench run URL` with the closed
+//! model (see `crates/bench`); the open model, stages, stress, start-up and compare come next.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use pms_bench::closed::{self, ClosedConfig, RequestSpec};
+use pms_bench::report::{self, Environment, RunResult};
+use pms_bench::stats::Summary;
+use pms_bench::target::{HttpVersion, Target};
+use pms_net::tls::Trust;
+use serde::Serialize;
+
+use super::UsageError;
+
+/// Exit code when a `--threshold` fails (k6's).
+pub const EXIT_THRESHOLD: u8 = 99;
+
+/// `pms bench` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Load one URL with the closed model (users in loops) and report the statistics.
+    Run(RunArgs),
+}
+
+/// Arguments of `pms bench run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The URL every request goes to (http:// or https://).
+    url: String,
+    /// Concurrent users, each with its own persistent connection.
+    #[arg(long, default_value_t = 10)]
+    users: usize,
+    /// Whole run, ramp-up and warm-up included (`30s`, `2m`).
+    #[arg(long, default_value = "10s", value_parser = pms_bench::duration::parse)]
+    duration: Duration,
+    /// Users start evenly over this time.
+    #[arg(long, default_value = "0s", value_parser = pms_bench::duration::parse)]
+    ramp_up: Duration,
+    /// Pause after each answer (k6's `sleep(1)` is `--think-time 1s`).
+    #[arg(long, default_value = "0s", value_parser = pms_bench::duration::parse)]
+    think_time: Duration,
+    /// Samples that start in this first part of the run are reported apart.
+    #[arg(long, default_value = "0s", value_parser = pms_bench::duration::parse)]
+    warmup: Duration,
+    /// Longest wait for one answer.
+    #[arg(long, default_value = "30s", value_parser = pms_bench::duration::parse)]
+    timeout: Duration,
+    /// HTTP version: 1.1, or 2 (h2c prior knowledge on http://, ALPN h2 on https://).
+    #[arg(long, default_value = "1.1", value_parser = parse_http)]
+    http: HttpVersion,
+    /// Request method.
+    #[arg(long, default_value = "GET")]
+    method: http::Method,
+    /// Extra header, `name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body from a file.
+    #[arg(long, conflicts_with = "payload_size")]
+    body_file: Option<PathBuf>,
+    /// Request body: the published suite's ARRAY payload of exactly N bytes (N >= 50).
+    #[arg(long)]
+    payload_size: Option<usize>,
+    /// The status that counts as success (default: any 2xx).
+    #[arg(long)]
+    expect_status: Option<u16>,
+    /// Text every response body must contain (the suite checked for `<N>B`).
+    #[arg(long)]
+    expect_body: Option<String>,
+    /// Accept any server certificate.
+    #[arg(long, conflicts_with = "ca")]
+    insecure: bool,
+    /// Trust this CA (PEM) in addition to the system roots.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Write DIR/result.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print a table or the JSON result.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    format: String,
+    /// Fail (exit 99) unless this holds for the measured samples: `p99<10ms`, `mean<2ms`,
+    /// `max<1s`, `errors<1%` (repeatable).
+    #[arg(long, value_parser = parse_threshold)]
+    threshold: Vec<Threshold>,
+}
+
+/// The settings recorded in `result.json`.
+#[derive(Debug, Serialize)]
+struct RunConfig<'a> {
+    url: &'a str,
+    model: &'static str,
+    users: usize,
+    duration_s: f64,
+    ramp_up_s: f64,
+    think_time_s: f64,
+    warmup_s: f64,
+    timeout_s: f64,
+    http: HttpVersion,
+    method: &'a str,
+    body_bytes: usize,
+}
+
+/// A condition on the measured statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    metric: String,
+    limit: f64,
+    text: String,
+}
+
+impl Threshold {
+    fn value(&self, s: &Summary) -> Option<f64> {
+        match self.metric.as_str() {
+            "errors" => Some(s.error_pct),
+            "mean" => Some(s.mean_ms),
+            "max" => Some(s.max_ms),
+            "min" => Some(s.min_ms),
+            p => p
+                .strip_prefix('p')?
+                .parse()
+                .ok()
+                .and_then(|q| s.percentile(q)),
+        }
+    }
+}
+
+fn parse_http(text: &str) -> Result<HttpVersion, String> {
+    match text {
+        "1.1" | "1" | "http1" => Ok(HttpVersion::Http1),
+        "2" | "h2" | "http2" => Ok(HttpVersion::Http2),
+        _ => Err(format!("{text:?}: expected 1.1 or 2")),
+    }
+}
+
+/// `metric<value`: `errors<1%`, or a latency (`mean`, `min`, `max`, `p50` … `p99.99`) with a unit.
+fn parse_threshold(text: &str) -> Result<Threshold, String> {
+    let (metric, value) = text
+        .split_once('<')
+        .ok_or_else(|| format!("{text:?}: expected METRIC<VALUE, e.g. p99<10ms or errors<1%"))?;
+    let metric = metric.trim().to_owned();
+    let value = value.trim();
+    let limit = if metric == "errors" {
+        value
+            .strip_suffix('%')
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| format!("{text:?}: errors take a percentage, e.g. errors<1%"))?
+    } else {
+        let known = matches!(metric.as_str(), "mean" | "min" | "max")
+            || metric
+                .strip_prefix('p')
+                .and_then(|p| p.parse::<f64>().ok())
+                .is_some_and(|p| pms_bench::stats::PERCENTILES.contains(&p));
+        if !known {
+            return Err(format!(
+                "{text:?}: unknown metric {metric:?} (errors, mean, min, max, p50, p75, p90, p95, p98, p99, p99.9, p99.99)"
+            ));
+        }
+        pms_bench::duration::parse(value)?.as_secs_f64() * 1000.0
+    };
+    Ok(Threshold {
+        metric,
+        limit,
+        text: text.to_owned(),
+    })
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(args) => run_closed(args),
+    }
+}
+
+fn run_closed(args: RunArgs) -> anyhow::Result<()> {
+    let trust = match (&args.ca, args.insecure) {
+        (_, true) => Trust::InsecureSkipVerify,
+        (Some(ca), false) => Trust::SystemAnd(ca.clone()),
+        (None, false) if args.url.starts_with("https") => Trust::System,
+        (None, false) => Trust::Nothing,
+    };
+    let target =
+        Arc::new(Target::new(&args.url, args.http, &trust).map_err(|e| UsageError(e.to_string()))?);
+    if args.warmup >= args.duration && !args.warmup.is_zero() {
+        return Err(UsageError("--warmup must be shorter than --duration".into()).into());
+    }
+    let body = match (&args.body_file, args.payload_size) {
+        (Some(path), _) => {
+            Bytes::from(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        (None, Some(n)) => Bytes::from(pms_bench::payload::array(n)),
+        (None, None) => Bytes::new(),
+    };
+    let mut headers = Vec::with_capacity(args.headers.len());
+    for h in &args.headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| UsageError(format!("--header {h:?}: expected 'name: value'")))?;
+        let name = http::HeaderName::try_from(name.trim())
+            .map_err(|e| UsageError(format!("--header {h:?}: {e}")))?;
+        let value = http::HeaderValue::try_from(value.trim())
+            .map_err(|e| UsageError(format!("--header {h:?}: {e}")))?;
+        headers.push((name, value));
+    }
+    let spec = Arc::new(RequestSpec {
+        method: args.method.clone(),
+        headers,
+        body: body.clone(),
+        expect_status: args.expect_status,
+        expect_body: args.expect_body.clone(),
+    });
+    let cfg = ClosedConfig {
+        users: args.users,
+        duration: args.duration,
+        ramp_up: args.ramp_up,
+        think_time: args.think_time,
+        warmup: args.warmup,
+        timeout: args.timeout,
+    };
+    eprintln!(
+        "pms bench: {} users against {} for {:?} (HTTP/{})",
+        args.users,
+        args.url,
+        args.duration,
+        match args.http {
+            HttpVersion::Http1 => "1.1",
+            HttpVersion::Http2 => "2",
+        }
+    );
+    let outcome = super::runtime()?.block_on(closed::run(target.clone(), spec, cfg));
+    let mut labels = vec![outcome.measured.summary("measured", outcome.window)];
+    if !args.warmup.is_zero() {
+        labels.push(outcome.warmup.summary("warmup", args.warmup));
+    }
+    let result = RunResult {
+        config: RunConfig {
+            url: &args.url,
+            model: "closed",
+            users: args.users,
+            duration_s: args.duration.as_secs_f64(),
+            ramp_up_s: args.ramp_up.as_secs_f64(),
+            think_time_s: args.think_time.as_secs_f64(),
+            warmup_s: args.warmup.as_secs_f64(),
+            timeout_s: args.timeout.as_secs_f64(),
+            http: args.http,
+            method: args.method.as_str(),
+            body_bytes: body.len(),
+        },
+        environment: Environment::here(target.is_loopback()),
+        labels,
+    };
+    if let Some(dir) = &args.out {
+        result
+            .write_to(dir)
+            .with_context(|| format!("writing {}/result.json", dir.display()))?;
+    }
+    if args.format == "json" {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", report::table(&result.labels));
+    }
+    let measured = &result.labels[0];
+    let failed: Vec<String> = args
+        .threshold
+        .iter()
+        .filter(|t| t.value(measured).is_none_or(|v| v >= t.limit))
+        .map(|t| t.text.clone())
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(ThresholdFailed(failed).into())
+    }
+}
+
+/// Some `--threshold`s did not hold (exit 99).
+#[derive(Debug, thiserror::Error)]
+#[error("thresholds failed: {}", .0.join(", "))]
+pub struct ThresholdFailed(pub Vec<String>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_with_units() {
+        let t = parse_threshold("p99<10ms").unwrap();
+        assert_eq!((t.metric.as_str(), t.limit), ("p99", 10.0));
+        assert_eq!(parse_threshold("mean < 1.5s").unwrap().limit, 1500.0);
+        assert_eq!(parse_threshold("errors<1%").unwrap().limit, 1.0);
+        assert_eq!(parse_threshold("p99.9<2ms").unwrap().limit, 2.0);
+        for bad in ["p99>10ms", "p42<1ms", "errors<1", "p99<10", "latency<1ms"] {
+            assert!(parse_threshold(bad).is_err(), "{bad}");
+        }
+    }
+}
