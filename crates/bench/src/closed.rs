@@ -167,7 +167,7 @@ fn recorder<'a>(
 }
 
 /// The error an answer counts as, if any.
-fn judge(spec: &RequestSpec, answer: &Answer) -> Option<ErrorKind> {
+pub(crate) fn judge(spec: &RequestSpec, answer: &Answer) -> Option<ErrorKind> {
     let status_ok = match spec.expect_status {
         Some(code) => answer.status.as_u16() == code,
         None => answer.status.is_success(),

@@ -5,6 +5,8 @@
 //! - [`target`]: a URL, the protocol to speak and one connection to it (HTTP/1.1, h2c, HTTP/2 or
 //!   HTTP/1.1 over TLS), reporting failures as [`stats::ErrorKind`]s.
 //! - [`closed`]: the closed model (users in loops, ramp-up, think time, warm-up split).
+//! - [`open`]: the open model (arrivals at fixed times; latency corrected for coordinated
+//!   omission, late and dropped requests counted).
 //! - [`stats`]: per-worker recorders over HdrHistogram (bounded memory) and the published summary
 //!   statistics.
 //! - [`report`]: `result.json` and the text table.
@@ -18,6 +20,7 @@
 
 pub mod closed;
 pub mod duration;
+pub mod open;
 pub mod payload;
 pub mod report;
 pub mod stats;

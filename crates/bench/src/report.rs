@@ -42,8 +42,22 @@ pub struct RunResult<C: Serialize> {
     pub config: C,
     /// Where it ran.
     pub environment: Environment,
-    /// One summary per label (`measured`, `warmup`).
+    /// One summary per label (`measured`, `warmup`; open model: `uncorrected` too).
     pub labels: Vec<Summary>,
+    /// Open model only: how well the schedule was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// How an open-model run kept its schedule.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Schedule {
+    /// Requests due.
+    pub due: u64,
+    /// Sent more than `LATE_AFTER` after their due time.
+    pub late: u64,
+    /// Never sent: no connection free within the timeout of their due time.
+    pub dropped: u64,
 }
 
 impl<C: Serialize> RunResult<C> {

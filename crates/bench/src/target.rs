@@ -244,6 +244,17 @@ pub struct Answer {
 }
 
 impl Conn {
+    /// Another handle on the same connection, for one more concurrent HTTP/2 stream; `None` for
+    /// HTTP/1.1, which has one request at a time per connection.
+    pub fn try_clone(&self) -> Option<Conn> {
+        match &self.sender {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Conn {
+                sender: Sender::H2(s.clone()),
+            }),
+        }
+    }
+
     /// Sends `req` and reads the whole response.
     ///
     /// # Errors

@@ -183,3 +183,105 @@ async fn failed_checks_count_as_errors_and_warmup_is_reported_apart() {
         vec![&ErrorKind::Check]
     );
 }
+
+mod open_model {
+    use super::*;
+    use pms_bench::open::{self, OpenConfig};
+
+    async fn slow_echo(delay_ms: u64) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = pms_echo::EchoConfig {
+            delay: Duration::from_millis(delay_ms),
+            serve: ServeConfig::default(),
+        };
+        tokio::spawn(pms_echo::run(listener, config, async move {
+            let _ = stopped.await;
+        }));
+        (addr, stop)
+    }
+
+    fn cfg(rate: f64, connections: usize, streams: usize) -> OpenConfig {
+        OpenConfig {
+            rate,
+            duration: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            connections,
+            streams,
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    #[tokio::test]
+    async fn every_due_request_is_sent_or_counted_as_dropped() {
+        let (addr, _stop) = echo(None).await;
+        let target = Arc::new(
+            Target::new(
+                &format!("http://{addr}/"),
+                HttpVersion::Http1,
+                &Trust::Nothing,
+            )
+            .unwrap(),
+        );
+        let out = open::run(target, spec(Some(200), None), cfg(200.0, 4, 1)).await;
+        assert_eq!(out.due, 200);
+        let c = out.corrected.summary("measured", out.window);
+        assert_eq!(c.samples + out.dropped, 200, "{c:?}");
+        assert_eq!(c.errors, 0);
+        assert_eq!(out.uncorrected.samples(), c.samples);
+    }
+
+    #[tokio::test]
+    async fn a_slow_target_makes_requests_late_and_the_correction_shows_it() {
+        // 2 connections to a back-end that takes 200 ms: 10 requests/s of capacity for 50 due.
+        let (addr, _stop) = slow_echo(200).await;
+        let target = Arc::new(
+            Target::new(
+                &format!("http://{addr}/"),
+                HttpVersion::Http1,
+                &Trust::Nothing,
+            )
+            .unwrap(),
+        );
+        let out = open::run(target, spec(None, None), cfg(50.0, 2, 1)).await;
+        assert_eq!(out.due, 50);
+        let c = out.corrected.summary("measured", out.window);
+        let u = out.uncorrected.summary("uncorrected", out.window);
+        assert_eq!(
+            c.samples + out.dropped,
+            50,
+            "every due request is accounted for"
+        );
+        assert!(out.late > 0, "{out:?}");
+        assert!(
+            out.dropped > 0,
+            "2 s of timeout cannot absorb a 5x overload: {out:?}"
+        );
+        // Each request itself takes ~200 ms; measured from its due time it waited far longer.
+        assert!(
+            c.percentile(50.0).unwrap() > 2.0 * u.percentile(50.0).unwrap(),
+            "{c:?} {u:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn http2_streams_multiplex_on_one_connection() {
+        let (addr, _stop) = slow_echo(50).await;
+        let url = format!("http://{addr}/");
+        let h2 = Arc::new(Target::new(&url, HttpVersion::Http2, &Trust::Nothing).unwrap());
+        let many = open::run(h2, spec(None, None), cfg(100.0, 1, 10)).await;
+        let h1 = Arc::new(Target::new(&url, HttpVersion::Http1, &Trust::Nothing).unwrap());
+        let one = open::run(h1, spec(None, None), cfg(100.0, 1, 10)).await;
+        // 10 streams x 20/s of capacity covers 100/s; one HTTP/1.1 connection (streams ignored)
+        // manages 20/s.
+        let m = many.corrected.summary("m", many.window);
+        assert_eq!((m.samples, m.errors, many.dropped), (100, 0, 0), "{m:?}");
+        assert!(
+            one.late > many.late + 50,
+            "h2 late {} vs h1 late {}",
+            many.late,
+            one.late
+        );
+    }
+}

@@ -365,8 +365,49 @@ fn bench_run_writes_result_json_and_gates_on_thresholds() {
     assert_eq!(result["config"]["body_bytes"], 50);
     assert_eq!(result["environment"]["target_on_this_host"], true);
 
+    // The open model: every due request accounted for, corrected and uncorrected figures.
+    let open_dir = tempfile::tempdir().unwrap();
+    let open = Command::new(PMS)
+        .args([
+            "bench",
+            "run",
+            &url,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+        ])
+        .args(["--out", open_dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        open.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&open.stderr)
+    );
+    assert!(String::from_utf8_lossy(&open.stdout).contains("coordinated omission"));
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(open_dir.path().join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["config"]["model"], "open");
+    assert_eq!(result["schedule"]["due"], 100);
+    let sent = result["labels"][0]["samples"].as_u64().unwrap();
+    assert_eq!(
+        sent + result["schedule"]["dropped"].as_u64().unwrap(),
+        100,
+        "{result}"
+    );
+    assert_eq!(result["labels"][1]["label"], "uncorrected");
+
     // An impossible threshold fails the run with k6's exit code, after reporting.
     let strict = bench(&["--threshold", "p99<1us"]);
+    assert!(
+        String::from_utf8_lossy(&strict.stdout).starts_with("label"),
+        "reported first"
+    );
     assert_eq!(strict.status.code(), Some(99));
     assert!(String::from_utf8_lossy(&strict.stderr).contains("thresholds failed: p99<1us"));
     // A threshold that names no statistic is refused by the argument parser (exit 2).

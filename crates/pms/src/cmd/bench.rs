@@ -1,5 +1,6 @@
 //! `pms bench`: the load generator's command line. Today: `pms bench run URL` with the closed
-//! model (see `crates/bench`); the open model, stages, stress, start-up and compare come next.
+//! model (`--users`) or the open model (`--rate`), see `crates/bench`; stages, stress, start-up
+//! and compare come next.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use pms_bench::closed::{self, ClosedConfig, RequestSpec};
-use pms_bench::report::{self, Environment, RunResult};
+use pms_bench::open::{self, OpenConfig};
+use pms_bench::report::{self, Environment, RunResult, Schedule};
 use pms_bench::stats::Summary;
 use pms_bench::target::{HttpVersion, Target};
 use pms_net::tls::Trust;
@@ -22,7 +24,8 @@ pub const EXIT_THRESHOLD: u8 = 99;
 /// `pms bench` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Load one URL with the closed model (users in loops) and report the statistics.
+    /// Load one URL — closed model (`--users`) or open model (`--rate`) — and report the
+    /// statistics.
     Run(RunArgs),
 }
 
@@ -31,9 +34,19 @@ pub enum Command {
 pub struct RunArgs {
     /// The URL every request goes to (http:// or https://).
     url: String,
-    /// Concurrent users, each with its own persistent connection.
+    /// Closed model: concurrent users, each with its own persistent connection.
     #[arg(long, default_value_t = 10)]
     users: usize,
+    /// Open model: requests per second, sent on schedule whatever the target does; latency is
+    /// measured from each request's due time.
+    #[arg(long, conflicts_with_all = ["users", "ramp_up", "think_time"])]
+    rate: Option<f64>,
+    /// Open model: connections to spread the requests over.
+    #[arg(long, default_value_t = 10, requires = "rate")]
+    connections: usize,
+    /// Open model over HTTP/2: concurrent streams per connection.
+    #[arg(long, default_value_t = 1, requires = "rate")]
+    streams_per_connection: usize,
     /// Whole run, ramp-up and warm-up included (`30s`, `2m`).
     #[arg(long, default_value = "10s", value_parser = pms_bench::duration::parse)]
     duration: Duration,
@@ -93,7 +106,10 @@ pub struct RunArgs {
 struct RunConfig<'a> {
     url: &'a str,
     model: &'static str,
-    users: usize,
+    users: Option<usize>,
+    rate: Option<f64>,
+    connections: Option<usize>,
+    streams_per_connection: Option<usize>,
     duration_s: f64,
     ramp_up_s: f64,
     think_time_s: f64,
@@ -170,11 +186,11 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Run(args) => run_closed(args),
+        Command::Run(args) => run_load(args),
     }
 }
 
-fn run_closed(args: RunArgs) -> anyhow::Result<()> {
+fn run_load(args: RunArgs) -> anyhow::Result<()> {
     let trust = match (&args.ca, args.insecure) {
         (_, true) => Trust::InsecureSkipVerify,
         (Some(ca), false) => Trust::SystemAnd(ca.clone()),
@@ -211,34 +227,80 @@ fn run_closed(args: RunArgs) -> anyhow::Result<()> {
         expect_status: args.expect_status,
         expect_body: args.expect_body.clone(),
     });
-    let cfg = ClosedConfig {
-        users: args.users,
-        duration: args.duration,
-        ramp_up: args.ramp_up,
-        think_time: args.think_time,
-        warmup: args.warmup,
-        timeout: args.timeout,
-    };
-    eprintln!(
-        "pms bench: {} users against {} for {:?} (HTTP/{})",
-        args.users,
-        args.url,
-        args.duration,
-        match args.http {
-            HttpVersion::Http1 => "1.1",
-            HttpVersion::Http2 => "2",
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(
+                UsageError(format!("--rate {rate}: expected requests per second > 0")).into(),
+            );
         }
-    );
-    let outcome = super::runtime()?.block_on(closed::run(target.clone(), spec, cfg));
-    let mut labels = vec![outcome.measured.summary("measured", outcome.window)];
-    if !args.warmup.is_zero() {
-        labels.push(outcome.warmup.summary("warmup", args.warmup));
     }
+    let protocol = match args.http {
+        HttpVersion::Http1 => "1.1",
+        HttpVersion::Http2 => "2",
+    };
+    let rt = super::runtime()?;
+    let (labels, schedule) = match args.rate {
+        None => {
+            eprintln!(
+                "pms bench: closed model, {} users against {} for {:?} (HTTP/{protocol})",
+                args.users, args.url, args.duration
+            );
+            let cfg = ClosedConfig {
+                users: args.users,
+                duration: args.duration,
+                ramp_up: args.ramp_up,
+                think_time: args.think_time,
+                warmup: args.warmup,
+                timeout: args.timeout,
+            };
+            let out = rt.block_on(closed::run(target.clone(), spec, cfg));
+            let mut labels = vec![out.measured.summary("measured", out.window)];
+            if !args.warmup.is_zero() {
+                labels.push(out.warmup.summary("warmup", args.warmup));
+            }
+            (labels, None)
+        }
+        Some(rate) => {
+            eprintln!(
+                "pms bench: open model, {rate} req/s against {} for {:?} over {} connections (HTTP/{protocol})",
+                args.url, args.duration, args.connections
+            );
+            let cfg = OpenConfig {
+                rate,
+                duration: args.duration,
+                warmup: args.warmup,
+                connections: args.connections,
+                streams: args.streams_per_connection,
+                timeout: args.timeout,
+            };
+            let out = rt.block_on(open::run(target.clone(), spec, cfg));
+            let mut labels = vec![
+                out.corrected.summary("measured", out.window),
+                out.uncorrected.summary("uncorrected", out.window),
+            ];
+            if !args.warmup.is_zero() {
+                labels.push(out.warmup.summary("warmup", args.warmup));
+            }
+            let schedule = Schedule {
+                due: out.due,
+                late: out.late,
+                dropped: out.dropped,
+            };
+            (labels, Some(schedule))
+        }
+    };
     let result = RunResult {
         config: RunConfig {
             url: &args.url,
-            model: "closed",
-            users: args.users,
+            model: if args.rate.is_some() {
+                "open"
+            } else {
+                "closed"
+            },
+            users: args.rate.is_none().then_some(args.users),
+            rate: args.rate,
+            connections: args.rate.map(|_| args.connections),
+            streams_per_connection: args.rate.map(|_| args.streams_per_connection),
             duration_s: args.duration.as_secs_f64(),
             ramp_up_s: args.ramp_up.as_secs_f64(),
             think_time_s: args.think_time.as_secs_f64(),
@@ -250,6 +312,7 @@ fn run_closed(args: RunArgs) -> anyhow::Result<()> {
         },
         environment: Environment::here(target.is_loopback()),
         labels,
+        schedule,
     };
     if let Some(dir) = &args.out {
         result
@@ -260,6 +323,19 @@ fn run_closed(args: RunArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         print!("{}", report::table(&result.labels));
+        if let Some(s) = &result.schedule {
+            println!(
+                "schedule: {} due, {} late (sent over {:?} after their due time), {} dropped \
+                 (no connection free in time)\n\
+                 'measured' counts latency from each request's due time; 'uncorrected' from \
+                 when it was sent. They differ when the target falls behind: a closed-loop tool \
+                 would report only the second, hiding the wait (coordinated omission).",
+                s.due,
+                s.late,
+                open::LATE_AFTER,
+                s.dropped
+            );
+        }
     }
     let measured = &result.labels[0];
     let failed: Vec<String> = args
