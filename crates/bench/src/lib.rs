@@ -10,6 +10,7 @@
 //! - [`stats`]: per-worker recorders over HdrHistogram (bounded memory) and the published summary
 //!   statistics.
 //! - [`report`]: `result.json` and the text table.
+//! - [`startup`]: exec → ready time and RSS of a command, over several runs.
 //! - [`payload`]: the published suite's ARRAY payload, byte for byte.
 //! - [`duration`]: `30s`-style durations.
 //!
@@ -23,5 +24,6 @@ pub mod duration;
 pub mod open;
 pub mod payload;
 pub mod report;
+pub mod startup;
 pub mod stats;
 pub mod target;

@@ -427,3 +427,43 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn bench_startup_times_a_real_start_and_stops_it_cleanly() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(PMS)
+        .args([
+            "bench",
+            "startup",
+            "--runs",
+            "3",
+            "--ready-port",
+            &port.to_string(),
+        ])
+        .args(["--out", dir.path().to_str().unwrap(), "--"])
+        .args([PMS, "echo", "--listen", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("startup.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        assert!(r["ready_ms"].as_f64().unwrap() > 0.0);
+        assert!(r["rss_kib"].as_u64().unwrap() > 0);
+        assert_eq!(r["exit_code"], 0, "SIGTERM drains and exits 0");
+    }
+    let s = &json["ready_ms"];
+    assert!(s["min"].as_f64() <= s["median"].as_f64() && s["median"].as_f64() <= s["max"].as_f64());
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "nothing left running"
+    );
+}
