@@ -26,7 +26,7 @@ pub const EXIT_THRESHOLD: u8 = 99;
 pub enum Command {
     /// Load one URL — closed model (`--users`) or open model (`--rate`) — and report the
     /// statistics.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Time exec → ready (and RSS at that moment) of a command, several times:
     /// `pms bench startup --ready-url http://127.0.0.1:9901/readyz -- pms gateway --config F`.
     Startup(StartupArgs),
@@ -216,7 +216,7 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Run(args) => run_load(args),
+        Command::Run(args) => run_load(*args),
         Command::Startup(args) => run_startup(args),
     }
 }
