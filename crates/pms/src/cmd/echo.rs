@@ -54,11 +54,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
     };
     super::runtime()?.block_on(async {
+        let shutdown = super::shutdown_signal();
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         tracing::info!(addr = %args.listen, tls = config.serve.tls.is_some(), http1_only = args.http1_only, delay_ms = args.delay_ms, "echo listening");
-        let drain = pms_echo::run(listener, config, super::shutdown_signal()).await;
+        let drain = pms_echo::run(listener, config, shutdown).await;
         tracing::info!(?drain, "echo stopped");
         Ok(())
     })

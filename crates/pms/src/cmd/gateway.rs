@@ -24,15 +24,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}: configuration OK", args.config.display());
         return Ok(());
     }
-    let bound = pms_gateway::Bound::bind(&settings).context("binding listeners")?;
     // The caller's runtime only runs the admin listener and signals; public traffic runs on the
     // gateway's own per-core worker threads.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let shutdown = {
+        let _runtime = rt.enter();
+        super::shutdown_signal()
+    };
+    let bound = pms_gateway::Bound::bind(&settings).context("binding listeners")?;
     rt.block_on(async {
         tracing::info!(admin = %bound.admin_addr(), "admin listening");
-        let drain = pms_gateway::run(settings, bound, super::shutdown_signal()).await?;
+        let drain = pms_gateway::run(settings, bound, shutdown).await?;
         tracing::info!(?drain, "gateway stopped");
         Ok(())
     })

@@ -61,26 +61,26 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Resolves on the first SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+/// Installs the SIGTERM and SIGINT handlers now and returns a future that resolves on the first
+/// of them. Call it inside the runtime and *before* binding anything: a port accepts connections
+/// as soon as it is bound, and a SIGTERM that arrives before the handler exists kills the process
+/// instead of draining it (`pms bench startup` found this).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{signal, SignalKind};
+    async fn first(s: std::io::Result<tokio::signal::unix::Signal>) {
+        match s {
             Ok(mut s) => {
                 s.recv().await;
             }
             Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received"),
-        () = term => tracing::info!("SIGTERM received"),
+    }
+    let term = first(signal(SignalKind::terminate()));
+    let int = first(signal(SignalKind::interrupt()));
+    async move {
+        tokio::select! {
+            () = int => tracing::info!("SIGINT received"),
+            () = term => tracing::info!("SIGTERM received"),
+        }
     }
 }

@@ -57,6 +57,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     )?;
     let rt = super::runtime()?;
     rt.block_on(async {
+        let shutdown = super::shutdown_signal();
         let app = pms_users::App::new(users_config).map_err(|e| UsageError(e.to_string()))?;
         let echo_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -97,7 +98,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             stopped(stop_rx.clone()),
         ));
         tokio::spawn(async move {
-            super::shutdown_signal().await;
+            shutdown.await;
             let _ = stop_tx.send(true);
         });
         print_banner(

@@ -118,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let (config, generated) = config(&args.service, &args.data_dir, keys)?;
     super::runtime()?.block_on(async {
+        let shutdown = super::shutdown_signal();
         let app = App::new(config).map_err(|e| UsageError(e.to_string()))?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -131,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tls,
             ..ServeConfig::default()
         };
-        let drain = pms_users::run(listener, app, serve, super::shutdown_signal()).await;
+        let drain = pms_users::run(listener, app, serve, shutdown).await;
         tracing::info!(?drain, "users service stopped");
         Ok(())
     })
