@@ -11,15 +11,20 @@ use pms_bench::target::{HttpVersion, Target};
 use pms_net::serve::ServeConfig;
 use pms_net::tls::Trust;
 
+type Echo = (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>);
+
 /// Starts `pms echo` on a loopback port; returns its address and a stop handle.
-async fn echo(
-    tls: Option<Arc<rustls::ServerConfig>>,
-) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+async fn echo(tls: Option<Arc<rustls::ServerConfig>>) -> Echo {
+    echo_with(tls, Duration::ZERO).await
+}
+
+/// Like [`echo`], answering every request after `delay`.
+async fn echo_with(tls: Option<Arc<rustls::ServerConfig>>, delay: Duration) -> Echo {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let config = pms_echo::EchoConfig {
-        delay: Duration::ZERO,
+        delay,
         serve: ServeConfig {
             tls,
             ..ServeConfig::default()
@@ -188,18 +193,8 @@ mod open_model {
     use super::*;
     use pms_bench::open::{self, OpenConfig};
 
-    async fn slow_echo(delay_ms: u64) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = pms_echo::EchoConfig {
-            delay: Duration::from_millis(delay_ms),
-            serve: ServeConfig::default(),
-        };
-        tokio::spawn(pms_echo::run(listener, config, async move {
-            let _ = stopped.await;
-        }));
-        (addr, stop)
+    async fn slow_echo(delay_ms: u64) -> Echo {
+        echo_with(None, Duration::from_millis(delay_ms)).await
     }
 
     fn cfg(rate: f64, connections: usize, streams: usize) -> OpenConfig {
