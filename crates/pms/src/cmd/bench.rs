@@ -205,6 +205,9 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
                 "{text:?}: unknown metric {metric:?} (errors, mean, min, max, p50, p75, p90, p95, p98, p99, p99.9, p99.99)"
             ));
         }
+        if value.parse::<f64>().is_ok() {
+            return Err(format!("{text:?}: give the latency a unit, e.g. {metric}<{value}ms"));
+        }
         pms_bench::duration::parse(value)?.as_secs_f64() * 1000.0
     };
     Ok(Threshold {
