@@ -206,7 +206,9 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
             ));
         }
         if value.parse::<f64>().is_ok() {
-            return Err(format!("{text:?}: give the latency a unit, e.g. {metric}<{value}ms"));
+            return Err(format!(
+                "{text:?}: give the latency a unit, e.g. {metric}<{value}ms"
+            ));
         }
         pms_bench::duration::parse(value)?.as_secs_f64() * 1000.0
     };
