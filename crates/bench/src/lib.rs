@@ -11,6 +11,7 @@
 //!   statistics.
 //! - [`report`]: `result.json` and the text table.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
+//! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`payload`]: the published suite's ARRAY payload, byte for byte.
 //! - [`duration`]: `30s`-style durations.
 //!
@@ -27,3 +28,4 @@ pub mod report;
 pub mod startup;
 pub mod stats;
 pub mod target;
+pub mod watch;

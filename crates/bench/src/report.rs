@@ -47,6 +47,9 @@ pub struct RunResult<C: Serialize> {
     /// Open model only: how well the schedule was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// CPU and RSS of the watched processes and the machine during the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<crate::watch::WatchReport>,
 }
 
 /// How an open-model run kept its schedule.

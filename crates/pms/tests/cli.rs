@@ -341,11 +341,14 @@ fn bench_run_writes_result_json_and_gates_on_thresholds() {
             .output()
             .unwrap()
     };
+    let echo_pid = echo.0.id().to_string();
     let ok = bench(&[
         "--out",
         dir.path().to_str().unwrap(),
         "--threshold",
         "errors<1%",
+        "--watch-pid",
+        &echo_pid,
     ]);
     assert_eq!(
         ok.status.code(),
@@ -364,6 +367,10 @@ fn bench_run_writes_result_json_and_gates_on_thresholds() {
     assert_eq!(measured["errors"], 0);
     assert_eq!(result["config"]["body_bytes"], 50);
     assert_eq!(result["environment"]["target_on_this_host"], true);
+    let watched = &result["watch"]["processes"][0];
+    assert_eq!(watched["pid"].to_string(), echo_pid);
+    assert!(watched["rss_max_kib"].as_u64().unwrap() > 0, "{result}");
+    assert!(table.contains(&format!("pid {echo_pid}: CPU")), "{table}");
 
     // The open model: every due request accounted for, corrected and uncorrected figures.
     let open_dir = tempfile::tempdir().unwrap();

@@ -122,6 +122,10 @@ pub struct RunArgs {
     /// Write DIR/result.json.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Sample this process's CPU and RSS once a second (the system under test; repeatable). The
+    /// machine's CPU and load average are always sampled.
+    #[arg(long)]
+    watch_pid: Vec<u32>,
     /// Print a table or the JSON result.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     format: String,
@@ -270,61 +274,19 @@ fn run_load(args: RunArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let protocol = match args.http {
-        HttpVersion::Http1 => "1.1",
-        HttpVersion::Http2 => "2",
-    };
     let rt = super::runtime()?;
-    let (labels, schedule) = match args.rate {
-        None => {
-            eprintln!(
-                "pms bench: closed model, {} users against {} for {:?} (HTTP/{protocol})",
-                args.users, args.url, args.duration
-            );
-            let cfg = ClosedConfig {
-                users: args.users,
-                duration: args.duration,
-                ramp_up: args.ramp_up,
-                think_time: args.think_time,
-                warmup: args.warmup,
-                timeout: args.timeout,
-            };
-            let out = rt.block_on(closed::run(target.clone(), spec, cfg));
-            let mut labels = vec![out.measured.summary("measured", out.window)];
-            if !args.warmup.is_zero() {
-                labels.push(out.warmup.summary("warmup", args.warmup));
-            }
-            (labels, None)
-        }
-        Some(rate) => {
-            eprintln!(
-                "pms bench: open model, {rate} req/s against {} for {:?} over {} connections (HTTP/{protocol})",
-                args.url, args.duration, args.connections
-            );
-            let cfg = OpenConfig {
-                rate,
-                duration: args.duration,
-                warmup: args.warmup,
-                connections: args.connections,
-                streams: args.streams_per_connection,
-                timeout: args.timeout,
-            };
-            let out = rt.block_on(open::run(target.clone(), spec, cfg));
-            let mut labels = vec![
-                out.corrected.summary("measured", out.window),
-                out.uncorrected.summary("uncorrected", out.window),
-            ];
-            if !args.warmup.is_zero() {
-                labels.push(out.warmup.summary("warmup", args.warmup));
-            }
-            let schedule = Schedule {
-                due: out.due,
-                late: out.late,
-                dropped: out.dropped,
-            };
-            (labels, Some(schedule))
-        }
+    let (stop_sampler, stopped) = tokio::sync::watch::channel(false);
+    let run = async {
+        let sampler = tokio::spawn(pms_bench::watch::sample(
+            args.watch_pid.clone(),
+            Duration::from_secs(1),
+            stopped,
+        ));
+        let measured = measure(&args, target.clone(), spec).await;
+        let _ = stop_sampler.send(true);
+        (measured, sampler.await.ok())
     };
+    let ((labels, schedule), watched) = rt.block_on(run);
     let result = RunResult {
         config: RunConfig {
             url: &args.url,
@@ -349,6 +311,7 @@ fn run_load(args: RunArgs) -> anyhow::Result<()> {
         environment: Environment::here(target.is_loopback()),
         labels,
         schedule,
+        watch: watched,
     };
     if let Some(dir) = &args.out {
         result
@@ -359,6 +322,20 @@ fn run_load(args: RunArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         print!("{}", report::table(&result.labels));
+        if let Some(w) = &result.watch {
+            for p in &w.processes {
+                println!(
+                    "pid {}: CPU {:.0}% of a core on average, RSS max {:.1} MiB",
+                    p.pid,
+                    p.cpu_mean_pct,
+                    p.rss_max_kib as f64 / 1024.0
+                );
+            }
+            println!(
+                "machine: CPU {:.0}% of all cores on average",
+                w.machine_cpu_mean_pct
+            );
+        }
         if let Some(s) = &result.schedule {
             println!(
                 "schedule: {} due, {} late (sent over {:?} after their due time), {} dropped \
@@ -451,6 +428,69 @@ fn run_startup(args: StartupArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Runs the load the arguments describe; returns the labels and, for the open model, how the
+/// schedule was kept.
+async fn measure(
+    args: &RunArgs,
+    target: Arc<Target>,
+    spec: Arc<RequestSpec>,
+) -> (Vec<Summary>, Option<Schedule>) {
+    let protocol = match args.http {
+        HttpVersion::Http1 => "1.1",
+        HttpVersion::Http2 => "2",
+    };
+    match args.rate {
+        None => {
+            eprintln!(
+                "pms bench: closed model, {} users against {} for {:?} (HTTP/{protocol})",
+                args.users, args.url, args.duration
+            );
+            let cfg = ClosedConfig {
+                users: args.users,
+                duration: args.duration,
+                ramp_up: args.ramp_up,
+                think_time: args.think_time,
+                warmup: args.warmup,
+                timeout: args.timeout,
+            };
+            let out = closed::run(target, spec, cfg).await;
+            let mut labels = vec![out.measured.summary("measured", out.window)];
+            if !args.warmup.is_zero() {
+                labels.push(out.warmup.summary("warmup", args.warmup));
+            }
+            (labels, None)
+        }
+        Some(rate) => {
+            eprintln!(
+                "pms bench: open model, {rate} req/s against {} for {:?} over {} connections (HTTP/{protocol})",
+                args.url, args.duration, args.connections
+            );
+            let cfg = OpenConfig {
+                rate,
+                duration: args.duration,
+                warmup: args.warmup,
+                connections: args.connections,
+                streams: args.streams_per_connection,
+                timeout: args.timeout,
+            };
+            let out = open::run(target, spec, cfg).await;
+            let mut labels = vec![
+                out.corrected.summary("measured", out.window),
+                out.uncorrected.summary("uncorrected", out.window),
+            ];
+            if !args.warmup.is_zero() {
+                labels.push(out.warmup.summary("warmup", args.warmup));
+            }
+            let schedule = Schedule {
+                due: out.due,
+                late: out.late,
+                dropped: out.dropped,
+            };
+            (labels, Some(schedule))
+        }
+    }
 }
 
 /// Some `--threshold`s did not hold (exit 99).
