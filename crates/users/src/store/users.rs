@@ -8,7 +8,7 @@ use futures_util::TryStreamExt;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{classify, is_check_on, retry_transient, Store, StoreError};
+use super::{classify, is_check_on, retry_transient, Backend, Store, StoreError};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
     VehicleType, Wallet,
@@ -307,6 +307,20 @@ impl Store {
         let ids = &grant.user_ids;
         let list = placeholders(2, ids.len());
         let mut tx = self.pool().begin().await?;
+        if self.backend() == Backend::Postgres {
+            // Lock the rows in id order first. The UPDATE alone locks them in heap order, which
+            // MVCC reshuffles as rows are rewritten, so two grants to the same users could lock
+            // them in opposite orders and deadlock. (SQLite has one writer at a time.)
+            let lock = format!(
+                "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
+                placeholders(1, ids.len())
+            );
+            let mut q = sqlx::query(&lock);
+            for id in ids {
+                q = q.bind(*id);
+            }
+            q.fetch_all(&mut *tx).await?;
+        }
         let sql = format!(
             "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
         );

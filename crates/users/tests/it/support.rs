@@ -137,8 +137,15 @@ pub enum Via {
 impl Stack {
     /// A stack on a fresh database of kind `db`; `None` when that kind is switched off.
     pub async fn start(db: Db) -> Option<Stack> {
+        Self::start_with(db, |_| {}).await
+    }
+
+    /// Like [`Stack::start`], with the users service's configuration adjusted by `adjust`.
+    pub async fn start_with(db: Db, adjust: impl FnOnce(&mut UsersConfig)) -> Option<Stack> {
         let database = Database::fresh(db)?;
-        let users = users(&database.url, true).await;
+        let mut cfg = config(&database.url);
+        adjust(&mut cfg);
+        let users = users_with(cfg).await;
         let (gw_plain, gw_tls, gateway) = gateway(users.addr()).await;
         Some(Stack {
             users,
