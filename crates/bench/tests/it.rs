@@ -36,6 +36,11 @@ async fn echo_with(tls: Option<Arc<rustls::ServerConfig>>, delay: Duration) -> E
     (addr, stop)
 }
 
+/// A target at `http://ADDR/` speaking `version`.
+fn cleartext(addr: std::net::SocketAddr, version: HttpVersion) -> Arc<Target> {
+    Arc::new(Target::new(&format!("http://{addr}/"), version, &Trust::Nothing).unwrap())
+}
+
 fn spec(expect_status: Option<u16>, expect_body: Option<&str>) -> Arc<RequestSpec> {
     Arc::new(RequestSpec {
         method: http::Method::POST,
@@ -133,14 +138,7 @@ async fn a_stopped_target_gives_connect_errors_and_the_run_still_ends() {
     let (addr, stop) = echo(None).await;
     drop(stop);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let target = Arc::new(
-        Target::new(
-            &format!("http://{addr}/"),
-            HttpVersion::Http1,
-            &Trust::Nothing,
-        )
-        .unwrap(),
-    );
+    let target = cleartext(addr, HttpVersion::Http1);
     let started = std::time::Instant::now();
     let out = closed::run(target, spec(None, None), config(3, 1)).await;
     assert!(
@@ -159,14 +157,7 @@ async fn a_stopped_target_gives_connect_errors_and_the_run_still_ends() {
 #[tokio::test]
 async fn failed_checks_count_as_errors_and_warmup_is_reported_apart() {
     let (addr, _stop) = echo(None).await;
-    let target = Arc::new(
-        Target::new(
-            &format!("http://{addr}/"),
-            HttpVersion::Http1,
-            &Trust::Nothing,
-        )
-        .unwrap(),
-    );
+    let target = cleartext(addr, HttpVersion::Http1);
     let mut cfg = config(2, 2);
     cfg.warmup = Duration::from_secs(1);
     cfg.think_time = Duration::from_millis(100);
@@ -211,14 +202,7 @@ mod open_model {
     #[tokio::test]
     async fn every_due_request_is_sent_or_counted_as_dropped() {
         let (addr, _stop) = echo(None).await;
-        let target = Arc::new(
-            Target::new(
-                &format!("http://{addr}/"),
-                HttpVersion::Http1,
-                &Trust::Nothing,
-            )
-            .unwrap(),
-        );
+        let target = cleartext(addr, HttpVersion::Http1);
         let out = open::run(target, spec(Some(200), None), cfg(200.0, 4, 1)).await;
         assert_eq!(out.due, 200);
         let c = out.corrected.summary("measured", out.window);
@@ -231,14 +215,7 @@ mod open_model {
     async fn a_slow_target_makes_requests_late_and_the_correction_shows_it() {
         // 2 connections to a back-end that takes 200 ms: 10 requests/s of capacity for 50 due.
         let (addr, _stop) = slow_echo(200).await;
-        let target = Arc::new(
-            Target::new(
-                &format!("http://{addr}/"),
-                HttpVersion::Http1,
-                &Trust::Nothing,
-            )
-            .unwrap(),
-        );
+        let target = cleartext(addr, HttpVersion::Http1);
         let out = open::run(target, spec(None, None), cfg(50.0, 2, 1)).await;
         assert_eq!(out.due, 50);
         let c = out.corrected.summary("measured", out.window);
@@ -263,10 +240,9 @@ mod open_model {
     #[tokio::test]
     async fn http2_streams_multiplex_on_one_connection() {
         let (addr, _stop) = slow_echo(50).await;
-        let url = format!("http://{addr}/");
-        let h2 = Arc::new(Target::new(&url, HttpVersion::Http2, &Trust::Nothing).unwrap());
+        let h2 = cleartext(addr, HttpVersion::Http2);
         let many = open::run(h2, spec(None, None), cfg(100.0, 1, 10)).await;
-        let h1 = Arc::new(Target::new(&url, HttpVersion::Http1, &Trust::Nothing).unwrap());
+        let h1 = cleartext(addr, HttpVersion::Http1);
         let one = open::run(h1, spec(None, None), cfg(100.0, 1, 10)).await;
         // 10 streams x 20/s of capacity covers 100/s; one HTTP/1.1 connection (streams ignored)
         // manages 20/s.
