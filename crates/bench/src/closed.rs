@@ -1,18 +1,22 @@
-//! The closed model (JMeter threads, k6 virtual users): `users` loops, each on its own persistent
-//! connection, sending a request, waiting for the answer, optionally thinking, and again, until
-//! the run's time is up. Users start spread linearly over the ramp-up. Samples that *started*
-//! during the warm-up are recorded apart. Each user records into its own [`Recorder`]; they are
-//! merged when the run ends, so nothing is shared on the request path.
+//! The closed model (JMeter threads, k6 virtual users): users in loops, each on its own
+//! persistent connection, sending a request, waiting for the answer, optionally thinking, and
+//! again. How many users run at each moment comes from a [`Profile`] (a JMeter ramp-up, or k6
+//! stages up and down); user `i` runs whenever the profile is above `i`, so users join and leave
+//! exactly on the ramp. When the run's time is up, requests in flight get a grace period to
+//! finish before they are cut off and counted as interrupted; an abort cuts them at once.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::stats::{ErrorKind, Recorder};
-use crate::target::{head_bytes, Answer, Target};
+use crate::collect::{Collector, StopReason};
+use crate::profile::Profile;
+use crate::stats::{ErrorKind, Sample};
+use crate::target::{head_bytes, Answer, Conn, HttpVersion, Target};
 
 /// Pause before reconnecting after a failed connection, so a dead target is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -33,147 +37,269 @@ pub struct RequestSpec {
 }
 
 /// The shape of a closed-model run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ClosedConfig {
-    /// Concurrent users.
-    pub users: usize,
+    /// Users over time.
+    pub users: Profile,
     /// Whole run, ramp-up and warm-up included.
     pub duration: Duration,
-    /// Users start evenly over this time.
-    pub ramp_up: Duration,
     /// Pause after each answer (k6's `sleep(1)`).
     pub think_time: Duration,
-    /// Samples that start before this (from the run's start) are reported as warm-up.
-    pub warmup: Duration,
     /// Longest wait for one answer.
     pub timeout: Duration,
+    /// How long requests in flight at the end may take to finish.
+    pub grace: Duration,
 }
 
-/// What a run recorded.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// Samples started after the warm-up.
-    pub measured: Recorder,
-    /// Samples started during the warm-up.
-    pub warmup: Recorder,
-    /// `duration − warmup`: the window throughput is computed over.
-    pub window: Duration,
-}
-
-/// Runs the closed model against `target`.
-pub async fn run(target: Arc<Target>, spec: Arc<RequestSpec>, cfg: ClosedConfig) -> Outcome {
-    let start = Instant::now();
-    let users = cfg.users.max(1);
-    let mut tasks = Vec::with_capacity(users);
+/// Runs the closed model against `target`, recording into `collector`; returns when every
+/// user has stopped (at the end of the run plus the grace period at the latest, or at an
+/// abort).
+pub async fn run(
+    target: Arc<Target>,
+    spec: Arc<RequestSpec>,
+    cfg: ClosedConfig,
+    collector: Arc<Collector>,
+) {
+    let users = cfg.users.max().ceil() as usize;
+    let cfg = Arc::new(cfg);
+    let mut tasks = tokio::task::JoinSet::new();
     for i in 0..users {
-        let delay = cfg.ramp_up.mul_f64(i as f64 / users as f64);
-        let (target, spec) = (target.clone(), spec.clone());
-        tasks.push(tokio::spawn(async move {
-            tokio::time::sleep_until(start + delay).await;
-            user(&target, &spec, cfg, start).await
-        }));
+        let (target, spec, cfg, collector) =
+            (target.clone(), spec.clone(), cfg.clone(), collector.clone());
+        tasks.spawn(async move { user(i, &target, &spec, &cfg, &collector).await });
     }
-    let mut measured = Recorder::new();
-    let mut warmup = Recorder::new();
-    for t in tasks {
-        if let Ok((m, w)) = t.await {
-            measured.merge(&m);
-            warmup.merge(&w);
+    finish(tasks, &collector, cfg.duration, cfg.grace).await;
+}
+
+/// Waits for the workers; stops the run at `duration + grace` if some are still busy.
+pub(crate) async fn finish(
+    mut tasks: tokio::task::JoinSet<()>,
+    collector: &Collector,
+    duration: Duration,
+    grace: Duration,
+) {
+    let deadline = collector.start() + duration + grace;
+    loop {
+        tokio::select! {
+            next = tasks.join_next() => if next.is_none() { break },
+            () = tokio::time::sleep_until(deadline) => {
+                collector.stop_because(StopReason::Completed);
+                while tasks.join_next().await.is_some() {}
+                break;
+            }
         }
     }
-    Outcome {
-        measured,
-        warmup,
-        window: cfg.duration.saturating_sub(cfg.warmup),
+}
+
+/// Sleeps until `at`; `false` if the run stopped first.
+pub(crate) async fn sleep_until(stop: &mut watch::Receiver<bool>, at: Instant) -> bool {
+    let slept = tokio::select! {
+        () = tokio::time::sleep_until(at) => true,
+        _ = stop.wait_for(|s| *s) => false,
+    };
+    slept && !*stop.borrow()
+}
+
+/// User `i`: runs in each interval the profile wants it.
+async fn user(
+    i: usize,
+    target: &Target,
+    spec: &RequestSpec,
+    cfg: &ClosedConfig,
+    c: &Arc<Collector>,
+) {
+    let start = c.start();
+    let mut stop = c.stop_signal();
+    for (from, to) in cfg.users.active(i, cfg.duration) {
+        if !sleep_until(&mut stop, start + from).await {
+            return;
+        }
+        let _active = c.enter();
+        if !session(i, target, spec, cfg, c, &mut stop, start + to).await {
+            return;
+        }
     }
 }
 
-/// One user's loop; returns its (measured, warm-up) recorders.
-async fn user(
+/// Requests on one connection (reconnecting when it breaks) until `until`; `false` when the
+/// run stopped.
+async fn session(
+    i: usize,
     target: &Target,
     spec: &RequestSpec,
-    cfg: ClosedConfig,
-    start: Instant,
-) -> (Recorder, Recorder) {
-    let end = start + cfg.duration;
-    let warm_end = start + cfg.warmup;
-    let mut measured = Recorder::new();
-    let mut warmup = Recorder::new();
-    'connect: while Instant::now() < end {
+    cfg: &ClosedConfig,
+    c: &Collector,
+    stop: &mut watch::Receiver<bool>,
+    until: Instant,
+) -> bool {
+    let start = c.start();
+    'connect: while Instant::now() < until {
         let opened = Instant::now();
-        let mut conn = match tokio::time::timeout(cfg.timeout, target.connect()).await {
-            Ok(Ok(c)) => c,
-            failed => {
-                let kind = match failed {
-                    Ok(Err(kind)) => kind,
-                    _ => ErrorKind::Timeout,
-                };
-                recorder(&mut measured, &mut warmup, opened, warm_end).record_failure(kind);
-                let left = end.saturating_duration_since(Instant::now());
-                tokio::time::sleep(RECONNECT_PAUSE.min(left)).await;
+        let mut conn = match connect(target, cfg.timeout).await {
+            Ok(conn) => conn,
+            Err(kind) => {
+                c.record(i, &failure(opened - start, opened.elapsed(), kind));
+                let pause = (Instant::now() + RECONNECT_PAUSE).min(until);
+                if !sleep_until(stop, pause).await {
+                    return false;
+                }
                 continue 'connect;
             }
         };
         loop {
             let sent_at = Instant::now();
-            if sent_at >= end {
-                break 'connect;
+            if sent_at >= until {
+                return true;
             }
-            let req = match target.request(&spec.method, &spec.headers, spec.body.clone()) {
-                Ok(r) => r,
-                Err(_) => {
+            if *stop.borrow() {
+                return false;
+            }
+            let due = sent_at - start;
+            match exchange(&mut conn, target, spec, cfg.timeout, stop).await {
+                Exchange::Done(mut sample) => {
+                    sample.due = due;
+                    c.record(i, &sample);
+                    if sample.status.is_none() {
+                        continue 'connect;
+                    }
+                }
+                Exchange::Cut => {
+                    c.interrupted(i, due);
+                    return false;
+                }
+                Exchange::Closed => continue 'connect,
+                Exchange::Invalid => {
                     // A header that does not fit HTTP: every request would fail the same way.
-                    recorder(&mut measured, &mut warmup, sent_at, warm_end)
-                        .record_failure(ErrorKind::Check);
-                    break 'connect;
-                }
-            };
-            let sent = head_bytes(req.headers()) + 16 + spec.body.len() as u64;
-            let result = tokio::time::timeout(cfg.timeout, conn.send(req)).await;
-            let rec = recorder(&mut measured, &mut warmup, sent_at, warm_end);
-            match result {
-                Ok(Ok(answer)) => {
-                    let error = judge(spec, &answer);
-                    rec.record(sent_at.elapsed(), sent, answer.bytes, error);
-                }
-                Ok(Err(kind)) => {
-                    rec.record_failure(kind);
-                    continue 'connect;
-                }
-                Err(_) => {
-                    rec.record_failure(ErrorKind::Timeout);
-                    continue 'connect;
+                    c.record(i, &failure(due, Duration::ZERO, ErrorKind::Check));
+                    c.stop_because(StopReason::FirstError {
+                        kind: ErrorKind::Check,
+                    });
+                    return false;
                 }
             }
             if !cfg.think_time.is_zero() {
-                tokio::time::sleep(cfg.think_time).await;
+                let wake = (Instant::now() + cfg.think_time).min(until);
+                if !sleep_until(stop, wake).await {
+                    return false;
+                }
             }
         }
     }
-    (measured, warmup)
+    true
 }
 
-fn recorder<'a>(
-    measured: &'a mut Recorder,
-    warmup: &'a mut Recorder,
-    started: Instant,
-    warm_end: Instant,
-) -> &'a mut Recorder {
-    if started < warm_end {
-        warmup
-    } else {
-        measured
+/// Opens a connection within `timeout`.
+pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Conn, ErrorKind> {
+    match tokio::time::timeout(timeout, target.connect()).await {
+        Ok(result) => result,
+        Err(_) => Err(ErrorKind::Timeout),
     }
 }
 
-/// The error an answer counts as, if any.
-pub(crate) fn judge(spec: &RequestSpec, answer: &Answer) -> Option<ErrorKind> {
+/// A request that got no response.
+pub(crate) fn failure(due: Duration, elapsed: Duration, kind: ErrorKind) -> Sample {
+    Sample {
+        due,
+        lag: Duration::ZERO,
+        ttfb: None,
+        elapsed,
+        connect: None,
+        sent: 0,
+        received: 0,
+        status: None,
+        error: Some(kind),
+    }
+}
+
+/// How one request went.
+pub(crate) enum Exchange {
+    /// Answered or failed; a sample with no status means the connection is unusable.
+    Done(Sample),
+    /// The run stopped while it was in flight.
+    Cut,
+    /// The request could not be built.
+    Invalid,
+    /// The server had closed the connection before the request went out; nothing was sent.
+    Closed,
+}
+
+/// Sends one request on `conn` and judges the answer. The sample's `due` and `lag` are left for
+/// the caller.
+pub(crate) async fn exchange(
+    conn: &mut Conn,
+    target: &Target,
+    spec: &RequestSpec,
+    timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Exchange {
+    let Ok(req) = target.request(&spec.method, &spec.headers, spec.body.clone()) else {
+        return Exchange::Invalid;
+    };
+    let sent = head_bytes(req.headers()) + 16 + spec.body.len() as u64;
+    let ready = tokio::select! {
+        r = tokio::time::timeout(timeout, conn.ready()) => r.unwrap_or(false),
+        _ = stop.wait_for(|s| *s) => return Exchange::Cut,
+    };
+    let connect = conn.take_timing();
+    if !ready {
+        if connect.is_none() {
+            return Exchange::Closed;
+        }
+        // A connection closed before its first request: a failure, or a dead target would
+        // spin through reconnects without a single error recorded.
+        let mut s = failure(Duration::ZERO, Duration::ZERO, ErrorKind::Reset);
+        s.connect = connect;
+        return Exchange::Done(s);
+    }
+    let began = Instant::now();
+    let result = tokio::select! {
+        r = tokio::time::timeout(timeout, conn.send(req)) => r,
+        _ = stop.wait_for(|s| *s) => return Exchange::Cut,
+    };
+    let elapsed = began.elapsed();
+    let mut sample = Sample {
+        due: Duration::ZERO,
+        lag: Duration::ZERO,
+        ttfb: None,
+        elapsed,
+        connect,
+        sent,
+        received: 0,
+        status: None,
+        error: None,
+    };
+    match result {
+        Ok(Ok(answer)) => {
+            sample.ttfb = Some(answer.ttfb);
+            sample.received = answer.bytes;
+            sample.status = Some(answer.status.as_u16());
+            sample.error = judge(spec, target.version, &answer);
+        }
+        Ok(Err(kind)) => sample.error = Some(kind),
+        Err(_) => sample.error = Some(ErrorKind::Timeout),
+    }
+    Exchange::Done(sample)
+}
+
+/// The error an answer counts as, if any: status, negotiated protocol, body content.
+pub(crate) fn judge(
+    spec: &RequestSpec,
+    version: HttpVersion,
+    answer: &Answer,
+) -> Option<ErrorKind> {
     let status_ok = match spec.expect_status {
         Some(code) => answer.status.as_u16() == code,
         None => answer.status.is_success(),
     };
     if !status_ok {
         return Some(ErrorKind::Status);
+    }
+    let wanted = match version {
+        HttpVersion::Http1 => http::Version::HTTP_11,
+        HttpVersion::Http2 => http::Version::HTTP_2,
+    };
+    if answer.version != wanted {
+        return Some(ErrorKind::Check);
     }
     if let Some(text) = &spec.expect_body {
         let found = answer

@@ -4,12 +4,16 @@
 //! Layout:
 //! - [`target`]: a URL, the protocol to speak and one connection to it (HTTP/1.1, h2c, HTTP/2 or
 //!   HTTP/1.1 over TLS), reporting failures as [`stats::ErrorKind`]s.
-//! - [`closed`]: the closed model (users in loops, ramp-up, think time, warm-up split).
+//! - [`profile`]: load over time (ramps and `--stage`s) for both models.
+//! - [`closed`]: the closed model (users in loops, ramp-up and stages, think time).
 //! - [`open`]: the open model (arrivals at fixed times; latency corrected for coordinated
 //!   omission, late and dropped requests counted).
-//! - [`stats`]: per-worker recorders over HdrHistogram (bounded memory) and the published summary
-//!   statistics.
-//! - [`report`]: `result.json` and the text table.
+//! - [`collect`]: where workers record while a run goes (sharded, bounded memory), the
+//!   once-a-second timeline, stop rules and the per-request CSV.
+//! - [`stats`]: recorders over HdrHistogram and the published summary statistics.
+//! - [`report`]: `result.json` and the text table; [`format`]: the column sets of JMeter,
+//!   the Ballerina/WSO2 summary, k6 and vegeta.
+//! - [`stress`]: users added at a fixed pace until the target fails.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`payload`]: the published suite's ARRAY payload, byte for byte.
@@ -21,11 +25,15 @@
 #![deny(missing_docs)]
 
 pub mod closed;
+pub mod collect;
 pub mod duration;
+pub mod format;
 pub mod open;
 pub mod payload;
+pub mod profile;
 pub mod report;
 pub mod startup;
 pub mod stats;
+pub mod stress;
 pub mod target;
 pub mod watch;

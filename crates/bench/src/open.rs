@@ -1,10 +1,13 @@
-//! The open model (vegeta, wrk2): requests are due at fixed times — `start + i / rate` — whatever
-//! the target does. Each of `connections × streams` workers takes the next due time, waits for
-//! it, and sends. When every worker is busy the next request goes out late, and its latency is
-//! counted from when it was *due* (corrected: no coordinated omission) as well as from when it
-//! was actually sent (uncorrected: what a closed-loop tool would report). Requests that could not
-//! even be sent within the timeout of their due time are counted as dropped, not silently
-//! skipped: the rate never slows down to suit the target.
+//! The open model (vegeta, wrk2, k6's arrival-rate executors): request `k` is due at a fixed
+//! time, the moment the rate [`Profile`] has integrated to `k` (`k / rate` for a constant rate),
+//! whatever the target does. A pacer thread releases each due time when it comes (a thread's
+//! sleep is good to tens of µs; tokio's timer wheel rounds up to whole milliseconds, which would
+//! add up to a millisecond of made-up lag to every request), and the first free of
+//! `connections × streams` workers sends it. When every worker is busy the next request goes out late, and its
+//! latency is counted from when it was *due* (corrected: no coordinated omission) as well as from
+//! when it was actually sent (uncorrected: what a closed-loop tool would report). Requests that
+//! could not even be sent within the timeout of their due time are counted as dropped, not
+//! silently skipped: the rate never slows down to suit the target.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,217 +15,237 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::closed::{judge, RequestSpec};
-use crate::stats::{ErrorKind, Recorder};
-use crate::target::{head_bytes, Conn, Target};
+use crate::closed::{connect, exchange, failure, finish, sleep_until, Exchange, RequestSpec};
+use crate::collect::{Collector, StopReason};
+use crate::profile::Profile;
+use crate::stats::ErrorKind;
+use crate::target::{Conn, Target};
 
-/// A request sent more than this after its due time counts as late. Tokio's timers tick in
-/// milliseconds, so anything tighter would call every request late; the delay itself, however
-/// small, is always in the corrected latency.
+/// A request sent more than this after its due time counts as late: it waited for a free
+/// worker, not just for a thread to wake up. The delay itself, however small, is always in the
+/// corrected latency.
 pub const LATE_AFTER: Duration = Duration::from_millis(10);
 
 /// The shape of an open-model run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct OpenConfig {
-    /// Requests per second.
-    pub rate: f64,
+    /// Requests per second over time.
+    pub rate: Profile,
     /// Whole run.
     pub duration: Duration,
-    /// Requests due in this first part are reported as warm-up.
-    pub warmup: Duration,
     /// Connections to open.
     pub connections: usize,
     /// Concurrent requests per connection (HTTP/2 streams; 1 for HTTP/1.1).
     pub streams: usize,
     /// Longest wait for one answer, and longest a due request may wait to be sent.
     pub timeout: Duration,
+    /// How long requests in flight at the end may take to finish.
+    pub grace: Duration,
 }
 
-/// What an open-model run recorded.
-#[derive(Debug, Clone)]
-pub struct OpenOutcome {
-    /// Latency from the due time (the honest figure), requests due after the warm-up.
-    pub corrected: Recorder,
-    /// Latency from the actual send, same requests.
-    pub uncorrected: Recorder,
-    /// Requests due during the warm-up (corrected).
-    pub warmup: Recorder,
+/// How well an open-model run kept its schedule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Schedule {
     /// Requests due in the run.
     pub due: u64,
-    /// Requests sent more than [`LATE_AFTER`] after they were due.
+    /// Sent more than [`LATE_AFTER`] after their due time.
     pub late: u64,
-    /// Requests never sent because no worker was free within the timeout of their due time.
+    /// Never sent: no worker free within the timeout of their due time.
     pub dropped: u64,
-    /// `duration − warmup`.
-    pub window: Duration,
 }
 
-/// Runs the open model against `target`.
-pub async fn run(target: Arc<Target>, spec: Arc<RequestSpec>, cfg: OpenConfig) -> OpenOutcome {
-    let start = Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let late = Arc::new(AtomicU64::new(0));
-    let dropped = Arc::new(AtomicU64::new(0));
-    let interval = Duration::from_secs_f64(1.0 / cfg.rate.max(f64::MIN_POSITIVE));
-    let total = (cfg.duration.as_secs_f64() * cfg.rate).floor() as u64;
-    let mut tasks = Vec::new();
-    for _ in 0..cfg.connections.max(1) {
-        let (target, spec) = (target.clone(), spec.clone());
-        let (next, late, dropped) = (next.clone(), late.clone(), dropped.clone());
-        tasks.push(tokio::spawn(async move {
-            let shared = Shared {
-                target,
-                spec,
-                cfg,
-                start,
-                interval,
-                total,
-                next,
-                late,
-                dropped,
-            };
-            connection(shared).await
-        }));
-    }
-    let mut out = OpenOutcome {
-        corrected: Recorder::new(),
-        uncorrected: Recorder::new(),
-        warmup: Recorder::new(),
-        due: total,
-        late: 0,
-        dropped: 0,
-        window: cfg.duration.saturating_sub(cfg.warmup),
-    };
-    for t in tasks {
-        if let Ok(parts) = t.await {
-            for (c, u, w) in parts {
-                out.corrected.merge(&c);
-                out.uncorrected.merge(&u);
-                out.warmup.merge(&w);
-            }
-        }
-    }
-    out.late = late.load(Ordering::Relaxed);
-    out.dropped = dropped.load(Ordering::Relaxed);
-    out
-}
-
-#[derive(Clone)]
 struct Shared {
     target: Arc<Target>,
     spec: Arc<RequestSpec>,
     cfg: OpenConfig,
-    start: Instant,
-    interval: Duration,
+    collector: Arc<Collector>,
     total: u64,
-    next: Arc<AtomicU64>,
-    late: Arc<AtomicU64>,
-    dropped: Arc<AtomicU64>,
+    /// Due times released by the pacer.
+    slots: flume::Receiver<Duration>,
+    late: AtomicU64,
+    dropped: AtomicU64,
+    /// Slots taken by a worker whose connection turned out closed before sending: the next
+    /// worker sends them first.
+    retry: std::sync::Mutex<Vec<Duration>>,
 }
 
-type Parts = Vec<(Recorder, Recorder, Recorder)>;
+/// Runs the open model against `target`, recording into `collector`; returns how the schedule
+/// was kept.
+pub async fn run(
+    target: Arc<Target>,
+    spec: Arc<RequestSpec>,
+    cfg: OpenConfig,
+    collector: Arc<Collector>,
+) -> Schedule {
+    let total = cfg.rate.due_count(cfg.duration);
+    let (duration, grace) = (cfg.duration, cfg.grace);
+    // Enough room for every worker to be far behind; beyond it the pacer counts drops.
+    let (tx, slots) = flume::bounded(65_536);
+    let shared = Arc::new(Shared {
+        target,
+        spec,
+        total,
+        slots,
+        late: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        retry: std::sync::Mutex::new(Vec::new()),
+        collector: collector.clone(),
+        cfg,
+    });
+    let pacer = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("pms-bench-pacer".into())
+            .spawn(move || pace(&shared, &tx))
+    };
+    if pacer.is_err() {
+        collector.stop_because(StopReason::FirstError {
+            kind: ErrorKind::Check,
+        });
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..shared.cfg.connections.max(1) {
+        let shared = shared.clone();
+        tasks.spawn(async move { connection(n, shared).await });
+    }
+    finish(tasks, &collector, duration, grace).await;
+    Schedule {
+        due: total,
+        late: shared.late.load(Ordering::Relaxed),
+        dropped: shared.dropped.load(Ordering::Relaxed),
+    }
+}
 
-/// One connection and its streams; reconnects when it breaks.
-async fn connection(s: Shared) -> Parts {
-    let end = s.start + s.cfg.duration;
-    let mut parts = Parts::new();
-    while Instant::now() < end && s.next.load(Ordering::Relaxed) < s.total {
-        let conn = match tokio::time::timeout(s.cfg.timeout, s.target.connect()).await {
-            Ok(Ok(c)) => c,
-            failed => {
-                // The request that was due now could not go out: take its slot so the schedule
-                // keeps its pace, and record why.
-                let kind = match failed {
-                    Ok(Err(k)) => k,
-                    _ => ErrorKind::Timeout,
-                };
-                let mut r = Recorder::new();
-                if let Some(_slot) = take_slot(&s) {
-                    r.record_failure(kind);
+/// Releases every due time when it comes, on its own thread; ends with the schedule or the run.
+fn pace(s: &Shared, tx: &flume::Sender<Duration>) {
+    let start = s.collector.start().into_std();
+    for k in 0..s.total {
+        if s.collector.stopped() {
+            return;
+        }
+        let Some(due) = s.cfg.rate.due(k, s.cfg.duration) else {
+            return;
+        };
+        let wait = (start + due).saturating_duration_since(std::time::Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        match tx.try_send(due) {
+            Ok(()) => {}
+            Err(flume::TrySendError::Full(_)) => {
+                s.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(flume::TrySendError::Disconnected(_)) => return,
+        }
+    }
+}
+
+impl Shared {
+    /// The next due time, once it has come; `None` when the schedule is done or the run
+    /// stopped.
+    async fn take_slot(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Option<Duration> {
+        if let Some(due) = self.retries().pop() {
+            return Some(due);
+        }
+        tokio::select! {
+            slot = self.slots.recv_async() => slot.ok(),
+            _ = stop.wait_for(|s| *s) => None,
+        }
+    }
+
+    fn retries(&self) -> std::sync::MutexGuard<'_, Vec<Duration>> {
+        self.retry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn done(&self) -> bool {
+        (self.slots.is_disconnected() && self.slots.is_empty() && self.retries().is_empty())
+            || self.collector.stopped()
+    }
+}
+
+/// Connection `n` and its streams; reconnects when it breaks.
+async fn connection(n: usize, s: Arc<Shared>) {
+    let mut stop = s.collector.stop_signal();
+    let streams = s.cfg.streams.max(1);
+    while !s.done() {
+        let opened = Instant::now();
+        let conn = match connect(&s.target, s.cfg.timeout).await {
+            Ok(c) => c,
+            Err(kind) => {
+                // The request due now could not go out: it takes its slot, so the schedule
+                // keeps its pace, and records why.
+                if let Some(due) = s.take_slot(&mut stop).await {
+                    s.collector
+                        .record(n * streams, &failure(due, opened.elapsed(), kind));
                 }
-                parts.push((r, Recorder::new(), Recorder::new()));
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if !sleep_until(&mut stop, Instant::now() + Duration::from_millis(100)).await {
+                    return;
+                }
                 continue;
             }
         };
         // HTTP/2: one sender per stream, multiplexed on the connection; HTTP/1.1: just one.
-        let mut senders: Vec<Conn> = (1..s.cfg.streams.max(1))
-            .map_while(|_| conn.try_clone())
-            .collect();
-        senders.push(conn);
-        let mut workers = Vec::with_capacity(senders.len());
-        for c in senders {
-            workers.push(tokio::spawn(stream(s.clone(), c)));
+        let mut senders: Vec<Conn> = (1..streams).map_while(|_| conn.try_clone()).collect();
+        senders.insert(0, conn);
+        let mut workers = tokio::task::JoinSet::new();
+        for (j, c) in senders.into_iter().enumerate() {
+            workers.spawn(stream(n * streams + j, s.clone(), c));
         }
         let mut broken = false;
-        for w in workers {
-            if let Ok((rec, was_broken)) = w.await {
-                parts.push(rec);
-                broken |= was_broken;
-            }
+        while let Some(w) = workers.join_next().await {
+            broken |= w.unwrap_or(true);
         }
         if !broken {
-            break;
+            return;
         }
     }
-    parts
 }
 
-/// The next due slot: its index and due time; `None` when the schedule is done.
-fn take_slot(s: &Shared) -> Option<(u64, Instant)> {
-    let i = s.next.fetch_add(1, Ordering::Relaxed);
-    (i < s.total).then(|| (i, s.start + s.interval.mul_f64(i as f64)))
-}
-
-/// One request at a time on a shared connection. Returns its recorders and whether the
+/// One request at a time on a shared connection, as worker `w`. Returns whether the
 /// connection broke (so the caller reconnects).
-async fn stream(s: Shared, mut conn: Conn) -> ((Recorder, Recorder, Recorder), bool) {
-    let mut corrected = Recorder::new();
-    let mut uncorrected = Recorder::new();
-    let mut warmup = Recorder::new();
-    let warm_end = s.start + s.cfg.warmup;
-    while let Some((_, due)) = take_slot(&s) {
-        tokio::time::sleep_until(due).await;
-        let now = Instant::now();
-        let behind = now.saturating_duration_since(due);
-        if behind > s.cfg.timeout {
+async fn stream(w: usize, s: Arc<Shared>, mut conn: Conn) -> bool {
+    let start = s.collector.start();
+    let mut stop = s.collector.stop_signal();
+    while let Some(due) = s.take_slot(&mut stop).await {
+        let lag = start.elapsed().saturating_sub(due);
+        if lag > s.cfg.timeout {
             s.dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        if behind > LATE_AFTER {
+        if lag > LATE_AFTER {
             s.late.fetch_add(1, Ordering::Relaxed);
         }
-        let Ok(req) = s
-            .target
-            .request(&s.spec.method, &s.spec.headers, s.spec.body.clone())
-        else {
-            corrected.record_failure(ErrorKind::Check);
-            continue;
-        };
-        let sent = head_bytes(req.headers()) + 16 + s.spec.body.len() as u64;
-        let result = tokio::time::timeout(s.cfg.timeout, conn.send(req)).await;
-        let rec = if due < warm_end {
-            &mut warmup
-        } else {
-            &mut corrected
-        };
-        match result {
-            Ok(Ok(answer)) => {
-                let error = judge(&s.spec, &answer);
-                rec.record(due.elapsed(), sent, answer.bytes, error);
-                if due >= warm_end {
-                    uncorrected.record(now.elapsed(), sent, answer.bytes, error);
+        let _in_flight = s.collector.enter();
+        match exchange(&mut conn, &s.target, &s.spec, s.cfg.timeout, &mut stop).await {
+            Exchange::Done(mut sample) => {
+                sample.due = due;
+                sample.lag = lag;
+                s.collector.record(w, &sample);
+                if sample.status.is_none() {
+                    return true;
                 }
             }
-            Ok(Err(kind)) => {
-                rec.record_failure(kind);
-                return ((corrected, uncorrected, warmup), true);
+            Exchange::Cut => {
+                s.collector.interrupted(w, due);
+                return false;
             }
-            Err(_) => {
-                rec.record_failure(ErrorKind::Timeout);
-                return ((corrected, uncorrected, warmup), true);
+            Exchange::Invalid => {
+                s.collector
+                    .record(w, &failure(due, Duration::ZERO, ErrorKind::Check));
+                s.collector.stop_because(StopReason::FirstError {
+                    kind: ErrorKind::Check,
+                });
+                return false;
+            }
+            Exchange::Closed => {
+                // Nothing went out: the request is sent on the next connection, still
+                // measured from its due time.
+                s.retries().push(due);
+                return true;
             }
         }
     }
-    ((corrected, uncorrected, warmup), false)
+    false
 }

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::collect::{StopReason, Tick};
+use crate::open::Schedule;
 use crate::stats::{Summary, PERCENTILES};
 
 /// Where the run happened; a reader of a 2-core result must know the client shared the host.
@@ -44,23 +46,21 @@ pub struct RunResult<C: Serialize> {
     pub environment: Environment,
     /// One summary per label (`measured`, `warmup`; open model: `uncorrected` too).
     pub labels: Vec<Summary>,
+    /// Why the run ended, and when (seconds from the start).
+    pub stop: StopReason,
+    /// When the run ended, seconds from its start.
+    pub ended_s: f64,
     /// Open model only: how well the schedule was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// One entry per second: active users, rate, errors, latency.
+    pub timeline: Vec<Tick>,
     /// CPU and RSS of the watched processes and the machine during the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watch: Option<crate::watch::WatchReport>,
-}
-
-/// How an open-model run kept its schedule.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Schedule {
-    /// Requests due.
-    pub due: u64,
-    /// Sent more than `LATE_AFTER` after their due time.
-    pub late: u64,
-    /// Never sent: no connection free within the timeout of their due time.
-    pub dropped: u64,
+    /// The per-request CSV, when one was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples_file: Option<String>,
 }
 
 impl<C: Serialize> RunResult<C> {
@@ -79,7 +79,7 @@ impl<C: Serialize> RunResult<C> {
 /// The summaries as a fixed-width table.
 pub fn table(labels: &[Summary]) -> String {
     let mut out = format!(
-        "{:<10} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "label", "samples", "err%", "req/s", "mean ms", "stdev", "min", "max"
     );
     for p in PERCENTILES {
@@ -88,7 +88,7 @@ pub fn table(labels: &[Summary]) -> String {
     out.push('\n');
     for s in labels {
         out.push_str(&format!(
-            "{:<10} {:>9} {:>7.2} {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            "{:<12} {:>9} {:>7.2} {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
             s.label,
             s.samples,
             s.error_pct,
@@ -108,7 +108,7 @@ pub fn table(labels: &[Summary]) -> String {
                 .iter()
                 .map(|(k, n)| format!("{k:?}: {n}").to_lowercase())
                 .collect();
-            out.push_str(&format!("{:<10} errors: {}\n", "", kinds.join(", ")));
+            out.push_str(&format!("{:<12} errors: {}\n", "", kinds.join(", ")));
         }
     }
     out

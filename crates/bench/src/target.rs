@@ -14,7 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use pms_net::tls::Trust;
 use tokio::net::TcpStream;
 
-use crate::stats::ErrorKind;
+use crate::stats::{ConnectTiming, ErrorKind};
 
 /// The HTTP version to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -135,17 +135,29 @@ impl Target {
     /// [`ErrorKind::Connect`], [`ErrorKind::Tls`], or [`ErrorKind::Check`] when the server
     /// negotiated another protocol than asked for.
     pub async fn connect(&self) -> Result<Conn, ErrorKind> {
+        let began = tokio::time::Instant::now();
         let tcp = TcpStream::connect(self.addr)
             .await
             .map_err(|_| ErrorKind::Connect)?;
         let _ = tcp.set_nodelay(true);
+        let tcp_time = began.elapsed();
         match &self.tls {
-            None => self.handshake(TokioIo::new(tcp)).await,
+            None => {
+                let timing = ConnectTiming {
+                    tcp: tcp_time,
+                    tls: None,
+                };
+                self.handshake(TokioIo::new(tcp), timing).await
+            }
             Some((connector, name)) => {
                 let tls = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|_| ErrorKind::Tls)?;
+                let timing = ConnectTiming {
+                    tcp: tcp_time,
+                    tls: Some(began.elapsed() - tcp_time),
+                };
                 let want: &[u8] = match self.version {
                     HttpVersion::Http1 => pms_net::ALPN_HTTP11,
                     HttpVersion::Http2 => pms_net::ALPN_H2,
@@ -155,12 +167,12 @@ impl Target {
                 if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
                     return Err(ErrorKind::Check);
                 }
-                self.handshake(TokioIo::new(tls)).await
+                self.handshake(TokioIo::new(tls), timing).await
             }
         }
     }
 
-    async fn handshake<IO>(&self, io: TokioIo<IO>) -> Result<Conn, ErrorKind>
+    async fn handshake<IO>(&self, io: TokioIo<IO>, timing: ConnectTiming) -> Result<Conn, ErrorKind>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -182,7 +194,10 @@ impl Target {
                 Sender::H2(s)
             }
         };
-        Ok(Conn { sender })
+        Ok(Conn {
+            sender,
+            timing: Some(timing),
+        })
     }
 
     /// A request for this target: origin-form URI plus `Host` for HTTP/1.1, absolute URI for h2.
@@ -220,6 +235,8 @@ enum Sender {
 /// One open connection.
 pub struct Conn {
     sender: Sender,
+    /// How long opening it took; taken by the first request sent on it.
+    timing: Option<ConnectTiming>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -241,6 +258,8 @@ pub struct Answer {
     pub body: Bytes,
     /// Head and body bytes, the head counted as HTTP/1.1 text (as JMeter counts it).
     pub bytes: u64,
+    /// From the call to the response head.
+    pub ttfb: std::time::Duration,
 }
 
 impl Conn {
@@ -251,7 +270,18 @@ impl Conn {
             Sender::H1(_) => None,
             Sender::H2(s) => Some(Conn {
                 sender: Sender::H2(s.clone()),
+                timing: None,
             }),
+        }
+    }
+
+    /// Waits until the connection can take a request; `false` when the server has closed it
+    /// (e.g. after `Connection: close`, or nginx's `keepalive_requests`): nothing was sent, so
+    /// the caller reconnects without counting an error.
+    pub async fn ready(&mut self) -> bool {
+        match &mut self.sender {
+            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H2(s) => s.ready().await.is_ok(),
         }
     }
 
@@ -260,6 +290,7 @@ impl Conn {
     /// # Errors
     /// [`ErrorKind::Reset`] when the connection fails; the connection is then unusable.
     pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Answer, ErrorKind> {
+        let began = tokio::time::Instant::now();
         let resp = match &mut self.sender {
             Sender::H1(s) => {
                 s.ready().await.map_err(|_| ErrorKind::Reset)?;
@@ -271,6 +302,7 @@ impl Conn {
             }
         }
         .map_err(|_| ErrorKind::Reset)?;
+        let ttfb = began.elapsed();
         let (head, body) = resp.into_parts();
         let body = body
             .collect()
@@ -284,7 +316,14 @@ impl Conn {
             headers: head.headers,
             body,
             bytes,
+            ttfb,
         })
+    }
+
+    /// The connection's opening times, the first time this is called (so that only the first
+    /// request on a connection carries them, as JMeter reports connect time).
+    pub fn take_timing(&mut self) -> Option<ConnectTiming> {
+        self.timing.take()
     }
 }
 

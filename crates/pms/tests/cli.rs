@@ -424,6 +424,113 @@ fn bench_run_writes_result_json_and_gates_on_thresholds() {
     assert_eq!(echo.0.wait().unwrap().code(), Some(0));
 }
 
+#[test]
+fn bench_stages_formats_and_stress_from_the_command_line() {
+    let port = free_port();
+    let mut echo = KillOnDrop(
+        Command::new(PMS)
+            .args(["echo", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    let url = format!("http://127.0.0.1:{port}/passthrough");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(PMS)
+            .args(["bench"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Stages up and down, vegeta's report, and a per-request CSV.
+    let out = run(&[
+        "run",
+        &url,
+        "--stage",
+        "500ms:4",
+        "--stage",
+        "500ms:0",
+        "--format",
+        "vegeta",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--samples",
+        "--progress",
+        "always",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Requests      [total, rate, throughput]"),
+        "{text}"
+    );
+    assert!(text.contains("[0s, 100ms]"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("req/s  p99"),
+        "progress lines"
+    );
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["config"]["duration_s"], 1.0, "the stages' total");
+    assert_eq!(result["config"]["profile"]["stages"][0]["target"], 4.0);
+    let samples = result["labels"][0]["samples"].as_u64().unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count() as u64,
+        samples + 1,
+        "header plus one row each"
+    );
+    assert!(
+        result["labels"][0]["histogram"]["buckets"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 1
+    );
+    // Usage mistakes are refused with exit 64 and a reason.
+    let bad = run(&["run", &url, "--rate", "0"]);
+    assert_eq!(bad.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--rate 0"));
+    sigterm(&echo.0);
+    assert_eq!(echo.0.wait().unwrap().code(), Some(0));
+    // Stress against a port nobody listens on any more: the first user fails at once.
+    let stress_dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "stress",
+        &url,
+        "--add",
+        "50/s",
+        "--think-time",
+        "100ms",
+        "--max-duration",
+        "5s",
+        "--out",
+        stress_dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stress: the target failed"), "{text}");
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stress_dir.path().join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["config"]["outcome"]["failed"], true);
+    assert_eq!(result["stop"]["reason"], "first_error");
+    assert_eq!(result["stop"]["kind"], "connect");
+}
+
 /// Kills a child process when a test ends early, so it cannot outlive the test (and hold the
 /// harness's output pipe open).
 struct KillOnDrop(Child);

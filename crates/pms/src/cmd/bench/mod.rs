@@ -1,0 +1,325 @@
+//! `pms bench`: the load generator's command line, one file per subcommand (`run`, `stress`,
+//! `startup`, `compare`) over the `pms-bench` crate, and what `run` and `stress` share here: the
+//! request to send, how to trust the target, and how to report and gate a result.
+
+mod load;
+mod startup;
+mod stress;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use pms_bench::closed::RequestSpec;
+use pms_bench::collect::{CollectConfig, Collector, Tick};
+use pms_bench::format::Format;
+use pms_bench::stats::Summary;
+use pms_bench::target::{HttpVersion, Target};
+use pms_net::tls::Trust;
+
+use super::UsageError;
+
+/// Exit code when a `--threshold` fails (k6's).
+pub const EXIT_THRESHOLD: u8 = 99;
+
+/// `pms bench` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Load one URL — closed model (`--users`, `--stage`) or open model (`--rate`) — and report
+    /// the statistics.
+    Run(Box<load::Args>),
+    /// Add users at a fixed pace (`--add 200/s`) until the target fails; report how many were
+    /// active then.
+    Stress(Box<stress::Args>),
+    /// Time exec → ready (and RSS at that moment) of a command, several times:
+    /// `pms bench startup --ready-url http://127.0.0.1:9901/readyz -- pms gateway --config F`.
+    Startup(startup::Args),
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(args) => load::run(*args),
+        Command::Stress(args) => stress::run(*args),
+        Command::Startup(args) => startup::run(args),
+    }
+}
+
+/// What to send and how to judge the answer (shared by `run` and `stress`).
+#[derive(Debug, clap::Args)]
+pub struct RequestArgs {
+    /// The URL every request goes to (http:// or https://).
+    url: String,
+    /// HTTP version: 1.1, or 2 (h2c prior knowledge on http://, ALPN h2 on https://).
+    #[arg(long, default_value = "1.1", value_parser = parse_http)]
+    http: HttpVersion,
+    /// Request method.
+    #[arg(long, default_value = "GET")]
+    method: http::Method,
+    /// Extra header, `name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body from a file.
+    #[arg(long, conflicts_with = "payload_size")]
+    body_file: Option<PathBuf>,
+    /// Request body: the published suite's ARRAY payload of exactly N bytes (N >= 50).
+    #[arg(long)]
+    payload_size: Option<usize>,
+    /// The status that counts as success (default: any 2xx).
+    #[arg(long)]
+    expect_status: Option<u16>,
+    /// Text every response body must contain (the suite checked for `<N>B`).
+    #[arg(long)]
+    expect_body: Option<String>,
+    /// Accept any server certificate.
+    #[arg(long, conflicts_with = "ca")]
+    insecure: bool,
+    /// Trust this CA (PEM) in addition to the system roots.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Longest wait for one answer (and for a connection).
+    #[arg(long, default_value = "30s", value_parser = pms_bench::duration::parse)]
+    timeout: Duration,
+}
+
+/// The target and the request spec the arguments describe.
+struct Prepared {
+    target: Arc<Target>,
+    spec: Arc<RequestSpec>,
+}
+
+impl RequestArgs {
+    fn prepare(&self) -> anyhow::Result<Prepared> {
+        let trust = match (&self.ca, self.insecure) {
+            (_, true) => Trust::InsecureSkipVerify,
+            (Some(ca), false) => Trust::SystemAnd(ca.clone()),
+            (None, false) if self.url.starts_with("https") => Trust::System,
+            (None, false) => Trust::Nothing,
+        };
+        let target =
+            Target::new(&self.url, self.http, &trust).map_err(|e| UsageError(e.to_string()))?;
+        let body = match (&self.body_file, self.payload_size) {
+            (Some(path), _) => Bytes::from(
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+            ),
+            (None, Some(n)) if n < pms_bench::payload::MIN_SIZE => {
+                return Err(UsageError(format!(
+                    "--payload-size {n}: the ARRAY payload is at least {} bytes",
+                    pms_bench::payload::MIN_SIZE
+                ))
+                .into())
+            }
+            (None, Some(n)) => Bytes::from(pms_bench::payload::array(n)),
+            (None, None) => Bytes::new(),
+        };
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for h in &self.headers {
+            let (name, value) = h
+                .split_once(':')
+                .ok_or_else(|| UsageError(format!("--header {h:?}: expected 'name: value'")))?;
+            let name = http::HeaderName::try_from(name.trim())
+                .map_err(|e| UsageError(format!("--header {h:?}: {e}")))?;
+            let value = http::HeaderValue::try_from(value.trim())
+                .map_err(|e| UsageError(format!("--header {h:?}: {e}")))?;
+            headers.push((name, value));
+        }
+        Ok(Prepared {
+            target: Arc::new(target),
+            spec: Arc::new(RequestSpec {
+                method: self.method.clone(),
+                headers,
+                body,
+                expect_status: self.expect_status,
+                expect_body: self.expect_body.clone(),
+            }),
+        })
+    }
+}
+
+/// Where results go and how they look (shared by `run` and `stress`).
+#[derive(Debug, clap::Args)]
+pub struct OutputArgs {
+    /// Write DIR/result.json (and, with --samples, DIR/samples.csv).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write one CSV row per request to DIR/samples.csv (JMeter's JTL columns), as the
+    /// requests end. Needs --out.
+    #[arg(long, requires = "out")]
+    samples: bool,
+    /// Sample this process's CPU and RSS once a second (the system under test; repeatable). The
+    /// machine's CPU and load average are always sampled.
+    #[arg(long)]
+    watch_pid: Vec<u32>,
+    /// Report layout: text, json, or the columns of jmeter, ballerina, k6 or vegeta.
+    #[arg(long, default_value = "text", value_parser = clap::value_parser!(Format))]
+    format: Format,
+    /// vegeta histogram buckets.
+    #[arg(long, default_value = pms_bench::format::VEGETA_BUCKETS, value_parser = pms_bench::format::parse_buckets)]
+    buckets: std::vec::Vec<Duration>,
+    /// Live progress line on stderr, once a second: auto (when stderr is a terminal), always,
+    /// never.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "always", "never"])]
+    progress: String,
+}
+
+impl OutputArgs {
+    fn collect_config(&self, warmup: Duration, open: bool) -> CollectConfig {
+        CollectConfig {
+            warmup,
+            open,
+            stop: Default::default(),
+            samples: self
+                .out
+                .as_ref()
+                .filter(|_| self.samples)
+                .map(|d| d.join("samples.csv")),
+        }
+    }
+
+    /// A progress printer for the ticker.
+    fn progress(&self) -> impl FnMut(&Tick) + Send + 'static {
+        use std::io::IsTerminal as _;
+        let tty = std::io::stderr().is_terminal();
+        let on = match self.progress.as_str() {
+            "always" => true,
+            "never" => false,
+            _ => tty,
+        };
+        let mut total = 0u64;
+        let mut errors = 0u64;
+        move |t: &Tick| {
+            if !on {
+                return;
+            }
+            total += t.requests;
+            errors += t.errors;
+            let line = format!(
+                "{:>6.0}s  active {:>6}  {:>9.1} req/s  p99 {:>9.3} ms  errors {} of {}",
+                t.t_s, t.active, t.rate, t.p99_ms, errors, total
+            );
+            if tty {
+                eprint!("\r\x1b[K{line}");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    /// Ends the progress line (a terminal's cursor is still on it).
+    fn progress_done(&self) {
+        use std::io::IsTerminal as _;
+        if self.progress != "never" && std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+    }
+}
+
+/// Starts the once-a-second ticker (timeline, stop rule, progress) on the current runtime.
+fn spawn_ticker(
+    collector: &Arc<Collector>,
+    target: impl Fn(Duration) -> f64 + Send + 'static,
+    out: &OutputArgs,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(collector.clone().tick(target, out.progress()))
+}
+
+fn parse_http(text: &str) -> Result<HttpVersion, String> {
+    match text {
+        "1.1" | "1" | "http1" => Ok(HttpVersion::Http1),
+        "2" | "h2" | "http2" => Ok(HttpVersion::Http2),
+        _ => Err(format!("{text:?}: expected 1.1 or 2")),
+    }
+}
+
+/// A condition on the measured statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    metric: String,
+    limit: f64,
+    text: String,
+}
+
+impl Threshold {
+    fn value(&self, s: &Summary) -> Option<f64> {
+        match self.metric.as_str() {
+            "errors" => Some(s.error_pct),
+            "mean" => Some(s.mean_ms),
+            "max" => Some(s.max_ms),
+            "min" => Some(s.min_ms),
+            p => p
+                .strip_prefix('p')?
+                .parse()
+                .ok()
+                .and_then(|q| s.percentile(q)),
+        }
+    }
+}
+
+/// `metric<value`: `errors<1%`, or a latency (`mean`, `min`, `max`, `p50` … `p99.99`) with a unit.
+fn parse_threshold(text: &str) -> Result<Threshold, String> {
+    let (metric, value) = text
+        .split_once('<')
+        .ok_or_else(|| format!("{text:?}: expected METRIC<VALUE, e.g. p99<10ms or errors<1%"))?;
+    let metric = metric.trim().to_owned();
+    let value = value.trim();
+    let limit = if metric == "errors" {
+        value
+            .strip_suffix('%')
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| format!("{text:?}: errors take a percentage, e.g. errors<1%"))?
+    } else {
+        let known = matches!(metric.as_str(), "mean" | "min" | "max")
+            || metric
+                .strip_prefix('p')
+                .and_then(|p| p.parse::<f64>().ok())
+                .is_some_and(|p| pms_bench::stats::PERCENTILES.contains(&p));
+        if !known {
+            return Err(format!(
+                "{text:?}: unknown metric {metric:?} (errors, mean, min, max, p50, p75, p90, p95, p98, p99, p99.9, p99.99)"
+            ));
+        }
+        if value.parse::<f64>().is_ok() {
+            return Err(format!(
+                "{text:?}: give the latency a unit, e.g. {metric}<{value}ms"
+            ));
+        }
+        pms_bench::duration::parse(value)?.as_secs_f64() * 1000.0
+    };
+    Ok(Threshold {
+        metric,
+        limit,
+        text: text.to_owned(),
+    })
+}
+
+/// The thresholds `measured` fails.
+fn failed_thresholds(thresholds: &[Threshold], measured: &Summary) -> Vec<String> {
+    thresholds
+        .iter()
+        .filter(|t| t.value(measured).is_none_or(|v| v >= t.limit))
+        .map(|t| t.text.clone())
+        .collect()
+}
+
+/// Some `--threshold`s did not hold (exit 99).
+#[derive(Debug, thiserror::Error)]
+#[error("thresholds failed: {}", .0.join(", "))]
+pub struct ThresholdFailed(pub Vec<String>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_with_units() {
+        let t = parse_threshold("p99<10ms").unwrap();
+        assert_eq!((t.metric.as_str(), t.limit), ("p99", 10.0));
+        assert_eq!(parse_threshold("mean < 1.5s").unwrap().limit, 1500.0);
+        assert_eq!(parse_threshold("errors<1%").unwrap().limit, 1.0);
+        assert_eq!(parse_threshold("p99.9<2ms").unwrap().limit, 2.0);
+        for bad in ["p99>10ms", "p42<1ms", "errors<1", "p99<10", "latency<1ms"] {
+            assert!(parse_threshold(bad).is_err(), "{bad}");
+        }
+    }
+}
