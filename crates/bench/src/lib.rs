@@ -14,6 +14,7 @@
 //! - [`report`]: `result.json` and the text table; [`format`]: the column sets of JMeter,
 //!   the Ballerina/WSO2 summary, k6 and vegeta.
 //! - [`stress`]: users added at a fixed pace until the target fails.
+//! - [`compare`]: the dissertation's hypothesis tests on two runs' latencies.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`payload`]: the published suite's ARRAY payload, byte for byte.
@@ -26,6 +27,7 @@
 
 pub mod closed;
 pub mod collect;
+pub mod compare;
 pub mod duration;
 pub mod format;
 pub mod open;

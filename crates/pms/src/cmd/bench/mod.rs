@@ -2,6 +2,7 @@
 //! `startup`, `compare`) over the `pms-bench` crate, and what `run` and `stress` share here: the
 //! request to send, how to trust the target, and how to report and gate a result.
 
+mod compare;
 mod load;
 mod startup;
 mod stress;
@@ -36,6 +37,10 @@ pub enum Command {
     /// Time exec → ready (and RSS at that moment) of a command, several times:
     /// `pms bench startup --ready-url http://127.0.0.1:9901/readyz -- pms gateway --config F`.
     Startup(startup::Args),
+    /// Test whether two runs' latencies differ (the dissertation's procedure): normality,
+    /// skewness, then Welch's t-test or the Wilcoxon rank-sum test, with effect size and a
+    /// confidence interval.
+    Compare(compare::Args),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -43,6 +48,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Run(args) => load::run(*args),
         Command::Stress(args) => stress::run(*args),
         Command::Startup(args) => startup::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 
