@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::collect::{Collector, StopReason};
 use crate::profile::Profile;
 use crate::stats::{ErrorKind, Sample};
-use crate::target::{head_bytes, Answer, Conn, HttpVersion, Target};
+use crate::target::{Answer, Conn, HttpVersion, Outgoing, Target};
 
 /// Pause before reconnecting after a failed connection, so a dead target is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -61,14 +61,29 @@ pub async fn run(
     collector: Arc<Collector>,
 ) {
     let users = cfg.users.max().ceil() as usize;
+    let out = Arc::new(outgoing(&target, &spec));
     let cfg = Arc::new(cfg);
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..users {
-        let (target, spec, cfg, collector) =
-            (target.clone(), spec.clone(), cfg.clone(), collector.clone());
-        tasks.spawn(async move { user(i, &target, &spec, &cfg, &collector).await });
+        let (target, spec, cfg, collector, out) = (
+            target.clone(),
+            spec.clone(),
+            cfg.clone(),
+            collector.clone(),
+            out.clone(),
+        );
+        tasks.spawn(async move {
+            user(i, &target, &spec, out.as_ref().as_ref(), &cfg, &collector).await
+        });
     }
     finish(tasks, &collector, cfg.duration, cfg.grace).await;
+}
+
+/// The run's request, prepared once; `None` when it does not fit HTTP.
+pub(crate) fn outgoing(target: &Target, spec: &RequestSpec) -> Option<Outgoing> {
+    target
+        .outgoing(&spec.method, &spec.headers, spec.body.clone())
+        .ok()
 }
 
 /// Waits for the workers; stops the run at `duration + grace` if some are still busy.
@@ -105,6 +120,7 @@ async fn user(
     i: usize,
     target: &Target,
     spec: &RequestSpec,
+    out: Option<&Outgoing>,
     cfg: &ClosedConfig,
     c: &Arc<Collector>,
 ) {
@@ -115,7 +131,7 @@ async fn user(
             return;
         }
         let _active = c.enter();
-        if !session(i, target, spec, cfg, c, &mut stop, start + to).await {
+        if !session(i, target, spec, out, cfg, c, &mut stop, start + to).await {
             return;
         }
     }
@@ -123,10 +139,12 @@ async fn user(
 
 /// Requests on one connection (reconnecting when it breaks) until `until`; `false` when the
 /// run stopped.
+#[allow(clippy::too_many_arguments)]
 async fn session(
     i: usize,
     target: &Target,
     spec: &RequestSpec,
+    out: Option<&Outgoing>,
     cfg: &ClosedConfig,
     c: &Collector,
     stop: &mut watch::Receiver<bool>,
@@ -155,7 +173,7 @@ async fn session(
                 return false;
             }
             let due = sent_at - start;
-            match exchange(&mut conn, target, spec, cfg.timeout, stop).await {
+            match exchange(&mut conn, target, spec, out, cfg.timeout, stop).await {
                 Exchange::Done(mut sample) => {
                     sample.due = due;
                     c.record(i, &sample);
@@ -190,7 +208,9 @@ async fn session(
 
 /// Opens a connection within `timeout`.
 pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Conn, ErrorKind> {
-    match tokio::time::timeout(timeout, target.connect()).await {
+    // Boxed: the TLS and HTTP/2 handshake futures are large and would otherwise be part of
+    // every user's task for its whole life.
+    match tokio::time::timeout(timeout, Box::pin(target.connect())).await {
         Ok(result) => result,
         Err(_) => Err(ErrorKind::Timeout),
     }
@@ -223,19 +243,20 @@ pub(crate) enum Exchange {
     Closed,
 }
 
-/// Sends one request on `conn` and judges the answer. The sample's `due` and `lag` are left for
+/// Sends one request on `conn` and judges the answer (`out: None`: the request could not be
+/// built). The sample's `due` and `lag` are left for
 /// the caller.
 pub(crate) async fn exchange(
     conn: &mut Conn,
     target: &Target,
     spec: &RequestSpec,
+    out: Option<&Outgoing>,
     timeout: Duration,
     stop: &mut watch::Receiver<bool>,
 ) -> Exchange {
-    let Ok(req) = target.request(&spec.method, &spec.headers, spec.body.clone()) else {
+    let Some(out) = out else {
         return Exchange::Invalid;
     };
-    let sent = head_bytes(req.headers()) + 16 + spec.body.len() as u64;
     let ready = tokio::select! {
         r = tokio::time::timeout(timeout, conn.ready()) => r.unwrap_or(false),
         _ = stop.wait_for(|s| *s) => return Exchange::Cut,
@@ -253,7 +274,7 @@ pub(crate) async fn exchange(
     }
     let began = Instant::now();
     let result = tokio::select! {
-        r = tokio::time::timeout(timeout, conn.send(req)) => r,
+        r = tokio::time::timeout(timeout, conn.send(out)) => r,
         _ = stop.wait_for(|s| *s) => return Exchange::Cut,
     };
     let elapsed = began.elapsed();
@@ -263,13 +284,14 @@ pub(crate) async fn exchange(
         ttfb: None,
         elapsed,
         connect,
-        sent,
+        sent: 0,
         received: 0,
         status: None,
         error: None,
     };
     match result {
-        Ok(Ok(answer)) => {
+        Ok(Ok((answer, sent))) => {
+            sample.sent = sent;
             sample.ttfb = Some(answer.ttfb);
             sample.received = answer.bytes;
             sample.status = Some(answer.status.as_u16());

@@ -30,6 +30,7 @@ pub mod collect;
 pub mod compare;
 pub mod duration;
 pub mod format;
+pub mod h1;
 pub mod open;
 pub mod payload;
 pub mod profile;

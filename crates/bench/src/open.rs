@@ -15,11 +15,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::closed::{connect, exchange, failure, finish, sleep_until, Exchange, RequestSpec};
+use crate::closed::{
+    connect, exchange, failure, finish, outgoing, sleep_until, Exchange, RequestSpec,
+};
 use crate::collect::{Collector, StopReason};
 use crate::profile::Profile;
 use crate::stats::ErrorKind;
-use crate::target::{Conn, Target};
+use crate::target::{Conn, Outgoing, Target};
 
 /// A request sent more than this after its due time counts as late: it waited for a free
 /// worker, not just for a thread to wake up. The delay itself, however small, is always in the
@@ -57,6 +59,7 @@ pub struct Schedule {
 struct Shared {
     target: Arc<Target>,
     spec: Arc<RequestSpec>,
+    out: Option<Outgoing>,
     cfg: OpenConfig,
     collector: Arc<Collector>,
     total: u64,
@@ -82,6 +85,7 @@ pub async fn run(
     // Enough room for every worker to be far behind; beyond it the pacer counts drops.
     let (tx, slots) = flume::bounded(65_536);
     let shared = Arc::new(Shared {
+        out: outgoing(&target, &spec),
         target,
         spec,
         total,
@@ -218,7 +222,16 @@ async fn stream(w: usize, s: Arc<Shared>, mut conn: Conn) -> bool {
             s.late.fetch_add(1, Ordering::Relaxed);
         }
         let _in_flight = s.collector.enter();
-        match exchange(&mut conn, &s.target, &s.spec, s.cfg.timeout, &mut stop).await {
+        match exchange(
+            &mut conn,
+            &s.target,
+            &s.spec,
+            s.out.as_ref(),
+            s.cfg.timeout,
+            &mut stop,
+        )
+        .await
+        {
             Exchange::Done(mut sample) => {
                 sample.due = due;
                 sample.lag = lag;

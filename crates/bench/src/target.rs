@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Request, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pms_net::tls::Trust;
 use tokio::net::TcpStream;
@@ -177,13 +177,7 @@ impl Target {
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let sender = match self.version {
-            HttpVersion::Http1 => {
-                let (s, conn) = http1::handshake(io).await.map_err(|_| ErrorKind::Reset)?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Sender::H1(s)
-            }
+            HttpVersion::Http1 => Sender::H1(crate::h1::Connection::new(Box::new(io.into_inner()))),
             HttpVersion::Http2 => {
                 let (s, conn) = http2::handshake(TokioExecutor::new(), io)
                     .await
@@ -200,35 +194,74 @@ impl Target {
         })
     }
 
-    /// A request for this target: origin-form URI plus `Host` for HTTP/1.1, absolute URI for h2.
+    /// The request every connection sends, prepared once: the HTTP/1.1 bytes, and the parts
+    /// of the HTTP/2 request.
     ///
     /// # Errors
-    /// When a header does not fit HTTP.
-    pub fn request(
+    /// When the method or a header does not fit HTTP.
+    pub fn outgoing(
         &self,
         method: &http::Method,
         headers: &[(http::HeaderName, http::HeaderValue)],
         body: Bytes,
-    ) -> Result<Request<Full<Bytes>>, http::Error> {
-        let mut b = Request::builder().method(method.clone());
-        b = match self.version {
-            HttpVersion::Http1 => b
-                .uri(self.path_and_query.as_str())
-                .header(http::header::HOST, self.authority.as_str()),
-            HttpVersion::Http2 => b.version(Version::HTTP_2).uri(self.url.clone()),
-        };
+    ) -> Result<Outgoing, http::Error> {
+        let wire = crate::h1::request_bytes(
+            method,
+            &self.path_and_query,
+            &self.authority,
+            headers,
+            &body,
+        );
+        // Build one HTTP/2 request now, so a bad method or header fails here, not per request.
+        let mut map = http::HeaderMap::with_capacity(headers.len() + 1);
         for (k, v) in headers {
-            b = b.header(k, v);
+            map.append(k.clone(), v.clone());
         }
         if !body.is_empty() {
-            b = b.header(http::header::CONTENT_LENGTH, body.len());
+            map.insert(http::header::CONTENT_LENGTH, body.len().into());
         }
-        b.body(Full::new(body))
+        let out = Outgoing {
+            h1_sent: wire.len() as u64,
+            h2_sent: head_bytes(&map) + 16 + body.len() as u64,
+            wire,
+            head_only: method == http::Method::HEAD,
+            method: method.clone(),
+            uri: self.url.clone(),
+            headers: map,
+            body,
+        };
+        out.h2_request()?;
+        Ok(out)
+    }
+}
+
+/// A request prepared for every connection of a run.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    wire: Bytes,
+    head_only: bool,
+    method: http::Method,
+    uri: Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+    h1_sent: u64,
+    h2_sent: u64,
+}
+
+impl Outgoing {
+    fn h2_request(&self) -> Result<Request<Full<Bytes>>, http::Error> {
+        let mut req = Request::builder()
+            .method(self.method.clone())
+            .version(Version::HTTP_2)
+            .uri(self.uri.clone())
+            .body(Full::new(self.body.clone()))?;
+        *req.headers_mut() = self.headers.clone();
+        Ok(req)
     }
 }
 
 enum Sender {
-    H1(http1::SendRequest<Full<Bytes>>),
+    H1(crate::h1::Connection),
     H2(http2::SendRequest<Full<Bytes>>),
 }
 
@@ -252,8 +285,6 @@ pub struct Answer {
     pub status: StatusCode,
     /// HTTP version of the response.
     pub version: Version,
-    /// Response headers.
-    pub headers: http::HeaderMap,
     /// Body.
     pub body: Bytes,
     /// Head and body bytes, the head counted as HTTP/1.1 text (as JMeter counts it).
@@ -280,44 +311,23 @@ impl Conn {
     /// the caller reconnects without counting an error.
     pub async fn ready(&mut self) -> bool {
         match &mut self.sender {
-            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H1(c) => c.is_open(),
             Sender::H2(s) => s.ready().await.is_ok(),
         }
     }
 
-    /// Sends `req` and reads the whole response.
+    /// Sends the request and reads the whole response; returns it and the request bytes
+    /// (head and body; for HTTP/2 the head counted as HTTP/1.1 text).
     ///
     /// # Errors
     /// [`ErrorKind::Reset`] when the connection fails; the connection is then unusable.
-    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Answer, ErrorKind> {
-        let began = tokio::time::Instant::now();
-        let resp = match &mut self.sender {
-            Sender::H1(s) => {
-                s.ready().await.map_err(|_| ErrorKind::Reset)?;
-                s.send_request(req).await
-            }
-            Sender::H2(s) => {
-                s.ready().await.map_err(|_| ErrorKind::Reset)?;
-                s.send_request(req).await
-            }
+    pub async fn send(&mut self, out: &Outgoing) -> Result<(Answer, u64), ErrorKind> {
+        match &mut self.sender {
+            Sender::H1(c) => Ok((c.send(&out.wire, out.head_only).await?, out.h1_sent)),
+            // Boxed: hyper's HTTP/2 futures are several KB, and an inline one would make every
+            // user's task that big, HTTP/1.1 or not (10,000 users: most of the memory).
+            Sender::H2(s) => Box::pin(send_h2(s, out)).await,
         }
-        .map_err(|_| ErrorKind::Reset)?;
-        let ttfb = began.elapsed();
-        let (head, body) = resp.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|_| ErrorKind::Reset)?
-            .to_bytes();
-        let bytes = head_bytes(&head.headers) + 17 + body.len() as u64;
-        Ok(Answer {
-            status: head.status,
-            version: head.version,
-            headers: head.headers,
-            body,
-            bytes,
-            ttfb,
-        })
     }
 
     /// The connection's opening times, the first time this is called (so that only the first
@@ -325,6 +335,32 @@ impl Conn {
     pub fn take_timing(&mut self) -> Option<ConnectTiming> {
         self.timing.take()
     }
+}
+
+async fn send_h2(
+    s: &mut http2::SendRequest<Full<Bytes>>,
+    out: &Outgoing,
+) -> Result<(Answer, u64), ErrorKind> {
+    let began = tokio::time::Instant::now();
+    let req = out.h2_request().map_err(|_| ErrorKind::Check)?;
+    s.ready().await.map_err(|_| ErrorKind::Reset)?;
+    let resp = s.send_request(req).await.map_err(|_| ErrorKind::Reset)?;
+    let ttfb = began.elapsed();
+    let (head, body) = resp.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|_| ErrorKind::Reset)?
+        .to_bytes();
+    let bytes = head_bytes(&head.headers) + 17 + body.len() as u64;
+    let answer = Answer {
+        status: head.status,
+        version: head.version,
+        body,
+        bytes,
+        ttfb,
+    };
+    Ok((answer, out.h2_sent))
 }
 
 /// Bytes of a header block written as HTTP/1.1 text (`name: value\r\n` each, plus the blank line).
