@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - [`target`]: a URL, the protocol to speak and one connection to it (HTTP/1.1, h2c, HTTP/2 or
-//!   HTTP/1.1 over TLS), reporting failures as [`stats::ErrorKind`]s.
+//!   HTTP/1.1 over TLS), reporting failures as [`stats::ErrorKind`]s; [`h1`]: the HTTP/1.1 hot
+//!   path (request bytes built once, one reused read buffer).
 //! - [`profile`]: load over time (ramps and `--stage`s) for both models.
 //! - [`closed`]: the closed model (users in loops, ramp-up and stages, think time).
 //! - [`open`]: the open model (arrivals at fixed times; latency corrected for coordinated
@@ -11,7 +12,7 @@
 //! - [`collect`]: where workers record while a run goes (sharded, bounded memory), the
 //!   once-a-second timeline, stop rules and the per-request CSV.
 //! - [`stats`]: recorders over HdrHistogram and the published summary statistics.
-//! - [`report`]: `result.json` and the text table; [`format`]: the column sets of JMeter,
+//! - [`report`]: `result.json` and the text table; [`format`](mod@format): the column sets of JMeter,
 //!   the Ballerina/WSO2 summary, k6 and vegeta.
 //! - [`stress`]: users added at a fixed pace until the target fails.
 //! - [`compare`]: the dissertation's hypothesis tests on two runs' latencies.

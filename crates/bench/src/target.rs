@@ -2,6 +2,7 @@
 //! connection to it that sends requests and reports what happened in [`ErrorKind`] terms.
 //! Connections speak exactly the asked-for protocol (HTTP/1.1, h2c prior knowledge, or TLS with
 //! ALPN offering only that protocol) and say what was negotiated, so a run can check it.
+//! HTTP/1.1 goes through the prepared-bytes path in [`crate::h1`]; HTTP/2 through hyper.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
