@@ -299,11 +299,11 @@ fn parse_threshold(text: &str) -> Result<Threshold, String> {
     })
 }
 
-/// The thresholds `measured` fails.
+/// The thresholds `measured` fails; with no samples at all, every one (nothing was shown to hold).
 fn failed_thresholds(thresholds: &[Threshold], measured: &Summary) -> Vec<String> {
     thresholds
         .iter()
-        .filter(|t| t.value(measured).is_none_or(|v| v >= t.limit))
+        .filter(|t| measured.samples == 0 || t.value(measured).is_none_or(|v| v >= t.limit))
         .map(|t| t.text.clone())
         .collect()
 }
@@ -327,5 +327,13 @@ mod tests {
         for bad in ["p99>10ms", "p42<1ms", "errors<1", "p99<10", "latency<1ms"] {
             assert!(parse_threshold(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn thresholds_fail_when_nothing_was_measured() {
+        let empty =
+            pms_bench::stats::Recorder::default().summary("measured", Duration::from_secs(1));
+        let t = vec![parse_threshold("errors<1%").unwrap()];
+        assert_eq!(failed_thresholds(&t, &empty), vec!["errors<1%".to_owned()]);
     }
 }
