@@ -398,7 +398,8 @@ mod collect {
         cfg.grace = Duration::from_millis(200);
         let started = std::time::Instant::now();
         let out = closed_plain(target, spec(None, None), cfg).await;
-        assert!(started.elapsed() < Duration::from_millis(2500));
+        // A bound on hangs only; the counts below tell whether the grace period applied.
+        assert!(started.elapsed() < Duration::from_secs(10));
         let s = out.measured.summary("m", out.ended);
         assert_eq!((s.samples, s.interrupted), (0, 2), "{s:?}");
     }
