@@ -21,18 +21,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-need() { command -v "$1" >/dev/null 2>&1; }
-missing=()
-need wrk || missing+=(wrk)
-need h2load || missing+=(nghttp2-client)
-[ -x /usr/bin/time ] || missing+=(time)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  else
-    echo "missing: ${missing[*]} (install them, or run as root)" >&2; exit 1
-  fi
-fi
+. scripts/lib.sh
+ensure_tools wrk:wrk h2load:nghttp2-client /usr/bin/time:time
 
 PROFILE=${PMS_PROFILE:-release}
 cargo build --profile "$PROFILE" --quiet --bin pms
@@ -48,8 +38,6 @@ for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
 URL="http://127.0.0.1:$PORT/passthrough"
 
 # The same payload pms bench generates, for wrk and h2load.
-"$PMS" bench run "$URL" --users 1 --duration 200ms --method POST --payload-size 500 \
-  --out "$WORK/p" --samples --progress never >/dev/null 2>&1
 python3 - "$WORK/payload.json" <<'PY'
 import sys
 A = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

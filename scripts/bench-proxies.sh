@@ -30,19 +30,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-need() { command -v "$1" >/dev/null 2>&1; }
-missing=()
-need nginx || missing+=(nginx-light)
-need haproxy || missing+=(haproxy)
-need wrk || missing+=(wrk)
-need h2load || missing+=(nghttp2-client)
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  else
-    echo "missing: ${missing[*]} (install them, or run as root)" >&2; exit 1
-  fi
-fi
+. scripts/lib.sh
+ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client
 
 # PMS_PROFILE=quick gives a faster, slightly slower-running build for iterating.
 PROFILE=${PMS_PROFILE:-release}

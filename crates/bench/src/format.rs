@@ -206,24 +206,17 @@ fn k6(view: &View<'_>) -> String {
                 failed
             ),
         );
-        line(
-            &mut out,
-            "data_received",
-            format!(
-                "{} {}/s",
-                bytes(s.received_bytes as f64),
-                bytes(s.received_bytes as f64 / run)
-            ),
-        );
-        line(
-            &mut out,
-            "data_sent",
-            format!(
-                "{} {}/s",
-                bytes(s.sent_bytes as f64),
-                bytes(s.sent_bytes as f64 / run)
-            ),
-        );
+        for (name, total) in [
+            ("data_received", s.received_bytes),
+            ("data_sent", s.sent_bytes),
+        ] {
+            let total = total as f64;
+            line(
+                &mut out,
+                name,
+                format!("{} {}/s", bytes(total), bytes(total / run)),
+            );
+        }
         line(
             &mut out,
             "http_req_duration",

@@ -304,16 +304,7 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
 
 #[test]
 fn bench_run_writes_result_json_and_gates_on_thresholds() {
-    let port = free_port();
-    let mut echo = KillOnDrop(
-        Command::new(PMS)
-            .args(["echo", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
+    let (port, mut echo) = echo_on_free_port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/passthrough");
     let bench = |extra: &[&str]| {
@@ -426,16 +417,7 @@ fn bench_run_writes_result_json_and_gates_on_thresholds() {
 
 #[test]
 fn bench_stages_formats_and_stress_from_the_command_line() {
-    let port = free_port();
-    let mut echo = KillOnDrop(
-        Command::new(PMS)
-            .args(["echo", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port);
+    let (port, mut echo) = echo_on_free_port();
     let url = format!("http://127.0.0.1:{port}/passthrough");
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
@@ -529,6 +511,21 @@ fn bench_stages_formats_and_stress_from_the_command_line() {
     assert_eq!(result["config"]["outcome"]["failed"], true);
     assert_eq!(result["stop"]["reason"], "first_error");
     assert_eq!(result["stop"]["kind"], "connect");
+}
+
+/// `pms echo` on a free loopback port, ready to take connections.
+fn echo_on_free_port() -> (u16, KillOnDrop) {
+    let port = free_port();
+    let echo = KillOnDrop(
+        Command::new(PMS)
+            .args(["echo", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(port);
+    (port, echo)
 }
 
 /// Kills a child process when a test ends early, so it cannot outlive the test (and hold the

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pms_bench::closed::{self, ClosedConfig};
-use pms_bench::collect::{Collected, Collector, StopReason, StopRule};
+use pms_bench::collect::{Collected, StopReason, StopRule};
 use pms_bench::format::{self, Format, View};
 use pms_bench::open::{self, OpenConfig, Schedule};
 use pms_bench::profile::{Profile, Stage};
@@ -162,73 +162,57 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         first_error: args.abort_on_error,
         error_pct: args.abort_at_error_rate,
     };
-    let mut collect = args.output.collect_config(args.warmup, plan.open);
-    collect.stop = rule;
-    let rt = crate::cmd::runtime()?;
+    let collect = args.output.collect_config(args.warmup, plan.open, rule);
     let protocol = match args.request.http {
         pms_bench::target::HttpVersion::Http1 => "1.1",
         pms_bench::target::HttpVersion::Http2 => "2",
     };
-    let (collected, schedule, watched) = rt.block_on(async {
-        let (stop_sampler, stopped) = tokio::sync::watch::channel(false);
-        let sampler = tokio::spawn(pms_bench::watch::sample(
-            args.output.watch_pid.clone(),
-            Duration::from_secs(1),
-            stopped,
-        ));
-        let collector = Collector::new(collect).context("creating the samples file")?;
-        let profile = plan.profile.clone();
-        let ticker = super::spawn_ticker(
-            &collector,
-            move |t| profile.value_at(t),
-            &args.output,
-        );
-        let schedule = if plan.open {
-            eprintln!(
-                "pms bench: open model, {} req/s{} against {} for {:?} over {} connections (HTTP/{protocol})",
-                plan.profile.start,
-                stages_note(&plan.profile),
-                args.request.url,
-                plan.duration,
-                args.connections
-            );
-            let cfg = OpenConfig {
-                rate: plan.profile.clone(),
-                duration: plan.duration,
-                connections: args.connections,
-                streams: args.streams_per_connection,
-                timeout: args.request.timeout,
-                grace: args.graceful_stop,
-            };
-            Some(open::run(prepared.target.clone(), prepared.spec.clone(), cfg, collector.clone()).await)
-        } else {
-            eprintln!(
-                "pms bench: closed model, {} users{} against {} for {:?} (HTTP/{protocol})",
-                plan.profile.max(),
-                stages_note(&plan.profile),
-                args.request.url,
-                plan.duration
-            );
-            let cfg = ClosedConfig {
-                users: plan.profile.clone(),
-                duration: plan.duration,
-                think_time: args.think_time,
-                timeout: args.request.timeout,
-                grace: args.graceful_stop,
-            };
-            closed::run(prepared.target.clone(), prepared.spec.clone(), cfg, collector.clone()).await;
-            None
-        };
-        collector.stop_because(StopReason::Completed);
-        let _ = ticker.await;
-        args.output.progress_done();
-        let _ = stop_sampler.send(true);
-        let watched = sampler.await.ok();
-        let collected = collector
-            .finish(plan.duration)
-            .context("writing the samples file")?;
-        anyhow::Ok((collected, schedule, watched))
-    })?;
+    let driven = super::drive(
+        &args.output,
+        collect,
+        plan.profile.clone(),
+        plan.duration,
+        |collector| async {
+            let (target, spec) = (prepared.target.clone(), prepared.spec.clone());
+            if plan.open {
+                eprintln!(
+                    "pms bench: open model, {} req/s{} against {} for {:?} over {} connections (HTTP/{protocol})",
+                    plan.profile.start,
+                    stages_note(&plan.profile),
+                    args.request.url,
+                    plan.duration,
+                    args.connections
+                );
+                let cfg = OpenConfig {
+                    rate: plan.profile.clone(),
+                    duration: plan.duration,
+                    connections: args.connections,
+                    streams: args.streams_per_connection,
+                    timeout: args.request.timeout,
+                    grace: args.graceful_stop,
+                };
+                Some(open::run(target, spec, cfg, collector).await)
+            } else {
+                eprintln!(
+                    "pms bench: closed model, {} users{} against {} for {:?} (HTTP/{protocol})",
+                    plan.profile.max(),
+                    stages_note(&plan.profile),
+                    args.request.url,
+                    plan.duration
+                );
+                let cfg = ClosedConfig {
+                    users: plan.profile.clone(),
+                    duration: plan.duration,
+                    think_time: args.think_time,
+                    timeout: args.request.timeout,
+                    grace: args.graceful_stop,
+                };
+                closed::run(target, spec, cfg, collector).await;
+                None
+            }
+        },
+    )?;
+    let (collected, schedule, watched) = (driven.collected, driven.load, driven.watched);
     let labels = labels(&collected, args.warmup);
     let result = RunResult {
         config: RunConfig {
@@ -257,7 +241,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         schedule,
         timeline: collected.timeline.clone(),
         watch: watched,
-        samples_file: collect_samples_name(&args.output, &collected),
+        samples_file: args.output.samples_note(&collected),
     };
     write_and_print(&args.output, &result, &collected)?;
     let failed = failed_thresholds(&args.threshold, &result.labels[0]);
@@ -279,11 +263,6 @@ fn stages_note(p: &Profile) -> String {
             .collect();
         format!(" (stages {})", s.join(" "))
     }
-}
-
-fn collect_samples_name(out: &OutputArgs, c: &Collected) -> Option<String> {
-    out.samples
-        .then(|| format!("samples.csv ({} rows)", c.rows))
 }
 
 /// The labels of a finished run: `measured` first, then `uncorrected` (open model) and

@@ -14,10 +14,12 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use pms_bench::closed::RequestSpec;
-use pms_bench::collect::{CollectConfig, Collector, Tick};
+use pms_bench::collect::{CollectConfig, Collected, Collector, StopReason, StopRule, Tick};
 use pms_bench::format::Format;
+use pms_bench::profile::Profile;
 use pms_bench::stats::Summary;
 use pms_bench::target::{HttpVersion, Target};
+use pms_bench::watch::WatchReport;
 use pms_net::tls::Trust;
 
 use super::UsageError;
@@ -170,11 +172,11 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    fn collect_config(&self, warmup: Duration, open: bool) -> CollectConfig {
+    fn collect_config(&self, warmup: Duration, open: bool, stop: StopRule) -> CollectConfig {
         CollectConfig {
             warmup,
             open,
-            stop: Default::default(),
+            stop,
             samples: self
                 .out
                 .as_ref()
@@ -212,6 +214,12 @@ impl OutputArgs {
         }
     }
 
+    /// What `result.json` says of the per-request file, when one was written.
+    fn samples_note(&self, c: &Collected) -> Option<String> {
+        self.samples
+            .then(|| format!("samples.csv ({} rows)", c.rows))
+    }
+
     /// Ends the progress line (a terminal's cursor is still on it).
     fn progress_done(&self) {
         use std::io::IsTerminal as _;
@@ -221,13 +229,57 @@ impl OutputArgs {
     }
 }
 
-/// Starts the once-a-second ticker (timeline, stop rule, progress) on the current runtime.
-fn spawn_ticker(
-    collector: &Arc<Collector>,
-    target: impl Fn(Duration) -> f64 + Send + 'static,
-    out: &OutputArgs,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(collector.clone().tick(target, out.progress()))
+/// What a run leaves for reporting: the recordings, the watched processes, and what the load
+/// itself returned.
+struct Driven<T> {
+    collected: Collected,
+    watched: Option<WatchReport>,
+    load: T,
+}
+
+/// Runs `load` with everything around it: the process watcher, the collector, the once-a-second
+/// ticker (timeline, stop rule, progress line), then the final merge. `profile` is what the
+/// ticker reports as the target; `planned` is the run's length when nothing stops it early.
+fn drive<T, F, Fut>(
+    output: &OutputArgs,
+    collect: CollectConfig,
+    profile: Profile,
+    planned: Duration,
+    load: F,
+) -> anyhow::Result<Driven<T>>
+where
+    F: FnOnce(Arc<Collector>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let (stop_sampler, stopped) = tokio::sync::watch::channel(false);
+        let sampler = tokio::spawn(pms_bench::watch::sample(
+            output.watch_pid.clone(),
+            Duration::from_secs(1),
+            stopped,
+        ));
+        let collector = Collector::new(collect).context("creating the samples file")?;
+        let ticker = tokio::spawn(
+            collector
+                .clone()
+                .tick(move |t| profile.value_at(t), output.progress()),
+        );
+        let load = load(collector.clone()).await;
+        collector.stop_because(StopReason::Completed);
+        let _ = ticker.await;
+        output.progress_done();
+        let _ = stop_sampler.send(true);
+        let watched = sampler.await.ok();
+        let collected = collector
+            .finish(planned)
+            .context("writing the samples file")?;
+        Ok(Driven {
+            collected,
+            watched,
+            load,
+        })
+    })
 }
 
 fn parse_http(text: &str) -> Result<HttpVersion, String> {

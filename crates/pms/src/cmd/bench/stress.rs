@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use pms_bench::closed;
-use pms_bench::collect::{Collector, StopReason};
 use pms_bench::format::Format;
 use pms_bench::report::{Environment, RunResult};
 use pms_bench::stress::{StressConfig, StressOutcome};
@@ -76,8 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let (closed_cfg, rule) = cfg.plan();
     let prepared = args.request.prepare()?;
-    let mut collect = args.output.collect_config(Duration::ZERO, false);
-    collect.stop = rule;
+    let collect = args.output.collect_config(Duration::ZERO, false, rule);
     eprintln!(
         "pms bench stress: +{} users/s up to {} against {}, think time {:?}, until {} (at most {:?})",
         cfg.add_per_s,
@@ -88,34 +85,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_or_else(|| "the first failed request".to_owned(), |p| format!("{p}% errors in a second")),
         cfg.max_duration
     );
-    let rt = crate::cmd::runtime()?;
-    let (collected, watched) = rt.block_on(async {
-        let (stop_sampler, stopped) = tokio::sync::watch::channel(false);
-        let sampler = tokio::spawn(pms_bench::watch::sample(
-            args.output.watch_pid.clone(),
-            Duration::from_secs(1),
-            stopped,
-        ));
-        let collector = Collector::new(collect).context("creating the samples file")?;
-        let profile = closed_cfg.users.clone();
-        let ticker = super::spawn_ticker(&collector, move |t| profile.value_at(t), &args.output);
-        closed::run(
-            prepared.target.clone(),
-            prepared.spec.clone(),
-            closed_cfg,
-            collector.clone(),
-        )
-        .await;
-        collector.stop_because(StopReason::Completed);
-        let _ = ticker.await;
-        args.output.progress_done();
-        let _ = stop_sampler.send(true);
-        let watched = sampler.await.ok();
-        let collected = collector
-            .finish(cfg.max_duration)
-            .context("writing the samples file")?;
-        anyhow::Ok((collected, watched))
-    })?;
+    let profile = closed_cfg.users.clone();
+    let driven = super::drive(
+        &args.output,
+        collect,
+        profile,
+        cfg.max_duration,
+        |collector| {
+            closed::run(
+                prepared.target.clone(),
+                prepared.spec.clone(),
+                closed_cfg,
+                collector,
+            )
+        },
+    )?;
+    let (collected, watched) = (driven.collected, driven.watched);
     let outcome = StressOutcome::of(&collected);
     let result = RunResult {
         config: StressRecord {
@@ -133,10 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         schedule: None,
         timeline: collected.timeline.clone(),
         watch: watched,
-        samples_file: args
-            .output
-            .samples
-            .then(|| format!("samples.csv ({} rows)", collected.rows)),
+        samples_file: args.output.samples_note(&collected),
     };
     write_and_print(&args.output, &result, &collected)?;
     if args.output.format != Format::Json {
