@@ -49,6 +49,9 @@ pub struct ClosedConfig {
     pub timeout: Duration,
     /// How long requests in flight at the end may take to finish.
     pub grace: Duration,
+    /// Requests per user, after which the user stops (JMeter's loop count); `None`: loop until
+    /// the run ends. The run ends early when every user has finished.
+    pub iterations: Option<u64>,
 }
 
 /// Runs the closed model against `target`, recording into `collector`; returns when every
@@ -126,39 +129,70 @@ async fn user(
 ) {
     let start = c.start();
     let mut stop = c.stop_signal();
+    let mut left = cfg.iterations;
     for (from, to) in cfg.users.active(i, cfg.duration) {
         if !sleep_until(&mut stop, start + from).await {
             return;
         }
         let _active = c.enter();
-        if !session(i, target, spec, out, cfg, c, &mut stop, start + to).await {
+        let mut user = User {
+            i,
+            stop: &mut stop,
+            left: &mut left,
+        };
+        if !session(&mut user, target, spec, out, cfg, c, start + to).await {
             return;
         }
     }
 }
 
-/// Requests on one connection (reconnecting when it breaks) until `until`; `false` when the
-/// run stopped.
-#[allow(clippy::too_many_arguments)]
-async fn session(
+/// One user's state across its sessions.
+struct User<'a> {
+    /// Its number (the recorder shard it writes to).
     i: usize,
+    /// The run's stop signal.
+    stop: &'a mut watch::Receiver<bool>,
+    /// Requests it may still send, when it has a quota.
+    left: &'a mut Option<u64>,
+}
+
+impl User<'_> {
+    /// Counts one request; `false` when that used up the user's quota.
+    fn sent_one(&mut self) -> bool {
+        match self.left {
+            Some(n) => {
+                *n = n.saturating_sub(1);
+                *n > 0
+            }
+            None => true,
+        }
+    }
+}
+
+/// Requests on one connection (reconnecting when it breaks) until `until`; `false` when the
+/// run stopped or the user has sent all its requests.
+async fn session(
+    u: &mut User<'_>,
     target: &Target,
     spec: &RequestSpec,
     out: Option<&Outgoing>,
     cfg: &ClosedConfig,
     c: &Collector,
-    stop: &mut watch::Receiver<bool>,
     until: Instant,
 ) -> bool {
     let start = c.start();
+    let i = u.i;
     'connect: while Instant::now() < until {
         let opened = Instant::now();
         let mut conn = match connect(target, cfg.timeout).await {
             Ok(conn) => conn,
             Err(kind) => {
                 c.record(i, &failure(opened - start, opened.elapsed(), kind));
+                if !u.sent_one() {
+                    return false;
+                }
                 let pause = (Instant::now() + RECONNECT_PAUSE).min(until);
-                if !sleep_until(stop, pause).await {
+                if !sleep_until(u.stop, pause).await {
                     return false;
                 }
                 continue 'connect;
@@ -169,14 +203,17 @@ async fn session(
             if sent_at >= until {
                 return true;
             }
-            if *stop.borrow() {
+            if *u.stop.borrow() {
                 return false;
             }
             let due = sent_at - start;
-            match exchange(&mut conn, target, spec, out, cfg.timeout, stop).await {
+            match exchange(&mut conn, target, spec, out, cfg.timeout, u.stop).await {
                 Exchange::Done(mut sample) => {
                     sample.due = due;
                     c.record(i, &sample);
+                    if !u.sent_one() {
+                        return false;
+                    }
                     if sample.status.is_none() {
                         continue 'connect;
                     }
@@ -197,7 +234,7 @@ async fn session(
             }
             if !cfg.think_time.is_zero() {
                 let wake = (Instant::now() + cfg.think_time).min(until);
-                if !sleep_until(stop, wake).await {
+                if !sleep_until(u.stop, wake).await {
                     return false;
                 }
             }

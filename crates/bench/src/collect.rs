@@ -434,8 +434,10 @@ impl Collector {
             return Err(e);
         }
         if let Some((reason, at, active)) = lock(&self.reason).clone() {
+            // A run that completed before its planned end (every user used up its loop
+            // count) ended then; one stopped early also says how many were active.
+            out.ended = at.min(planned);
             if reason != StopReason::Completed {
-                out.ended = at.min(planned);
                 out.active_at_stop = Some(active);
             }
             out.reason = reason;

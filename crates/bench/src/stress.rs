@@ -54,6 +54,7 @@ impl StressConfig {
             timeout: self.timeout,
             // A stress run ends at a failure; requests still in flight then are cut off.
             grace: Duration::ZERO,
+            iterations: None,
         };
         let rule = StopRule {
             first_error: self.stop_at_error_pct.is_none(),

@@ -63,6 +63,7 @@ fn config(users: usize, secs: u64) -> ClosedConfig {
         think_time: Duration::ZERO,
         timeout: Duration::from_secs(5),
         grace: Duration::from_secs(5),
+        iterations: None,
     }
 }
 
@@ -363,6 +364,32 @@ mod collect {
             Some(6),
             "each user connects once: {s:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn users_with_a_loop_count_send_that_many_and_the_run_ends_early() {
+        let (addr, _stop) = echo(None).await;
+        let target = cleartext(addr, HttpVersion::Http1);
+        // JMeter's configuration 1 in small: 5 users over a 0.5 s ramp, one request each, in a
+        // run that could have lasted 30 s.
+        let mut cfg = config(5, 30);
+        cfg.users = Profile::ramp(5.0, Duration::from_millis(500));
+        cfg.iterations = Some(1);
+        let out = closed_plain(target.clone(), spec(None, None), cfg).await;
+        let s = out.measured.summary("m", out.ended);
+        assert_eq!((s.samples, s.errors), (5, 0), "{s:?}");
+        assert!(
+            out.ended < Duration::from_secs(10),
+            "ended when the users were done: {:?}",
+            out.ended
+        );
+        // Three each: 4 users × 3 = 12 samples, still one connection per user.
+        let mut cfg = config(4, 30);
+        cfg.iterations = Some(3);
+        let out = closed_plain(target, spec(None, None), cfg).await;
+        let s = out.measured.summary("m", out.ended);
+        assert_eq!(s.samples, 12, "{s:?}");
+        assert_eq!(s.breakdown.connect.as_ref().map(|c| c.count), Some(4));
     }
 
     #[tokio::test]

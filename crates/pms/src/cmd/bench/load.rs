@@ -49,6 +49,10 @@ pub struct Args {
     /// Pause after each answer (k6's `sleep(1)` is `--think-time 1s`).
     #[arg(long, default_value = "0s", value_parser = pms_bench::duration::parse)]
     think_time: Duration,
+    /// Closed model: requests per user, then the user stops (JMeter's loop count); the run
+    /// ends when every user is done, or at --duration.
+    #[arg(long, conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..))]
+    iterations: Option<u64>,
     /// Samples that start in this first part of the run are reported apart.
     #[arg(long, default_value = "0s", value_parser = pms_bench::duration::parse)]
     warmup: Duration,
@@ -91,6 +95,8 @@ struct RunConfig<'a> {
     duration_s: f64,
     ramp_up_s: f64,
     think_time_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iterations: Option<u64>,
     warmup_s: f64,
     timeout_s: f64,
     graceful_stop_s: f64,
@@ -206,6 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     think_time: args.think_time,
                     timeout: args.request.timeout,
                     grace: args.graceful_stop,
+                    iterations: args.iterations,
                 };
                 closed::run(target, spec, cfg, collector).await;
                 None
@@ -226,6 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             duration_s: plan.duration.as_secs_f64(),
             ramp_up_s: args.ramp_up.as_secs_f64(),
             think_time_s: args.think_time.as_secs_f64(),
+            iterations: args.iterations,
             warmup_s: args.warmup.as_secs_f64(),
             timeout_s: args.request.timeout.as_secs_f64(),
             graceful_stop_s: args.graceful_stop.as_secs_f64(),
