@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::stats::{Clock, ErrorKind, Recorder, Sample};
 
 /// When a run stops itself before its time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct StopRule {
     /// At the first failed request (k6's `test.abort()` on a failed check).
     pub first_error: bool,
@@ -30,7 +30,7 @@ pub struct StopRule {
 }
 
 /// Why a run ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum StopReason {
     /// Its duration was over.
@@ -48,7 +48,7 @@ pub enum StopReason {
 }
 
 /// One second of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Tick {
     /// End of the second (or of the run, for the last part-second), from the run's start.
     pub t_s: f64,

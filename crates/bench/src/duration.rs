@@ -50,6 +50,18 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Writes `d` the way [`parse`] reads it, as a person would: `30s`, `500ms`, `1.5s`, `0s`.
+pub fn show(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d < Duration::from_secs(1) && d.subsec_nanos().is_multiple_of(1_000_000) {
+        format!("{}ms", d.as_millis())
+    } else {
+        let s = format!("{:.6}", d.as_secs_f64());
+        format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
 fn seconds(secs: f64, text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?}: out of range"))
 }
@@ -57,6 +69,19 @@ fn seconds(secs: f64, text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shown_durations_read_back() {
+        for (d, text) in [
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(show(d), text);
+            assert_eq!(parse(text).unwrap(), d);
+        }
+    }
 
     #[test]
     fn units_and_combinations() {

@@ -17,6 +17,8 @@
 //! - [`stress`]: users added at a fixed pace until the target fails.
 //! - [`compare`]: the dissertation's hypothesis tests on two runs' latencies.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
+//! - [`suite`]: the published studies rerun in one command — components spawned, matrix run,
+//!   `report.md`, `report.html` and `results.json` written.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`payload`]: the published suite's ARRAY payload, byte for byte.
 //! - [`duration`]: `30s`-style durations.
@@ -39,5 +41,6 @@ pub mod report;
 pub mod startup;
 pub mod stats;
 pub mod stress;
+pub mod suite;
 pub mod target;
 pub mod watch;

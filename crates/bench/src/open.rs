@@ -46,7 +46,7 @@ pub struct OpenConfig {
 }
 
 /// How well an open-model run kept its schedule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     /// Requests due in the run.
     pub due: u64,

@@ -51,7 +51,7 @@ impl Ready {
         })
     }
 
-    fn check(&self) -> bool {
+    pub(crate) fn check(&self) -> bool {
         match self {
             Ready::Port(addr) => {
                 TcpStream::connect_timeout(addr, Duration::from_millis(50)).is_ok()
@@ -74,7 +74,7 @@ fn http_ok(addr: &SocketAddr, host: &str, path: &str) -> std::io::Result<bool> {
 }
 
 /// One measured start.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct Run {
     /// exec → ready, milliseconds.
     pub ready_ms: f64,
@@ -85,7 +85,7 @@ pub struct Run {
 }
 
 /// Statistics over the runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Spread {
     /// Mean.
     pub mean: f64,
@@ -194,7 +194,7 @@ fn wait_ready(
 }
 
 /// SIGTERM, then up to 10 s for a clean exit, then SIGKILL.
-fn stop(child: &mut Child) -> Option<i32> {
+pub(crate) fn stop(child: &mut Child) -> Option<i32> {
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

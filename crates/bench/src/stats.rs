@@ -13,7 +13,9 @@ use serde::Serialize;
 pub const PERCENTILES: &[f64] = &[50.0, 75.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99];
 
 /// Why a request counted as an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The TCP connection could not be opened.
@@ -349,7 +351,7 @@ fn quantile(h: &Histogram<u64>, p: f64) -> f64 {
 }
 
 /// The short form of a breakdown histogram.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Brief {
     /// Values recorded.
     pub count: u64,
@@ -377,7 +379,7 @@ impl Brief {
 
 /// Where the time went: JMeter's connect time (TCP, then TLS, per opened connection), its
 /// latency (time to the response head) and, in the summary itself, the full response time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Breakdown {
     /// TCP connect, per connection opened.
     pub connect: Option<Brief>,
@@ -424,7 +426,7 @@ impl HistogramDump {
 }
 
 /// The statistics of one label, with the published reports' definitions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Summary {
     /// What was measured (`measured`, `warmup`, …).
     pub label: String,

@@ -13,7 +13,7 @@ use crate::collect::{Collected, StopReason, StopRule};
 use crate::profile::{Profile, Stage};
 
 /// How a stress run adds users and when it gives up.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct StressConfig {
     /// Users added per second.
     pub add_per_s: f64,
@@ -65,7 +65,7 @@ impl StressConfig {
 }
 
 /// What a stress run found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StressOutcome {
     /// Whether the target failed before the run's limits were reached.
     pub failed: bool,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 /// One second of one watched process.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct ProcessSample {
     /// Seconds since the run started.
     pub t_s: f64,
@@ -20,7 +20,7 @@ pub struct ProcessSample {
 }
 
 /// One second of the machine.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct MachineSample {
     /// Seconds since the run started.
     pub t_s: f64,
@@ -31,7 +31,7 @@ pub struct MachineSample {
 }
 
 /// What a watched process did over the run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ProcessReport {
     /// The pid.
     pub pid: u32,
@@ -46,7 +46,7 @@ pub struct ProcessReport {
 }
 
 /// Everything watched over a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WatchReport {
     /// Per watched process.
     pub processes: Vec<ProcessReport>,

@@ -1,11 +1,12 @@
 //! `pms bench`: the load generator's command line, one file per subcommand (`run`, `stress`,
-//! `startup`, `compare`) over the `pms-bench` crate, and what `run` and `stress` share here: the
+//! `startup`, `compare`, `suite`) over the `pms-bench` crate, and what `run` and `stress` share here: the
 //! request to send, how to trust the target, and how to report and gate a result.
 
 mod compare;
 mod load;
 mod startup;
 mod stress;
+mod suite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +44,10 @@ pub enum Command {
     /// skewness, then Welch's t-test or the Wilcoxon rank-sum test, with effect size and a
     /// confidence interval.
     Compare(compare::Args),
+    /// Rerun a published study in one command: start what it needs, run its matrix, write
+    /// report.md, report.html and results.json (`pms bench suite ballerina-rest --profile
+    /// standard --out DIR`; `--list` shows the suites).
+    Suite(Box<suite::Args>),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -51,6 +56,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Stress(args) => stress::run(*args),
         Command::Startup(args) => startup::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Suite(args) => suite::run(*args),
     }
 }
 

@@ -1,0 +1,549 @@
+//! The dissertation's measurements of `getAllUsers`: `pms users` on a throwaway PostgreSQL
+//! (`scripts/pg.sh`, started once per suite run) behind `pms gateway` with a TLS listener, both
+//! started afresh for every cell and sharing a JWT secret generated for the run. A cell logs in
+//! once for a token, then runs JMeter's thread groups (`--iterations`), the k6 load and stress
+//! tests, start-up timings (`pms bench startup`), or one request's breakdown.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::startup::Ready;
+use crate::target::{HttpVersion, Target};
+
+use super::metrics;
+use super::plan::GatewayJob;
+use super::procs::{free_port, loopback, Proc, Spawn};
+use super::proxy::READY_TIMEOUT;
+use super::results::{RunOutput, RunRecord};
+use super::spec::Hop;
+use super::{Ctx, SuiteError};
+
+/// The seeded supervisor (spec §6.1), whose token every load carries.
+const LOGIN_EMAIL: &str = "supervisor@isep.ipp.pt";
+
+/// What the cells of one suite run share: the database and the secrets.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The database URL, once known.
+    database_url: Option<String>,
+    /// The throwaway cluster's directory, when this run started one.
+    pg_dir: Option<PathBuf>,
+    /// `scripts/pg.sh`, to remove the cluster at the end.
+    pg_script: Option<PathBuf>,
+    /// HS256 secret shared by the gateway and the users service.
+    secret: String,
+    /// The seeded accounts' password.
+    password: String,
+}
+
+impl Shared {
+    /// Starts the database (unless given) and makes the secrets, the first time.
+    fn prepare(&mut self, ctx: &Ctx<'_>) -> Result<(), SuiteError> {
+        if self.database_url.is_some() {
+            return Ok(());
+        }
+        self.secret = random_hex(32)?;
+        self.password = format!("Pms#{}", random_hex(8)?);
+        if let Some(url) = &ctx.opts.database_url {
+            self.database_url = Some(url.clone());
+            return Ok(());
+        }
+        let script = &ctx.opts.pg_script;
+        if !script.is_file() {
+            return Err(SuiteError::Usage(format!(
+                "the users service needs PostgreSQL: pass --database-url, or run from the repository so that {} can start a throwaway one",
+                script.display()
+            )));
+        }
+        let dir = std::fs::canonicalize(&ctx.opts.out)
+            .map_err(|e| SuiteError::io("resolving the output directory", e))?
+            .join("pg");
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .arg("start")
+            .arg(&dir)
+            .arg("--watch")
+            .arg(std::process::id().to_string())
+            .output()
+            .map_err(|e| SuiteError::io(&format!("running {}", script.display()), e))?;
+        if !out.status.success() {
+            return Err(SuiteError::Failed(format!(
+                "{} start failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let url = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("postgres://"))
+            .map(str::to_owned)
+            .ok_or_else(|| SuiteError::Failed(format!("{} printed no URL", script.display())))?;
+        self.database_url = Some(url);
+        self.pg_dir = Some(dir);
+        self.pg_script = Some(script.clone());
+        Ok(())
+    }
+
+    /// Removes the throwaway database, if this run started one.
+    pub fn close(&mut self) {
+        if let (Some(dir), Some(script)) = (self.pg_dir.take(), self.pg_script.take()) {
+            let _ = std::process::Command::new("bash")
+                .arg(script)
+                .arg("remove")
+                .arg(dir)
+                .output();
+        }
+    }
+
+    fn env(&self, s: Spawn) -> Spawn {
+        s.env("PMS_JWT_SECRET", &self.secret)
+            .env("PMS_SEED_PASSWORD", &self.password)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// `n` random bytes from the kernel, as hex.
+fn random_hex(n: usize) -> Result<String, SuiteError> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| SuiteError::io("reading /dev/urandom", e))?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The two services of a cell.
+struct Services {
+    users: Proc,
+    gateway: Proc,
+    /// The gateway's TLS listener.
+    port: u16,
+}
+
+/// Gateway config: a TLS listener, JWT on `/users/`, the login open, the users service behind.
+fn gateway_config(ctx: &Ctx<'_>, port: u16, admin: u16, users: u16) -> String {
+    format!(
+        "# written by pms bench suite (pms-gateway)\n\
+         [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+         [limits]\nmax_connections = 30000\n\n\
+         [[listeners]]\nname = \"public-tls\"\nlisten = \"127.0.0.1:{port}\"\n\
+         tls = {{ cert = {cert:?}, key = {key:?} }}\n\n\
+         [auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"PMS_JWT_SECRET\"\n\n\
+         [[upstreams]]\nname = \"users\"\nendpoints = [\"http://127.0.0.1:{users}\"]\nprotocol = \"h1\"\n\n\
+         [[routes]]\nname = \"login\"\nmatch = {{ path = \"/users/login\", methods = [\"POST\"] }}\nupstream = \"users\"\nauth = \"none\"\n\n\
+         [[routes]]\nname = \"users\"\nmatch = {{ path_prefix = \"/users/\", methods = [\"GET\", \"POST\", \"PUT\"] }}\nupstream = \"users\"\nauth = \"jwt\"\n",
+        cert = ctx.cert.display().to_string(),
+        key = ctx.key.display().to_string(),
+    )
+}
+
+/// `pms users` for this run.
+fn users_spawn(ctx: &Ctx<'_>, shared: &Shared, dir: &Path, port: u16) -> Spawn {
+    let s = ctx.pms("users", &["users", "--listen"]).args([
+        loopback(port).to_string(),
+        "--data-dir".into(),
+        dir.join("data").display().to_string(),
+        "--database-url".into(),
+        shared.database_url.clone().unwrap_or_default(),
+    ]);
+    shared.env(s)
+}
+
+/// `pms gateway` for this run, its config written to `dir`.
+fn gateway_spawn(
+    ctx: &Ctx<'_>,
+    shared: &Shared,
+    dir: &Path,
+    port: u16,
+    admin: u16,
+    users: u16,
+) -> Result<Spawn, SuiteError> {
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, gateway_config(ctx, port, admin, users))
+        .map_err(|e| SuiteError::io(&format!("writing {}", config.display()), e))?;
+    Ok(shared.env(
+        ctx.pms("gateway", &["gateway", "--config"])
+            .args([config.display().to_string()]),
+    ))
+}
+
+fn ready(url: &str) -> Result<Ready, SuiteError> {
+    Ready::url(url).map_err(SuiteError::Failed)
+}
+
+fn start_services(
+    ctx: &Ctx<'_>,
+    shared: &Shared,
+    dir: &Path,
+    record: &mut RunRecord,
+) -> Result<Services, SuiteError> {
+    let users_port = free_port()?;
+    let users = users_spawn(ctx, shared, dir, users_port);
+    record.commands.push(users.shell_line());
+    let mut users_proc = users.start(&dir.join("users.log"))?;
+    users_proc.wait_ready(
+        &ready(&format!("http://127.0.0.1:{users_port}/readyz"))?,
+        READY_TIMEOUT,
+    )?;
+    let (port, admin) = (free_port()?, free_port()?);
+    let gw = gateway_spawn(ctx, shared, dir, port, admin, users_port)?;
+    record.commands.push(gw.shell_line());
+    let mut gw_proc = gw.start(&dir.join("gateway.log"))?;
+    gw_proc.wait_ready(
+        &ready(&format!("http://127.0.0.1:{admin}/readyz"))?,
+        READY_TIMEOUT,
+    )?;
+    Ok(Services {
+        users: users_proc,
+        gateway: gw_proc,
+        port,
+    })
+}
+
+/// Runs one gateway cell.
+///
+/// # Errors
+/// The database, a service or a load run failed.
+pub fn run(
+    ctx: &Ctx<'_>,
+    shared: &mut Shared,
+    cell: &str,
+    job: &GatewayJob,
+) -> Result<RunRecord, SuiteError> {
+    shared.prepare(ctx)?;
+    let dir = ctx.dir(cell, "pms")?;
+    let mut record = RunRecord::new("pms");
+    if let GatewayJob::Startup(component, runs) = job {
+        startup(ctx, shared, &dir, component, *runs, &mut record)?;
+        return Ok(record);
+    }
+    let services = start_services(ctx, shared, &dir, &mut record)?;
+    let outcome = load(ctx, shared, &dir, job, &services, &mut record);
+    services.gateway.stop();
+    services.users.stop();
+    outcome?;
+    Ok(record)
+}
+
+fn url(port: u16) -> String {
+    format!("https://127.0.0.1:{port}/users/getAllUsers")
+}
+
+fn http_arg(h: Hop) -> &'static str {
+    if h == Hop::H2 {
+        "2"
+    } else {
+        "1.1"
+    }
+}
+
+fn load(
+    ctx: &Ctx<'_>,
+    shared: &Shared,
+    dir: &Path,
+    job: &GatewayJob,
+    services: &Services,
+    record: &mut RunRecord,
+) -> Result<(), SuiteError> {
+    let hop = match job {
+        GatewayJob::Jmeter(_, h)
+        | GatewayJob::K6(_, h)
+        | GatewayJob::Stress(_, h)
+        | GatewayJob::Overview(h) => *h,
+        GatewayJob::Startup(..) => return Ok(()),
+    };
+    let token = login(ctx, services.port, &shared.password)?;
+    if let GatewayJob::Overview(h) = job {
+        let (metrics, extra) = overview(ctx, services.port, *h, &token)?;
+        record.metrics = metrics;
+        record.extra = Some(extra);
+        return Ok(());
+    }
+    let sub = if matches!(job, GatewayJob::Stress(..)) {
+        "stress"
+    } else {
+        "run"
+    };
+    let mut cmd = ctx.pms("load", &["bench", sub]).args([
+        url(services.port),
+        "--http".into(),
+        http_arg(hop).into(),
+        "--ca".into(),
+        ctx.ca.display().to_string(),
+        "-H".into(),
+        format!("Authorization: Bearer {token}"),
+        "--expect-status".into(),
+        "200".into(),
+        "--progress".into(),
+        "never".into(),
+        "--out".into(),
+        dir.display().to_string(),
+        "--watch-pid".into(),
+        services.gateway.pid().to_string(),
+        "--watch-pid".into(),
+        services.users.pid().to_string(),
+    ]);
+    let show = crate::duration::show;
+    cmd = match job {
+        GatewayJob::Jmeter(c, _) => cmd.args([
+            "--users".to_owned(),
+            c.users.to_string(),
+            "--ramp-up".into(),
+            show(c.ramp_up),
+            "--duration".into(),
+            show(c.duration),
+            "--iterations".into(),
+            c.iterations.to_string(),
+        ]),
+        GatewayJob::K6(c, _) => cmd.args([
+            "--users".to_owned(),
+            c.users.to_string(),
+            "--think-time".into(),
+            show(c.think_time),
+            "--duration".into(),
+            show(c.duration),
+            "--abort-on-error".into(),
+        ]),
+        GatewayJob::Stress(c, _) => cmd.args([
+            "--add".to_owned(),
+            format!("{}/s", c.add_per_s),
+            "--think-time".into(),
+            show(c.think_time),
+            "--max-users".into(),
+            c.max_users.to_string(),
+            "--max-duration".into(),
+            show(c.max_duration),
+            // k6's default request timeout.
+            "--timeout".into(),
+            "60s".into(),
+        ]),
+        _ => cmd,
+    };
+    record
+        .commands
+        .push(cmd.shell_line().replace(&token, "$TOKEN"));
+    cmd.run(&dir.join("load.log"))?;
+    let output = RunOutput::read(dir)?;
+    if let Some(m) = output.labels.first() {
+        record.metrics = metrics::of_summary(m);
+    }
+    if let Some(rss) = output.rss_mb_from(0.0) {
+        record.metrics.insert("rss_mb".into(), rss);
+    }
+    if let GatewayJob::Stress(..) = job {
+        let outcome = read_json(&dir.join("result.json"))?
+            .pointer("/config/outcome")
+            .cloned()
+            .ok_or_else(|| SuiteError::Failed("stress result.json has no outcome".into()))?;
+        if let Some(users) = outcome
+            .get("users_at_end")
+            .and_then(serde_json::Value::as_f64)
+        {
+            record.metrics.insert("max_users".into(), users);
+        }
+        record.extra = Some(outcome);
+    }
+    record.output = Some(output);
+    Ok(())
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, SuiteError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SuiteError::io(&format!("reading {}", path.display()), e))?;
+    serde_json::from_str(&text).map_err(|e| SuiteError::Failed(format!("{}: {e}", path.display())))
+}
+
+/// A client for the gateway's TLS listener, trusting the run's CA.
+fn target(ctx: &Ctx<'_>, url: &str, h: Hop) -> Result<Arc<Target>, SuiteError> {
+    let version = if h == Hop::H2 {
+        HttpVersion::Http2
+    } else {
+        HttpVersion::Http1
+    };
+    Target::new(url, version, &pms_net::tls::Trust::Only(ctx.ca.clone()))
+        .map(Arc::new)
+        .map_err(|e| SuiteError::Failed(format!("{url}: {e}")))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, SuiteError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SuiteError::io("starting a runtime", e))
+}
+
+/// Logs in as the seeded supervisor through the gateway; returns the token.
+fn login(ctx: &Ctx<'_>, port: u16, password: &str) -> Result<String, SuiteError> {
+    let t = target(
+        ctx,
+        &format!("https://127.0.0.1:{port}/users/login"),
+        Hop::H1,
+    )?;
+    let body = serde_json::json!({ "email": LOGIN_EMAIL, "password": password }).to_string();
+    let out = t
+        .outgoing(
+            &http::Method::POST,
+            &[(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            )],
+            Bytes::from(body),
+        )
+        .map_err(|e| SuiteError::Failed(format!("building the login request: {e}")))?;
+    let answer = runtime()?.block_on(async {
+        let mut conn = t
+            .connect()
+            .await
+            .map_err(|k| format!("connecting: {k:?}"))?;
+        conn.send(&out)
+            .await
+            .map(|(a, _)| a)
+            .map_err(|k| format!("login request: {k:?}"))
+    });
+    let answer = answer.map_err(SuiteError::Failed)?;
+    if answer.status != http::StatusCode::OK {
+        return Err(SuiteError::Failed(format!(
+            "login answered {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        )));
+    }
+    serde_json::from_slice::<serde_json::Value>(&answer.body)
+        .ok()
+        .and_then(|v| v.get("token")?.as_str().map(str::to_owned))
+        .ok_or_else(|| SuiteError::Failed("the login answer has no token".into()))
+}
+
+/// Requests, each on a fresh connection, whose medians make the overview.
+const OVERVIEW_REQUESTS: usize = 5;
+
+/// JMeter's sample view of `getAllUsers`: load time, connect time, latency, and the sizes of
+/// the response's head and body — the median of a few requests, each on a new connection.
+fn overview(
+    ctx: &Ctx<'_>,
+    port: u16,
+    h: Hop,
+    token: &str,
+) -> Result<(std::collections::BTreeMap<String, f64>, serde_json::Value), SuiteError> {
+    let t = target(ctx, &url(port), h)?;
+    let auth = http::HeaderValue::try_from(format!("Bearer {token}"))
+        .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
+    let out = t
+        .outgoing(
+            &http::Method::GET,
+            &[(http::header::AUTHORIZATION, auth)],
+            Bytes::new(),
+        )
+        .map_err(|e| SuiteError::Failed(format!("building the request: {e}")))?;
+    let rows = runtime()?.block_on(async {
+        let mut rows = Vec::new();
+        for _ in 0..OVERVIEW_REQUESTS {
+            let start = tokio::time::Instant::now();
+            let mut conn = t
+                .connect()
+                .await
+                .map_err(|k| format!("connecting: {k:?}"))?;
+            let connect = conn.take_timing().map_or(Duration::ZERO, |c| c.total());
+            let (answer, _) = conn
+                .send(&out)
+                .await
+                .map_err(|k| format!("request: {k:?}"))?;
+            if answer.status != http::StatusCode::OK {
+                return Err(format!("getAllUsers answered {}", answer.status));
+            }
+            let body = answer.body.len() as f64;
+            rows.push([
+                start.elapsed().as_secs_f64() * 1000.0,
+                connect.as_secs_f64() * 1000.0,
+                (connect + answer.ttfb).as_secs_f64() * 1000.0,
+                answer.bytes as f64 - body,
+                body,
+            ]);
+        }
+        Ok(rows)
+    });
+    let rows = rows.map_err(SuiteError::Failed)?;
+    let names = [
+        "load_ms",
+        "connect_ms",
+        "latency_ms",
+        "header_bytes",
+        "body_bytes",
+    ];
+    let mut m = std::collections::BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let mut v: Vec<f64> = rows.iter().map(|r| r[i]).collect();
+        v.sort_by(f64::total_cmp);
+        m.insert((*name).to_owned(), v[v.len() / 2]);
+    }
+    let extra = serde_json::json!({
+        "requests": OVERVIEW_REQUESTS,
+        "statistic": "median, each request on a new connection",
+        "columns": names,
+        "rows": rows,
+    });
+    Ok((m, extra))
+}
+
+/// `pms bench startup` of one component, `runs` times.
+fn startup(
+    ctx: &Ctx<'_>,
+    shared: &Shared,
+    dir: &Path,
+    component: &str,
+    runs: usize,
+    record: &mut RunRecord,
+) -> Result<(), SuiteError> {
+    let (inner, ready_url) = if component == "gateway" {
+        let (port, admin, users) = (free_port()?, free_port()?, free_port()?);
+        let s = gateway_spawn(ctx, shared, dir, port, admin, users)?;
+        (s, format!("http://127.0.0.1:{admin}/readyz"))
+    } else {
+        let port = free_port()?;
+        (
+            users_spawn(ctx, shared, dir, port),
+            format!("http://127.0.0.1:{port}/readyz"),
+        )
+    };
+    let mut cmd = ctx
+        .pms("startup", &["bench", "startup", "--runs"])
+        .args([
+            runs.to_string(),
+            "--ready-url".into(),
+            ready_url,
+            "--out".into(),
+            dir.display().to_string(),
+            "--".into(),
+            inner.program.display().to_string(),
+        ])
+        .args(inner.args.iter().cloned());
+    for (k, v) in &inner.env {
+        cmd = cmd.env(k, v);
+    }
+    record.commands.push(cmd.shell_line());
+    cmd.run(&dir.join("startup.log"))?;
+    let json = read_json(&dir.join("startup.json"))?;
+    if let Some(mean) = json
+        .pointer("/ready_ms/mean")
+        .and_then(serde_json::Value::as_f64)
+    {
+        record.metrics.insert("startup_s".into(), mean / 1000.0);
+    }
+    if let Some(rss) = json
+        .pointer("/rss_kib/mean")
+        .and_then(serde_json::Value::as_f64)
+    {
+        record.metrics.insert("rss_mb".into(), rss * 1024.0 / 1e6);
+    }
+    record.extra = Some(json);
+    Ok(())
+}

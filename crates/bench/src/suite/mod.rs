@@ -1,0 +1,420 @@
+//! `pms bench suite NAME`: the published studies rerun against PMS in one command. A suite file
+//! ([`spec`]) names the matrix; [`plan`] expands one profile of it into cells with an expected
+//! duration; the runners start what each cell needs as child processes on loopback ports
+//! ([`procs`]), load it with `pms bench run` / `stress` / `startup`, and stop it again —
+//! [`proxy`] for the reverse-proxy matrix (with nginx and haproxy as [`peers`]), [`gateway`] for
+//! the users service behind the gateway, [`delay`] for the slow back-end. The outcome
+//! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
+//! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]).
+//!
+//! The suite never links a component: like every load generator it only talks to processes, so
+//! the peers are measured exactly as PMS is.
+
+pub mod charts;
+pub mod delay;
+pub mod gateway;
+pub mod html;
+pub mod markdown;
+pub mod metrics;
+pub mod peers;
+pub mod plan;
+pub mod procs;
+pub mod proxy;
+pub mod results;
+pub mod spec;
+pub mod tables;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use self::plan::{Job, Plan};
+use self::procs::Spawn;
+use self::results::{CellResult, RunRecord, Status, SuiteEnvironment, SuiteResults};
+use self::spec::SuiteSpec;
+
+/// The profiles every suite has.
+pub const PROFILES: &[&str] = &["quick", "standard", "published"];
+
+/// The suites shipped with PMS (`config/suites/`), built into the binary.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "ballerina-rest",
+        include_str!("../../../../config/suites/ballerina-rest.toml"),
+    ),
+    (
+        "pms-gateway",
+        include_str!("../../../../config/suites/pms-gateway.toml"),
+    ),
+    (
+        "async-delay",
+        include_str!("../../../../config/suites/async-delay.toml"),
+    ),
+];
+
+/// What went wrong running a suite.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// The suite file, a name, or an option.
+    #[error("{0}")]
+    Usage(String),
+    /// An I/O step, with what it was doing.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A component or a run failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl SuiteError {
+    /// An I/O error while doing `what`.
+    pub fn io(what: &str, source: std::io::Error) -> Self {
+        Self::Io {
+            what: what.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Finds a suite: a built-in name, or a path to a suite file.
+///
+/// # Errors
+/// Unknown name, unreadable file, or a suite file that does not parse.
+pub fn load(name: &str) -> Result<SuiteSpec, SuiteError> {
+    let (origin, text) = match BUILTIN.iter().find(|(n, _)| *n == name) {
+        Some((_, text)) => (format!("built-in suite {name}"), (*text).to_owned()),
+        None if Path::new(name).is_file() => (
+            name.to_owned(),
+            std::fs::read_to_string(name).map_err(|e| SuiteError::io(name, e))?,
+        ),
+        None => {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            return Err(SuiteError::Usage(format!(
+                "no suite {name:?}: the suites are {}, or give the path of a suite file",
+                names.join(", ")
+            )));
+        }
+    };
+    SuiteSpec::parse(&text).map_err(|e| SuiteError::Usage(format!("{origin}: {e}")))
+}
+
+/// How to run a suite.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `quick`, `standard` or `published`.
+    pub profile: String,
+    /// Where results, reports and per-cell logs go.
+    pub out: PathBuf,
+    /// Run only cells whose id contains one of these (all when empty).
+    pub only: Vec<String>,
+    /// The `pms` binary that components and loads run from.
+    pub pms: PathBuf,
+    /// Add nginx and haproxy where a scenario allows them.
+    pub peers: bool,
+    /// PostgreSQL for the users service; without it a throwaway one is started with `pg_script`.
+    pub database_url: Option<String>,
+    /// `scripts/pg.sh`.
+    pub pg_script: PathBuf,
+    /// The command line that started the suite, for the report.
+    pub command: String,
+}
+
+/// What each cell run needs: options, output directory, certificates and secrets.
+pub struct Ctx<'a> {
+    /// The options.
+    pub opts: &'a Options,
+    /// Dev CA, certificate and key (`pms certs dev`).
+    pub ca: PathBuf,
+    /// Server certificate.
+    pub cert: PathBuf,
+    /// Server key.
+    pub key: PathBuf,
+}
+
+impl Ctx<'_> {
+    /// `pms ARGS…`.
+    pub fn pms(&self, name: &str, args: &[&str]) -> Spawn {
+        Spawn::new(name, &self.opts.pms, args).env("PMS_LOG", "warn")
+    }
+
+    /// A cell's (and system's) directory, created.
+    pub fn dir(&self, cell: &str, server: &str) -> Result<PathBuf, SuiteError> {
+        let d = self
+            .opts
+            .out
+            .join("cells")
+            .join(cell.replace('/', "_"))
+            .join(server);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| SuiteError::io(&format!("creating {}", d.display()), e))?;
+        Ok(d)
+    }
+}
+
+/// Runs the planned cells, printing a line per run through `say`, and returns the results (also
+/// written to `opts.out/results.json` after every cell, so an interrupted run keeps what it had).
+///
+/// # Errors
+/// Setup failures (certificates, the output directory); a failing cell is recorded as failed
+/// and the suite goes on.
+pub fn run(
+    spec: &SuiteSpec,
+    plan: &Plan,
+    opts: &Options,
+    say: &mut dyn FnMut(&str),
+) -> Result<SuiteResults, SuiteError> {
+    let started_at = Instant::now();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| SuiteError::io(&format!("creating {}", opts.out.display()), e))?;
+    let certs = opts.out.join("certs");
+    let ctx = Ctx {
+        opts,
+        ca: certs.join("ca.pem"),
+        cert: certs.join("server.pem"),
+        key: certs.join("server-key.pem"),
+    };
+    if !ctx.key.exists() {
+        Spawn::new("certs", &opts.pms, &["certs", "dev", "--out"])
+            .args([certs.display().to_string()])
+            .run(&opts.out.join("certs.log"))?;
+    }
+    let mut results = SuiteResults {
+        suite: spec.name.clone(),
+        profile: opts.profile.clone(),
+        started: utc_now(),
+        elapsed_s: 0.0,
+        expected_s: plan.expected.as_secs_f64(),
+        command: opts.command.clone(),
+        environment: environment(opts),
+        spec: spec.clone(),
+        cells: Vec::new(),
+    };
+    let mut shared = gateway::Shared::default();
+    let total = plan.cells.len();
+    for (n, cell) in plan.cells.iter().enumerate() {
+        let mut result = CellResult {
+            id: cell.id.clone(),
+            part: cell.part.clone(),
+            name: cell.name.clone(),
+            params: cell.params.clone(),
+            runs: Vec::new(),
+        };
+        for server in &cell.servers {
+            let t = Instant::now();
+            let record = run_one(&ctx, &mut shared, cell, server);
+            let outcome = match &record.status {
+                Status::Ok => summary_line(&record),
+                Status::NotInstalled { program } => format!("{program} not installed"),
+                Status::Failed { error } => format!("FAILED: {error}"),
+            };
+            say(&format!(
+                "[{}/{total}] {} {server}: {outcome} ({:.0}s)",
+                n + 1,
+                cell.id,
+                t.elapsed().as_secs_f64()
+            ));
+            result.runs.push(record);
+        }
+        results.cells.push(result);
+        results.elapsed_s = started_at.elapsed().as_secs_f64();
+        results.write(&opts.out)?;
+    }
+    shared.close();
+    results.elapsed_s = started_at.elapsed().as_secs_f64();
+    write_reports(&results, &opts.out)?;
+    Ok(results)
+}
+
+/// Writes `results.json`, `report.md` and `report.html` into `dir`.
+///
+/// # Errors
+/// I/O.
+pub fn write_reports(results: &SuiteResults, dir: &Path) -> Result<(), SuiteError> {
+    results.write(dir)?;
+    for (name, text) in [
+        ("report.md", markdown::render(results)),
+        ("report.html", html::render(results)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| SuiteError::io(&format!("writing {}", path.display()), e))?;
+    }
+    Ok(())
+}
+
+fn run_one(
+    ctx: &Ctx<'_>,
+    shared: &mut gateway::Shared,
+    cell: &plan::Cell,
+    server: &str,
+) -> RunRecord {
+    let outcome = match &cell.job {
+        Job::Proxy(job) => proxy::run(ctx, &cell.id, job, server),
+        Job::Gateway(job) => gateway::run(ctx, shared, &cell.id, job),
+        Job::Delay(job) => delay::run(ctx, &cell.id, job),
+    };
+    outcome.unwrap_or_else(|e| {
+        let mut r = RunRecord::new(server);
+        r.status = match e {
+            SuiteError::Usage(program) if program.starts_with("not installed:") => {
+                Status::NotInstalled {
+                    program: program.trim_start_matches("not installed:").trim().into(),
+                }
+            }
+            e => Status::Failed {
+                error: e.to_string(),
+            },
+        };
+        r
+    })
+}
+
+/// One line for the progress output.
+fn summary_line(r: &RunRecord) -> String {
+    let m = &r.metrics;
+    let get = |k: &str| m.get(k).copied();
+    match (get("throughput"), get("mean_ms"), get("p99_ms")) {
+        (Some(t), Some(mean), p99) => format!(
+            "{t:.1} req/s, mean {mean:.2} ms{}{}",
+            p99.map(|p| format!(", p99 {p:.2} ms")).unwrap_or_default(),
+            get("error_pct")
+                .filter(|e| *e > 0.0)
+                .map(|e| format!(", {e:.2}% errors"))
+                .unwrap_or_default()
+        ),
+        _ => m
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.3}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn environment(opts: &Options) -> SuiteEnvironment {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|m| m.trim().to_owned())
+    });
+    let memory_gib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| (kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+    });
+    let mut peers = BTreeMap::new();
+    if opts.peers {
+        for p in peers::KNOWN {
+            peers.insert(
+                (*p).to_owned(),
+                peers::version(p).unwrap_or_else(|| "not installed".into()),
+            );
+        }
+    }
+    SuiteEnvironment {
+        pms_version: env!("CARGO_PKG_VERSION").into(),
+        commit: commit(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model,
+        memory_gib,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_owned()),
+        shared_host: true,
+        pms_binary: opts.pms.display().to_string(),
+        peers,
+    }
+}
+
+/// The working tree's commit, with `-dirty` when it has changes.
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// Now, UTC, as `2026-11-23T10:04:05Z`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+/// Unix seconds as an RFC 3339 UTC timestamp (days → civil date, Howard Hinnant's method).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A duration for people: `45 s`, `12 min`, `3.5 h`.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_suite_parses_and_has_every_profile() {
+        for (name, _) in BUILTIN {
+            let spec = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(spec.name, *name);
+            for p in PROFILES {
+                let plan = plan::plan(&spec, p, &[], true).unwrap();
+                assert!(!plan.cells.is_empty(), "{name}/{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_suites_name_the_known_ones() {
+        let e = load("nope").unwrap_err().to_string();
+        assert!(
+            e.contains("ballerina-rest") && e.contains("async-delay"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn timestamps_are_utc_civil_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_392_245), "2026-11-23T00:04:05Z");
+    }
+}

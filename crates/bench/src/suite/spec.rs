@@ -1,0 +1,352 @@
+//! What a suite file says: the common header, one kind-specific section (`[proxy]`,
+//! `[gateway]` or `[delay]`) with its scenarios and profiles, and the published figures to set
+//! PMS's next to. Only parsing and checking live here; nothing runs.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A suite, as written in `config/suites/NAME.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    /// Short name (`ballerina-rest`).
+    pub name: String,
+    /// Heading of the report.
+    pub title: String,
+    /// What the suite reproduces, for the report's first paragraph.
+    pub about: String,
+    /// Where the published figures come from.
+    pub published: Published,
+    /// The passthrough/transformation matrix through a reverse proxy.
+    pub proxy: Option<ProxySpec>,
+    /// `getAllUsers` through the gateway with the users service and PostgreSQL behind it.
+    pub gateway: Option<GatewaySpec>,
+    /// A slow back-end behind the gateway under an open-model load.
+    pub delay: Option<DelaySpec>,
+    /// Published figures, one entry per cell and system.
+    #[serde(default)]
+    pub reference: Vec<Reference>,
+}
+
+/// Where the published figures come from and what they ran on.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    /// The report.
+    pub source: String,
+    /// The load tool and how it was driven.
+    pub tool: String,
+    /// The machines.
+    pub hardware: String,
+}
+
+/// One published row: a system's figures for one of the suite's cells.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// The cell id it matches (`h1c_h1c_passthrough/100u/500B/0ms`).
+    pub cell: String,
+    /// The system measured (`Ballerina Swan Lake`, `Spring Boot`).
+    pub who: String,
+    /// Metric name → value, in the units of [`super::metrics`].
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// `[proxy]`: scenarios × users × message sizes × back-end delays.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySpec {
+    /// The scenarios, in report order.
+    pub scenarios: Vec<Scenario>,
+    /// `quick`, `standard`, `published`.
+    pub profiles: BTreeMap<String, ProxyProfile>,
+}
+
+/// A protocol on one hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hop {
+    /// HTTP/1.1 cleartext.
+    H1c,
+    /// HTTP/1.1 over TLS.
+    H1,
+    /// HTTP/2 over TLS (ALPN).
+    H2,
+    /// HTTP/2 cleartext, prior knowledge.
+    H2c,
+    /// Whatever ALPN settles (the gateway's `auto`).
+    Auto,
+}
+
+impl Hop {
+    /// Whether the hop runs over TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, Hop::H1 | Hop::H2 | Hop::Auto)
+    }
+}
+
+/// One scenario of the proxy matrix.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Id used in cell ids and `--only` (`h1c_h1c_passthrough`).
+    pub id: String,
+    /// The published display name.
+    pub name: String,
+    /// Client → proxy: `h1c`, `h1` or `h2`.
+    pub client: Hop,
+    /// Proxy → back-end: `h1c`, `h1`, `h2`, `h2c` or `auto`.
+    pub upstream: Hop,
+    /// The echo back-end: `h1c` (cleartext, HTTP/1.1 only), `h1` (TLS, HTTP/1.1 only) or `h2`
+    /// (TLS offering h2 and http/1.1).
+    pub backend: Hop,
+    /// JSON→XML on the way (PMS only; the peers cannot).
+    #[serde(default)]
+    pub transform: bool,
+    /// Peers that can play this scenario (`nginx`, `haproxy`).
+    #[serde(default)]
+    pub peers: Vec<String>,
+}
+
+/// A proxy profile: the matrix and the load shape.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyProfile {
+    /// What the profile is for.
+    pub about: String,
+    /// Scenario ids to run (default: all).
+    pub scenarios: Option<Vec<String>>,
+    /// Concurrent users.
+    pub users: Vec<usize>,
+    /// Message sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// Back-end delays, ms.
+    pub delays_ms: Vec<u64>,
+    /// Whole run per cell.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub duration: Duration,
+    /// Of which warm-up (reported apart).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub warmup: Duration,
+    /// Linear ramp of the users (inside the warm-up).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub ramp_up: Duration,
+    /// Response timeout (published: 30 s).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub timeout: Duration,
+}
+
+/// `[gateway]`: the dissertation's measurements of `getAllUsers`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySpec {
+    /// `quick`, `standard`, `published`.
+    pub profiles: BTreeMap<String, GatewayProfile>,
+}
+
+/// A gateway profile.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayProfile {
+    /// What the profile is for.
+    pub about: String,
+    /// Client protocols over TLS: `h1` and/or `h2`.
+    pub protocols: Vec<Hop>,
+    /// JMeter thread groups (configurations 1 and 2).
+    pub jmeter: Vec<JmeterConfig>,
+    /// The k6 load test.
+    pub k6: K6Config,
+    /// The k6 stress test.
+    pub stress: StressSpec,
+    /// Start-up runs per component.
+    pub startup_runs: usize,
+}
+
+/// A JMeter thread group: users over a ramp, each sending `iterations` requests.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct JmeterConfig {
+    /// `1`, `2`.
+    pub name: String,
+    /// Threads.
+    pub users: usize,
+    /// Ramp-up.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub ramp_up: Duration,
+    /// Scheduler duration (the run ends earlier when every thread is done).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub duration: Duration,
+    /// Loop count per thread.
+    pub iterations: u64,
+}
+
+/// k6 VUs in a loop with a think time.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct K6Config {
+    /// VUs.
+    pub users: usize,
+    /// `sleep()` per iteration.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub think_time: Duration,
+    /// Run length.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub duration: Duration,
+}
+
+/// Users added at a pace until the first failure.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StressSpec {
+    /// Users added per second.
+    pub add_per_s: f64,
+    /// Think time per iteration.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub think_time: Duration,
+    /// Most users.
+    pub max_users: usize,
+    /// Longest run.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub max_duration: Duration,
+}
+
+/// `[delay]`: the Spring Boot async study's load against a slow back-end.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelaySpec {
+    /// `quick`, `standard`, `published`.
+    pub profiles: BTreeMap<String, DelayProfile>,
+}
+
+/// A delay profile.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayProfile {
+    /// What the profile is for.
+    pub about: String,
+    /// Back-end delay, ms.
+    pub delay_ms: u64,
+    /// Arrival rates, requests per second (one cell each).
+    pub rates: Vec<f64>,
+    /// Attack length.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub duration: Duration,
+    /// Per-request timeout.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub timeout: Duration,
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    crate::duration::parse(&text).map_err(serde::de::Error::custom)
+}
+
+fn show_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::show(*d))
+}
+
+/// A suite file that does not make sense.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// Not TOML, or not the schema.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// Parsed, but inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SuiteSpec {
+    /// Parses and checks a suite file's text.
+    ///
+    /// # Errors
+    /// What is wrong, naming the key.
+    pub fn parse(text: &str) -> Result<Self, SpecError> {
+        let spec: SuiteSpec = toml::from_str(text)?;
+        spec.check()?;
+        Ok(spec)
+    }
+
+    fn check(&self) -> Result<(), SpecError> {
+        let bad = |m: String| Err(SpecError::Invalid(m));
+        let kinds = [
+            self.proxy.is_some(),
+            self.gateway.is_some(),
+            self.delay.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return bad("a suite has exactly one of [proxy], [gateway], [delay]".into());
+        }
+        let profiles: Vec<&String> = match (&self.proxy, &self.gateway, &self.delay) {
+            (Some(p), _, _) => p.profiles.keys().collect(),
+            (_, Some(g), _) => g.profiles.keys().collect(),
+            (_, _, Some(d)) => d.profiles.keys().collect(),
+            _ => Vec::new(),
+        };
+        for needed in super::PROFILES {
+            if !profiles.iter().any(|p| p.as_str() == *needed) {
+                return bad(format!("profile {needed:?} is missing"));
+            }
+        }
+        if let Some(proxy) = &self.proxy {
+            for (name, p) in &proxy.profiles {
+                if let Some(ids) = &p.scenarios {
+                    for id in ids {
+                        if !proxy.scenarios.iter().any(|s| &s.id == id) {
+                            return bad(format!(
+                                "proxy.profiles.{name}.scenarios: no scenario {id:?}"
+                            ));
+                        }
+                    }
+                }
+                if p.warmup >= p.duration {
+                    return bad(format!(
+                        "proxy.profiles.{name}: warmup must be shorter than duration"
+                    ));
+                }
+                if p.users.contains(&0) || p.sizes.iter().any(|s| *s < crate::payload::MIN_SIZE) {
+                    return bad(format!(
+                        "proxy.profiles.{name}: users must be > 0 and sizes >= {}",
+                        crate::payload::MIN_SIZE
+                    ));
+                }
+            }
+            for s in &proxy.scenarios {
+                if !matches!(s.client, Hop::H1c | Hop::H1 | Hop::H2) {
+                    return bad(format!("scenario {}: client is h1c, h1 or h2", s.id));
+                }
+                if !matches!(s.backend, Hop::H1c | Hop::H1 | Hop::H2) {
+                    return bad(format!("scenario {}: backend is h1c, h1 or h2", s.id));
+                }
+                if s.upstream.tls() != s.backend.tls() {
+                    return bad(format!(
+                        "scenario {}: upstream {:?} cannot talk to backend {:?}",
+                        s.id, s.upstream, s.backend
+                    ));
+                }
+                for peer in &s.peers {
+                    if !super::peers::KNOWN.contains(&peer.as_str()) {
+                        return bad(format!("scenario {}: unknown peer {peer:?}", s.id));
+                    }
+                }
+            }
+        }
+        if let Some(g) = &self.gateway {
+            for (name, p) in &g.profiles {
+                if p.protocols.iter().any(|h| !matches!(h, Hop::H1 | Hop::H2)) {
+                    return bad(format!("gateway.profiles.{name}.protocols: h1 or h2"));
+                }
+            }
+        }
+        for r in &self.reference {
+            for m in r.metrics.keys() {
+                if super::metrics::describe(m).is_none() {
+                    return bad(format!("reference {}: unknown metric {m:?}", r.cell));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,505 @@
+//! The report's tables, built once from the results and rendered by both [`super::markdown`]
+//! and [`super::html`]: the published column sets for each part of a suite, then PMS's figures
+//! next to the published ones.
+
+use super::metrics::{self, advantage};
+use super::results::{CellResult, RunRecord, Status, SuiteResults};
+
+/// A titled table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Heading.
+    pub title: String,
+    /// A sentence under the heading.
+    pub note: String,
+    /// Column headers.
+    pub headers: Vec<String>,
+    /// Cells, already formatted.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A number with `d` decimals; `—` when absent.
+pub fn num(v: Option<f64>, d: usize) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.d$}"),
+        _ => "—".into(),
+    }
+}
+
+fn m(r: &RunRecord, k: &str) -> Option<f64> {
+    r.metrics.get(k).copied()
+}
+
+fn status_text(r: &RunRecord) -> Option<String> {
+    match &r.status {
+        Status::Ok => None,
+        Status::NotInstalled { program } => Some(format!("{program} not installed")),
+        Status::Failed { error } => Some(format!(
+            "failed: {}",
+            error.lines().next().unwrap_or_default()
+        )),
+    }
+}
+
+/// A row for a run that produced nothing: its status in the first figure column, the rest
+/// blank.
+fn missing(mut lead: Vec<String>, width: usize, r: &RunRecord) -> Option<Vec<String>> {
+    let text = status_text(r)?;
+    lead.push(text);
+    while lead.len() < width {
+        lead.push(String::new());
+    }
+    Some(lead)
+}
+
+fn cells<'a>(res: &'a SuiteResults, part: &'a str) -> impl Iterator<Item = &'a CellResult> {
+    res.cells.iter().filter(move |c| c.part == part)
+}
+
+fn table(title: &str, note: &str, headers: &[&str]) -> Table {
+    Table {
+        title: title.into(),
+        note: note.into(),
+        headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+        rows: Vec::new(),
+    }
+}
+
+/// Every table of the report, in order.
+pub fn all(res: &SuiteResults) -> Vec<Table> {
+    let mut out = Vec::new();
+    if res.cells.iter().any(|c| c.part == "proxy") {
+        out.extend(proxy(res));
+    }
+    if res.cells.iter().any(|c| c.part == "jmeter") {
+        out.extend(gateway(res));
+    }
+    if res.cells.iter().any(|c| c.part == "delay") {
+        out.push(delay(res));
+    }
+    out.push(side_by_side(res));
+    out
+}
+
+fn proxy(res: &SuiteResults) -> Vec<Table> {
+    let mut summary = table(
+        "Summary (the published columns)",
+        "Measured window only (after the warm-up). Memory is the proxy's resident set size, averaged over the measured window (MB); the published column was the JVM heap after full GC, which has no equivalent here.",
+        &[
+            "Scenario Name",
+            "System",
+            "Concurrent Users",
+            "Message Size (Bytes)",
+            "Back-end Service Delay (ms)",
+            "Error %",
+            "Throughput (Requests/sec)",
+            "Average Response Time (ms)",
+            "Standard Deviation of Response Time (ms)",
+            "99th Percentile of Response Time (ms)",
+            "Proxy RSS, measured window (MB)",
+        ],
+    );
+    let mut full = table(
+        "Full statistics (the 2024 column set)",
+        "Average users in the system is throughput × mean (Little's law); KB/s count headers and bodies.",
+        &[
+            "Scenario Name",
+            "System",
+            "Concurrent Users",
+            "Message Size (Bytes)",
+            "Back-end Service Delay (ms)",
+            "Label",
+            "# Samples",
+            "Error Count",
+            "Error %",
+            "Throughput (Requests/sec)",
+            "Average Response Time (ms)",
+            "Average Users in the System",
+            "Standard Deviation of Response Time (ms)",
+            "Minimum Response Time (ms)",
+            "75th Percentile (ms)",
+            "90th Percentile (ms)",
+            "95th Percentile (ms)",
+            "98th Percentile (ms)",
+            "99th Percentile (ms)",
+            "99.9th Percentile (ms)",
+            "Received (KB/sec)",
+            "Sent (KB/sec)",
+        ],
+    );
+    for c in cells(res, "proxy") {
+        for r in &c.runs {
+            let lead = vec![
+                c.name.clone(),
+                r.server.clone(),
+                c.param("Concurrent Users").unwrap_or_default().into(),
+                c.param("Message Size (Bytes)").unwrap_or_default().into(),
+                c.param("Back-end Service Delay (ms)")
+                    .unwrap_or_default()
+                    .into(),
+            ];
+            if let Some(row) = missing(lead.clone(), summary.headers.len(), r) {
+                summary.rows.push(row);
+                continue;
+            }
+            let mut row = lead.clone();
+            row.extend([
+                num(m(r, "error_pct"), 2),
+                num(m(r, "throughput"), 2),
+                num(m(r, "mean_ms"), 2),
+                num(m(r, "stdev_ms"), 2),
+                num(m(r, "p99_ms"), 2),
+                num(m(r, "rss_mb"), 1),
+            ]);
+            summary.rows.push(row);
+            if let Some(s) = r.measured() {
+                let p = |q: f64| num(s.percentile(q), 2);
+                let mut row = lead;
+                row.extend([
+                    "HTTP Request".into(),
+                    s.samples.to_string(),
+                    s.errors.to_string(),
+                    num(Some(s.error_pct), 2),
+                    num(Some(s.throughput), 2),
+                    num(Some(s.mean_ms), 2),
+                    num(Some(s.avg_users), 0),
+                    num(Some(s.stdev_ms), 2),
+                    num(Some(s.min_ms), 2),
+                    p(75.0),
+                    p(90.0),
+                    p(95.0),
+                    p(98.0),
+                    p(99.0),
+                    p(99.9),
+                    num(Some(s.received_kb_s), 2),
+                    num(Some(s.sent_kb_s), 2),
+                ]);
+                full.rows.push(row);
+            }
+        }
+    }
+    vec![summary, full]
+}
+
+fn gateway(res: &SuiteResults) -> Vec<Table> {
+    let mut jmeter = table(
+        "JMeter summary: configurations 1 and 2",
+        "Each user sends one request (JMeter's loop count), users start evenly over the ramp; getAllUsers over TLS with a token.",
+        &[
+            "Protocol",
+            "Configuration",
+            "Samples",
+            "Average",
+            "Min",
+            "Max",
+            "Std. Dev.",
+            "Error (%)",
+            "Throughput (sec)",
+            "Received (KB/sec)",
+            "Sent (KB/sec)",
+            "Avg. Bytes",
+        ],
+    );
+    for c in cells(res, "jmeter") {
+        for r in &c.runs {
+            let lead = vec![
+                c.param("Protocol").unwrap_or_default().into(),
+                c.param("Configuration").unwrap_or_default().into(),
+            ];
+            if let Some(row) = missing(lead.clone(), jmeter.headers.len(), r) {
+                jmeter.rows.push(row);
+                continue;
+            }
+            if let Some(s) = r.measured() {
+                let mut row = lead;
+                row.extend([
+                    s.samples.to_string(),
+                    num(Some(s.mean_ms), 2),
+                    num(Some(s.min_ms), 2),
+                    num(Some(s.max_ms), 2),
+                    num(Some(s.stdev_ms), 2),
+                    format!("{:.3}%", s.error_pct),
+                    num(Some(s.throughput), 5),
+                    num(Some(s.received_kb_s), 2),
+                    num(Some(s.sent_kb_s), 2),
+                    num(Some(s.avg_bytes), 1),
+                ]);
+                jmeter.rows.push(row);
+            }
+        }
+    }
+    let mut k6 = table(
+        "k6 load test (the dissertation's tables 4 and 5)",
+        "VUs in a loop with a think time after each answer; throughput is requests over the whole run, as k6 reports it.",
+        &[
+            "Protocol",
+            "VUs",
+            "Average Response Time (ms)",
+            "Max (ms)",
+            "Median (ms)",
+            "Min (ms)",
+            "p90 (ms)",
+            "p95 (ms)",
+            "Throughput (req/s)",
+        ],
+    );
+    for c in cells(res, "k6") {
+        for r in &c.runs {
+            let lead = vec![
+                c.param("Protocol").unwrap_or_default().into(),
+                c.param("VUs").unwrap_or_default().into(),
+            ];
+            if let Some(row) = missing(lead.clone(), k6.headers.len(), r) {
+                k6.rows.push(row);
+                continue;
+            }
+            let mut row = lead;
+            row.extend(
+                [
+                    "mean_ms",
+                    "max_ms",
+                    "median_ms",
+                    "min_ms",
+                    "p90_ms",
+                    "p95_ms",
+                ]
+                .iter()
+                .map(|k| num(m(r, k), 2)),
+            );
+            row.push(num(m(r, "throughput"), 2));
+            k6.rows.push(row);
+        }
+    }
+    let mut stress = table(
+        "Stress test (the dissertation's tables 8 and 9)",
+        "Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so: the limit was not found.",
+        &[
+            "Protocol",
+            "Users added per second",
+            "Number of simultaneous users",
+            "Ended",
+            "Requests",
+            "Peak (req/s)",
+            "Mean (ms)",
+            "p99 (ms)",
+        ],
+    );
+    for c in cells(res, "stress") {
+        for r in &c.runs {
+            let lead = vec![
+                c.param("Protocol").unwrap_or_default().into(),
+                c.param("Users added per second").unwrap_or_default().into(),
+            ];
+            if let Some(row) = missing(lead.clone(), stress.headers.len(), r) {
+                stress.rows.push(row);
+                continue;
+            }
+            let extra = r.extra.as_ref();
+            let failed = extra
+                .and_then(|e| e.get("failed")?.as_bool())
+                .unwrap_or(false);
+            let ended = if failed {
+                let why = extra
+                    .and_then(|e| e.pointer("/reason/reason")?.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "failure".into());
+                format!("first failure ({why})")
+            } else {
+                "cap reached, no failure".into()
+            };
+            let mut row = lead;
+            row.extend([
+                num(m(r, "max_users"), 0),
+                ended,
+                r.measured().map_or("—".into(), |s| s.samples.to_string()),
+                num(extra.and_then(|e| e.get("peak_rate")?.as_f64()), 1),
+                num(m(r, "mean_ms"), 2),
+                num(m(r, "p99_ms"), 2),
+            ]);
+            stress.rows.push(row);
+        }
+    }
+    let mut startup = table(
+        "Start-up times",
+        "exec to the first 200 from /readyz, the service stopped with SIGTERM after each run.",
+        &[
+            "Component",
+            "Runs",
+            "Average Startup Time (s)",
+            "Median (s)",
+            "Min (s)",
+            "Max (s)",
+            "RSS when ready (MB)",
+        ],
+    );
+    for c in cells(res, "startup") {
+        for r in &c.runs {
+            let lead = vec![
+                c.id.trim_start_matches("startup/").to_owned(),
+                c.param("Runs").unwrap_or_default().into(),
+            ];
+            if let Some(row) = missing(lead.clone(), startup.headers.len(), r) {
+                startup.rows.push(row);
+                continue;
+            }
+            let ms = |k: &str| {
+                r.extra
+                    .as_ref()
+                    .and_then(|e| e.pointer(&format!("/ready_ms/{k}"))?.as_f64())
+                    .map(|v| v / 1000.0)
+            };
+            let mut row = lead;
+            row.extend([
+                num(m(r, "startup_s"), 3),
+                num(ms("median"), 3),
+                num(ms("min"), 3),
+                num(ms("max"), 3),
+                num(m(r, "rss_mb"), 1),
+            ]);
+            startup.rows.push(row);
+        }
+    }
+    let mut overview = table(
+        "One request (JMeter's sample view)",
+        "Median of five requests, each on a new connection: load time to the last byte, connect time (TCP and TLS), latency to the first byte (connect included, as JMeter counts it), and the response's sizes.",
+        &[
+            "Protocol",
+            "Load Time (ms)",
+            "Connect Time (ms)",
+            "Latency (ms)",
+            "Size in bytes",
+            "Headers size in bytes",
+            "Body size in bytes",
+        ],
+    );
+    for c in cells(res, "overview") {
+        for r in &c.runs {
+            let lead = vec![c.param("Protocol").unwrap_or_default().into()];
+            if let Some(row) = missing(lead.clone(), overview.headers.len(), r) {
+                overview.rows.push(row);
+                continue;
+            }
+            let mut row = lead;
+            row.extend([
+                num(m(r, "load_ms"), 2),
+                num(m(r, "connect_ms"), 2),
+                num(m(r, "latency_ms"), 2),
+                num(
+                    m(r, "header_bytes")
+                        .zip(m(r, "body_bytes"))
+                        .map(|(h, b)| h + b),
+                    0,
+                ),
+                num(m(r, "header_bytes"), 0),
+                num(m(r, "body_bytes"), 0),
+            ]);
+            overview.rows.push(row);
+        }
+    }
+    vec![jmeter, k6, stress, startup, overview]
+}
+
+fn delay(res: &SuiteResults) -> Table {
+    let mut t = table(
+        "Constant arrival rate against a slow back-end",
+        "Latency from each request's due time (corrected for coordinated omission); throughput as vegeta defines it, successes over attack + wait. The full vegeta text reports follow.",
+        &[
+            "Rate (req/s)",
+            "Requests",
+            "Success %",
+            "Throughput (req/s)",
+            "Mean (ms)",
+            "p50 (ms)",
+            "p90 (ms)",
+            "p99 (ms)",
+            "Max (ms)",
+            "Late",
+            "Dropped",
+            "Gateway RSS (MB)",
+        ],
+    );
+    for c in cells(res, "delay") {
+        for r in &c.runs {
+            let lead = vec![c.param("Rate (req/s)").unwrap_or_default().into()];
+            if let Some(row) = missing(lead.clone(), t.headers.len(), r) {
+                t.rows.push(row);
+                continue;
+            }
+            let schedule = r.output.as_ref().and_then(|o| o.schedule);
+            let mut row = lead;
+            row.extend([
+                r.measured().map_or("—".into(), |s| s.samples.to_string()),
+                num(m(r, "success_pct"), 2),
+                num(m(r, "throughput"), 2),
+                num(m(r, "mean_ms"), 2),
+                num(m(r, "median_ms"), 2),
+                num(m(r, "p90_ms"), 2),
+                num(m(r, "p99_ms"), 2),
+                num(m(r, "max_ms"), 2),
+                schedule.map_or("—".into(), |s| s.late.to_string()),
+                schedule.map_or("—".into(), |s| s.dropped.to_string()),
+                num(m(r, "rss_mb"), 1),
+            ]);
+            t.rows.push(row);
+        }
+    }
+    t
+}
+
+/// PMS next to every published row whose cell was run.
+pub fn side_by_side(res: &SuiteResults) -> Table {
+    let mut names: Vec<String> = Vec::new();
+    for r in &res.spec.reference {
+        for k in r.metrics.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    let mut headers = vec!["Cell".to_owned(), "Published system".to_owned()];
+    headers.extend(names.iter().map(|n| {
+        let (label, unit, _) =
+            metrics::describe(n).unwrap_or((n.as_str(), "", metrics::Better::Lower));
+        format!("{label} ({unit}): PMS / published")
+    }));
+    let mut t = Table {
+        title: "PMS next to the published figures".into(),
+        note: "Each figure reads PMS / published, then PMS's advantage in brackets: above 1× means PMS did better (more throughput or users, less latency, errors or time), whatever the metric's direction.".into(),
+        headers,
+        rows: Vec::new(),
+    };
+    for r in &res.spec.reference {
+        let Some(cell) = res.cells.iter().find(|c| c.id == r.cell) else {
+            continue;
+        };
+        let Some(run) = cell.runs.iter().find(|x| x.server == "pms") else {
+            continue;
+        };
+        let mut row = vec![r.cell.clone(), r.who.clone()];
+        for n in &names {
+            let text = match (r.metrics.get(n), run.metrics.get(n)) {
+                (Some(p), Some(v)) => {
+                    let adv = advantage(n, *v, *p)
+                        .map(|a| format!(" ({a:.2}×)"))
+                        .unwrap_or_default();
+                    format!("{} / {}{adv}", short(*v), short(*p))
+                }
+                (Some(p), None) => format!("— / {}", short(*p)),
+                _ => String::new(),
+            };
+            row.push(text);
+        }
+        t.rows.push(row);
+    }
+    t
+}
+
+/// A figure with as many decimals as it needs.
+fn short(v: f64) -> String {
+    if v.abs() >= 1000.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}

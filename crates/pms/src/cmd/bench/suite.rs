@@ -1,0 +1,131 @@
+//! `pms bench suite NAME`: runs one of the shipped suites (or a suite file) in a profile, says
+//! up front what it will run and for how long, and writes `report.md`, `report.html` and
+//! `results.json`. Fails (exit 1) when any run failed, after writing the reports.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use pms_bench::suite::{self, plan, results::Status, Options};
+
+use crate::cmd::UsageError;
+
+/// Arguments of `pms bench suite`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// ballerina-rest, pms-gateway, async-delay, or the path of a suite file.
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// quick (seconds per cell, for CI), standard (about 30 s per cell, the full matrix) or
+    /// published (the published durations: hours).
+    #[arg(long, default_value = "quick", value_parser = ["quick", "standard", "published"])]
+    profile: String,
+    /// Where report.md, report.html, results.json and each cell's logs go (default:
+    /// bench-results/NAME-PROFILE).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run only the cells whose id contains this text, e.g. `h2_h2` or `k6/` (repeatable).
+    #[arg(long)]
+    only: Vec<String>,
+    /// Leave nginx and haproxy out even when they are installed.
+    #[arg(long)]
+    no_peers: bool,
+    /// PostgreSQL for the users service (pms-gateway); default: a throwaway one started with
+    /// --pg-script.
+    #[arg(long, env = "PMS_DATABASE_URL")]
+    database_url: Option<String>,
+    /// The script that starts a throwaway PostgreSQL.
+    #[arg(long, default_value = "scripts/pg.sh")]
+    pg_script: PathBuf,
+    /// The `pms` binary to run components and loads from (default: this one).
+    #[arg(long)]
+    pms: Option<PathBuf>,
+    /// Print the cells and the expected duration, run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// List the suites and their profiles, run nothing.
+    #[arg(long)]
+    list: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        for (name, _) in suite::BUILTIN {
+            let spec = suite::load(name)?;
+            println!("{name}: {}", spec.title);
+            for p in suite::PROFILES {
+                let plan = plan::plan(&spec, p, &[], true)?;
+                println!(
+                    "  {p:<9} {:>4} cells, about {}",
+                    plan.cells.len(),
+                    suite::human(plan.expected)
+                );
+            }
+        }
+        return Ok(());
+    }
+    let name = args.name.as_deref().unwrap_or_default();
+    let spec = suite::load(name).map_err(|e| UsageError(e.to_string()))?;
+    let plan = plan::plan(&spec, &args.profile, &args.only, !args.no_peers)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-results/{}-{}", spec.name, args.profile)));
+    let runs: usize = plan.cells.iter().map(|c| c.servers.len()).sum();
+    println!(
+        "pms bench suite {} ({}): {} cells, {runs} runs, expected about {}; results in {}",
+        spec.name,
+        args.profile,
+        plan.cells.len(),
+        suite::human(plan.expected),
+        out.display()
+    );
+    if args.dry_run {
+        for c in &plan.cells {
+            println!(
+                "  {:<48} {:<24} ~{}",
+                c.id,
+                c.servers.join(","),
+                suite::human(c.expected)
+            );
+        }
+        return Ok(());
+    }
+    let pms = match args.pms.clone() {
+        Some(p) => p,
+        None => std::env::current_exe().context("finding the pms binary")?,
+    };
+    let opts = Options {
+        profile: args.profile.clone(),
+        out: out.clone(),
+        only: args.only.clone(),
+        pms,
+        peers: !args.no_peers,
+        database_url: args.database_url.clone(),
+        pg_script: args.pg_script.clone(),
+        command: command_line(),
+    };
+    let results = suite::run(&spec, &plan, &opts, &mut |line| println!("{line}"))?;
+    let failed = results
+        .cells
+        .iter()
+        .flat_map(|c| &c.runs)
+        .filter(|r| matches!(r.status, Status::Failed { .. }))
+        .count();
+    println!(
+        "wrote {0}/report.md, {0}/report.html, {0}/results.json ({1})",
+        out.display(),
+        suite::human(std::time::Duration::from_secs_f64(results.elapsed_s))
+    );
+    if failed > 0 {
+        anyhow::bail!("{failed} run(s) failed; see {}/report.md", out.display());
+    }
+    Ok(())
+}
+
+/// This process's command line, as the report records it (`pms` for the program).
+fn command_line() -> String {
+    let mut parts = vec!["pms".to_owned()];
+    parts.extend(std::env::args().skip(1));
+    parts.join(" ")
+}
