@@ -3,6 +3,7 @@
 //! distribution on a log scale (HdrHistogram's plot) from the recorded histograms.
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::results::{CellResult, RunRecord, Status};
 use crate::stats::HistogramDump;
@@ -69,18 +70,25 @@ pub fn throughput_bars(title: &str, cells: &[&CellResult]) -> Result<Option<Stri
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(cells.len().max(1))
-            .x_label_formatter(&|x: &f64| {
-                let i = (x - 0.5).round();
-                if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_labels(0)
+            .y_label_formatter(&|v: &f64| format!("{v:.0}"))
             .y_desc("requests per second")
             .draw()
             .map_err(err)?;
+        // One label under each group, placed in pixels: tick marks would not fall on the
+        // groups' centres.
+        for (i, label) in labels.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                label.clone(),
+                (x, y + 8),
+                ("sans-serif", 13)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(err)?;
+        }
         let slot = 0.8 / servers.len() as f64;
         for (si, server) in servers.iter().enumerate() {
             let c = colour(&servers, server);
@@ -161,11 +169,13 @@ pub fn latency_over_time(title: &str, run: &RunRecord) -> Result<Option<String>,
             .configure_mesh()
             .x_desc("seconds from the start")
             .y_desc("latency (ms)")
+            .y_label_formatter(&|v: &f64| format!("{v:.1}"))
             .draw()
             .map_err(err)?;
         chart
             .configure_secondary_axes()
             .y_desc("requests per second")
+            .y_label_formatter(&|v: &f64| format!("{v:.0}"))
             .draw()
             .map_err(err)?;
         let (blue, red, green) = (PALETTE[0], PALETTE[3], PALETTE[2]);

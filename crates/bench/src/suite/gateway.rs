@@ -344,11 +344,15 @@ fn load(
             .pointer("/config/outcome")
             .cloned()
             .ok_or_else(|| SuiteError::Failed("stress result.json has no outcome".into()))?;
+        // The figure is the users active at the first failure; a run that reached its cap
+        // without one only shows a lower bound.
+        let failed = outcome.get("failed").and_then(serde_json::Value::as_bool) == Some(true);
         if let Some(users) = outcome
             .get("users_at_end")
             .and_then(serde_json::Value::as_f64)
         {
-            record.metrics.insert("max_users".into(), users);
+            let key = if failed { "max_users" } else { "users_reached" };
+            record.metrics.insert(key.into(), users);
         }
         record.extra = Some(outcome);
     }

@@ -137,14 +137,17 @@ pub fn render(res: &SuiteResults) -> String {
         );
     }
     out.push_str("<h2>Results</h2>\n");
-    let tables = tables::all(res);
-    if let Some((side, rest)) = tables.split_last() {
-        for t in rest {
-            render_table(&mut out, t);
-        }
-        out.push_str("<h2>Next to the published figures</h2>\n");
-        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&hardware_note(res)));
-        render_table(&mut out, side);
+    let (results, comparisons) = tables::all(res);
+    for t in &results {
+        render_table(&mut out, t);
+    }
+    out.push_str("<h2>Next to the published figures</h2>\n");
+    let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&hardware_note(res)));
+    if comparisons.is_empty() {
+        out.push_str("<p><em>No cell of this run has a published counterpart.</em></p>\n");
+    }
+    for t in &comparisons {
+        render_table(&mut out, t);
     }
     out.push_str("<h2>Per cell</h2>\n");
     for (i, c) in res.cells.iter().enumerate() {

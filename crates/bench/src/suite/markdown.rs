@@ -75,14 +75,20 @@ pub fn render(res: &SuiteResults) -> String {
     );
     let _ = writeln!(
         out,
-        "- Run {} for {} (planned {}), commit `{}`, pms {} (`{}`)",
+        "- Run {} for {} (planned {}), commit `{}`, pms {} ({} build, `{}`)",
         res.started,
         super::human(std::time::Duration::from_secs_f64(res.elapsed_s)),
         super::human(std::time::Duration::from_secs_f64(res.expected_s)),
         e.commit.as_deref().unwrap_or("unknown"),
         e.pms_version,
+        e.build,
         e.pms_binary
     );
+    if e.build == "debug" {
+        out.push_str(
+            "- **A debug build**: the figures check the pipeline, they do not measure PMS.\n",
+        );
+    }
     let _ = writeln!(
         out,
         "- Host: {} CPUs{}, kernel {}; load generator and systems under test on this one host",
@@ -122,12 +128,8 @@ pub fn render(res: &SuiteResults) -> String {
         );
     }
     out.push_str("## Results\n\n");
-    let tables = tables::all(res);
-    let (side, rest) = match tables.split_last() {
-        Some((side, rest)) => (Some(side), rest),
-        None => (None, &tables[..]),
-    };
-    for t in rest {
+    let (results, comparisons) = tables::all(res);
+    for t in &results {
         render_table(&mut out, t);
     }
     let texts: Vec<(&str, &str)> = res
@@ -148,8 +150,11 @@ pub fn render(res: &SuiteResults) -> String {
     }
     out.push_str("## Next to the published figures\n\n");
     let _ = writeln!(out, "{}\n", hardware_note(res));
-    if let Some(side) = side {
-        render_table(&mut out, side);
+    if comparisons.is_empty() {
+        out.push_str("_No cell of this run has a published counterpart (the quick profile uses smaller loads than the published ones)._\n\n");
+    }
+    for t in &comparisons {
+        render_table(&mut out, t);
     }
     out.push_str("## How to run it again\n\n");
     let _ = writeln!(

@@ -13,6 +13,8 @@ pub enum Better {
     Higher,
     /// Less is better (latency, errors, memory, start-up).
     Lower,
+    /// A fact, not a score (response sizes).
+    Neither,
 }
 
 /// Name, label, unit and direction of every known metric.
@@ -29,7 +31,7 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
     ("p99_ms", "p99", "ms", Better::Lower),
     ("success_pct", "Success", "%", Better::Higher),
     ("received_kb_s", "Received", "KB/s", Better::Higher),
-    ("avg_bytes", "Average bytes", "B", Better::Lower),
+    ("avg_bytes", "Average bytes", "B", Better::Neither),
     (
         "rss_mb",
         "RSS in the measured window (mean)",
@@ -51,8 +53,8 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
     ("load_ms", "Load time", "ms", Better::Lower),
     ("connect_ms", "Connect time", "ms", Better::Lower),
     ("latency_ms", "Latency (to first byte)", "ms", Better::Lower),
-    ("header_bytes", "Header bytes", "B", Better::Lower),
-    ("body_bytes", "Body bytes", "B", Better::Lower),
+    ("header_bytes", "Header bytes", "B", Better::Neither),
+    ("body_bytes", "Body bytes", "B", Better::Neither),
 ];
 
 /// A metric's label, unit and direction; `None` for an unknown name.
@@ -104,7 +106,7 @@ pub fn advantage(name: &str, pms: f64, published: f64) -> Option<f64> {
     let ratio = match better {
         Better::Higher if published > 0.0 => pms / published,
         Better::Lower if pms > 0.0 => published / pms,
-        _ => return None,
+        Better::Higher | Better::Lower | Better::Neither => return None,
     };
     ratio.is_finite().then_some(ratio)
 }
@@ -120,5 +122,10 @@ mod tests {
         assert_eq!(advantage("mean_ms", 20.0, 10.0), Some(0.5));
         assert_eq!(advantage("error_pct", 0.0, 1.0), None, "no ratio to zero");
         assert_eq!(advantage("nonsense", 1.0, 1.0), None);
+        assert_eq!(
+            advantage("body_bytes", 100.0, 200.0),
+            None,
+            "sizes are facts"
+        );
     }
 }

@@ -329,7 +329,23 @@ fn environment(opts: &Options) -> SuiteEnvironment {
             .map(|s| s.trim().to_owned()),
         shared_host: true,
         pms_binary: opts.pms.display().to_string(),
+        build: build_of(&opts.pms),
         peers,
+    }
+}
+
+/// How `pms` was built, when it is this very binary.
+fn build_of(pms: &Path) -> String {
+    let this = std::env::current_exe().ok();
+    if this.as_deref() == Some(pms) {
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .into()
+    } else {
+        "unknown".into()
     }
 }
 

@@ -96,6 +96,18 @@ fn fill(template: &str, fields: &[(&str, String)]) -> String {
     out
 }
 
+/// The soft limit on open files, from `/proc/self/limits`.
+fn fd_limit() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("Max open files"))?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
 fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -213,6 +225,14 @@ fn haproxy_cfg(
                 "threads",
                 std::thread::available_parallelism()
                     .map_or(1, |n| n.get())
+                    .to_string(),
+            ),
+            // Two descriptors per proxied connection, within this process's limit (haproxy
+            // refuses to start when it cannot raise its own to match).
+            (
+                "maxconn",
+                ((fd_limit().unwrap_or(4096).saturating_sub(100)) / 2)
+                    .clamp(256, 20_000)
                     .to_string(),
             ),
             ("port", port.to_string()),

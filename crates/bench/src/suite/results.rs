@@ -57,6 +57,8 @@ pub struct SuiteEnvironment {
     pub shared_host: bool,
     /// The `pms` binary the components and loads ran from.
     pub pms_binary: String,
+    /// How that binary was built: `release`, `debug`, or `unknown` (another binary).
+    pub build: String,
     /// Peer → version, or "not installed".
     pub peers: BTreeMap<String, String>,
 }

@@ -4,6 +4,7 @@
 
 use super::metrics::{self, advantage};
 use super::results::{CellResult, RunRecord, Status, SuiteResults};
+use super::spec::Reference;
 
 /// A titled table.
 #[derive(Debug, Clone)]
@@ -65,8 +66,9 @@ fn table(title: &str, note: &str, headers: &[&str]) -> Table {
     }
 }
 
-/// Every table of the report, in order.
-pub fn all(res: &SuiteResults) -> Vec<Table> {
+/// The report's tables: the results in the published column sets, and PMS next to the
+/// published figures (one table per part of the suite).
+pub fn all(res: &SuiteResults) -> (Vec<Table>, Vec<Table>) {
     let mut out = Vec::new();
     if res.cells.iter().any(|c| c.part == "proxy") {
         out.extend(proxy(res));
@@ -77,8 +79,7 @@ pub fn all(res: &SuiteResults) -> Vec<Table> {
     if res.cells.iter().any(|c| c.part == "delay") {
         out.push(delay(res));
     }
-    out.push(side_by_side(res));
-    out
+    (out, side_by_side(res))
 }
 
 fn proxy(res: &SuiteResults) -> Vec<Table> {
@@ -306,9 +307,14 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             } else {
                 "cap reached, no failure".into()
             };
+            let users = match (m(r, "max_users"), m(r, "users_reached")) {
+                (Some(u), _) => num(Some(u), 0),
+                (None, Some(u)) => format!("≥ {}", num(Some(u), 0)),
+                _ => "—".into(),
+            };
             let mut row = lead;
             row.extend([
-                num(m(r, "max_users"), 0),
+                users,
                 ended,
                 r.measured().map_or("—".into(), |s| s.samples.to_string()),
                 num(extra.and_then(|e| e.get("peak_rate")?.as_f64()), 1),
@@ -445,61 +451,112 @@ fn delay(res: &SuiteResults) -> Table {
     t
 }
 
-/// PMS next to every published row whose cell was run.
-pub fn side_by_side(res: &SuiteResults) -> Table {
-    let mut names: Vec<String> = Vec::new();
+/// PMS next to every published row whose cell was run: one table per part, with a column per
+/// metric the published rows of that part give.
+pub fn side_by_side(res: &SuiteResults) -> Vec<Table> {
+    let mut tables: Vec<(
+        String,
+        Vec<String>,
+        Vec<(&CellResult, &RunRecord, &Reference)>,
+    )> = Vec::new();
     for r in &res.spec.reference {
+        let Some(cell) = res.cells.iter().find(|c| c.id == r.cell) else {
+            continue;
+        };
+        let Some(run) = cell
+            .runs
+            .iter()
+            .find(|x| x.server == "pms" && x.status == Status::Ok)
+        else {
+            continue;
+        };
+        let i = match tables.iter().position(|(part, ..)| *part == cell.part) {
+            Some(i) => i,
+            None => {
+                tables.push((cell.part.clone(), Vec::new(), Vec::new()));
+                tables.len() - 1
+            }
+        };
+        let (_, names, rows) = &mut tables[i];
         for k in r.metrics.keys() {
             if !names.contains(k) {
                 names.push(k.clone());
             }
         }
+        rows.push((cell, run, r));
     }
-    let mut headers = vec!["Cell".to_owned(), "Published system".to_owned()];
-    headers.extend(names.iter().map(|n| {
-        let (label, unit, _) =
-            metrics::describe(n).unwrap_or((n.as_str(), "", metrics::Better::Lower));
-        format!("{label} ({unit}): PMS / published")
-    }));
-    let mut t = Table {
-        title: "PMS next to the published figures".into(),
-        note: "Each figure reads PMS / published, then PMS's advantage in brackets: above 1× means PMS did better (more throughput or users, less latency, errors or time), whatever the metric's direction.".into(),
-        headers,
-        rows: Vec::new(),
-    };
-    for r in &res.spec.reference {
-        let Some(cell) = res.cells.iter().find(|c| c.id == r.cell) else {
-            continue;
-        };
-        let Some(run) = cell.runs.iter().find(|x| x.server == "pms") else {
-            continue;
-        };
-        let mut row = vec![r.cell.clone(), r.who.clone()];
-        for n in &names {
-            let text = match (r.metrics.get(n), run.metrics.get(n)) {
-                (Some(p), Some(v)) => {
-                    let adv = advantage(n, *v, *p)
-                        .map(|a| format!(" ({a:.2}×)"))
-                        .unwrap_or_default();
-                    format!("{} / {}{adv}", short(*v), short(*p))
-                }
-                (Some(p), None) => format!("— / {}", short(*p)),
-                _ => String::new(),
+    tables
+        .into_iter()
+        .map(|(part, names, rows)| {
+            let mut headers = vec!["Cell".to_owned(), "Published system".to_owned()];
+            headers.extend(names.iter().map(|n| match metrics::describe(n) {
+                Some((label, unit, _)) => format!("{label} ({unit})"),
+                None => n.clone(),
+            }));
+            let mut t = Table {
+                title: format!("{} next to the published figures", part_title(&part)),
+                note: "PMS / published, then PMS's advantage in brackets: above 1× means PMS did better (more throughput or users, less latency, errors or time) whatever the metric's direction; sizes get no verdict.".into(),
+                headers,
+                rows: Vec::new(),
             };
-            row.push(text);
-        }
-        t.rows.push(row);
-    }
-    t
+            for (cell, run, r) in rows {
+                let mut row = vec![cell.id.clone(), r.who.clone()];
+                for n in &names {
+                    row.push(match (r.metrics.get(n), run.metrics.get(n)) {
+                        (Some(p), Some(v)) => {
+                            let adv = advantage(n, *v, *p)
+                                .map(|a| format!(" ({a:.2}×)"))
+                                .unwrap_or_default();
+                            format!("{} / {}{adv}", short(*v), short(*p))
+                        }
+                        (Some(p), None) => format!("— / {}", short(*p)),
+                        _ => String::new(),
+                    });
+                }
+                t.rows.push(row);
+            }
+            t
+        })
+        .collect()
 }
 
-/// A figure with as many decimals as it needs.
+fn part_title(part: &str) -> &str {
+    match part {
+        "proxy" => "The REST scenarios",
+        "jmeter" => "JMeter configurations",
+        "k6" => "The k6 load test",
+        "stress" => "The stress test",
+        "startup" => "Start-up",
+        "overview" => "One request",
+        "delay" => "The constant-rate runs",
+        other => other,
+    }
+}
+
+/// A figure with as many decimals as it needs: three significant digits below 10.
 fn short(v: f64) -> String {
-    if v.abs() >= 1000.0 || v == v.trunc() {
+    let a = v.abs();
+    if a >= 1000.0 || v == v.trunc() {
         format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
+    } else if a >= 10.0 {
         format!("{v:.1}")
     } else {
-        format!("{v:.2}")
+        let decimals = (2 - a.log10().floor() as i32).clamp(2, 6) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_figures_keep_three_significant_digits() {
+        assert_eq!(short(8935.69), "8936");
+        assert_eq!(short(26.0), "26");
+        assert_eq!(short(11.13), "11.1");
+        assert_eq!(short(2.0196), "2.02");
+        assert_eq!(short(0.0047), "0.00470");
+        assert_eq!(short(0.066), "0.0660");
     }
 }
