@@ -451,14 +451,17 @@ fn delay(res: &SuiteResults) -> Table {
     t
 }
 
+/// A part's metric names and its (cell, PMS run, published row) triples.
+type PartRows<'a> = (
+    String,
+    Vec<String>,
+    Vec<(&'a CellResult, &'a RunRecord, &'a Reference)>,
+);
+
 /// PMS next to every published row whose cell was run: one table per part, with a column per
 /// metric the published rows of that part give.
 pub fn side_by_side(res: &SuiteResults) -> Vec<Table> {
-    let mut tables: Vec<(
-        String,
-        Vec<String>,
-        Vec<(&CellResult, &RunRecord, &Reference)>,
-    )> = Vec::new();
+    let mut tables: Vec<PartRows<'_>> = Vec::new();
     for r in &res.spec.reference {
         let Some(cell) = res.cells.iter().find(|c| c.id == r.cell) else {
             continue;
