@@ -21,6 +21,18 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
+# Every suite's quick profile end to end (spawn, load, reduce, report), then each report opened in
+# headless Chromium. Debug build: the figures only prove the pipeline.
+echo "== pms bench suite (quick profiles) and their reports in Chromium"
+cargo build --locked --quiet --bin pms
+suites=target/suites
+rm -rf "$suites"
+for suite in ballerina-rest pms-gateway async-delay; do
+  target/debug/pms bench suite "$suite" --profile quick --out "$suites/$suite"
+done
+(cd tests/browser && npm install --no-package-lock --no-audit --no-fund --silent)
+node tests/browser/check-report.mjs "$suites"/*/report.html
+
 # One closing line for the whole workspace (cargo prints one summary per test binary, the last of
 # which is usually an empty doc-test run).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }

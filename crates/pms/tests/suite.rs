@@ -1,0 +1,119 @@
+//! `pms bench suite` end to end with the real binary: a whole suite (its quick profile) spawns
+//! the gateway and the echo back-end, loads them, and leaves results.json, report.md and
+//! report.html that say what happened; a component that fails is recorded as failed, the reports
+//! are still written and the exit code says so; bad names and filters are usage errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use pms_bench::suite::results::{Status, SuiteResults};
+
+const PMS: &str = env!("CARGO_BIN_EXE_pms");
+
+fn suite(args: &[&str]) -> std::process::Output {
+    Command::new(PMS)
+        .args(["bench", "suite"])
+        .args(args)
+        .env("PMS_LOG", "warn")
+        .output()
+        .expect("pms runs")
+}
+
+fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+}
+
+#[test]
+fn the_async_delay_suite_runs_and_reports_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("delay");
+    let o = suite(&[
+        "async-delay",
+        "--profile",
+        "quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("expected about"), "says how long it will take");
+
+    let res = SuiteResults::read(&out).unwrap();
+    assert_eq!((res.suite.as_str(), res.profile.as_str()), ("async-delay", "quick"));
+    assert!(res.environment.shared_host && res.environment.cpus >= 1);
+    assert_eq!(res.cells.len(), 2, "two rates");
+    for (cell, rate) in res.cells.iter().zip([50u64, 500]) {
+        let run = &cell.runs[0];
+        assert_eq!(run.status, Status::Ok, "{}", cell.id);
+        let s = run.measured().unwrap();
+        // One second at RATE: exactly RATE requests, each answered after the 200 ms delay.
+        assert_eq!(s.samples, rate, "{}", cell.id);
+        assert_eq!(s.errors, 0, "{}", cell.id);
+        assert!(s.min_ms >= 200.0, "{}: {}", cell.id, s.min_ms);
+        assert_eq!(run.metrics.get("success_pct"), Some(&100.0));
+        assert!(run.metrics.contains_key("rss_mb"), "the gateway was watched");
+        assert!(run.text.as_deref().unwrap_or_default().contains("[200ms, 300ms]"));
+        assert_eq!(run.commands.len(), 3, "echo, gateway, load");
+    }
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| 50 | 50 | 100.00 |"), "{md}");
+    assert!(md.contains("in vegeta's text layout"));
+    assert!(md.contains("## Next to the published figures"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("<table>"));
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http") && !html.contains("<script"),
+        "self-contained: nothing to fetch, nothing to run"
+    );
+    assert!(Path::new(&out.join("cells/rate_50/pms/gateway.log")).exists());
+}
+
+#[test]
+fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // A `pms` whose gateway cannot start; everything else is the real binary.
+    let wrapper = dir.path().join("pms");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = gateway ]; then echo 'gateway: broken on purpose' >&2; exit 3; fi\nexec {PMS} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&wrapper).status().unwrap();
+    let out = dir.path().join("rest");
+    let o = suite(&[
+        "ballerina-rest",
+        "--only",
+        "h1c_h1c_passthrough",
+        "--no-peers",
+        "--pms",
+        wrapper.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("1 run(s) failed"), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    let run = &res.cells[0].runs[0];
+    match &run.status {
+        Status::Failed { error } => assert!(error.contains("broken on purpose"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(run.metrics.is_empty(), "no figures invented for a failed run");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("1 run(s) failed"), "{md}");
+    assert!(md.contains("failed: gateway exited"), "{md}");
+}
+
+#[test]
+fn unknown_suites_profiles_and_filters_are_usage_errors() {
+    let o = suite(&["no-such-suite"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("ballerina-rest"), "names the suites: {}", text(&o));
+    let o = suite(&["ballerina-rest", "--only", "nothing-matches", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    let o = suite(&["ballerina-rest", "--profile", "standard", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("96 cells"), "{}", text(&o));
+}
