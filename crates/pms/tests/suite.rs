@@ -35,10 +35,16 @@ fn the_async_delay_suite_runs_and_reports_every_request() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("expected about"), "says how long it will take");
+    assert!(
+        text(&o).contains("expected about"),
+        "says how long it will take"
+    );
 
     let res = SuiteResults::read(&out).unwrap();
-    assert_eq!((res.suite.as_str(), res.profile.as_str()), ("async-delay", "quick"));
+    assert_eq!(
+        (res.suite.as_str(), res.profile.as_str()),
+        ("async-delay", "quick")
+    );
     assert!(res.environment.shared_host && res.environment.cpus >= 1);
     assert_eq!(res.cells.len(), 2, "two rates");
     for (cell, rate) in res.cells.iter().zip([50u64, 500]) {
@@ -50,8 +56,15 @@ fn the_async_delay_suite_runs_and_reports_every_request() {
         assert_eq!(s.errors, 0, "{}", cell.id);
         assert!(s.min_ms >= 200.0, "{}: {}", cell.id, s.min_ms);
         assert_eq!(run.metrics.get("success_pct"), Some(&100.0));
-        assert!(run.metrics.contains_key("rss_mb"), "the gateway was watched");
-        assert!(run.text.as_deref().unwrap_or_default().contains("[200ms, 300ms]"));
+        assert!(
+            run.metrics.contains_key("rss_mb"),
+            "the gateway was watched"
+        );
+        assert!(run
+            .text
+            .as_deref()
+            .unwrap_or_default()
+            .contains("[200ms, 300ms]"));
         assert_eq!(run.commands.len(), 3, "echo, gateway, load");
     }
 
@@ -80,7 +93,11 @@ fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
         ),
     )
     .unwrap();
-    Command::new("chmod").arg("+x").arg(&wrapper).status().unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
     let out = dir.path().join("rest");
     let o = suite(&[
         "ballerina-rest",
@@ -100,7 +117,10 @@ fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
         Status::Failed { error } => assert!(error.contains("broken on purpose"), "{error}"),
         other => panic!("{other:?}"),
     }
-    assert!(run.metrics.is_empty(), "no figures invented for a failed run");
+    assert!(
+        run.metrics.is_empty(),
+        "no figures invented for a failed run"
+    );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("1 run(s) failed"), "{md}");
     assert!(md.contains("failed: gateway exited"), "{md}");
@@ -110,7 +130,11 @@ fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
 fn unknown_suites_profiles_and_filters_are_usage_errors() {
     let o = suite(&["no-such-suite"]);
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));
-    assert!(text(&o).contains("ballerina-rest"), "names the suites: {}", text(&o));
+    assert!(
+        text(&o).contains("ballerina-rest"),
+        "names the suites: {}",
+        text(&o)
+    );
     let o = suite(&["ballerina-rest", "--only", "nothing-matches", "--dry-run"]);
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));
     let o = suite(&["ballerina-rest", "--profile", "standard", "--dry-run"]);
