@@ -79,6 +79,23 @@ fn the_async_delay_suite_runs_and_reports_every_request() {
         "self-contained: nothing to fetch, nothing to run"
     );
     assert!(Path::new(&out.join("cells/rate_50/pms/gateway.log")).exists());
+
+    // results.json feeds `pms bench compare` directly, one run per side.
+    let results = out.join("results.json");
+    let side = |cell: &str| format!("{}:{cell}", results.display());
+    let o = Command::new(PMS)
+        .args(["bench", "compare", &side("rate/50"), &side("rate/500:pms")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("A         50 "), "{}", text(&o));
+    assert!(text(&o).contains("B        500 "), "{}", text(&o));
+    let o = Command::new(PMS)
+        .args(["bench", "compare", &side("rate/50"), &side("rate/7")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    assert!(text(&o).contains("no cell \"rate/7\""), "{}", text(&o));
 }
 
 #[test]

@@ -13,7 +13,8 @@ use crate::cmd::UsageError;
 /// Arguments of `pms bench compare`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// First run: a result directory, result.json, samples.csv or k6 CSV.
+    /// First run: a result directory, result.json, samples.csv, k6 CSV, or one run of a suite
+    /// as `results.json:CELL[:SYSTEM]` (system default: pms).
     a: PathBuf,
     /// Second run, the same kinds.
     b: PathBuf,
@@ -111,6 +112,10 @@ fn describe_row(name: &str, d: &Describe) -> String {
 
 /// Reads the latencies (ms) of one run.
 fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text = path.to_string_lossy();
+    if let Some((file, rest)) = text.split_once("results.json:") {
+        return load_suite_run(&PathBuf::from(format!("{file}results.json")), rest);
+    }
     let path = if path.is_dir() {
         let samples = path.join("samples.csv");
         if samples.exists() {
@@ -133,6 +138,32 @@ fn load(path: &Path) -> anyhow::Result<Loaded> {
     load_csv(&path)
 }
 
+/// One run of a suite's `results.json`: `CELL` or `CELL:SYSTEM`.
+fn load_suite_run(path: &Path, which: &str) -> anyhow::Result<Loaded> {
+    let (cell, server) = which.rsplit_once(':').unwrap_or((which, "pms"));
+    let results = pms_bench::suite::results::SuiteResults::read(path)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let c = results
+        .cells
+        .iter()
+        .find(|c| c.id == cell)
+        .ok_or_else(|| UsageError(format!("{}: no cell {cell:?}", path.display())))?;
+    let run = c.runs.iter().find(|r| r.server == server).ok_or_else(|| {
+        UsageError(format!(
+            "{}: cell {cell:?} has no run of {server:?}",
+            path.display()
+        ))
+    })?;
+    let summary = run.measured().ok_or_else(|| {
+        UsageError(format!(
+            "{}: {cell} {server} has no measurements ({:?})",
+            path.display(),
+            run.status
+        ))
+    })?;
+    expand(&summary.histogram, path)
+}
+
 fn load_histogram(path: &Path) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -146,6 +177,11 @@ fn load_histogram(path: &Path) -> anyhow::Result<Loaded> {
                 path.display()
             ))
         })?;
+    expand(&dump, path)
+}
+
+/// A histogram's values, each repeated as often as it was recorded.
+fn expand(dump: &pms_bench::stats::HistogramDump, path: &Path) -> anyhow::Result<Loaded> {
     let total: u64 = dump.buckets.iter().map(|(_, n)| n).sum();
     if total > MAX_VALUES {
         return Err(UsageError(format!(
