@@ -11,9 +11,15 @@ use pms_bench::suite::results::{Status, SuiteResults};
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 
 fn suite(args: &[&str]) -> std::process::Output {
+    suite_in(Path::new("."), args)
+}
+
+/// Runs `pms bench suite ARGS` from `dir` (so relative paths are relative to it).
+fn suite_in(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(PMS)
         .args(["bench", "suite"])
         .args(args)
+        .current_dir(dir)
         .env("PMS_LOG", "warn")
         .output()
         .expect("pms runs")
@@ -27,13 +33,11 @@ fn text(o: &std::process::Output) -> String {
 fn the_async_delay_suite_runs_and_reports_every_request() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("delay");
-    let o = suite(&[
-        "async-delay",
-        "--profile",
-        "quick",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // A relative --out: every generated config must still find the certificates and logs.
+    let o = suite_in(
+        dir.path(),
+        &["async-delay", "--profile", "quick", "--out", "delay"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     assert!(
         text(&o).contains("expected about"),
@@ -96,6 +100,32 @@ fn the_async_delay_suite_runs_and_reports_every_request() {
         .unwrap();
     assert_eq!(o.status.code(), Some(64));
     assert!(text(&o).contains("no cell \"rate/7\""), "{}", text(&o));
+}
+
+#[test]
+fn a_tls_cell_runs_from_a_relative_output_directory() {
+    // The JSON→XML scenario over TLS on both hops: the gateway's config names the certificates,
+    // which must resolve wherever the suite was started from.
+    let dir = tempfile::tempdir().unwrap();
+    let o = suite_in(
+        dir.path(),
+        &[
+            "ballerina-rest",
+            "--only",
+            "h1_transformation",
+            "--no-peers",
+            "--out",
+            "rest",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&dir.path().join("rest")).unwrap();
+    let run = &res.cells[0].runs[0];
+    assert_eq!(run.status, Status::Ok);
+    let s = run.measured().unwrap();
+    assert!(s.samples > 0 && s.errors == 0, "{s:?}");
+    // The echo sent back the XML the gateway made of the 500-byte JSON, plus its head.
+    assert!(s.avg_bytes > 500.0, "{}", s.avg_bytes);
 }
 
 #[test]

@@ -171,6 +171,12 @@ pub fn run(
     let started_at = Instant::now();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| SuiteError::io(&format!("creating {}", opts.out.display()), e))?;
+    // Absolute from here on: generated configs name certificates and logs, and each program
+    // resolves relative paths from somewhere else (its config's directory, nginx's prefix).
+    let mut absolute = opts.clone();
+    absolute.out = std::fs::canonicalize(&opts.out)
+        .map_err(|e| SuiteError::io(&format!("resolving {}", opts.out.display()), e))?;
+    let opts = &absolute;
     let certs = opts.out.join("certs");
     let ctx = Ctx {
         opts,
