@@ -46,7 +46,11 @@ impl Shared {
             return Ok(());
         }
         self.secret = random_hex(32)?;
-        self.password = format!("Pms#{}", random_hex(8)?);
+        // An existing database (--database-url) was seeded with its own password.
+        self.password = match std::env::var("PMS_SEED_PASSWORD") {
+            Ok(p) if !p.is_empty() => p,
+            _ => format!("Pms#{}", random_hex(8)?),
+        };
         if let Some(url) = &ctx.opts.database_url {
             self.database_url = Some(url.clone());
             return Ok(());
@@ -319,7 +323,7 @@ fn load(
             "--think-time".into(),
             show(c.think_time),
             "--max-users".into(),
-            c.max_users.to_string(),
+            stress_cap(c.max_users).to_string(),
             "--max-duration".into(),
             show(c.max_duration),
             // k6's default request timeout.
@@ -358,6 +362,15 @@ fn load(
     }
     record.output = Some(output);
     Ok(())
+}
+
+/// Users a stress run may reach: one connection each, within the open-file limit (with room
+/// for everything else), so a failure is the target's and never the load generator's EMFILE.
+fn stress_cap(wanted: usize) -> usize {
+    match super::procs::fd_limit() {
+        Some(limit) => wanted.min(limit.saturating_sub(1000).max(1)),
+        None => wanted,
+    }
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, SuiteError> {

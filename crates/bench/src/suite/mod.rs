@@ -69,6 +69,9 @@ pub enum SuiteError {
     /// A component or a run failed.
     #[error("{0}")]
     Failed(String),
+    /// A peer program is not on this machine.
+    #[error("{0} is not installed")]
+    NotInstalled(String),
 }
 
 impl SuiteError {
@@ -267,11 +270,7 @@ fn run_one(
     outcome.unwrap_or_else(|e| {
         let mut r = RunRecord::new(server);
         r.status = match e {
-            SuiteError::Usage(program) if program.starts_with("not installed:") => {
-                Status::NotInstalled {
-                    program: program.trim_start_matches("not installed:").trim().into(),
-                }
-            }
+            SuiteError::NotInstalled(program) => Status::NotInstalled { program },
             e => Status::Failed {
                 error: e.to_string(),
             },

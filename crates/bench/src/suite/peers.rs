@@ -46,7 +46,7 @@ pub struct Peer {
 /// config and logs in `dir`.
 ///
 /// # Errors
-/// `Usage("not installed: …")` when the program is missing; start-up failures.
+/// [`SuiteError::NotInstalled`] when the program is missing; start-up failures.
 pub fn start(
     ctx: &Ctx<'_>,
     peer: &str,
@@ -55,8 +55,7 @@ pub fn start(
     port: u16,
     backend_port: u16,
 ) -> Result<Peer, SuiteError> {
-    let program =
-        procs::which(peer).ok_or_else(|| SuiteError::Usage(format!("not installed: {peer}")))?;
+    let program = procs::which(peer).ok_or_else(|| SuiteError::NotInstalled(peer.into()))?;
     let (text, spawn) = match peer {
         "nginx" => {
             let conf = dir.join("nginx.conf");
@@ -94,18 +93,6 @@ fn fill(template: &str, fields: &[(&str, String)]) -> String {
         out = out.replace(&format!("{{{{{k}}}}}"), v);
     }
     out
-}
-
-/// The soft limit on open files, from `/proc/self/limits`.
-fn fd_limit() -> Option<usize> {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with("Max open files"))?
-        .split_whitespace()
-        .nth(3)?
-        .parse()
-        .ok()
 }
 
 fn running_as_root() -> bool {
@@ -231,7 +218,7 @@ fn haproxy_cfg(
             // refuses to start when it cannot raise its own to match).
             (
                 "maxconn",
-                ((fd_limit().unwrap_or(4096).saturating_sub(100)) / 2)
+                ((procs::fd_limit().unwrap_or(4096).saturating_sub(100)) / 2)
                     .clamp(256, 20_000)
                     .to_string(),
             ),

@@ -247,6 +247,18 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The soft limit on open files, from `/proc/self/limits`.
+pub fn fd_limit() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("Max open files"))?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
 /// Where `program` is on `PATH` (also `/usr/sbin`, where Debian puts nginx and haproxy).
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();

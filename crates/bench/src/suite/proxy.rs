@@ -32,6 +32,9 @@ pub fn run(
     let dir = ctx.dir(cell, server)?;
     let mut record = RunRecord::new(server);
     let s = &job.scenario;
+    if server != "pms" && super::procs::which(server).is_none() {
+        return Err(SuiteError::NotInstalled(server.into()));
+    }
     let (echo, echo_port, echo_cmd) = start_echo(ctx, &dir, s.backend, job.delay_ms)?;
     record.commands.push(echo_cmd);
     let port = free_port()?;

@@ -273,7 +273,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     }
     let mut stress = table(
         "Stress test (the dissertation's tables 8 and 9)",
-        "Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so: the limit was not found.",
+        "Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so (≥ N): the limit was not found. Users are capped at the open-file limit less 1,000 (one connection each), so a failure is never the load generator's own.",
         &[
             "Protocol",
             "Users added per second",
