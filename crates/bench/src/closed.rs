@@ -228,6 +228,7 @@ async fn session(
                     c.record(i, &failure(due, Duration::ZERO, ErrorKind::Check));
                     c.stop_because(StopReason::FirstError {
                         kind: ErrorKind::Check,
+                        status: None,
                     });
                     return false;
                 }

@@ -39,6 +39,9 @@ pub enum StopReason {
     FirstError {
         /// What the failure was.
         kind: ErrorKind,
+        /// The status it came back with, when it came back (`kind` is `status` or `check`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
     },
     /// One second's error rate crossed the limit.
     ErrorRate {
@@ -244,7 +247,10 @@ impl Collector {
         }
         drop(guard);
         if let (Some(kind), true) = (s.error, self.cfg.stop.first_error) {
-            self.stop_because(StopReason::FirstError { kind });
+            self.stop_because(StopReason::FirstError {
+                kind,
+                status: s.status,
+            });
         }
     }
 

@@ -105,6 +105,7 @@ pub async fn run(
     if pacer.is_err() {
         collector.stop_because(StopReason::FirstError {
             kind: ErrorKind::Check,
+            status: None,
         });
     }
     let mut tasks = tokio::task::JoinSet::new();
@@ -249,6 +250,7 @@ async fn stream(w: usize, s: Arc<Shared>, mut conn: Conn) -> bool {
                     .record(w, &failure(due, Duration::ZERO, ErrorKind::Check));
                 s.collector.stop_because(StopReason::FirstError {
                     kind: ErrorKind::Check,
+                    status: None,
                 });
                 return false;
             }

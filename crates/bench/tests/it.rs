@@ -404,12 +404,14 @@ mod collect {
             ..CollectConfig::default()
         };
         let started = std::time::Instant::now();
+        // Expecting 418 from an echo that answers 200: the first response fails the check.
         let out = closed_run(target, spec(Some(418), None), config(2, 10), collect).await;
         assert!(started.elapsed() < Duration::from_secs(5), "aborted early");
         assert_eq!(
             out.reason,
             StopReason::FirstError {
-                kind: ErrorKind::Status
+                kind: ErrorKind::Status,
+                status: Some(200),
             }
         );
         assert!(out.ended < Duration::from_secs(5));

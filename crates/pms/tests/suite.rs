@@ -84,6 +84,22 @@ fn the_async_delay_suite_runs_and_reports_every_request() {
     );
     assert!(Path::new(&out.join("cells/rate_50/pms/gateway.log")).exists());
 
+    // The reports can be rendered again from results.json alone, the same as the run wrote them.
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    let o = suite(&["--report", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 cells, 2 runs of async-delay (quick)"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(out.join("report.md")).unwrap(), md);
+    assert_eq!(
+        std::fs::read_to_string(out.join("report.html")).unwrap(),
+        html
+    );
+
     // results.json feeds `pms bench compare` directly, one run per side.
     let results = out.join("results.json");
     let side = |cell: &str| format!("{}:{cell}", results.display());
@@ -187,4 +203,8 @@ fn unknown_suites_profiles_and_filters_are_usage_errors() {
     let o = suite(&["ballerina-rest", "--profile", "standard", "--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("96 cells"), "{}", text(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let o = suite(&["--report", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("results.json"), "{}", text(&o));
 }

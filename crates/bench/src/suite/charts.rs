@@ -69,6 +69,7 @@ pub fn throughput_bars(title: &str, cells: &[&CellResult]) -> Result<Option<Stri
             .map_err(err)?;
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .disable_x_mesh()
             .x_labels(0)
             .y_label_formatter(&|v: &f64| format!("{v:.0}"))
@@ -167,6 +168,7 @@ pub fn latency_over_time(title: &str, run: &RunRecord) -> Result<Option<String>,
             .set_secondary_coord(0.0..t_max, 0.0..rate_max);
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .x_desc("seconds from the start")
             .y_desc("latency (ms)")
             .y_label_formatter(&|v: &f64| format!("{v:.1}"))
@@ -220,7 +222,9 @@ pub fn latency_over_time(title: &str, run: &RunRecord) -> Result<Option<String>,
 }
 
 /// `(x, latency ms)` points of a histogram's percentile curve, x being `-log10(1 - q)` (so 90 %
-/// is 1, 99 % is 2, 99.9 % is 3), up to the largest value.
+/// is 1, 99 % is 2, 99.9 % is 3), up to the largest value. Points closer than
+/// [`CURVE_STEP`] on the x axis to the one kept before them are left out (a chart is 640
+/// pixels wide; a histogram of a busy run has thousands of buckets), apart from the last.
 pub fn percentile_curve(h: &HistogramDump) -> Vec<(f64, f64)> {
     let total: u64 = h.buckets.iter().map(|(_, n)| n).sum();
     if total == 0 {
@@ -239,13 +243,23 @@ pub fn percentile_curve(h: &HistogramDump) -> Vec<(f64, f64)> {
         } else {
             (-(1.0 - q).log10()).min(MAX_NINES)
         };
-        points.push((x, *value as f64 / 1000.0));
+        let point = (x, *value as f64 / 1000.0);
+        // The tail stands in for every point within a step of the one before it; the newest
+        // replaces it, so the curve still ends at the largest value (latency only grows).
+        let n = points.len();
+        match points.get(n.wrapping_sub(2)) {
+            Some(before) if n >= 2 && x - before.0 < CURVE_STEP => points[n - 1] = point,
+            _ => points.push(point),
+        }
     }
     points
 }
 
 /// Right end of the percentile axis: 99.999 %.
 const MAX_NINES: f64 = 5.0;
+
+/// Closest two points of a percentile curve may be on the x axis: a thousandth of it.
+const CURVE_STEP: f64 = MAX_NINES / 1000.0;
 
 /// The latency percentile distribution of every system in a cell, on a log-scaled percentile
 /// axis. `None` without histograms.
@@ -284,6 +298,7 @@ pub fn percentiles(title: &str, cell: &CellResult) -> Result<Option<String>, Str
             .map_err(err)?;
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .x_labels(6)
             .x_label_formatter(&|x: &f64| match x.round() as i64 {
                 0 => "0%".into(),
@@ -337,5 +352,21 @@ mod tests {
         assert!((c[1].0 - 1.0).abs() < 1e-9 && c[1].1 == 1.0, "{c:?}");
         assert!((c[2].0 - 2.0).abs() < 1e-9 && c[2].1 == 2.0, "{c:?}");
         assert_eq!(c[3], (MAX_NINES, 3.0));
+    }
+
+    #[test]
+    fn a_busy_histogram_is_thinned_to_the_chart_width_and_keeps_its_maximum() {
+        // 100,000 distinct values, one request each.
+        let h = HistogramDump {
+            unit: "us".into(),
+            significant_digits: 3,
+            buckets: (1..=100_000).map(|v| (v, 1)).collect(),
+        };
+        let c = percentile_curve(&h);
+        assert!(c.len() <= 2_100, "{} points", c.len());
+        assert!(c.len() > 500, "{} points", c.len());
+        assert_eq!(c.first(), Some(&(0.0, 0.001)));
+        assert_eq!(c.last(), Some(&(MAX_NINES, 100.0)));
+        assert!(c.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
     }
 }

@@ -245,6 +245,14 @@ pub fn run(
 /// I/O.
 pub fn write_reports(results: &SuiteResults, dir: &Path) -> Result<(), SuiteError> {
     results.write(dir)?;
+    render_reports(results, dir)
+}
+
+/// Writes `report.md` and `report.html` into `dir` from `results`.
+///
+/// # Errors
+/// I/O.
+pub fn render_reports(results: &SuiteResults, dir: &Path) -> Result<(), SuiteError> {
     for (name, text) in [
         ("report.md", markdown::render(results)),
         ("report.html", html::render(results)),

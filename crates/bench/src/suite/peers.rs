@@ -29,7 +29,19 @@ pub fn version(peer: &str) -> Option<String> {
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find(|l| !l.trim().is_empty())
-        .map(|l| l.trim().trim_start_matches("nginx version: ").to_owned())
+        .map(short_version)
+}
+
+/// The first line of `-v` without its decoration: nginx's "nginx version: " prefix, and
+/// haproxy's release date and home page after " - ".
+fn short_version(line: &str) -> String {
+    let line = line.trim().trim_start_matches("nginx version: ");
+    let line = line.split(" - ").next().unwrap_or(line);
+    // haproxy: "HAProxy version 2.6.12-1+deb12u4 2026/10/17": keep the version.
+    match line.strip_prefix("HAProxy version ") {
+        Some(rest) => format!("HAProxy {}", rest.split_whitespace().next().unwrap_or(rest)),
+        None => line.to_owned(),
+    }
 }
 
 /// A running peer.
@@ -234,6 +246,16 @@ fn haproxy_cfg(
 mod tests {
     use super::*;
     use crate::suite::Options;
+
+    #[test]
+    fn versions_read_short() {
+        assert_eq!(short_version("nginx version: nginx/1.22.1"), "nginx/1.22.1");
+        assert_eq!(
+            short_version("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/"),
+            "HAProxy 2.6.12-1+deb12u4"
+        );
+        assert_eq!(short_version("something 1.0"), "something 1.0");
+    }
 
     fn scenario(client: Hop, upstream: Hop, backend: Hop) -> Scenario {
         Scenario {

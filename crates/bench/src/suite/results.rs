@@ -209,7 +209,9 @@ impl SuiteResults {
     /// I/O.
     pub fn write(&self, dir: &Path) -> Result<(), SuiteError> {
         let path = dir.join("results.json");
-        let text = serde_json::to_string_pretty(self)
+        // Compact: a run holds a latency histogram and a per-second timeline, and indenting
+        // them makes the file several times larger (`jq .` reads it).
+        let text = serde_json::to_string(self)
             .map_err(|e| SuiteError::Failed(format!("serializing results: {e}")))?;
         std::fs::write(&path, text + "\n")
             .map_err(|e| SuiteError::io(&format!("writing {}", path.display()), e))

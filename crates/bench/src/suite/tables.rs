@@ -300,10 +300,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
                 .and_then(|e| e.get("failed")?.as_bool())
                 .unwrap_or(false);
             let ended = if failed {
-                let why = extra
-                    .and_then(|e| e.pointer("/reason/reason")?.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "failure".into());
-                format!("first failure ({why})")
+                stop_reason(extra.and_then(|e| e.get("reason")))
             } else {
                 "cap reached, no failure".into()
             };
@@ -549,9 +546,59 @@ fn short(v: f64) -> String {
     }
 }
 
+/// How a stress run's stop reason reads in its table: "first failure: status 502",
+/// "first failure: reset", "error rate 12.5 %".
+fn stop_reason(reason: Option<&serde_json::Value>) -> String {
+    let Some(reason) = reason else {
+        return "failure".into();
+    };
+    let text = |k: &str| reason.get(k).and_then(serde_json::Value::as_str);
+    match text("reason") {
+        Some("first_error") => {
+            let kind = text("kind").unwrap_or("error");
+            match reason.get("status").and_then(serde_json::Value::as_u64) {
+                Some(code) => format!("first failure: {kind} {code}"),
+                None => format!("first failure: {kind}"),
+            }
+        }
+        Some("error_rate") => match reason.get("pct").and_then(serde_json::Value::as_f64) {
+            Some(pct) => format!("error rate {pct:.1} %"),
+            None => "error rate".into(),
+        },
+        Some(other) => other.replace('_', " "),
+        None => "failure".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stress_stop_reasons_read_as_what_failed() {
+        use crate::collect::StopReason;
+        use crate::stats::ErrorKind;
+        let read = |r: StopReason| stop_reason(Some(&serde_json::to_value(r).unwrap()));
+        assert_eq!(
+            read(StopReason::FirstError {
+                kind: ErrorKind::Status,
+                status: Some(502)
+            }),
+            "first failure: status 502"
+        );
+        assert_eq!(
+            read(StopReason::FirstError {
+                kind: ErrorKind::Reset,
+                status: None
+            }),
+            "first failure: reset"
+        );
+        assert_eq!(
+            read(StopReason::ErrorRate { pct: 12.54 }),
+            "error rate 12.5 %"
+        );
+        assert_eq!(stop_reason(None), "failure");
+    }
 
     #[test]
     fn short_figures_keep_three_significant_digits() {

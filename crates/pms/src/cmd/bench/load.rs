@@ -350,10 +350,11 @@ fn print_extras<C: Serialize>(result: &RunResult<C>) {
     }
     match &result.stop {
         StopReason::Completed => {}
-        StopReason::FirstError { kind } => println!(
-            "stopped at {:.1} s: first failed request ({})",
+        StopReason::FirstError { kind, status } => println!(
+            "stopped at {:.1} s: first failed request ({}{})",
             result.ended_s,
-            kind.name()
+            kind.name(),
+            status.map(|s| format!(" {s}")).unwrap_or_default()
         ),
         StopReason::ErrorRate { pct } => println!(
             "stopped at {:.1} s: {pct:.1} % of one second's requests failed",

@@ -5,7 +5,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use pms_bench::suite::{self, plan, results::Status, Options};
+use pms_bench::suite::{
+    self, plan,
+    results::{Status, SuiteResults},
+    Options,
+};
 
 use crate::cmd::UsageError;
 
@@ -13,7 +17,7 @@ use crate::cmd::UsageError;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// ballerina-rest, pms-gateway, async-delay, or the path of a suite file.
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "report"])]
     name: Option<String>,
     /// quick (seconds per cell, for CI), standard (about 30 s per cell, the full matrix) or
     /// published (the published durations: hours).
@@ -45,6 +49,10 @@ pub struct Args {
     /// List the suites and their profiles, run nothing.
     #[arg(long)]
     list: bool,
+    /// Render report.md and report.html again from DIR/results.json, run nothing: for a run
+    /// that was interrupted (results.json is written after every cell) or a newer renderer.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["name", "list", "dry_run"])]
+    report: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -61,6 +69,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
         }
+        return Ok(());
+    }
+    if let Some(dir) = &args.report {
+        let results = SuiteResults::read(dir).map_err(|e| UsageError(e.to_string()))?;
+        let dir = if dir.is_dir() {
+            dir.clone()
+        } else {
+            dir.parent().map(PathBuf::from).unwrap_or_default()
+        };
+        suite::render_reports(&results, &dir)?;
+        let runs: usize = results.cells.iter().map(|c| c.runs.len()).sum();
+        println!(
+            "wrote {0}/report.md and {0}/report.html: {1} cells, {runs} runs of {2} ({3})",
+            dir.display(),
+            results.cells.len(),
+            results.suite,
+            results.profile
+        );
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
