@@ -130,6 +130,8 @@ struct Common {
     upstreams: Vec<config::UpstreamSettings>,
     limits: config::Limits,
     transform_max_body_bytes: usize,
+    /// Worker threads: each holds this share of an upstream's `max_connections`.
+    workers: usize,
 }
 
 /// One worker's listeners: settings, socket, listener-wide permits, metrics observer.
@@ -178,6 +180,7 @@ pub async fn run(
         upstreams: settings.upstreams,
         limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
+        workers: settings.workers.max(1),
     });
 
     // Deal each listener's sockets out to the workers.
@@ -288,7 +291,7 @@ fn worker(
         let mut upstreams = Vec::new();
         for u in &common.upstreams {
             let (requests, opened) = common.metrics.upstream(&u.name);
-            match upstream::Upstream::new(u, requests, opened) {
+            match upstream::Upstream::new(u, common.workers, requests, opened) {
                 Ok(up) => upstreams.push(up),
                 Err(source) => {
                     let _ = ready_tx.send(Err(StartError::Upstream {

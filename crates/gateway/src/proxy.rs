@@ -99,6 +99,10 @@ impl Shared {
             SendError::BodyTooLarge => GatewayError::TooLarge {
                 limit: self.max_body_bytes,
             },
+            SendError::Busy(saturated) => GatewayError::Busy {
+                upstream: upstream.name().to_string(),
+                reason: saturated.to_string(),
+            },
             SendError::Timeout(after) => GatewayError::Timeout {
                 upstream: upstream.name().to_string(),
                 after_ms: after.as_millis(),

@@ -3,7 +3,7 @@
 //! return [`GatewayError`]; only this one builds error responses.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
@@ -64,6 +64,14 @@ pub enum GatewayError {
         /// The timeout.
         after_ms: u128,
     },
+    /// The upstream's connections were all busy for the whole queue timeout.
+    #[error("upstream {upstream} busy: {reason}")]
+    Busy {
+        /// Upstream name.
+        upstream: String,
+        /// What happened.
+        reason: String,
+    },
     /// A dependency of the gateway itself is down (for example the JWKS endpoint).
     #[error("{0}")]
     Unavailable(String),
@@ -80,7 +88,7 @@ impl GatewayError {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BadGateway { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Busy { .. } | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -97,6 +105,7 @@ impl GatewayError {
             Self::TooLarge { .. } => "payload_too_large",
             Self::BadGateway { .. } => "bad_gateway",
             Self::Timeout { .. } => "gateway_timeout",
+            Self::Busy { .. } => "upstream_busy",
             Self::Unavailable(_) => "service_unavailable",
         }
     }
@@ -132,6 +141,9 @@ impl GatewayError {
                     WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"pms\", error=\"invalid_token\""),
                 );
+            }
+            Self::Busy { .. } => {
+                h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
             }
             _ => {}
         }

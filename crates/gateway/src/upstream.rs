@@ -2,22 +2,33 @@
 //! keep-alive pool per endpoint (HTTP/1.1) or multiplexing streams on one connection (HTTP/2).
 //!
 //! Owns protocol choice toward the back-end (h1, h2 over TLS, h2c, or ALPN's pick), TLS trust,
-//! connect and response-head timeouts, round-robin over endpoints, and the mapping of client
-//! failures to [`SendError`]. It does not touch headers or decide statuses; the proxy does.
+//! connect and response-head timeouts, round-robin over endpoints, the cap on connections per
+//! endpoint (a request past it waits for a pooled connection to come free, up to the queue
+//! timeout), and the mapping of client failures to [`SendError`]. It does not touch headers or
+//! decide statuses; the proxy does.
+//!
+//! The cap lives in the connector: opening a connection takes a permit from the endpoint's
+//! semaphore and the connection holds it until it closes. hyper-util's pool races a checkout
+//! (an idle connection coming back) against the connector, so a request that finds every
+//! connection busy is served by the first one returned, and the connector's wait for a permit
+//! is what bounds how long it may take.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body::{is_too_large, BoxError, ProxyBody};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
@@ -40,9 +51,24 @@ pub enum SendError {
     /// The upstream has no usable endpoint.
     #[error("no endpoints")]
     NoEndpoint,
+    /// Every connection the endpoint may have was busy for the whole queue timeout.
+    #[error("{0}")]
+    Busy(Saturated),
 }
 
-type Connector = Counting<hyper_rustls::HttpsConnector<HttpConnector>>;
+/// A connection could not be had within the queue timeout: the endpoint was at its cap.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("all {limit} connections to {endpoint} this worker may open stayed busy for {waited:?}")]
+pub struct Saturated {
+    /// The endpoint, `scheme://authority`.
+    pub endpoint: String,
+    /// This worker's share of `max_connections`.
+    pub limit: usize,
+    /// The queue timeout.
+    pub waited: Duration,
+}
+
+type Connector = Limited<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 /// One configured upstream.
 pub struct Upstream {
@@ -64,12 +90,14 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    /// Builds the client and pool for `s`; `requests`/`opened` count traffic for metrics.
+    /// Builds one worker's client and pool for `s`, holding `1/workers` of its connection cap
+    /// per endpoint; `requests`/`opened` count traffic for metrics.
     ///
     /// # Errors
     /// When the TLS trust cannot be loaded.
     pub fn new(
         s: &UpstreamSettings,
+        workers: usize,
         requests: Counter,
         opened: Counter,
     ) -> Result<Self, pms_net::TlsError> {
@@ -113,9 +141,18 @@ impl Upstream {
         if matches!(s.protocol, UpstreamProtocol::H2 | UpstreamProtocol::H2c) {
             cb.http2_only(true);
         }
-        let client = cb.build(Counting {
+        let limit = s.max_connections.div_ceil(workers.max(1)).max(1);
+        let slots = s
+            .endpoints
+            .iter()
+            .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
+            .collect();
+        let client = cb.build(Limited {
             inner: https,
             opened,
+            slots: Arc::new(slots),
+            limit,
+            queue_timeout: s.queue_timeout,
         });
         Ok(Self {
             name: s.name.clone(),
@@ -168,7 +205,10 @@ impl Upstream {
         match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(err)) if is_too_large(&err) => Err(SendError::BodyTooLarge),
-            Ok(Err(err)) if err.is_connect() => Err(SendError::Connect(chain(&err))),
+            Ok(Err(err)) if err.is_connect() => match saturated(&err) {
+                Some(s) => Err(SendError::Busy(s.clone())),
+                None => Err(SendError::Connect(chain(&err))),
+            },
             Ok(Err(err)) => Err(SendError::Failed(chain(&err))),
             Err(_) => Err(SendError::Timeout(self.request_timeout)),
         }
@@ -190,34 +230,142 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-/// Wraps a connector to count connections that were actually established.
-#[derive(Clone)]
-pub struct Counting<C> {
-    inner: C,
-    opened: Counter,
+/// The [`Saturated`] error somewhere in `err`'s sources.
+fn saturated<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Saturated> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(s) = e.downcast_ref::<Saturated>() {
+            return Some(s);
+        }
+        cur = e.source();
+    }
+    None
 }
 
-impl<C> tower_service::Service<Uri> for Counting<C>
+/// How the connector names an endpoint: `scheme://authority`, as the pool keys it.
+fn endpoint_key(uri: &Uri) -> String {
+    format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map_or("", Authority::as_str)
+    )
+}
+
+/// Wraps a connector to cap the connections open to each endpoint and to count those that
+/// were actually established.
+#[derive(Clone)]
+pub struct Limited<C> {
+    inner: C,
+    opened: Counter,
+    /// One semaphore per endpoint, keyed by [`endpoint_key`], `limit` permits each.
+    slots: Arc<HashMap<String, Arc<Semaphore>>>,
+    limit: usize,
+    queue_timeout: Duration,
+}
+
+impl<C> tower_service::Service<Uri> for Limited<C>
 where
-    C: tower_service::Service<Uri>,
+    C: tower_service::Service<Uri> + Clone + Send + 'static,
     C::Future: Send + 'static,
     C::Error: Into<BoxError>,
 {
-    type Response = C::Response;
+    type Response = Held<C::Response>;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let fut = self.inner.call(uri);
+        let key = endpoint_key(&uri);
+        let slot = self.slots.get(&key).cloned();
+        // The inner connector is ready (polled above); its clone connects once a permit is had.
+        let mut inner = self.inner.clone();
+        std::mem::swap(&mut inner, &mut self.inner);
         let opened = self.opened.clone();
+        let (limit, queue_timeout) = (self.limit, self.queue_timeout);
         Box::pin(async move {
-            let conn = fut.await.map_err(Into::into)?;
+            let permit = match slot {
+                Some(slot) => {
+                    let acquire = slot.acquire_owned();
+                    match tokio::time::timeout(queue_timeout, acquire).await {
+                        Ok(Ok(permit)) => Some(permit),
+                        Ok(Err(closed)) => return Err(closed.into()),
+                        Err(_) => {
+                            return Err(Saturated {
+                                endpoint: key,
+                                limit,
+                                waited: queue_timeout,
+                            }
+                            .into())
+                        }
+                    }
+                }
+                // Not one of the configured endpoints (cannot happen: targets come from them).
+                None => None,
+            };
+            let conn = inner.call(uri).await.map_err(Into::into)?;
             opened.inc();
-            Ok(conn)
+            Ok(Held {
+                inner: conn,
+                _permit: permit,
+            })
         })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An upstream connection holding its endpoint's permit until it is dropped (closed).
+    pub struct Held<T> {
+        #[pin]
+        inner: T,
+        _permit: Option<OwnedSemaphorePermit>,
+    }
+}
+
+impl<T: Connection> Connection for Held<T> {
+    fn connected(&self) -> Connected {
+        self.inner.connected()
+    }
+}
+
+impl<T: hyper::rt::Read> hyper::rt::Read for Held<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write> hyper::rt::Write for Held<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write_vectored(cx, bufs)
     }
 }

@@ -218,6 +218,10 @@ pub struct RawUpstream {
     pub pool_max_idle: Option<usize>,
     /// How long idle connections are kept, ms.
     pub pool_idle_timeout_ms: Option<u64>,
+    /// Most connections open to one endpoint at once.
+    pub max_connections: Option<usize>,
+    /// Longest wait for a free connection at `max_connections`, ms.
+    pub queue_timeout_ms: Option<u64>,
     /// TLS settings for https endpoints.
     pub tls: Option<RawClientTls>,
 }

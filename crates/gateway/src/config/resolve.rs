@@ -469,6 +469,14 @@ fn resolve_upstream(
     if request_timeout.is_zero() {
         p.add(&format!("{key}.request_timeout_ms"), "must be positive");
     }
+    let max_connections = raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    if max_connections == 0 {
+        p.add(&format!("{key}.max_connections"), "must be at least 1");
+    }
+    let queue_timeout = ms(raw.queue_timeout_ms, DEFAULT_QUEUE_TIMEOUT_MS);
+    if queue_timeout.is_zero() {
+        p.add(&format!("{key}.queue_timeout_ms"), "must be positive");
+    }
     (p.list.len() == before).then_some(UpstreamSettings {
         name: raw.name,
         endpoints,
@@ -477,6 +485,8 @@ fn resolve_upstream(
         request_timeout,
         pool_max_idle,
         pool_idle_timeout: ms(raw.pool_idle_timeout_ms, DEFAULT_POOL_IDLE_TIMEOUT_MS),
+        max_connections,
+        queue_timeout,
         trust,
     })
 }

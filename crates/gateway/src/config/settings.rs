@@ -108,6 +108,11 @@ pub struct UpstreamSettings {
     pub pool_max_idle: usize,
     /// Idle connection lifetime.
     pub pool_idle_timeout: Duration,
+    /// Most connections open to one endpoint, all workers together (each worker holds an
+    /// even share).
+    pub max_connections: usize,
+    /// Longest a request waits for a connection when its endpoint is at `max_connections`.
+    pub queue_timeout: Duration,
     /// Trust for https endpoints.
     pub trust: pms_net::tls::Trust,
 }

@@ -8,3 +8,4 @@ mod protocols;
 mod proxying;
 mod support;
 mod transform;
+mod upstream_cap;
