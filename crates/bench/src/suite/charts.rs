@@ -223,7 +223,7 @@ pub fn latency_over_time(title: &str, run: &RunRecord) -> Result<Option<String>,
 
 /// `(x, latency ms)` points of a histogram's percentile curve, x being `-log10(1 - q)` (so 90 %
 /// is 1, 99 % is 2, 99.9 % is 3), up to the largest value. Points closer than
-/// [`CURVE_STEP`] on the x axis to the one kept before them are left out (a chart is 640
+/// a thousandth of the x axis to the one kept before them are left out (a chart is 640
 /// pixels wide; a histogram of a busy run has thousands of buckets), apart from the last.
 pub fn percentile_curve(h: &HistogramDump) -> Vec<(f64, f64)> {
     let total: u64 = h.buckets.iter().map(|(_, n)| n).sum();
