@@ -31,7 +31,7 @@ pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
 /// Default time an idle upstream connection is kept.
 pub const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 90_000;
 /// Default most connections open to one upstream endpoint, all workers together.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1_024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
 /// Default longest wait for a connection to an endpoint at its `max_connections`, ms.
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 5_000;
 /// Default largest request body forwarded (streamed bodies are cut off past it).
