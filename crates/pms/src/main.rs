@@ -19,6 +19,8 @@ fn main() -> ExitCode {
     init_tracing();
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Output piped into something that stopped reading (`| head`): done, not a failure.
+        Err(err) if broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("pms: {err:#}");
             if err.downcast_ref::<cmd::UsageError>().is_some() {
@@ -30,6 +32,13 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn init_tracing() {
