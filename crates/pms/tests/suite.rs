@@ -190,6 +190,86 @@ fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
 }
 
 #[test]
+fn an_interrupted_run_resumes_where_it_failed_and_keeps_what_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    // A `pms` whose gateway fails the second time it is started (the second cell).
+    let count = dir.path().join("gateway-starts");
+    let wrapper = dir.path().join("pms");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = gateway ]; then\n  n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}\n  if [ $n = 2 ]; then echo 'gateway: broken on purpose' >&2; exit 3; fi\nfi\nexec {PMS} \"$@\"\n",
+            count = count.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
+    let out = dir.path().join("delay");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "async-delay",
+            "--pms",
+            wrapper.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    // From the temporary directory: outside a git checkout there is no commit to compare, so
+    // the test does not depend on whether the working tree has changes.
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        suite_in(
+            dir.path(),
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let first = SuiteResults::read(&out).unwrap();
+    assert_eq!(first.cells[0].runs[0].status, Status::Ok);
+    assert!(matches!(
+        first.cells[1].runs[0].status,
+        Status::Failed { .. }
+    ));
+
+    // Another profile may not be mixed into these results.
+    let o = run(&["--profile", "standard", "--resume"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("async-delay (quick)"), "{}", text(&o));
+
+    // Resumed: the first cell is kept as it was, only the failed one runs again (the gateway's
+    // third start, which works).
+    let o = run(&["--resume"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("[1/2] rate/50: kept from the earlier run"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
+    let resumed = SuiteResults::read(&out).unwrap();
+    assert_eq!(resumed.started, first.started);
+    assert_eq!(resumed.resumed.len(), 1);
+    assert_eq!(
+        resumed.cells[0].runs[0].metrics,
+        first.cells[0].runs[0].metrics
+    );
+    assert_eq!(resumed.cells[1].runs[0].status, Status::Ok);
+    assert_eq!(
+        resumed.cells[1].runs[0].metrics.get("success_pct"),
+        Some(&100.0)
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(", resumed at "), "{md}");
+}
+
+#[test]
 fn unknown_suites_profiles_and_filters_are_usage_errors() {
     let o = suite(&["no-such-suite"]);
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));

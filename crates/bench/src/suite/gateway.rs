@@ -348,20 +348,26 @@ fn load(
             .pointer("/config/outcome")
             .cloned()
             .ok_or_else(|| SuiteError::Failed("stress result.json has no outcome".into()))?;
-        // The figure is the users active at the first failure; a run that reached its cap
-        // without one only shows a lower bound.
-        let failed = outcome.get("failed").and_then(serde_json::Value::as_bool) == Some(true);
-        if let Some(users) = outcome
-            .get("users_at_end")
-            .and_then(serde_json::Value::as_f64)
-        {
-            let key = if failed { "max_users" } else { "users_reached" };
+        if let Some((key, users)) = stress_figure(&outcome) {
             record.metrics.insert(key.into(), users);
         }
         record.extra = Some(outcome);
     }
     record.output = Some(output);
     Ok(())
+}
+
+/// The stress test's figure from its outcome: `max_users`, the users active at the first
+/// failure; or, for a run that reached its user or time cap without one, `users_reached`, the
+/// most users it had at once (a lower bound; at the very end users are already leaving).
+pub(super) fn stress_figure(outcome: &serde_json::Value) -> Option<(&'static str, f64)> {
+    let failed = outcome.get("failed").and_then(serde_json::Value::as_bool) == Some(true);
+    let (key, field) = if failed {
+        ("max_users", "users_at_end")
+    } else {
+        ("users_reached", "max_users")
+    };
+    Some((key, outcome.get(field)?.as_f64()?))
 }
 
 /// Users a stress run may reach: one connection each, within the open-file limit (with room
@@ -563,4 +569,20 @@ fn startup(
     }
     record.extra = Some(json);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stress_figure_is_users_at_the_failure_or_the_most_reached() {
+        let failed = serde_json::json!({"failed": true, "users_at_end": 9579, "max_users": 9600});
+        assert_eq!(stress_figure(&failed), Some(("max_users", 9579.0)));
+        // Reached the cap without a failure: 19,000 users at once, fewer when the run ended.
+        let capped =
+            serde_json::json!({"failed": false, "users_at_end": 11161, "max_users": 19000});
+        assert_eq!(stress_figure(&capped), Some(("users_reached", 19000.0)));
+        assert_eq!(stress_figure(&serde_json::json!({})), None);
+    }
 }

@@ -115,11 +115,12 @@ pub fn render(res: &SuiteResults) -> String {
     );
     let _ = write!(
         out,
-        "<li>Suite <code>{}</code>, profile <code>{}</code>: {}</li>\n<li>Run {} for {}, commit <code>{}</code>, pms {}</li>\n<li>Host: {} CPUs{}, kernel {}; load generator and systems under test on this one host</li>\n<li>Command: <code>{}</code></li>\n</ul>\n",
+        "<li>Suite <code>{}</code>, profile <code>{}</code>: {}</li>\n<li>Run {}{} for {}, commit <code>{}</code>, pms {}</li>\n<li>Host: {} CPUs{}, kernel {}; load generator and systems under test on this one host</li>\n<li>Command: <code>{}</code></li>\n</ul>\n",
         escape(&res.suite),
         escape(&res.profile),
         escape(&profile_about(res)),
         escape(&res.started),
+        escape(&super::markdown::resumed(res)),
         escape(&super::human(std::time::Duration::from_secs_f64(res.elapsed_s))),
         escape(e.commit.as_deref().unwrap_or("unknown")),
         escape(&e.pms_version),

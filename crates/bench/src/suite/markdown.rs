@@ -75,8 +75,9 @@ pub fn render(res: &SuiteResults) -> String {
     );
     let _ = writeln!(
         out,
-        "- Run {} for {} (planned {}), commit `{}`, pms {} ({} build, `{}`)",
+        "- Run {}{} for {} (planned {}), commit `{}`, pms {} ({} build, `{}`)",
         res.started,
+        resumed(res),
         super::human(std::time::Duration::from_secs_f64(res.elapsed_s)),
         super::human(std::time::Duration::from_secs_f64(res.expected_s)),
         e.commit.as_deref().unwrap_or("unknown"),
@@ -199,4 +200,13 @@ pub fn profile_about(res: &SuiteResults) -> String {
                 .and_then(|x| x.profiles.get(p).map(|p| p.about.clone()))
         })
         .unwrap_or_default()
+}
+
+/// ", resumed at T1, T2" when the run was taken up again with `--resume`.
+pub(super) fn resumed(res: &SuiteResults) -> String {
+    if res.resumed.is_empty() {
+        String::new()
+    } else {
+        format!(", resumed at {}", res.resumed.join(", "))
+    }
 }

@@ -125,6 +125,9 @@ pub struct Options {
     pub pg_script: PathBuf,
     /// The command line that started the suite, for the report.
     pub command: String,
+    /// Keep the cells that `out/results.json` already holds without a failed run, and run the
+    /// rest (same suite, profile and commit only).
+    pub resume: bool,
 }
 
 /// What each cell run needs: options, output directory, certificates and secrets.
@@ -196,6 +199,7 @@ pub fn run(
         suite: spec.name.clone(),
         profile: opts.profile.clone(),
         started: utc_now(),
+        resumed: Vec::new(),
         elapsed_s: 0.0,
         expected_s: plan.expected.as_secs_f64(),
         command: opts.command.clone(),
@@ -203,9 +207,30 @@ pub fn run(
         spec: spec.clone(),
         cells: Vec::new(),
     };
+    let earlier = if opts.resume {
+        resumable(&opts.out, &results)?
+    } else {
+        None
+    };
+    let mut elapsed_before = 0.0;
+    if let Some(earlier) = &earlier {
+        results.started.clone_from(&earlier.started);
+        results.resumed = earlier.resumed.clone();
+        results.resumed.push(utc_now());
+        elapsed_before = earlier.elapsed_s;
+    }
     let mut shared = gateway::Shared::default();
     let total = plan.cells.len();
     for (n, cell) in plan.cells.iter().enumerate() {
+        if let Some(done) = earlier.as_ref().and_then(|e| finished(e, cell)) {
+            say(&format!(
+                "[{}/{total}] {}: kept from the earlier run",
+                n + 1,
+                cell.id
+            ));
+            results.cells.push(done.clone());
+            continue;
+        }
         let mut result = CellResult {
             id: cell.id.clone(),
             part: cell.part.clone(),
@@ -230,13 +255,57 @@ pub fn run(
             result.runs.push(record);
         }
         results.cells.push(result);
-        results.elapsed_s = started_at.elapsed().as_secs_f64();
+        results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
         results.write(&opts.out)?;
     }
     shared.close();
-    results.elapsed_s = started_at.elapsed().as_secs_f64();
+    results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
     write_reports(&results, &opts.out)?;
     Ok(results)
+}
+
+/// The earlier results in `out` that a resumed run may build on: `None` when there are none,
+/// a usage error when they are another suite's, profile's or build's (mixing them would make
+/// one report of two different things).
+fn resumable(out: &Path, now: &SuiteResults) -> Result<Option<SuiteResults>, SuiteError> {
+    if !out.join("results.json").exists() {
+        return Ok(None);
+    }
+    let earlier = SuiteResults::read(out)?;
+    let what = |r: &SuiteResults| {
+        format!(
+            "{} ({}) at commit {}",
+            r.suite,
+            r.profile,
+            r.environment.commit.as_deref().unwrap_or("unknown")
+        )
+    };
+    let (a, b) = (&earlier.environment, &now.environment);
+    let same_build = a.commit == b.commit
+        && !a.commit.as_deref().unwrap_or_default().ends_with("-dirty")
+        && (&a.pms_version, &a.build, &a.pms_binary) == (&b.pms_version, &b.build, &b.pms_binary);
+    if earlier.suite != now.suite || earlier.profile != now.profile || !same_build {
+        return Err(SuiteError::Usage(format!(
+            "{} holds {}; this is {}: resume only the same suite and profile with the same pms \
+             binary from the same clean commit, or give another --out",
+            out.display(),
+            what(&earlier),
+            what(now)
+        )));
+    }
+    Ok(Some(earlier))
+}
+
+/// `cell` as the earlier run finished it: every system the plan names, none failed.
+fn finished<'a>(earlier: &'a SuiteResults, cell: &plan::Cell) -> Option<&'a CellResult> {
+    let done = earlier.cells.iter().find(|c| c.id == cell.id)?;
+    let servers: Vec<&str> = done.runs.iter().map(|r| r.server.as_str()).collect();
+    let complete = servers == cell.servers.iter().map(String::as_str).collect::<Vec<_>>()
+        && done
+            .runs
+            .iter()
+            .all(|r| !matches!(r.status, Status::Failed { .. }));
+    complete.then_some(done)
 }
 
 /// Writes `results.json`, `report.md` and `report.html` into `dir`.

@@ -280,6 +280,7 @@ mod tests {
             database_url: None,
             pg_script: "scripts/pg.sh".into(),
             command: String::new(),
+            resume: false,
         };
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));

@@ -24,11 +24,14 @@ pub struct SuiteResults {
     pub profile: String,
     /// Start, UTC, RFC 3339.
     pub started: String,
+    /// When the run was taken up again with `--resume` (UTC, RFC 3339), if it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<String>,
     /// Wall time of the whole run, seconds.
     pub elapsed_s: f64,
     /// What the plan said it would take, seconds.
     pub expected_s: f64,
-    /// The command that ran it.
+    /// The command that ran it (the last one, when resumed).
     pub command: String,
     /// Where it ran.
     pub environment: SuiteEnvironment,

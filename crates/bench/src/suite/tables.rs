@@ -304,10 +304,17 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             } else {
                 "cap reached, no failure".into()
             };
-            let users = match (m(r, "max_users"), m(r, "users_reached")) {
-                (Some(u), _) => num(Some(u), 0),
-                (None, Some(u)) => format!("≥ {}", num(Some(u), 0)),
-                _ => "—".into(),
+            // From the recorded outcome when there is one (results.json of an earlier build may
+            // hold the users at the very end as `users_reached`), else from the figures.
+            let figure = extra.and_then(super::gateway::stress_figure);
+            let users = match figure {
+                Some(("max_users", u)) => num(Some(u), 0),
+                Some((_, u)) => format!("≥ {}", num(Some(u), 0)),
+                None => match (m(r, "max_users"), m(r, "users_reached")) {
+                    (Some(u), _) => num(Some(u), 0),
+                    (None, Some(u)) => format!("≥ {}", num(Some(u), 0)),
+                    _ => "—".into(),
+                },
             };
             let mut row = lead;
             row.extend([

@@ -2,6 +2,7 @@
 //! up front what it will run and for how long, and writes `report.md`, `report.html` and
 //! `results.json`. Fails (exit 1) when any run failed, after writing the reports.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -43,6 +44,10 @@ pub struct Args {
     /// The `pms` binary to run components and loads from (default: this one).
     #[arg(long)]
     pms: Option<PathBuf>,
+    /// Keep the cells OUT/results.json already holds (none of their runs failed) and run the
+    /// rest: for a run that was interrupted. Only the same suite, profile and clean commit.
+    #[arg(long)]
+    resume: bool,
     /// Print the cells and the expected duration, run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -56,17 +61,20 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Listings go through a locked stdout so that a closed pipe (`| head`) ends them quietly.
+    let mut stdout = std::io::stdout().lock();
     if args.list {
         for (name, _) in suite::BUILTIN {
             let spec = suite::load(name)?;
-            println!("{name}: {}", spec.title);
+            writeln!(stdout, "{name}: {}", spec.title)?;
             for p in suite::PROFILES {
                 let plan = plan::plan(&spec, p, &[], true)?;
-                println!(
+                writeln!(
+                    stdout,
                     "  {p:<9} {:>4} cells, about {}",
                     plan.cells.len(),
                     suite::human(plan.expected)
-                );
+                )?;
             }
         }
         return Ok(());
@@ -80,13 +88,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         suite::render_reports(&results, &dir)?;
         let runs: usize = results.cells.iter().map(|c| c.runs.len()).sum();
-        println!(
+        writeln!(
+            stdout,
             "wrote {0}/report.md and {0}/report.html: {1} cells, {runs} runs of {2} ({3})",
             dir.display(),
             results.cells.len(),
             results.suite,
             results.profile
-        );
+        )?;
         return Ok(());
     }
     let name = args.name.as_deref().unwrap_or_default();
@@ -98,25 +107,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("bench-results/{}-{}", spec.name, args.profile)));
     let runs: usize = plan.cells.iter().map(|c| c.servers.len()).sum();
-    println!(
+    writeln!(
+        stdout,
         "pms bench suite {} ({}): {} cells, {runs} runs, expected about {}; results in {}",
         spec.name,
         args.profile,
         plan.cells.len(),
         suite::human(plan.expected),
         out.display()
-    );
+    )?;
     if args.dry_run {
         for c in &plan.cells {
-            println!(
+            writeln!(
+                stdout,
                 "  {:<48} {:<24} ~{}",
                 c.id,
                 c.servers.join(","),
                 suite::human(c.expected)
-            );
+            )?;
         }
         return Ok(());
     }
+    drop(stdout);
     let pms = match args.pms.clone() {
         Some(p) => p,
         None => std::env::current_exe().context("finding the pms binary")?,
@@ -130,8 +142,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         database_url: args.database_url.clone(),
         pg_script: args.pg_script.clone(),
         command: command_line(),
+        resume: args.resume,
     };
-    let results = suite::run(&spec, &plan, &opts, &mut |line| println!("{line}"))?;
+    let results =
+        suite::run(&spec, &plan, &opts, &mut |line| println!("{line}")).map_err(|e| match e {
+            suite::SuiteError::Usage(message) => anyhow::Error::new(UsageError(message)),
+            e => e.into(),
+        })?;
     let failed = results
         .cells
         .iter()
