@@ -12,6 +12,7 @@
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type and the size cap.
+//! - `openfiles`: the connection caps fitted into the open-file limit at start.
 //!
 //! Serving itself (TLS, ALPN, h2c, limits, drain) is `pms_net::serve`, shared with the other
 //! components. Why thread-per-core workers (see [`run`]): profiling the first, multi-threaded
@@ -28,6 +29,7 @@ pub mod config;
 pub mod headers;
 pub mod jwt;
 pub mod metrics;
+mod openfiles;
 mod proxy;
 pub mod respond;
 pub mod router;
@@ -150,14 +152,20 @@ type WorkerListener = (
 /// upstream connection stay on one thread, with no cross-thread wake-ups). The admin listener and
 /// the JWKS refresh run on the caller's runtime.
 ///
+/// Client and upstream connection caps that would not fit in the open-file limit together are
+/// lowered first (logged as a warning), so a client is never accepted without a socket left for
+/// its upstream request.
+///
 /// # Errors
 /// When upstream or JWT settings cannot be turned into clients and verifiers, or a worker thread
 /// cannot start.
 pub async fn run(
-    settings: Settings,
+    mut settings: Settings,
     bound: Bound,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Drain, StartError> {
+    let sockets = bound.public.iter().map(|(_, s)| s.len()).sum::<usize>() + 1;
+    openfiles::fit(&mut settings, sockets);
     let metrics = Arc::new(metrics::Metrics::new());
     let jwt = Arc::new(jwt::JwtAuth::new(settings.jwt.as_ref())?);
     if let Some(pms_auth::KeySource::Jwks(jwks)) = settings.jwt.as_ref().map(|j| &j.verifier.keys) {

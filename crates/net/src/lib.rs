@@ -4,6 +4,8 @@
 //! - [`tls`]: rustls server and client configs from PEM files; the one place the crypto provider
 //!   (`ring`) is chosen.
 //! - [`dev`]: a throwaway local CA and `localhost` certificate, for `pms certs dev` and tests.
+//! - [`fdlimit`]: the open-file limit, raised at start and split between client and upstream
+//!   connections.
 //! - [`listen`]: binding listeners, several per port (`SO_REUSEPORT`) for thread-per-core servers.
 //! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
 //!   on one port, connection limits, header-read timeouts and graceful drain.
@@ -15,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod dev;
+pub mod fdlimit;
 pub mod listen;
 pub mod serve;
 pub mod tls;

@@ -17,6 +17,12 @@ const EX_USAGE: u8 = 64;
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
     init_tracing();
+    // Servers and the load generator alike hold a descriptor per connection: take all the
+    // open files the hard limit allows, as HAProxy and Go programs do.
+    match pms_net::fdlimit::raise_to_hard() {
+        Ok(limit) => tracing::debug!(?limit, "open-file limit"),
+        Err(err) => tracing::warn!(error = %err, "cannot raise the open-file limit"),
+    }
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // Output piped into something that stopped reading (`| head`): done, not a failure.

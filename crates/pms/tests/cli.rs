@@ -155,17 +155,14 @@ fn certs_dev_writes_a_usable_ca_and_leaf_and_refuses_to_overwrite() {
     assert_eq!(again.status.code(), Some(64));
 }
 
-#[test]
-fn gateway_in_front_of_echo_then_sigterm_exits_0() {
-    let echo_port = free_port();
-    let (gw_port, admin_port) = (free_port(), free_port());
-    let mut echo = Command::new(PMS)
-        .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("gw.toml");
+/// Writes a gateway config routing `POST /passthrough` on `gw_port` to the echo on `echo_port`.
+fn echo_gateway_config(
+    dir: &std::path::Path,
+    gw_port: u16,
+    admin_port: u16,
+    echo_port: u16,
+) -> std::path::PathBuf {
+    let cfg = dir.join("gw.toml");
     std::fs::write(
         &cfg,
         format!(
@@ -184,6 +181,20 @@ upstream = "echo"
         ),
     )
     .unwrap();
+    cfg
+}
+
+#[test]
+fn gateway_in_front_of_echo_then_sigterm_exits_0() {
+    let echo_port = free_port();
+    let (gw_port, admin_port) = (free_port(), free_port());
+    let mut echo = Command::new(PMS)
+        .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = echo_gateway_config(dir.path(), gw_port, admin_port, echo_port);
     let mut gw = Command::new(PMS)
         .args(["gateway", "--config"])
         .arg(&cfg)
@@ -213,6 +224,88 @@ upstream = "echo"
     assert!(log.iter().any(|l| l.contains("gateway stopped")), "{log:?}");
     sigterm(&echo);
     assert_eq!(echo.wait().unwrap().code(), Some(0));
+}
+
+/// Under a small open-file limit the gateway lowers its caps at start, so 200 clients at once
+/// all get their answer (the extra ones wait to be accepted) instead of a 502 for each request
+/// that found no descriptor left for its upstream connection.
+#[test]
+fn gateway_fits_its_connections_into_a_small_open_file_limit() {
+    let echo_port = free_port();
+    let (gw_port, admin_port) = (free_port(), free_port());
+    let _echo = KillOnDrop(
+        Command::new(PMS)
+            .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
+            .args(["--delay-ms", "300"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = echo_gateway_config(dir.path(), gw_port, admin_port, echo_port);
+    // `ulimit -n` without -S or -H sets both limits, so the gateway cannot raise it back.
+    let mut gw = KillOnDrop(
+        Command::new("sh")
+            .args([
+                "-c",
+                r#"ulimit -n 300 && exec "$0" "$@""#,
+                PMS,
+                "gateway",
+                "--config",
+            ])
+            .arg(&cfg)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(echo_port);
+    wait_for_port(gw_port);
+
+    let clients: Vec<_> = (0..200)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", gw_port))?;
+                s.set_read_timeout(Some(Duration::from_secs(60)))?;
+                std::io::Write::write_all(
+                    &mut s,
+                    b"POST /passthrough HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                )?;
+                let mut resp = String::new();
+                s.read_to_string(&mut resp)?;
+                Ok::<_, std::io::Error>(resp)
+            })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::<String, usize>::new();
+    for c in clients {
+        let status = match c.join().unwrap() {
+            Ok(resp) => resp.lines().next().unwrap_or("").to_owned(),
+            Err(err) => format!("client error: {err}"),
+        };
+        *statuses.entry(status).or_default() += 1;
+    }
+    assert_eq!(
+        statuses.get("HTTP/1.1 200 OK"),
+        Some(&200),
+        "every client answered: {statuses:?}"
+    );
+
+    sigterm(&gw.0);
+    assert_eq!(gw.0.wait().unwrap().code(), Some(0));
+    let log: Vec<String> = BufReader::new(gw.0.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("limits.max_connections lowered to fit the open-file limit")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.contains("upstream max_connections lowered")),
+        "{log:?}"
+    );
 }
 
 #[test]
