@@ -269,6 +269,85 @@ fn an_interrupted_run_resumes_where_it_failed_and_keeps_what_it_had() {
     assert!(md.contains(", resumed at "), "{md}");
 }
 
+/// Removes a throwaway PostgreSQL cluster when dropped, so a failing test leaves none running.
+struct Cluster<'a>(&'a Path, std::path::PathBuf);
+
+impl Drop for Cluster<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(self.0)
+            .arg("remove")
+            .arg(&self.1)
+            .output();
+    }
+}
+
+#[test]
+fn a_database_left_by_a_killed_run_is_replaced_not_reused() {
+    use std::io::BufRead as _;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gateway");
+    let pg = out.join("pg");
+    // What a run killed before its clean-up leaves in OUT/pg: a stopped cluster whose demo
+    // accounts were seeded with that run's password.
+    let o = Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .arg(&pg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let _cluster = Cluster(&script, pg.clone());
+    let url = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("postgres://"))
+        .expect("pg.sh prints the URL")
+        .to_owned();
+    let mut users = Command::new(PMS)
+        .args(["users", "--listen", "127.0.0.1:0", "--database-url", &url])
+        .args(["--argon2-m-kib", "64", "--argon2-t", "1"])
+        .arg("--data-dir")
+        .arg(dir.path().join("users"))
+        .env("PMS_SEED_PASSWORD", "Earlier#Run2026")
+        .env("PMS_JWT_SECRET", "an-earlier-run-secret-of-32-bytes")
+        .env("PMS_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(users.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    users.kill().unwrap();
+    users.wait().unwrap();
+    assert!(line.contains("Created the demo accounts"), "{line}");
+    let o = Command::new("bash")
+        .arg(&script)
+        .arg("stop")
+        .arg(&pg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+
+    // This run must start from an empty database, seeded with its own password.
+    let o = suite(&[
+        "pms-gateway",
+        "--only",
+        "overview/h1",
+        "--pg-script",
+        script.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    assert_eq!(res.cells.len(), 1);
+    assert_eq!(res.cells[0].runs[0].status, Status::Ok);
+    assert!(!pg.exists(), "the run removes its cluster at the end");
+}
+
 #[test]
 fn unknown_suites_profiles_and_filters_are_usage_errors() {
     let o = suite(&["no-such-suite"]);

@@ -65,6 +65,23 @@ impl Shared {
         let dir = std::fs::canonicalize(&ctx.opts.out)
             .map_err(|e| SuiteError::io("resolving the output directory", e))?
             .join("pg");
+        // A cluster left by an interrupted run (killed before it could remove it) holds users
+        // seeded with that run's password; reusing it would fail every login of this one.
+        if dir.exists() {
+            let out = std::process::Command::new("bash")
+                .arg(script)
+                .arg("remove")
+                .arg(&dir)
+                .output()
+                .map_err(|e| SuiteError::io(&format!("running {}", script.display()), e))?;
+            if !out.status.success() || dir.exists() {
+                return Err(SuiteError::Failed(format!(
+                    "could not remove the database left by an earlier run in {}: {}",
+                    dir.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
         let out = std::process::Command::new("bash")
             .arg(script)
             .arg("start")
