@@ -172,6 +172,15 @@ impl App {
             }
         }
         self.0.ready.store(true, Ordering::Release);
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            match store.warm().await {
+                Ok(n) => tracing::debug!(connections = n, "database connections opened"),
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not open database connections ahead of use")
+                }
+            }
+        });
         Ok(seeded)
     }
 

@@ -29,6 +29,9 @@ pub struct ServiceOptions {
     /// Most database connections.
     #[arg(long, default_value_t = store::DEFAULT_POOL_SIZE)]
     pub pool_size: u32,
+    /// Database connections opened at start and kept open (at most --pool-size).
+    #[arg(long, default_value_t = store::DEFAULT_MIN_CONNECTIONS)]
+    pub pool_min: u32,
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).
     #[arg(long, default_value_t = 5000)]
     pub statement_timeout_ms: u64,
@@ -175,6 +178,7 @@ pub fn config(
     }
     let mut store = StoreConfig::new(url);
     store.pool_size = opts.pool_size;
+    store.min_connections = opts.pool_min;
     store.statement_timeout = Duration::from_millis(opts.statement_timeout_ms);
     let (seed_password, generated) = if opts.no_seed {
         (None, None)

@@ -25,6 +25,9 @@ use sqlx::{AnyPool, Connection, Executor};
 
 /// Default pool size.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
+/// Default number of connections opened at start and kept open: the whole default pool, as
+/// HikariCP (the pool Spring Boot services use) keeps `minimumIdle` equal to its maximum.
+pub const DEFAULT_MIN_CONNECTIONS: u32 = DEFAULT_POOL_SIZE;
 /// Default time to wait for a pooled connection (and to connect) before answering 503.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default per-statement time limit.
@@ -63,6 +66,9 @@ pub struct StoreConfig {
     pub url: String,
     /// Most open connections.
     pub pool_size: u32,
+    /// Connections opened ahead of use and kept open (at most `pool_size`), so that the first
+    /// requests after start do not each wait for a database connection to be set up.
+    pub min_connections: u32,
     /// Time to wait for a connection.
     pub acquire_timeout: Duration,
     /// Per-statement limit (PostgreSQL `statement_timeout`; SQLite's lock wait).
@@ -74,6 +80,7 @@ impl std::fmt::Debug for StoreConfig {
         f.debug_struct("StoreConfig")
             .field("url", &redact_url(&self.url))
             .field("pool_size", &self.pool_size)
+            .field("min_connections", &self.min_connections)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +91,7 @@ impl StoreConfig {
         Self {
             url: url.into(),
             pool_size: DEFAULT_POOL_SIZE,
+            min_connections: DEFAULT_MIN_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
         }
@@ -167,8 +175,11 @@ impl Store {
         let backend = Backend::of_url(&config.url)
             .ok_or_else(|| StoreError::BadUrl(redact_url(&config.url)))?;
         let timeout_ms = config.statement_timeout.as_millis().max(1);
+        let max = config.pool_size.max(1);
         let pool = AnyPoolOptions::new()
-            .max_connections(config.pool_size.max(1))
+            .max_connections(max)
+            // Kept up by sqlx when idle connections are retired; opened at start by `warm`.
+            .min_connections(config.min_connections.min(max))
             .acquire_timeout(config.acquire_timeout)
             // sqlx pings a connection before every use by default: one more database round
             // trip per request. Pinging only connections that sat idle for a while still weeds
@@ -223,6 +234,26 @@ impl Store {
             sqlx::migrate::MigrateError::Execute(e) => classify(&e),
             other => StoreError::Internal(other.to_string()),
         })
+    }
+
+    /// Opens the pool's minimum of connections now rather than on the first requests (a
+    /// PostgreSQL connection costs a server process and a few round trips, several ms), and
+    /// returns how many the pool holds. The connections are only borrowed while they open.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the database cannot be reached.
+    pub async fn warm(&self) -> Result<u32, StoreError> {
+        let want = self.pool.options().get_min_connections();
+        let held = futures_util::future::try_join_all((0..want).map(|_| self.pool.acquire()))
+            .await
+            .map_err(|e| classify(&e))?;
+        drop(held);
+        Ok(self.pool.size())
+    }
+
+    /// Connections open right now, idle or in use.
+    pub fn connections(&self) -> u32 {
+        self.pool.size()
     }
 
     /// One trivial query: is the database answering?

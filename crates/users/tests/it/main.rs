@@ -4,5 +4,6 @@
 mod api;
 mod concurrency;
 mod outage;
+mod pool;
 mod security;
 mod support;
