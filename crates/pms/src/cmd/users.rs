@@ -29,7 +29,7 @@ pub struct ServiceOptions {
     /// Most database connections.
     #[arg(long, default_value_t = store::DEFAULT_POOL_SIZE)]
     pub pool_size: u32,
-    /// Database connections opened at start and kept open (at most --pool-size).
+    /// Database connections opened at start and kept open (at most --pool-size); more open on demand.
     #[arg(long, default_value_t = store::DEFAULT_MIN_CONNECTIONS)]
     pub pool_min: u32,
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).

@@ -25,9 +25,11 @@ use sqlx::{AnyPool, Connection, Executor};
 
 /// Default pool size.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
-/// Default number of connections opened at start and kept open: the whole default pool, as
-/// HikariCP (the pool Spring Boot services use) keeps `minimumIdle` equal to its maximum.
-pub const DEFAULT_MIN_CONNECTIONS: u32 = DEFAULT_POOL_SIZE;
+/// Default number of connections opened at start and kept open: one, so the first request does
+/// not wait for a connection to be set up. Not the whole pool (HikariCP's default): sqlx hands
+/// idle connections out oldest first, so at a low request rate a larger warm pool makes every
+/// request take a connection idle for over a second, which is pinged before use.
+pub const DEFAULT_MIN_CONNECTIONS: u32 = 1;
 /// Default time to wait for a pooled connection (and to connect) before answering 503.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default per-statement time limit.
