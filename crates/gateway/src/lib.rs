@@ -12,6 +12,7 @@
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type and the size cap.
+//! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop.
 //! - `openfiles`: the connection caps fitted into the open-file limit at start.
 //!
 //! Serving itself (TLS, ALPN, h2c, limits, drain) is `pms_net::serve`, shared with the other
@@ -26,6 +27,7 @@
 mod admin;
 pub mod body;
 pub mod config;
+mod fast;
 pub mod headers;
 pub mod jwt;
 pub mod metrics;
@@ -320,6 +322,15 @@ fn worker(
             transform_max_body_bytes: common.transform_max_body_bytes,
         });
         let limits = &common.limits;
+        let fast = limits.http1_fast_path.then(|| {
+            Arc::new(fast::FastPath::new(
+                shared.clone(),
+                &common.upstreams,
+                common.metrics.fast_path(),
+                limits.header_read_timeout,
+                limits.max_header_bytes,
+            ))
+        });
         let mut tasks = Vec::new();
         for (ls, socket, permits, observer) in set {
             let listener = match TcpListener::from_std(socket) {
@@ -341,13 +352,14 @@ fn worker(
                 shared_permits: Some(permits),
             };
             let shared = shared.clone();
-            tasks.push(tokio::spawn(serve::serve(
+            tasks.push(tokio::spawn(serve::serve_with(
                 listener,
                 config,
                 move |conn| proxy::Proxy {
                     shared: shared.clone(),
                     conn,
                 },
+                fast.clone(),
                 observer,
                 stopped(stop_rx.clone()),
             )));

@@ -43,6 +43,11 @@ struct ListenerOnly {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct Outcome {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ListenerResult {
     listener: Label,
     result: &'static str,
@@ -58,6 +63,7 @@ pub struct Metrics {
     connections_active: Family<ListenerOnly, Gauge>,
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
+    fast_path: Family<Outcome, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -85,6 +91,7 @@ impl Metrics {
         let connections_active = Family::<ListenerOnly, Gauge>::default();
         let connections_total = Family::<ListenerOnly, Counter>::default();
         let tls_handshakes = Family::<ListenerResult, Counter>::default();
+        let fast_path = Family::<Outcome, Counter>::default();
         registry.register(
             "requests",
             "Requests answered, by route and status",
@@ -120,6 +127,11 @@ impl Metrics {
             "TLS handshakes by listener and result",
             tls_handshakes.clone(),
         );
+        registry.register(
+            "http1_fast_path",
+            "HTTP/1.1 requests relayed by the fast path, and connections it handed to hyper",
+            fast_path.clone(),
+        );
         Self {
             registry,
             requests,
@@ -129,7 +141,25 @@ impl Metrics {
             connections_active,
             connections_total,
             tls_handshakes,
+            fast_path,
         }
+    }
+
+    /// Counters of the fast path: requests it relayed, connections it handed to hyper.
+    pub fn fast_path(&self) -> (Counter, Counter) {
+        // One statement each: `get_or_create` holds a read lock until its guard is dropped,
+        // and creating the second series takes the write lock.
+        let relayed = self
+            .fast_path
+            .get_or_create(&Outcome { outcome: "relayed" })
+            .clone();
+        let handed_over = self
+            .fast_path
+            .get_or_create(&Outcome {
+                outcome: "handed_over",
+            })
+            .clone();
+        (relayed, handed_over)
     }
 
     /// Renders the Prometheus text exposition.

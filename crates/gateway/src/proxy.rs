@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{Request, Response};
+use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::uri::Authority;
+use http::{Request, Response, Version};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
@@ -82,11 +83,7 @@ impl Shared {
         let resp = match result {
             Ok(resp) => resp,
             Err(err) => {
-                if err.status().is_server_error() {
-                    tracing::warn!(request_id = ?request_id, error = %err, "request failed");
-                } else {
-                    tracing::debug!(request_id = ?request_id, error = %err, "request refused");
-                }
+                log_error(&request_id, &err);
                 err.into_response(&request_id)
             }
         };
@@ -94,7 +91,7 @@ impl Shared {
         resp
     }
 
-    fn upstream_error(&self, upstream: &Upstream, err: SendError) -> GatewayError {
+    pub(crate) fn upstream_error(&self, upstream: &Upstream, err: SendError) -> GatewayError {
         match err {
             SendError::BodyTooLarge => GatewayError::TooLarge {
                 limit: self.max_body_bytes,
@@ -136,17 +133,13 @@ impl Shared {
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        headers::strip_hop_by_hop(&mut parts.headers);
-        headers::add_forwarded(
+        rewrite_request(
             &mut parts.headers,
-            conn.peer.ip(),
-            conn.tls,
+            conn,
+            parts.version,
             parts.uri.authority(),
+            request_id,
         );
-        headers::append_via(&mut parts.headers, headers::via_token(parts.version));
-        parts
-            .headers
-            .insert(X_REQUEST_ID.clone(), request_id.clone());
         parts.uri = upstream
             .target(parts.uri.path_and_query())
             .map_err(|e| self.upstream_error(upstream, e))?;
@@ -194,15 +187,45 @@ impl Shared {
             .await
             .map_err(|e| self.upstream_error(upstream, e))?;
         let (mut head, body) = resp.into_parts();
-        headers::strip_hop_by_hop(&mut head.headers);
-        headers::append_via(&mut head.headers, headers::via_token(head.version));
+        rewrite_response(&mut head.headers, head.version, request_id);
         head.version = http::Version::HTTP_11;
-        head.headers
-            .entry(X_REQUEST_ID.clone())
-            .or_insert_with(|| request_id.clone());
         Ok(Response::from_parts(
             head,
             body.map_err(Into::into).boxed_unsync(),
         ))
+    }
+}
+
+/// The header changes every forwarded request gets, on either path: hop-by-hop headers out,
+/// `X-Forwarded-*` and `Via` in, the request id set. (Identity headers are the caller's: they
+/// depend on authentication.)
+pub(crate) fn rewrite_request(
+    h: &mut HeaderMap,
+    conn: ConnInfo,
+    version: Version,
+    authority: Option<&Authority>,
+    request_id: &HeaderValue,
+) {
+    headers::strip_hop_by_hop(h);
+    headers::add_forwarded(h, conn.peer.ip(), conn.tls, authority);
+    headers::append_via(h, headers::via_token(version));
+    h.insert(X_REQUEST_ID.clone(), request_id.clone());
+}
+
+/// The header changes every relayed response gets, on either path: hop-by-hop headers out,
+/// `Via` in, the request id set unless the upstream set one.
+pub(crate) fn rewrite_response(h: &mut HeaderMap, version: Version, request_id: &HeaderValue) {
+    headers::strip_hop_by_hop(h);
+    headers::append_via(h, headers::via_token(version));
+    h.entry(X_REQUEST_ID.clone())
+        .or_insert_with(|| request_id.clone());
+}
+
+/// Logs an error the gateway answers itself: server-side ones at warn, refusals at debug.
+pub(crate) fn log_error(request_id: &HeaderValue, err: &GatewayError) {
+    if err.status().is_server_error() {
+        tracing::warn!(request_id = ?request_id, error = %err, "request failed");
+    } else {
+        tracing::debug!(request_id = ?request_id, error = %err, "request refused");
     }
 }

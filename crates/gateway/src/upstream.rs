@@ -78,6 +78,11 @@ pub struct Upstream {
     client: Client<Connector, ProxyBody>,
     request_timeout: Duration,
     requests: Counter,
+    opened: Counter,
+    /// Per-endpoint permits, keyed by [`endpoint_key`] (shared with the fast path's pool).
+    slots: Arc<HashMap<String, Arc<Semaphore>>>,
+    /// This worker's share of `max_connections` per endpoint.
+    limit: usize,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -142,15 +147,16 @@ impl Upstream {
             cb.http2_only(true);
         }
         let limit = s.max_connections.div_ceil(workers.max(1)).max(1);
-        let slots = s
-            .endpoints
-            .iter()
-            .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
-            .collect();
+        let slots: Arc<HashMap<_, _>> = Arc::new(
+            s.endpoints
+                .iter()
+                .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
+                .collect(),
+        );
         let client = cb.build(Limited {
             inner: https,
-            opened,
-            slots: Arc::new(slots),
+            opened: opened.clone(),
+            slots: slots.clone(),
             limit,
             queue_timeout: s.queue_timeout,
         });
@@ -165,7 +171,37 @@ impl Upstream {
             client,
             request_timeout: s.request_timeout,
             requests,
+            opened,
+            slots,
+            limit,
         })
+    }
+
+    /// The endpoint's name in errors (`scheme://authority`) and its connection permits.
+    pub(crate) fn slot(&self, endpoint: &Uri) -> Option<(String, Arc<Semaphore>)> {
+        let key = endpoint_key(endpoint);
+        let slot = self.slots.get(&key)?.clone();
+        Some((key, slot))
+    }
+
+    /// This worker's share of the per-endpoint connection cap.
+    pub(crate) fn worker_limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The counter of connections opened to this upstream.
+    pub(crate) fn opened_counter(&self) -> Counter {
+        self.opened.clone()
+    }
+
+    /// Counts a request sent without [`Upstream::send`] (the fast path).
+    pub(crate) fn count_request(&self) {
+        self.requests.inc();
+    }
+
+    /// Time allowed from sending a request to its response head.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
     }
 
     /// The upstream's name.

@@ -8,7 +8,9 @@
 //!   connections.
 //! - [`listen`]: binding listeners, several per port (`SO_REUSEPORT`) for thread-per-core servers.
 //! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
-//!   on one port, connection limits, header-read timeouts and graceful drain.
+//!   on one port, connection limits, header-read timeouts and graceful drain; optionally an
+//!   HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
+//! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
 //!
 //! Why one crate: the gateway, the echo back-end, the services and the tests serve HTTP the same
 //! way; the details (ALPN choice, slowloris limits, drain on SIGTERM) are easy to get subtly
@@ -19,6 +21,7 @@
 pub mod dev;
 pub mod fdlimit;
 pub mod listen;
+pub mod rewind;
 pub mod serve;
 pub mod tls;
 

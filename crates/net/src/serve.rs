@@ -6,6 +6,11 @@
 //! time limits (slowloris), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
 //! closed, in-flight requests finished). What it must not do: look at requests — that is the
 //! service's job — or bind sockets: callers pass a bound listener (so tests can use port 0).
+//!
+//! A server may also pass an [`Http1Fast`] handler ([`serve_with`]): HTTP/1.1 connections
+//! (cleartext, or TLS without h2 in ALPN) go to it first, and it hands a connection to hyper,
+//! with the bytes it read put back, at the first request it does not take. The gateway uses
+//! this to relay plain requests without two full HTTP codecs.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,8 +24,11 @@ use hyper::service::Service;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
+
+use crate::rewind::Rewind;
 
 /// Boxed error type the serve loop accepts from services and bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -127,6 +135,69 @@ pub enum Drain {
     TimedOut,
 }
 
+/// Takes HTTP/1.1 connections before hyper does.
+pub trait Http1Fast: Send + Sync + 'static {
+    /// Serves requests on `io` for as long as it takes them. Returns `None` when the
+    /// connection is done (closed, or `stop` was set between requests), or the connection with
+    /// every byte it read but did not act on put back, for hyper to serve from there on. It
+    /// must only hand over at a request boundary, before answering anything of that request.
+    fn serve<IO>(
+        &self,
+        io: IO,
+        info: ConnInfo,
+        stop: Stop,
+    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+}
+
+/// No fast path: every connection goes straight to hyper.
+#[derive(Debug, Clone, Copy)]
+pub enum NoFast {}
+
+impl Http1Fast for NoFast {
+    #[allow(clippy::manual_async_fn)]
+    fn serve<IO>(
+        &self,
+        _io: IO,
+        _info: ConnInfo,
+        _stop: Stop,
+    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let never = *self;
+        async move { match never {} }
+    }
+}
+
+/// Set once the server starts draining: a fast-path connection finishes the request in hand
+/// and closes.
+#[derive(Debug, Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// A signal that is never set (for tests of handlers).
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(false);
+        // Dropping the sender leaves the value false for good; `wait` then never resolves.
+        drop(tx);
+        Self(rx)
+    }
+
+    /// Whether draining has started.
+    pub fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves when draining starts (never, if it never does).
+    pub async fn wait(&mut self) {
+        if self.0.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// Serves `listener` until `shutdown` resolves, then drains for at most `config.grace`.
 ///
 /// `make_service` is called once per connection with what is known about it.
@@ -145,6 +216,35 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
+    serve_with(
+        listener,
+        config,
+        make_service,
+        None::<Arc<NoFast>>,
+        observer,
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve`], with HTTP/1.1 connections offered to `fast` first.
+pub async fn serve_with<M, S, B, F>(
+    listener: TcpListener,
+    config: ServeConfig,
+    make_service: M,
+    fast: Option<Arc<F>>,
+    observer: Arc<dyn Observer>,
+    shutdown: impl Future<Output = ()>,
+) -> Drain
+where
+    M: Fn(ConnInfo) -> S,
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Http1Fast,
+{
     let builders = Arc::new(Builders::new(&config));
     let tls = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     let permits = config
@@ -152,6 +252,7 @@ where
         .clone()
         .unwrap_or_else(|| Arc::new(Semaphore::new(config.max_connections.max(1))));
     let graceful = GracefulShutdown::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
     let local = listener.local_addr().ok();
     tokio::pin!(shutdown);
 
@@ -195,6 +296,9 @@ where
         let builders = builders.clone();
         let tls = tls.clone();
         let observer = observer.clone();
+        let fast = fast.clone();
+        let stop = Stop(stop_rx.clone());
+        // Held until the connection ends, whoever serves it, so the drain waits for it.
         let watcher = graceful.watcher();
         let handshake_timeout = config.tls_handshake_timeout;
         observer.connection_opened();
@@ -203,11 +307,17 @@ where
             let svc = service;
             match tls {
                 None => {
-                    let conn = builders
-                        .cleartext
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .into_owned();
-                    log_conn_end(peer, watcher.watch(conn).await);
+                    // With h2c allowed, the fast path declines the HTTP/2 preface and hyper's
+                    // auto builder sees it in the bytes handed back.
+                    let conn = Connection {
+                        info,
+                        svc,
+                        builder: &builders.cleartext,
+                        fast,
+                        stop,
+                        watcher,
+                    };
+                    conn.run(stream).await;
                 }
                 Some(acceptor) => {
                     let handshake =
@@ -231,21 +341,33 @@ where
                         }
                     };
                     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(crate::ALPN_H2);
-                    let builder = if h2 && !builders.http1_only {
-                        &builders.h2
+                    let conn = if h2 && !builders.http1_only {
+                        Connection {
+                            info,
+                            svc,
+                            builder: &builders.h2,
+                            fast: None,
+                            stop,
+                            watcher,
+                        }
                     } else {
-                        &builders.h1
+                        Connection {
+                            info,
+                            svc,
+                            builder: &builders.h1,
+                            fast,
+                            stop,
+                            watcher,
+                        }
                     };
-                    let conn = builder
-                        .serve_connection(TokioIo::new(tls_stream), svc)
-                        .into_owned();
-                    log_conn_end(peer, watcher.watch(conn).await);
+                    conn.run(tls_stream).await;
                 }
             }
             observer.connection_closed();
         });
     }
     drop(listener);
+    let _ = stop_tx.send(true);
 
     tokio::select! {
         () = graceful.shutdown() => Drain::Complete,
@@ -253,6 +375,47 @@ where
             tracing::warn!(grace = ?config.grace, "grace period over; dropping remaining connections");
             Drain::TimedOut
         }
+    }
+}
+
+/// One accepted (and, for TLS, handshaken) connection and who serves it.
+struct Connection<'a, S, F> {
+    info: ConnInfo,
+    svc: S,
+    builder: &'a auto::Builder<TokioExecutor>,
+    fast: Option<Arc<F>>,
+    stop: Stop,
+    watcher: hyper_util::server::graceful::Watcher,
+}
+
+impl<S, B, F> Connection<'_, S, F>
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Http1Fast,
+{
+    /// Offers `io` to the fast path, if any, then serves what it hands back (or all of it)
+    /// with hyper.
+    async fn run<IO>(self, io: IO)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let peer = self.info.peer;
+        let io = match &self.fast {
+            Some(fast) => match fast.serve(io, self.info, self.stop.clone()).await {
+                Some(rest) => rest,
+                None => return,
+            },
+            None => Rewind::new(bytes::Bytes::new(), io),
+        };
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(io), self.svc)
+            .into_owned();
+        log_conn_end(peer, self.watcher.watch(conn).await);
     }
 }
 

@@ -82,6 +82,7 @@ impl RawConfig {
             shutdown_grace: l
                 .shutdown_grace_ms
                 .map_or(pms_net::serve::DEFAULT_GRACE, Duration::from_millis),
+            http1_fast_path: l.http1_fast_path.unwrap_or(true),
         };
         if limits.max_connections == 0 {
             p.add("limits.max_connections", "must be at least 1");

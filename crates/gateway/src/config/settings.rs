@@ -45,6 +45,8 @@ pub struct Limits {
     pub h2_max_concurrent_streams: u32,
     /// Drain time after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Whether plain HTTP/1.1 requests to cleartext HTTP/1.1 upstreams take the fast path.
+    pub http1_fast_path: bool,
 }
 
 /// One public listener.

@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod errors;
+mod fast_path;
 mod protocols;
 mod proxying;
 mod support;

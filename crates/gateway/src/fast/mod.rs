@@ -1,0 +1,614 @@
+//! The HTTP/1.1 fast path: plain requests relayed between a client connection and a pooled
+//! upstream connection by one task, without building hyper requests and responses on either
+//! hop. Heads are parsed with `httparse` and rewritten with the same header rules as the hyper
+//! path ([`proxy::rewrite_request`], [`proxy::rewrite_response`]); bodies are copied as they
+//! come, framed by `Content-Length` or chunked coding.
+//!
+//! Why: profiling h1c→h1c under load put about half of the gateway's CPU in the kernel and the
+//! user-space half in hyper's HTTP/1.1 codec on both hops, the pooled client's per-request
+//! dispatch and allocation. A relay that parses only the heads, on one task per client
+//! connection, does much less of the latter.
+//!
+//! What it takes: see [`request`] (plain HTTP/1.1 heads) and routes that forward to cleartext
+//! HTTP/1.1 upstreams without transforming the body. At the first request it does not take —
+//! another route, a chunked or `Expect` body, a failed authentication, anything malformed — it
+//! hands the connection to hyper with the bytes it read, and hyper serves the rest of the
+//! connection as before, answering errors its own way. Switch it off per gateway with
+//! `limits.http1_fast_path = false`.
+
+mod pool;
+mod request;
+mod response;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use http::header::{HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{Method, StatusCode, Version};
+use http_body_util::BodyExt;
+use pms_net::rewind::Rewind;
+use pms_net::serve::{ConnInfo, Http1Fast, Stop};
+use prometheus_client::metrics::counter::Counter;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::UpstreamSettings;
+use crate::headers;
+use crate::proxy::{self, Shared};
+use crate::respond::GatewayError;
+use crate::upstream::Upstream;
+
+use self::pool::Pool;
+use self::response::{ChunkScanner, Framing};
+
+/// Read buffer growth step, for both hops.
+const BUF: usize = 8 * 1024;
+/// Largest upstream response head.
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// One worker's fast path.
+pub(crate) struct FastPath {
+    shared: Arc<Shared>,
+    /// Requests relayed here.
+    relayed: Counter,
+    /// Connections handed to hyper.
+    handed_over: Counter,
+    /// By upstream index; `None` where the upstream is not cleartext HTTP/1.1.
+    pools: Vec<Option<Pool>>,
+    header_read_timeout: Duration,
+    max_header_bytes: usize,
+}
+
+impl std::fmt::Debug for FastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastPath")
+            .field(
+                "upstreams",
+                &self.pools.iter().filter(|p| p.is_some()).count(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl FastPath {
+    /// The fast path over `shared`'s upstreams (`settings` in the same order).
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        settings: &[UpstreamSettings],
+        (relayed, handed_over): (Counter, Counter),
+        header_read_timeout: Duration,
+        max_header_bytes: usize,
+    ) -> Self {
+        let pools = settings
+            .iter()
+            .zip(&shared.upstreams)
+            .map(|(s, u)| Pool::new(s, u))
+            .collect();
+        Self {
+            shared,
+            relayed,
+            handed_over,
+            pools,
+            header_read_timeout,
+            max_header_bytes,
+        }
+    }
+}
+
+impl Http1Fast for FastPath {
+    fn serve<IO>(
+        &self,
+        io: IO,
+        info: ConnInfo,
+        stop: Stop,
+    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        self.connection(io, info, stop)
+    }
+}
+
+/// What to do after a request.
+enum Next {
+    /// Read the next request.
+    Continue,
+    /// Close the connection.
+    Close,
+    /// Give the connection, from this request on, to hyper.
+    Handoff,
+}
+
+/// Why an exchange did not produce a relayed response.
+enum Failure {
+    /// Answer the client with this error. `consumed`: the request body is off the client
+    /// connection, so it can carry another request.
+    Answer { err: GatewayError, consumed: bool },
+    /// The connection broke mid-exchange (or the response was cut): close it.
+    Abort,
+}
+
+impl FastPath {
+    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, mut stop: Stop) -> Option<Rewind<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let mut buf = BytesMut::with_capacity(BUF);
+        let mut up = BytesMut::new();
+        let mut out = Vec::new();
+        loop {
+            let head = match self.read_head(&mut io, &mut buf, &mut stop).await {
+                Read::Head(h) => h,
+                Read::Closed => return None,
+                Read::Decline => return Some(self.hand_over(buf, io)),
+            };
+            match self
+                .forward(&mut io, info, head, &mut buf, &mut up, &mut out)
+                .await
+            {
+                Next::Continue if !stop.is_set() => {}
+                Next::Handoff => return Some(self.hand_over(buf, io)),
+                Next::Continue | Next::Close => {
+                    let _ = io.shutdown().await;
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn hand_over<IO>(&self, buf: BytesMut, io: IO) -> Rewind<IO> {
+        self.handed_over.inc();
+        Rewind::new(buf.freeze(), io)
+    }
+
+    /// Waits for a complete request head at the start of `buf`: no time limit while the
+    /// connection is idle (but it ends when draining starts), the header-read limit once a head
+    /// has begun.
+    async fn read_head<IO>(&self, io: &mut IO, buf: &mut BytesMut, stop: &mut Stop) -> Read
+    where
+        IO: AsyncRead + Unpin,
+    {
+        let mut deadline = None;
+        loop {
+            if !buf.is_empty() {
+                match request::parse(buf) {
+                    request::Parsed::Take(h) => return Read::Head(h),
+                    request::Parsed::Decline => return Read::Decline,
+                    // Too long: hyper answers it (431).
+                    request::Parsed::Partial if buf.len() >= self.max_header_bytes => {
+                        return Read::Decline
+                    }
+                    request::Parsed::Partial => {}
+                }
+            }
+            buf.reserve(BUF);
+            let read = if buf.is_empty() {
+                tokio::select! {
+                    r = io.read_buf(buf) => r,
+                    () = stop.wait() => return Read::Closed,
+                }
+            } else {
+                let until = *deadline
+                    .get_or_insert_with(|| tokio::time::Instant::now() + self.header_read_timeout);
+                match tokio::time::timeout_at(until, io.read_buf(buf)).await {
+                    Ok(r) => r,
+                    Err(_) => return Read::Closed,
+                }
+            };
+            match read {
+                Ok(0) | Err(_) => return Read::Closed,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Routes, authenticates and relays one request whose head starts `buf`; hands it back
+    /// untouched when the fast path does not take it.
+    async fn forward<IO>(
+        &self,
+        io: &mut IO,
+        info: ConnInfo,
+        mut head: request::Head,
+        buf: &mut BytesMut,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+    ) -> Next
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let shared = &*self.shared;
+        let Ok(index) = shared.router.find(&head.method, head.path()) else {
+            return Next::Handoff;
+        };
+        let route = shared.router.route(index);
+        if route.json_to_xml.is_some() || head.body > shared.max_body_bytes {
+            return Next::Handoff;
+        }
+        let Some(pool) = self.pools[route.upstream].as_ref() else {
+            return Next::Handoff;
+        };
+        let upstream = &shared.upstreams[route.upstream];
+        let started = Instant::now();
+        let request_id = headers::request_id(&head.headers);
+        shared.jwt.strip_identity(&mut head.headers);
+        if route.jwt {
+            match shared.jwt.authenticate(&head.headers, &route.roles).await {
+                Ok(claims) => shared.jwt.inject(&claims, &mut head.headers),
+                // hyper's path answers it (401, 403 or 503), from the same bytes.
+                Err(_) => return Next::Handoff,
+            }
+        }
+        proxy::rewrite_request(&mut head.headers, info, Version::HTTP_11, None, &request_id);
+        // From here on the request is the fast path's.
+        buf.advance(head.len);
+        self.relayed.inc();
+        let metrics = &shared.route_metrics[index];
+        let exchange = Exchange {
+            shared,
+            head: &head,
+            request_id: &request_id,
+            pool,
+            upstream,
+        };
+        // Set when the response head is ready: the duration metric ends there on both paths.
+        let mut answered = None;
+        let result = exchange.run(io, buf, up, out, &mut answered).await;
+        if let Some((status, at)) = answered {
+            metrics.observe(status, at.duration_since(started).as_secs_f64());
+        }
+        match result {
+            Ok(()) if head.keep_alive => Next::Continue,
+            Ok(()) => Next::Close,
+            Err(Failure::Answer { err, consumed }) => {
+                proxy::log_error(&request_id, &err);
+                metrics.observe(err.status().as_u16(), started.elapsed().as_secs_f64());
+                let keep = consumed && head.keep_alive;
+                if answer(io, err, &request_id, keep, out).await && keep {
+                    Next::Continue
+                } else {
+                    Next::Close
+                }
+            }
+            Err(Failure::Abort) => Next::Close,
+        }
+    }
+}
+
+/// How reading a request head ended.
+enum Read {
+    Head(request::Head),
+    Closed,
+    Decline,
+}
+
+/// One request relayed to an upstream and its response back.
+struct Exchange<'a> {
+    shared: &'a Shared,
+    head: &'a request::Head,
+    request_id: &'a HeaderValue,
+    pool: &'a Pool,
+    upstream: &'a Upstream,
+}
+
+/// Why no response head came.
+enum NoHead {
+    /// The upstream closed the connection (or reset it) before a byte of the response.
+    Closed(String),
+    /// The time to the response head ran out.
+    Timeout,
+    /// The response head was malformed or too large, or the connection broke mid-head.
+    Invalid(String),
+}
+
+impl Exchange<'_> {
+    fn bad_gateway(&self, reason: impl Into<String>, consumed: bool) -> Failure {
+        Failure::Answer {
+            err: GatewayError::BadGateway {
+                upstream: self.upstream.name().to_string(),
+                reason: reason.into(),
+            },
+            consumed,
+        }
+    }
+
+    /// Sends the request (head, then the body from `buf` and the client) and relays the
+    /// response; `answered` gets its status and when its head was ready.
+    async fn run<IO>(
+        &self,
+        io: &mut IO,
+        buf: &mut BytesMut,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+        answered: &mut Option<(u16, Instant)>,
+    ) -> Result<(), Failure>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let body = self.head.body;
+        // The whole body is here already: it goes out with the head, and the request can be
+        // sent again on a fresh connection. Otherwise the rest streams from the client.
+        let inline = body <= buf.len() as u64;
+        let mut conn = match self.pool.checkout().await {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(Failure::Answer {
+                    err: self.shared.upstream_error(self.upstream, e),
+                    consumed: body == 0,
+                })
+            }
+        };
+        out.clear();
+        self.head.write_upstream(conn.authority(self.pool), out);
+        let streamed = if inline {
+            // At most buf.len(), so it fits in usize.
+            let n = body as usize;
+            out.extend_from_slice(&buf[..n]);
+            buf.advance(n);
+            0
+        } else {
+            out.extend_from_slice(buf);
+            let rest = body - buf.len() as u64;
+            buf.clear();
+            rest
+        };
+        let consumed = streamed == 0;
+        let retryable = inline && self.head.idempotent();
+        self.upstream.count_request();
+        let deadline = tokio::time::Instant::now() + self.upstream.request_timeout();
+
+        let mut retried = false;
+        let head = loop {
+            let sent = tokio::time::timeout_at(deadline, async {
+                conn.stream.write_all(out).await?;
+                if streamed > 0 {
+                    let mut rest = (&mut *io).take(streamed);
+                    if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the client closed before sending its whole body",
+                        ));
+                    }
+                }
+                Ok::<_, std::io::Error>(())
+            })
+            .await;
+            let got = match sent {
+                Err(_) => Err(NoHead::Timeout),
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(Failure::Abort)
+                }
+                Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
+                Ok(Ok(())) => read_head(&mut conn.stream, up, self.head, deadline).await,
+            };
+            match got {
+                Ok(h) => break h,
+                // A pooled connection the upstream closed while it sat idle.
+                Err(NoHead::Closed(_)) if retryable && !retried && !conn.fresh => {
+                    retried = true;
+                    conn = match self.pool.open(conn.endpoint).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            return Err(Failure::Answer {
+                                err: self.shared.upstream_error(self.upstream, e),
+                                consumed,
+                            })
+                        }
+                    };
+                }
+                Err(NoHead::Timeout) => {
+                    return Err(Failure::Answer {
+                        err: GatewayError::Timeout {
+                            upstream: self.upstream.name().to_string(),
+                            after_ms: self.upstream.request_timeout().as_millis(),
+                        },
+                        consumed,
+                    })
+                }
+                Err(NoHead::Closed(why)) => {
+                    let why = if why.is_empty() {
+                        "connection closed before a response".to_string()
+                    } else {
+                        why
+                    };
+                    return Err(self.bad_gateway(why, consumed));
+                }
+                Err(NoHead::Invalid(why)) => return Err(self.bad_gateway(why, consumed)),
+            }
+        };
+
+        *answered = Some((head.status.as_u16(), Instant::now()));
+        let framing = head.framing;
+        let mut reusable = head.reusable;
+        let mut headers = head.headers;
+        let version = if head.minor == 0 {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        };
+        proxy::rewrite_response(&mut headers, version, self.request_id);
+        if matches!(framing, Framing::Chunked | Framing::UntilClose) {
+            headers.remove(CONTENT_LENGTH);
+            headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        }
+        out.clear();
+        status_line(head.status, out);
+        request::write_headers(&headers, out);
+        if !self.head.keep_alive {
+            out.extend_from_slice(b"connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+
+        match framing {
+            Framing::Empty => {
+                write(io, out).await?;
+            }
+            Framing::Length(n) => {
+                let first = n.min(up.len() as u64) as usize;
+                out.extend_from_slice(&up[..first]);
+                up.advance(first);
+                write(io, out).await?;
+                let left = n - first as u64;
+                if left > 0 {
+                    let mut rest = (&mut conn.stream).take(left);
+                    let copied = tokio::io::copy(&mut rest, io)
+                        .await
+                        .map_err(|_| Failure::Abort)?;
+                    if copied < left {
+                        return Err(Failure::Abort);
+                    }
+                }
+            }
+            Framing::Chunked => {
+                let mut scanner = ChunkScanner::default();
+                let n = match scanner.feed(up) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // Nothing is sent yet: the client gets a 502 instead.
+                        *answered = None;
+                        return Err(self.bad_gateway(e, consumed));
+                    }
+                };
+                out.extend_from_slice(&up[..n]);
+                up.advance(n);
+                write(io, out).await?;
+                while !scanner.is_done() {
+                    up.clear();
+                    up.reserve(BUF);
+                    match conn.stream.read_buf(up).await {
+                        Ok(0) | Err(_) => return Err(Failure::Abort),
+                        Ok(_) => {}
+                    }
+                    let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
+                    write(io, &up[..n]).await?;
+                    up.advance(n);
+                }
+            }
+            Framing::UntilClose => {
+                reusable = false;
+                if !up.is_empty() {
+                    chunk(up, out);
+                }
+                write(io, out).await?;
+                loop {
+                    up.clear();
+                    up.reserve(BUF);
+                    match conn.stream.read_buf(up).await {
+                        Ok(0) => break,
+                        Err(_) => return Err(Failure::Abort),
+                        Ok(_) => {}
+                    }
+                    out.clear();
+                    chunk(up, out);
+                    write(io, out).await?;
+                }
+                write(io, b"0\r\n\r\n").await?;
+                up.clear();
+            }
+        }
+        io.flush().await.map_err(|_| Failure::Abort)?;
+        // Bytes past the end of the response: the upstream cannot be trusted with another.
+        if reusable && up.is_empty() {
+            self.pool.checkin(conn);
+        }
+        Ok(())
+    }
+}
+
+/// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
+/// `up` holds the bytes after the head.
+async fn read_head(
+    stream: &mut tokio::net::TcpStream,
+    up: &mut BytesMut,
+    request: &request::Head,
+    deadline: tokio::time::Instant,
+) -> Result<response::Head, NoHead> {
+    up.clear();
+    let head_request = request.method == Method::HEAD;
+    loop {
+        if !up.is_empty() {
+            match response::parse(up, head_request) {
+                response::Parsed::Head(h) if h.status == StatusCode::SWITCHING_PROTOCOLS => {
+                    return Err(NoHead::Invalid(
+                        "the upstream switched protocols unasked".into(),
+                    ))
+                }
+                response::Parsed::Head(h) if h.status.is_informational() => {
+                    up.advance(h.len);
+                    continue;
+                }
+                response::Parsed::Head(h) => {
+                    up.advance(h.len);
+                    return Ok(h);
+                }
+                response::Parsed::Invalid(why) => return Err(NoHead::Invalid(why)),
+                response::Parsed::Partial if up.len() > MAX_RESPONSE_HEAD => {
+                    return Err(NoHead::Invalid(format!(
+                        "response head over {MAX_RESPONSE_HEAD} bytes"
+                    )))
+                }
+                response::Parsed::Partial => {}
+            }
+        }
+        up.reserve(BUF);
+        let empty = up.is_empty();
+        match tokio::time::timeout_at(deadline, stream.read_buf(up)).await {
+            Err(_) => return Err(NoHead::Timeout),
+            Ok(Ok(0)) if empty => return Err(NoHead::Closed(String::new())),
+            Ok(Err(e)) if empty => return Err(NoHead::Closed(e.to_string())),
+            Ok(Ok(0)) => return Err(NoHead::Invalid("connection closed mid-head".into())),
+            Ok(Err(e)) => return Err(NoHead::Invalid(e.to_string())),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// `HTTP/1.1 <code> <reason>` and CRLF.
+fn status_line(status: StatusCode, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `data` as one chunk of chunked coding, appended to `out`.
+fn chunk(data: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes to the client; a failure ends the connection.
+async fn write<IO: AsyncWrite + Unpin>(io: &mut IO, data: &[u8]) -> Result<(), Failure> {
+    io.write_all(data).await.map_err(|_| Failure::Abort)
+}
+
+/// Answers `err` as the hyper path would (the same JSON body and headers); `false` when the
+/// client connection failed.
+async fn answer<IO>(
+    io: &mut IO,
+    err: GatewayError,
+    request_id: &HeaderValue,
+    keep_alive: bool,
+    out: &mut Vec<u8>,
+) -> bool
+where
+    IO: AsyncWrite + Unpin,
+{
+    let (parts, body) = err.into_response(request_id).into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return false,
+    };
+    out.clear();
+    status_line(parts.status, out);
+    request::write_headers(&parts.headers, out);
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    if !keep_alive {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    io.write_all(out).await.is_ok() && io.flush().await.is_ok()
+}

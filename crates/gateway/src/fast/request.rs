@@ -1,0 +1,279 @@
+//! Request heads on the fast path: parsed with `httparse`, and taken only when they are plain —
+//! HTTP/1.1, a common method, an origin-form target, exactly one `Host`, the body framed by at
+//! most one `Content-Length` value. Anything else (chunked or `Expect` bodies, upgrades,
+//! HTTP/1.0, the HTTP/2 preface, malformed or oversized heads) is declined, and hyper serves
+//! the connection from that request on, with its own checks and error answers.
+
+use bytes::BufMut;
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST,
+    TRANSFER_ENCODING, UPGRADE,
+};
+use http::Method;
+
+/// Most header lines a request may have on the fast path (hyper's default limit is 100; a
+/// request with more is declined and hyper takes it).
+const MAX_HEADERS: usize = 64;
+
+/// A request head the fast path takes.
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) method: Method,
+    /// Origin-form target: path and query.
+    pub(super) target: String,
+    pub(super) headers: HeaderMap,
+    /// Length of the head in bytes, blank line included.
+    pub(super) len: usize,
+    /// Body length (`Content-Length`, 0 without one).
+    pub(super) body: u64,
+    /// The client did not ask to close after this request.
+    pub(super) keep_alive: bool,
+}
+
+impl Head {
+    /// The path, without the query.
+    pub(super) fn path(&self) -> &str {
+        self.target
+            .split_once('?')
+            .map_or(self.target.as_str(), |(p, _)| p)
+    }
+
+    /// Whether sending it twice does no more than sending it once (RFC 9110 §9.2.2): only
+    /// those are retried on a fresh connection.
+    pub(super) fn idempotent(&self) -> bool {
+        matches!(
+            self.method,
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+        )
+    }
+
+    /// The head sent upstream: request line, `Host` of the endpoint, then `headers` (already
+    /// rewritten) in order.
+    pub(super) fn write_upstream(&self, authority: &str, out: &mut Vec<u8>) {
+        out.put_slice(self.method.as_str().as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(self.target.as_bytes());
+        out.put_slice(b" HTTP/1.1\r\nhost: ");
+        out.put_slice(authority.as_bytes());
+        out.put_slice(b"\r\n");
+        write_headers(&self.headers, out);
+        out.put_slice(b"\r\n");
+    }
+}
+
+/// Header lines, `name: value\r\n` each.
+pub(super) fn write_headers(headers: &HeaderMap, out: &mut Vec<u8>) {
+    for (name, value) in headers {
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+}
+
+/// What the start of the buffer holds.
+#[derive(Debug)]
+pub(super) enum Parsed {
+    /// A complete head the fast path takes.
+    Take(Head),
+    /// Not a complete head yet.
+    Partial,
+    /// A head (or garbage) for hyper to deal with.
+    Decline,
+}
+
+/// Parses the head at the start of `buf`.
+pub(super) fn parse(buf: &[u8]) -> Parsed {
+    let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut storage);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Decline,
+    };
+    if req.version != Some(1) {
+        return Parsed::Decline;
+    }
+    let method = match req.method {
+        Some("GET") => Method::GET,
+        Some("POST") => Method::POST,
+        Some("PUT") => Method::PUT,
+        Some("DELETE") => Method::DELETE,
+        Some("PATCH") => Method::PATCH,
+        Some("HEAD") => Method::HEAD,
+        Some("OPTIONS") => Method::OPTIONS,
+        _ => return Parsed::Decline,
+    };
+    let target = match req.path {
+        Some(p) if p.starts_with('/') => p.to_owned(),
+        _ => return Parsed::Decline,
+    };
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    let mut body = None;
+    let mut hosts = 0;
+    let mut keep_alive = true;
+    for h in req.headers.iter() {
+        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
+            return Parsed::Decline;
+        };
+        if name == TRANSFER_ENCODING || name == EXPECT || name == UPGRADE {
+            return Parsed::Decline;
+        }
+        if name == CONTENT_LENGTH {
+            match (content_length(h.value), body) {
+                (Some(n), None) => body = Some(n),
+                (Some(n), Some(m)) if n == m => continue, // a repeat: forward one
+                _ => return Parsed::Decline,
+            }
+        } else if name == HOST {
+            hosts += 1;
+        } else if name == CONNECTION
+            && h.value
+                .split(|b| *b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        {
+            keep_alive = false;
+        }
+        let Ok(value) = HeaderValue::from_bytes(h.value) else {
+            return Parsed::Decline;
+        };
+        headers.append(name, value);
+    }
+    if hosts != 1 {
+        return Parsed::Decline;
+    }
+    Parsed::Take(Head {
+        method,
+        target,
+        headers,
+        len,
+        body: body.unwrap_or(0),
+        keep_alive,
+    })
+}
+
+/// A `Content-Length` value: digits only, no sign, no spaces, no list.
+pub(super) fn content_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(raw: &str) -> Head {
+        match parse(raw.as_bytes()) {
+            Parsed::Take(h) => h,
+            other => panic!("{raw:?}: {other:?}"),
+        }
+    }
+
+    fn declined(raw: &str) -> bool {
+        matches!(parse(raw.as_bytes()), Parsed::Decline)
+    }
+
+    #[test]
+    fn plain_requests_are_taken() {
+        let h =
+            take("POST /a/b?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello");
+        assert_eq!(h.method, Method::POST);
+        assert_eq!(h.target, "/a/b?x=1");
+        assert_eq!(h.path(), "/a/b");
+        assert_eq!(h.body, 5);
+        assert_eq!(
+            h.len,
+            "POST /a/b?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nX-A: 1\r\n\r\n".len()
+        );
+        assert!(h.keep_alive);
+        assert_eq!(h.headers.get("x-a").unwrap(), "1");
+
+        let h = take("GET / HTTP/1.1\r\nhost: gw\r\nconnection: keep-alive, Close\r\n\r\n");
+        assert_eq!(h.body, 0);
+        assert!(!h.keep_alive);
+        let h =
+            take("GET / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\n");
+        assert_eq!(h.headers.get_all(CONTENT_LENGTH).iter().count(), 1);
+    }
+
+    #[test]
+    fn incomplete_heads_wait_for_more() {
+        assert!(matches!(
+            parse(b"GET / HTTP/1.1\r\nhost: gw\r\n"),
+            Parsed::Partial
+        ));
+        assert!(matches!(parse(b""), Parsed::Partial));
+    }
+
+    #[test]
+    fn anything_unusual_goes_to_hyper() {
+        for raw in [
+            "GET / HTTP/1.0\r\nhost: gw\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            "CONNECT gw:443 HTTP/1.1\r\nhost: gw\r\n\r\n",
+            "TRACE / HTTP/1.1\r\nhost: gw\r\n\r\n",
+            "GET http://gw/ HTTP/1.1\r\nhost: gw\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: +3\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3, 3\r\n\r\n",
+            "POST / HTTP/1.1\r\nhost: gw\r\nexpect: 100-continue\r\ncontent-length: 3\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\nx: a\r\n b\r\n\r\n",
+        ] {
+            assert!(declined(raw), "{raw:?}");
+        }
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("x-{i}: v\r\n"))
+            .collect();
+        assert!(declined(&format!(
+            "GET / HTTP/1.1\r\nhost: gw\r\n{many}\r\n"
+        )));
+    }
+
+    #[test]
+    fn the_upstream_head_carries_the_endpoint_host_and_every_header() {
+        let mut h = take("PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n");
+        h.headers.remove(HOST);
+        let mut out = Vec::new();
+        h.write_upstream("127.0.0.1:9000", &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let body = text
+            .strip_prefix("PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n")
+            .and_then(|rest| rest.strip_suffix("\r\n\r\n"))
+            .unwrap_or_else(|| panic!("{text:?}"));
+        let mut lines: Vec<&str> = body.split("\r\n").collect();
+        // Values of one name stay together and in order (the map may reorder names).
+        let bs: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with("b:"))
+            .collect();
+        assert_eq!(bs, ["b: 2", "b: 3"]);
+        lines.sort_unstable();
+        assert_eq!(lines, ["a: 1", "b: 2", "b: 3", "content-length: 0"]);
+    }
+
+    #[test]
+    fn content_lengths_are_plain_digits() {
+        assert_eq!(content_length(b"0"), Some(0));
+        assert_eq!(content_length(b"1234"), Some(1234));
+        for bad in [
+            &b""[..],
+            b" 1",
+            b"1 ",
+            b"-1",
+            b"1,1",
+            b"99999999999999999999",
+            b"0x10",
+        ] {
+            assert_eq!(content_length(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The HTTP/1.1 fast path: it forwards exactly what the hyper path forwards, hands anything
+//! unusual to hyper without breaking the connection, relays every body framing, and copes with
+//! upstream connections that close between requests. The `http1_fast_path` metric proves which
+//! path served a request.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use pms_testkit::client::{Proto, TestClient};
+use pms_testkit::Spawned;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::{echo, endpoint, inspector, simple, Gw};
+
+/// The fast path's counters: (requests relayed, connections handed to hyper).
+async fn fast_counts(gw: &Gw) -> (u64, u64) {
+    let mut c = TestClient::connect(gw.admin, Proto::H1c).await.unwrap();
+    let text = c.call("GET", "/metrics", &[], "").await.unwrap().text();
+    let count = |outcome: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "pms_gateway_http1_fast_path_total{{outcome=\"{outcome}\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (count("relayed"), count("handed_over"))
+}
+
+/// A gateway in front of `upstream` with the fast path on or off.
+async fn gateway_with(upstream: SocketAddr, fast: bool, upstream_extra: &str) -> Gw {
+    simple(
+        &format!("{}\n{upstream_extra}", endpoint(upstream)),
+        "",
+        &format!("[limits]\nhttp1_fast_path = {fast}"),
+        &[],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn both_paths_forward_and_return_the_same_headers() {
+    let back = inspector().await;
+    let mut seen = Vec::new();
+    for fast in [true, false] {
+        let gw = gateway_with(back.addr, fast, "").await;
+        let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+        let r = c
+            .call(
+                "POST",
+                "/users/x?y=1&z=%20",
+                &[
+                    ("connection", "x-private, keep-alive"),
+                    ("x-private", "secret"),
+                    ("keep-alive", "timeout=9"),
+                    ("proxy-connection", "keep-alive"),
+                    ("te", "trailers"),
+                    ("x-forwarded-for", "203.0.113.9"),
+                    ("x-forwarded-proto", "https"),
+                    ("via", "1.0 edge"),
+                    ("x-userid", "1"),
+                    ("x-userrole", "SUPERVISOR"),
+                    ("x-request-id", "same-id"),
+                    ("x-custom", "a"),
+                    ("content-type", "application/json"),
+                ],
+                r#"{"n":1}"#,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut headers: Vec<(String, String)> = r
+            .head
+            .headers
+            .iter()
+            .filter(|(n, _)| n.as_str() != "date")
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        headers.sort();
+        seen.push((r.json(), headers));
+        let (relayed, handed) = fast_counts(&gw).await;
+        assert_eq!(
+            (relayed, handed),
+            if fast { (1, 0) } else { (0, 0) },
+            "fast = {fast}"
+        );
+    }
+    assert_eq!(seen[0].0, seen[1].0, "the upstream saw the same request");
+    assert_eq!(seen[0].1, seen[1].1, "the client got the same headers");
+    let h = &seen[0].0["headers"];
+    assert_eq!(h["via"][0], "1.0 edge, 1.1 pms");
+    assert!(h.get("x-private").is_none() && h.get("te").is_none(), "{h}");
+}
+
+/// Writes `request` on `conn` and reads one response (head plus `Content-Length` body).
+async fn one_response(conn: &mut TcpStream, request: &str) -> String {
+    conn.write_all(request.as_bytes()).await.unwrap();
+    read_response(conn).await
+}
+
+async fn read_response(conn: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut byte))
+            .await
+            .expect("a response in time")
+            .unwrap();
+        assert_eq!(n, 1, "closed mid-head: {:?}", String::from_utf8_lossy(&buf));
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut body = Vec::new();
+        while !body.ends_with(b"0\r\n\r\n") {
+            let n = conn.read(&mut byte).await.unwrap();
+            assert_eq!(n, 1, "closed mid-body");
+            body.push(byte[0]);
+        }
+        return head + &String::from_utf8(body).unwrap();
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body).await.unwrap();
+    head + &String::from_utf8(body).unwrap()
+}
+
+#[tokio::test]
+async fn unusual_requests_go_to_hyper_on_the_same_connection() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    let r = one_response(
+        &mut conn,
+        "POST /a HTTP/1.1\r\nhost: gw\r\ncontent-length: 5\r\n\r\nhello",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.ends_with("hello"), "{r}");
+    assert_eq!(fast_counts(&gw).await, (1, 0));
+    // Chunked request body: declined by the fast path, served by hyper on this connection.
+    let r = one_response(
+        &mut conn,
+        "POST /a HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("abc"), "{r}");
+    let r = one_response(&mut conn, "GET /b HTTP/1.1\r\nhost: gw\r\n\r\n").await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert_eq!(fast_counts(&gw).await, (1, 1), "hyper kept the connection");
+
+    // A malformed head gets hyper's 400, not silence.
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(b"GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn.read_to_string(&mut text)).await;
+    assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let back = inspector().await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(
+        b"GET /first HTTP/1.1\r\nhost: gw\r\n\r\nPOST /second HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\n\r\nhiGET /third HTTP/1.1\r\nhost: gw\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    for path in ["/first", "/second", "/third"] {
+        let r = read_response(&mut conn).await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(r.contains(&format!("\"path\":\"{path}\"")), "{path}: {r}");
+    }
+    assert_eq!(fast_counts(&gw).await, (3, 0));
+}
+
+/// A hand-written upstream: answers each request head with the canned response for its path,
+/// and closes the connection after the ones marked so.
+async fn canned_upstream() -> Spawned<()> {
+    Spawned::start(|listener: TcpListener, stop| async move {
+        tokio::select! {
+            () = stop => {}
+            () = async {
+                loop {
+                    let Ok((conn, _)) = listener.accept().await else { return };
+                    tokio::spawn(canned_connection(conn));
+                }
+            } => {}
+        }
+    })
+    .await
+}
+
+async fn canned_connection(mut conn: TcpStream) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            let mut chunk = [0u8; 1024];
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end + 4);
+        let (method, path) = {
+            let mut parts = head.split(' ');
+            (
+                parts.next().unwrap_or("").to_string(),
+                parts.next().unwrap_or("").to_string(),
+            )
+        };
+        let (response, close): (&[u8], bool) = match (method.as_str(), path.as_str()) {
+            (_, "/chunked") => (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-kind: chunked\r\n\r\n5\r\nhello\r\n6;ext\r\n world\r\n0\r\nx-trailer: t\r\n\r\n",
+                false,
+            ),
+            (_, "/until-close") => (b"HTTP/1.1 200 OK\r\nx-kind: close\r\n\r\nall of this, then EOF", true),
+            (_, "/no-content") => (b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n", false),
+            ("HEAD", _) => (b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n", false),
+            // Answers, then closes without saying so (as an idle timeout would, later).
+            (_, "/then-close") => (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", true),
+            (_, "/interim") => (
+                b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfinal",
+                false,
+            ),
+            (_, "/garbage") => (b"NOT HTTP AT ALL\r\n\r\n", true),
+            _ => (b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", false),
+        };
+        if conn.write_all(response).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_body_framing_is_relayed_and_the_client_connection_stays_open() {
+    let back = canned_upstream().await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for _ in 0..2 {
+        let r = c.call("GET", "/chunked", &[], "").await.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.text().as_str()),
+            (200, "hello world")
+        );
+        assert_eq!(r.header("x-kind"), Some("chunked"));
+        let r = c.call("GET", "/until-close", &[], "").await.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.text().as_str()),
+            (200, "all of this, then EOF"),
+            "re-framed for the client"
+        );
+        let r = c.call("GET", "/no-content", &[], "").await.unwrap();
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (204, ""));
+        let r = c.call("HEAD", "/anything", &[], "").await.unwrap();
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, ""));
+        assert_eq!(r.header("content-length"), Some("11"));
+        let r = c.call("GET", "/interim", &[], "").await.unwrap();
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "final"));
+    }
+    assert_eq!(
+        fast_counts(&gw).await,
+        (10, 0),
+        "one client connection, all relayed"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_closing_between_requests_costs_no_error() {
+    let back = canned_upstream().await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for method in ["GET", "POST", "GET", "PUT"] {
+        let r = c.call(method, "/then-close", &[], "x").await.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.text().as_str()),
+            (200, "ok"),
+            "{method}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connection() {
+    // A port with nothing listening.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let gw = gateway_with(closed, true, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    for _ in 0..2 {
+        let r = one_response(
+            &mut conn,
+            "GET /x HTTP/1.1\r\nhost: gw\r\nx-request-id: rid-1\r\n\r\n",
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 502"), "{r}");
+        assert!(r.contains("\"code\":\"bad_gateway\""), "{r}");
+        assert!(r.contains("\"request_id\":\"rid-1\""), "{r}");
+    }
+
+    let back = canned_upstream().await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("GET", "/garbage", &[], "").await.unwrap();
+    assert_eq!(r.status(), 502);
+    assert_eq!(r.json()["error"]["code"], "bad_gateway");
+
+    let slow = echo(false, false, Duration::from_secs(3)).await;
+    let gw = gateway_with(slow.addr, true, "request_timeout_ms = 200").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("GET", "/slow", &[], "").await.unwrap();
+    assert_eq!(r.status(), 504);
+    assert_eq!(r.json()["error"]["code"], "gateway_timeout");
+}
