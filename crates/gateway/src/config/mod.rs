@@ -28,8 +28,11 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Default idle connections kept per upstream endpoint.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
-/// Default time an idle upstream connection is kept.
-pub const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 90_000;
+/// Default time an idle upstream connection is kept. Shorter than the 10 s after which PMS
+/// services (and hyper servers with a header-read timeout) close an idle keep-alive connection:
+/// a pooled connection older than that may be closing just as a request is written to it, and
+/// that request then fails with a 502.
+pub const DEFAULT_POOL_IDLE_TIMEOUT_MS: u64 = 4_000;
 /// Default most connections open to one upstream endpoint, all workers together.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
 /// Default longest wait for a connection to an endpoint at its `max_connections`, ms.

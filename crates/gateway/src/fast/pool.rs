@@ -3,16 +3,19 @@
 //! back once its response has been read to the end, so a client idling between requests holds
 //! no upstream connection. Connections take their permit from the same per-endpoint semaphore
 //! as the hyper client's, so `max_connections` holds for both paths together. A request that
-//! finds the endpoint at its cap takes whichever comes first: a connection checked back in, or
-//! a permit (up to the queue timeout).
+//! finds the endpoint at its cap queues: a connection checked back in goes straight to the
+//! request that has waited longest, or a freed permit lets it connect, whichever comes first,
+//! up to the queue timeout. (Handing returned connections to whoever asks next instead starved
+//! some waiters past the timeout under the stress test.)
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{UpstreamProtocol, UpstreamSettings};
 use crate::upstream::{Saturated, SendError, Upstream};
@@ -25,10 +28,16 @@ struct Endpoint {
     key: String,
     /// The endpoint's connection permits (shared with the hyper client).
     slot: Arc<Semaphore>,
-    /// Idle connections, most recently used last.
-    idle: Mutex<Vec<Conn>>,
-    /// Signalled when a connection is checked in (for requests waiting at the cap).
-    returned: Notify,
+    /// Idle connections and the requests waiting for one.
+    state: Mutex<Idle>,
+}
+
+/// An endpoint's idle connections (most recently used last) and its queue of requests waiting
+/// at the cap (oldest first).
+#[derive(Default)]
+struct Idle {
+    conns: Vec<Conn>,
+    waiters: VecDeque<oneshot::Sender<Conn>>,
 }
 
 /// A checked-out upstream connection.
@@ -81,8 +90,7 @@ impl Pool {
                 authority,
                 key,
                 slot,
-                idle: Mutex::new(Vec::new()),
-                returned: Notify::new(),
+                state: Mutex::new(Idle::default()),
             });
         }
         if endpoints.is_empty() {
@@ -109,38 +117,60 @@ impl Pool {
     pub(super) async fn checkout(&self) -> Result<Conn, SendError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len();
         let ep = &self.endpoints[i];
-        let deadline = tokio::time::Instant::now() + self.queue_timeout;
-        loop {
-            while let Some(conn) = self.pop_idle(ep) {
+        let waiting = {
+            let Ok(mut state) = ep.state.lock() else {
+                return Err(SendError::Failed("upstream pool poisoned".into()));
+            };
+            while let Some(conn) = state.conns.pop() {
                 if conn.idle_since.elapsed() < self.idle_timeout && still_open(&conn.stream) {
                     return Ok(conn);
                 }
             }
-            let permit = match ep.slot.clone().try_acquire_owned() {
-                Ok(p) => p,
+            match ep.slot.clone().try_acquire_owned() {
+                Ok(permit) => Err(permit),
                 Err(tokio::sync::TryAcquireError::Closed) => {
                     return Err(SendError::Failed("connection permits closed".into()))
                 }
                 Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    // At the cap: a connection coming back serves as well as a new one.
-                    tokio::select! {
-                        p = ep.slot.clone().acquire_owned() => match p {
-                            Ok(p) => p,
-                            Err(closed) => return Err(SendError::Failed(closed.to_string())),
-                        },
-                        () = ep.returned.notified() => continue,
-                        () = tokio::time::sleep_until(deadline) => {
-                            return Err(SendError::Busy(Saturated {
-                                endpoint: ep.key.clone(),
-                                limit: self.limit,
-                                waited: self.queue_timeout,
-                            }))
-                        }
-                    }
+                    let (tx, rx) = oneshot::channel();
+                    state.waiters.push_back(tx);
+                    Ok(rx)
                 }
-            };
-            return self.connect(i, permit).await;
-        }
+            }
+        };
+        let permit = match waiting {
+            Err(permit) => permit,
+            // At the cap: the first of a returned connection or a freed permit.
+            Ok(mut returned) => tokio::select! {
+                conn = &mut returned => match conn {
+                    Ok(conn) => return Ok(conn),
+                    Err(_) => return Err(SendError::Failed("upstream pool closed".into())),
+                },
+                p = ep.slot.clone().acquire_owned() => {
+                    // Leaving the queue: a connection already on its way comes back.
+                    returned.close();
+                    if let Ok(conn) = returned.try_recv() {
+                        self.checkin(conn);
+                    }
+                    match p {
+                        Ok(p) => p,
+                        Err(closed) => return Err(SendError::Failed(closed.to_string())),
+                    }
+                },
+                () = tokio::time::sleep(self.queue_timeout) => {
+                    returned.close();
+                    if let Ok(conn) = returned.try_recv() {
+                        return Ok(conn);
+                    }
+                    return Err(SendError::Busy(Saturated {
+                        endpoint: ep.key.clone(),
+                        limit: self.limit,
+                        waited: self.queue_timeout,
+                    }));
+                }
+            },
+        };
+        self.connect(i, permit).await
     }
 
     /// A new connection to endpoint `i`, bypassing idle ones (for a retry).
@@ -190,22 +220,26 @@ impl Pool {
         })
     }
 
-    /// Keeps `conn` for the next request (its response was read to the end and it may stay
-    /// open), unless the endpoint already has `pool_max_idle` idle connections.
+    /// Gives `conn` (its response was read to the end and it may stay open) to the request
+    /// that has waited longest for one, or keeps it for the next request unless the endpoint
+    /// already has `pool_max_idle` idle connections.
     pub(super) fn checkin(&self, mut conn: Conn) {
         let ep = &self.endpoints[conn.endpoint];
         conn.fresh = false;
         conn.idle_since = Instant::now();
-        if let Ok(mut idle) = ep.idle.lock() {
-            if idle.len() < self.max_idle {
-                idle.push(conn);
+        let Ok(mut state) = ep.state.lock() else {
+            return;
+        };
+        while let Some(waiter) = state.waiters.pop_front() {
+            match waiter.send(conn) {
+                Ok(()) => return,
+                // That request stopped waiting (it connected, timed out or was dropped).
+                Err(back) => conn = back,
             }
         }
-        ep.returned.notify_one();
-    }
-
-    fn pop_idle(&self, ep: &Endpoint) -> Option<Conn> {
-        ep.idle.lock().ok()?.pop()
+        if state.conns.len() < self.max_idle {
+            state.conns.push(conn);
+        }
     }
 }
 

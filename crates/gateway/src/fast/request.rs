@@ -104,8 +104,16 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
         Some("OPTIONS") => Method::OPTIONS,
         _ => return Parsed::Decline,
     };
+    // What `http::Uri` (the hyper path) accepts, so both paths refuse the same targets; a
+    // fragment (which `http::Uri` drops) goes to hyper too.
     let target = match req.path {
-        Some(p) if p.starts_with('/') => p.to_owned(),
+        Some(p)
+            if p.starts_with('/')
+                && !p.contains('#')
+                && http::uri::PathAndQuery::try_from(p).is_ok() =>
+        {
+            p.to_owned()
+        }
         _ => return Parsed::Decline,
     };
     let mut headers = HeaderMap::with_capacity(req.headers.len());
@@ -215,6 +223,8 @@ mod tests {
             "CONNECT gw:443 HTTP/1.1\r\nhost: gw\r\n\r\n",
             "TRACE / HTTP/1.1\r\nhost: gw\r\n\r\n",
             "GET http://gw/ HTTP/1.1\r\nhost: gw\r\n\r\n",
+            "GET /a<b HTTP/1.1\r\nhost: gw\r\n\r\n",
+            "GET /a#fragment HTTP/1.1\r\nhost: gw\r\n\r\n",
             "GET / HTTP/1.1\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n",
             "POST / HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n",
