@@ -83,6 +83,8 @@ pub struct Upstream {
     slots: Arc<HashMap<String, Arc<Semaphore>>>,
     /// This worker's share of `max_connections` per endpoint.
     limit: usize,
+    /// TLS settings for the fast path, for HTTP/1.1 upstreams with https endpoints.
+    fast_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -123,6 +125,12 @@ impl Upstream {
             &pms_net::tls::Trust::Nothing
         };
         let tls = pms_net::tls::client_config(trust, &[])?;
+        // The fast path's HTTP/1.1-over-TLS connections: the same trust, ALPN http/1.1 only.
+        let fast_tls = (any_tls && s.protocol == UpstreamProtocol::H1).then(|| {
+            let mut c = tls.clone();
+            c.alpn_protocols = vec![pms_net::ALPN_HTTP11.to_vec()];
+            Arc::new(c)
+        });
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -174,7 +182,14 @@ impl Upstream {
             opened,
             slots,
             limit,
+            fast_tls,
         })
+    }
+
+    /// The TLS client settings the fast path uses for this upstream's https endpoints (`None`
+    /// unless the upstream speaks HTTP/1.1 and has https endpoints).
+    pub(crate) fn fast_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.fast_tls.clone()
     }
 
     /// The endpoint's name in errors (`scheme://authority`) and its connection permits.

@@ -9,8 +9,8 @@
 //! dispatch and allocation. A relay that parses only the heads, on one task per client
 //! connection, does much less of the latter.
 //!
-//! What it takes: see [`request`] (plain HTTP/1.1 heads) and routes that forward to cleartext
-//! HTTP/1.1 upstreams without transforming the body. At the first request it does not take —
+//! What it takes: see [`request`] (plain HTTP/1.1 heads) and routes that forward to HTTP/1.1
+//! upstreams (cleartext, or TLS with `protocol = "h1"`) without transforming the body. At the first request it does not take —
 //! another route, a chunked or `Expect` body, a failed authentication, anything malformed — it
 //! hands the connection to hyper with the bytes it read, and hyper serves the rest of the
 //! connection as before, answering errors its own way. Switch it off per gateway with
@@ -370,6 +370,8 @@ impl Exchange<'_> {
                         ));
                     }
                 }
+                // TLS holds written records until flushed.
+                conn.stream.flush().await?;
                 Ok::<_, std::io::Error>(())
             })
             .await;
@@ -517,8 +519,8 @@ impl Exchange<'_> {
 
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
 /// `up` holds the bytes after the head.
-async fn read_head(
-    stream: &mut tokio::net::TcpStream,
+async fn read_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
     up: &mut BytesMut,
     request: &request::Head,
     deadline: tokio::time::Instant,

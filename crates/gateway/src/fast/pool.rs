@@ -1,5 +1,5 @@
-//! The fast path's upstream connections: plain TCP to the cleartext HTTP/1.1 endpoints of one
-//! upstream, one pool per worker thread. A connection is checked out for one request and comes
+//! The fast path's upstream connections: TCP, or TLS with ALPN `http/1.1`, to the HTTP/1.1
+//! endpoints of one upstream, one pool per worker thread. A connection is checked out for one request and comes
 //! back once its response has been read to the end, so a client idling between requests holds
 //! no upstream connection. Connections take their permit from the same per-endpoint semaphore
 //! as the hyper client's, so `max_connections` holds for both paths together. A request that
@@ -9,9 +9,17 @@
 //! some waiters past the timeout under the stress test.)
 
 use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::net::TcpStream;
@@ -26,6 +34,8 @@ struct Endpoint {
     authority: String,
     /// `http://host:port`, as errors name it.
     key: String,
+    /// For https endpoints: the connector and the name the certificate must carry.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     /// The endpoint's connection permits (shared with the hyper client).
     slot: Arc<Semaphore>,
     /// Idle connections and the requests waiting for one.
@@ -42,7 +52,7 @@ struct Idle {
 
 /// A checked-out upstream connection.
 pub(super) struct Conn {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     /// Whether it was opened for this request (a reused one may have been closed by the
     /// upstream just before it was written to).
     pub(super) fresh: bool,
@@ -81,14 +91,22 @@ impl Pool {
         }
         let mut endpoints = Vec::with_capacity(s.endpoints.len());
         for uri in &s.endpoints {
-            if uri.scheme_str() != Some("http") {
-                return None;
-            }
+            let tls = match uri.scheme_str() {
+                Some("http") => None,
+                Some("https") => {
+                    let config = upstream.fast_tls()?;
+                    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+                    let name = ServerName::try_from(host.to_owned()).ok()?;
+                    Some((TlsConnector::from(config), name))
+                }
+                _ => return None,
+            };
             let authority = uri.authority()?.as_str().to_owned();
             let (key, slot) = upstream.slot(uri)?;
             endpoints.push(Endpoint {
                 authority,
                 key,
+                tls,
                 slot,
                 state: Mutex::new(Idle::default()),
             });
@@ -121,8 +139,8 @@ impl Pool {
             let Ok(mut state) = ep.state.lock() else {
                 return Err(SendError::Failed("upstream pool poisoned".into()));
             };
-            while let Some(conn) = state.conns.pop() {
-                if conn.idle_since.elapsed() < self.idle_timeout && still_open(&conn.stream) {
+            while let Some(mut conn) = state.conns.pop() {
+                if conn.idle_since.elapsed() < self.idle_timeout && conn.stream.still_open() {
                     return Ok(conn);
                 }
             }
@@ -194,22 +212,32 @@ impl Pool {
     /// Connects to endpoint `i` under `permit`.
     async fn connect(&self, i: usize, permit: OwnedSemaphorePermit) -> Result<Conn, SendError> {
         let ep = &self.endpoints[i];
-        let stream = match tokio::time::timeout(
-            self.connect_timeout,
-            TcpStream::connect(ep.authority.as_str()),
-        )
-        .await
+        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let too_slow = || {
+            SendError::Connect(format!(
+                "{}: no connection within {:?}",
+                ep.key, self.connect_timeout
+            ))
+        };
+        let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(ep.authority.as_str()))
+            .await
         {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(SendError::Connect(format!("{}: {e}", ep.key))),
-            Err(_) => {
-                return Err(SendError::Connect(format!(
-                    "{}: no connection within {:?}",
-                    ep.key, self.connect_timeout
-                )))
+            Err(_) => return Err(too_slow()),
+        };
+        let _ = tcp.set_nodelay(true);
+        let stream = match &ep.tls {
+            None => Stream::Plain(tcp),
+            Some((connector, name)) => {
+                match tokio::time::timeout_at(deadline, connector.connect(name.clone(), tcp)).await
+                {
+                    Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                    Ok(Err(e)) => return Err(SendError::Connect(format!("{}: TLS: {e}", ep.key))),
+                    Err(_) => return Err(too_slow()),
+                }
             }
         };
-        let _ = stream.set_nodelay(true);
         self.opened.inc();
         Ok(Conn {
             stream,
@@ -243,9 +271,69 @@ impl Pool {
     }
 }
 
-/// Whether an idle connection is still open: nothing to read yet. End of stream means the
-/// upstream closed it; data means it sent something unasked, and it cannot be trusted either.
-fn still_open(stream: &TcpStream) -> bool {
-    let mut probe = [0u8; 1];
-    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+/// An upstream connection, cleartext or TLS.
+pub(super) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// Whether an idle connection is still open: nothing to read yet. End of stream means the
+    /// upstream closed it; data (or a TLS alert) means it sent something unasked, and it cannot
+    /// be trusted with a request either.
+    fn still_open(&mut self) -> bool {
+        let mut probe = [0u8; 1];
+        match self {
+            Self::Plain(s) => {
+                matches!(s.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            Self::Tls(s) => {
+                let mut buf = ReadBuf::new(&mut probe);
+                let mut cx = Context::from_waker(Waker::noop());
+                Pin::new(s.as_mut())
+                    .poll_read(&mut cx, &mut buf)
+                    .is_pending()
+            }
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
 }

@@ -334,3 +334,53 @@ async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connec
     assert_eq!(r.status(), 504);
     assert_eq!(r.json()["error"]["code"], "gateway_timeout");
 }
+
+#[tokio::test]
+async fn tls_upstreams_are_relayed_over_http1_with_verified_certificates() {
+    let back = echo(true, false, Duration::ZERO).await;
+    let toml = |ca: &str| {
+        format!(
+            r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[[listeners]]
+listen = "127.0.0.1:0"
+
+[[upstreams]]
+name = "echo"
+endpoints = ["https://127.0.0.1:{port}"]
+protocol = "h1"
+{ca}
+
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "echo"
+"#,
+            port = back.addr.port()
+        )
+    };
+    let gw = crate::support::gateway(&toml(r#"tls = { ca = "{ca}" }"#), &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for i in 0..3 {
+        let r = c
+            .call("POST", "/tls", &[], format!("body {i}"))
+            .await
+            .unwrap();
+        assert_eq!((r.status().as_u16(), r.text()), (200, format!("body {i}")));
+        assert_eq!(r.header("x-echo-tls"), Some("true"));
+        assert_eq!(
+            r.header("x-echo-protocol"),
+            Some("HTTP/1.1"),
+            "ALPN kept to http/1.1"
+        );
+    }
+    assert_eq!(fast_counts(&gw).await, (3, 0));
+
+    // Without the test CA the upstream's certificate is refused: a 502, never a request sent.
+    let gw = crate::support::gateway(&toml(""), &[]).await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("GET", "/tls", &[], "").await.unwrap();
+    assert_eq!(r.status(), 502, "{}", r.text());
+    assert!(r.text().contains("TLS"), "{}", r.text());
+}
