@@ -3,10 +3,12 @@
 //! back once its response has been read to the end, so a client idling between requests holds
 //! no upstream connection. Connections take their permit from the same per-endpoint semaphore
 //! as the hyper client's, so `max_connections` holds for both paths together. A request that
-//! finds the endpoint at its cap queues: a connection checked back in goes straight to the
-//! request that has waited longest, or a freed permit lets it connect, whichever comes first,
-//! up to the queue timeout. (Handing returned connections to whoever asks next instead starved
-//! some waiters past the timeout under the stress test.)
+//! finds no idle connection queues: a connection checked back in goes straight to the request
+//! that has waited longest, racing the new connection it opens (or, at the cap, the permit it
+//! waits for), up to the queue timeout. (Handing returned connections to whoever asks next
+//! starved some waiters past the timeout under the stress test; not racing the connect turned a
+//! back-end's full accept queue into 502s, where the hyper client's pool, which races, served
+//! every request.)
 
 use std::collections::VecDeque;
 use std::io;
@@ -135,7 +137,11 @@ impl Pool {
     pub(super) async fn checkout(&self) -> Result<Conn, SendError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len();
         let ep = &self.endpoints[i];
-        let waiting = {
+        let deadline = tokio::time::Instant::now() + self.queue_timeout;
+        // Queued either way: a connection coming back serves this request as well as a new
+        // one, and sooner when connecting is slow (a back-end's full accept queue drops SYNs,
+        // and the retransmission comes a second later).
+        let (permit, mut returned) = {
             let Ok(mut state) = ep.state.lock() else {
                 return Err(SendError::Failed("upstream pool poisoned".into()));
             };
@@ -144,51 +150,79 @@ impl Pool {
                     return Ok(conn);
                 }
             }
-            match ep.slot.clone().try_acquire_owned() {
-                Ok(permit) => Err(permit),
+            let permit = match ep.slot.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
                 Err(tokio::sync::TryAcquireError::Closed) => {
                     return Err(SendError::Failed("connection permits closed".into()))
                 }
-                Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    let (tx, rx) = oneshot::channel();
-                    state.waiters.push_back(tx);
-                    Ok(rx)
-                }
-            }
+                Err(tokio::sync::TryAcquireError::NoPermits) => None,
+            };
+            let (tx, rx) = oneshot::channel();
+            state.waiters.push_back(tx);
+            (permit, rx)
         };
-        let permit = match waiting {
-            Err(permit) => permit,
+        let permit = match permit {
+            Some(p) => p,
             // At the cap: the first of a returned connection or a freed permit.
-            Ok(mut returned) => tokio::select! {
-                conn = &mut returned => match conn {
-                    Ok(conn) => return Ok(conn),
-                    Err(_) => return Err(SendError::Failed("upstream pool closed".into())),
-                },
-                p = ep.slot.clone().acquire_owned() => {
-                    // Leaving the queue: a connection already on its way comes back.
-                    returned.close();
-                    if let Ok(conn) = returned.try_recv() {
-                        self.checkin(conn);
-                    }
-                    match p {
-                        Ok(p) => p,
-                        Err(closed) => return Err(SendError::Failed(closed.to_string())),
+            None => tokio::select! {
+                conn = &mut returned => {
+                    return conn.map_err(|_| SendError::Failed("upstream pool closed".into()))
+                }
+                p = ep.slot.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(closed) => {
+                        self.leave(returned);
+                        return Err(SendError::Failed(closed.to_string()));
                     }
                 },
-                () = tokio::time::sleep(self.queue_timeout) => {
-                    returned.close();
-                    if let Ok(conn) = returned.try_recv() {
-                        return Ok(conn);
-                    }
-                    return Err(SendError::Busy(Saturated {
-                        endpoint: ep.key.clone(),
-                        limit: self.limit,
-                        waited: self.queue_timeout,
-                    }));
+                () = tokio::time::sleep_until(deadline) => {
+                    return self.leave(returned).ok_or_else(|| self.busy(ep));
                 }
             },
         };
-        self.connect(i, permit).await
+        let connecting = self.connect(i, permit);
+        tokio::pin!(connecting);
+        tokio::select! {
+            conn = &mut returned => {
+                conn.map_err(|_| SendError::Failed("upstream pool closed".into()))
+            }
+            made = &mut connecting => match made {
+                Ok(conn) => {
+                    if let Some(other) = self.leave(returned) {
+                        self.checkin(other);
+                    }
+                    Ok(conn)
+                }
+                // Connections to the endpoint exist, so one will come back: wait for it rather
+                // than fail the request (the endpoint is up, only busy accepting).
+                Err(e) if ep.slot.available_permits() < self.limit => {
+                    tokio::select! {
+                        conn = &mut returned => conn.map_err(|_| e),
+                        () = tokio::time::sleep_until(deadline) => {
+                            self.leave(returned).ok_or(e)
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.leave(returned);
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    /// Leaves the queue; a connection already handed over comes back to the caller.
+    fn leave(&self, mut returned: oneshot::Receiver<Conn>) -> Option<Conn> {
+        returned.close();
+        returned.try_recv().ok()
+    }
+
+    fn busy(&self, ep: &Endpoint) -> SendError {
+        SendError::Busy(Saturated {
+            endpoint: ep.key.clone(),
+            limit: self.limit,
+            waited: self.queue_timeout,
+        })
     }
 
     /// A new connection to endpoint `i`, bypassing idle ones (for a retry).
