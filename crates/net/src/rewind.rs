@@ -20,11 +20,6 @@ impl<IO> Rewind<IO> {
     pub fn new(prefix: Bytes, io: IO) -> Self {
         Self { prefix, io }
     }
-
-    /// The bytes not read yet, and the connection.
-    pub fn into_parts(self) -> (Bytes, IO) {
-        (self.prefix, self.io)
-    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {

@@ -177,14 +177,6 @@ impl Http1Fast for NoFast {
 pub struct Stop(watch::Receiver<bool>);
 
 impl Stop {
-    /// A signal that is never set (for tests of handlers).
-    pub fn never() -> Self {
-        let (tx, rx) = watch::channel(false);
-        // Dropping the sender leaves the value false for good; `wait` then never resolves.
-        drop(tx);
-        Self(rx)
-    }
-
     /// Whether draining has started.
     pub fn is_set(&self) -> bool {
         *self.0.borrow()

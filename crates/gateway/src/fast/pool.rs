@@ -232,13 +232,7 @@ impl Pool {
             match tokio::time::timeout(self.queue_timeout, ep.slot.clone().acquire_owned()).await {
                 Ok(Ok(p)) => p,
                 Ok(Err(closed)) => return Err(SendError::Failed(closed.to_string())),
-                Err(_) => {
-                    return Err(SendError::Busy(Saturated {
-                        endpoint: ep.key.clone(),
-                        limit: self.limit,
-                        waited: self.queue_timeout,
-                    }))
-                }
+                Err(_) => return Err(self.busy(ep)),
             };
         self.connect(i, permit).await
     }
