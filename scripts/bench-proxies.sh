@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side reverse-proxy benchmark on this machine, in one run: the PMS gateway, nginx and
 # haproxy in front of the same `pms echo`, loaded by wrk (HTTP/1.1, cleartext and TLS) and h2load
-# (HTTP/2 over TLS), 100 keep-alive connections posting 500-byte ARRAY payloads. Prints one table
-# with throughput, p99 latency, the ratio to the better of nginx/haproxy, and each proxy's peak RSS.
+# (HTTP/2 over TLS), 100 keep-alive connections posting ARRAY payloads (500 bytes unless --size).
+# Prints one table with throughput, p99 latency, the ratio to the better of nginx/haproxy, and
+# each proxy's peak RSS.
 #
 # Everything listens on 127.0.0.1 and every run is bounded in time. Missing tools (nginx, haproxy,
 # wrk, h2load) are installed from Debian's packages when running as root.
@@ -11,7 +12,8 @@
 # hits all of them alike; the table shows medians and each ratio's median over the rounds (each
 # ratio taken within one round).
 #
-#   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--rounds N] [--out FILE]
+#   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--size BYTES] [--rounds N]
+#                            [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,14 +21,16 @@ DURATION=10
 CONNECTIONS=100
 WARMUP=2
 ROUNDS=1
+SIZE=500
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) DURATION="$2"; shift 2 ;;
     --connections) CONNECTIONS="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
+    --size) SIZE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--rounds N] [--out FILE]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -52,10 +56,10 @@ ECHO_PORT=18688
 CERT=$WORK/certs/server.pem KEY=$WORK/certs/server-key.pem
 cat "$CERT" "$KEY" > "$WORK/haproxy.pem"
 
-# The payload: the published ARRAY format, exactly 500 bytes.
-python3 - "$WORK/body.json" <<'PY'
+# The payload: the published ARRAY format, exactly $SIZE bytes.
+python3 - "$WORK/body.json" "$SIZE" <<'PY'
 import sys
-n = 500
+n = int(sys.argv[2])
 alpha = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 k = 0
 def take(c):
@@ -250,7 +254,7 @@ PY
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r); client, proxies and echo share it."
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
-  echo "Load: $CONNECTIONS keep-alive connections, 500-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
   echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | peak RSS MB |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"

@@ -48,6 +48,16 @@ pub enum GatewayError {
     /// The client's body stream failed mid-way.
     #[error("reading the request body failed: {0}")]
     BodyRead(String),
+    /// The client did not send its whole body within the time allowed.
+    #[error("the request body did not arrive within {after_ms} ms ({got} of {expected} bytes)")]
+    SlowBody {
+        /// The time allowed.
+        after_ms: u128,
+        /// Bytes received.
+        got: u64,
+        /// Bytes announced by `Content-Length`.
+        expected: u64,
+    },
     /// The upstream could not be reached or failed.
     #[error("upstream {upstream} unavailable: {reason}")]
     BadGateway {
@@ -86,6 +96,7 @@ impl GatewayError {
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::SlowBody { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::BadGateway { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Busy { .. } | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -103,6 +114,7 @@ impl GatewayError {
             Self::InvalidToken(_) => "invalid_token",
             Self::Forbidden { .. } => "forbidden",
             Self::TooLarge { .. } => "payload_too_large",
+            Self::SlowBody { .. } => "request_timeout",
             Self::BadGateway { .. } => "bad_gateway",
             Self::Timeout { .. } => "gateway_timeout",
             Self::Busy { .. } => "upstream_busy",

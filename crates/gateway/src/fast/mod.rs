@@ -44,6 +44,12 @@ use self::response::{ChunkScanner, Framing};
 
 /// Read buffer growth step, for both hops.
 const BUF: usize = 8 * 1024;
+/// Bodies up to this size, on both hops, are read whole before they are passed on, so head and
+/// body leave in one write (and such a request can be sent again on a fresh connection); larger
+/// ones stream.
+const GATHER: usize = 64 * 1024;
+/// Buffers larger than this are released between requests.
+const KEEP: usize = 2 * BUF;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
@@ -147,7 +153,18 @@ impl FastPath {
                 .forward(&mut io, info, head, &mut buf, &mut up, &mut out)
                 .await
             {
-                Next::Continue if !stop.is_set() => {}
+                Next::Continue if !stop.is_set() => {
+                    // A large body grew the buffers: an idle connection does not keep that.
+                    if buf.is_empty() && buf.capacity() > KEEP {
+                        buf = BytesMut::with_capacity(BUF);
+                    }
+                    if up.capacity() > KEEP {
+                        up = BytesMut::new();
+                    }
+                    if out.capacity() > KEEP {
+                        out = Vec::new();
+                    }
+                }
                 Next::Handoff => return Some(self.hand_over(buf, io)),
                 Next::Continue | Next::Close => {
                     let _ = io.shutdown().await;
@@ -326,8 +343,27 @@ impl Exchange<'_> {
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let body = self.head.body;
-        // The whole body is here already: it goes out with the head, and the request can be
-        // sent again on a fresh connection. Otherwise the rest streams from the client.
+        if body > buf.len() as u64 && body <= GATHER as u64 {
+            // Before an upstream connection is taken: a slow client does not hold one.
+            let limit = self.upstream.request_timeout();
+            // At most GATHER, so it fits in usize.
+            match tokio::time::timeout(limit, gather(io, buf, body as usize)).await {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false) | Err(_)) => return Err(Failure::Abort),
+                Err(_) => {
+                    return Err(Failure::Answer {
+                        err: GatewayError::SlowBody {
+                            after_ms: limit.as_millis(),
+                            got: buf.len() as u64,
+                            expected: body,
+                        },
+                        consumed: false,
+                    })
+                }
+            }
+        }
+        // The whole body is here: it goes out with the head, and the request can be sent again
+        // on a fresh connection. Otherwise the rest streams from the client.
         let inline = body <= buf.len() as u64;
         let mut conn = match self.pool.checkout().await {
             Ok(c) => c,
@@ -446,6 +482,22 @@ impl Exchange<'_> {
                 write(io, out).await?;
             }
             Framing::Length(n) => {
+                if n > up.len() as u64 && n <= GATHER as u64 {
+                    // At most GATHER, so it fits in usize.
+                    // Nothing is sent yet: a body cut short becomes a 502.
+                    let why = match gather(&mut conn.stream, up, n as usize).await {
+                        Ok(true) => None,
+                        Ok(false) => Some(format!(
+                            "connection closed after {} of {n} body bytes",
+                            up.len()
+                        )),
+                        Err(e) => Some(format!("reading the response body failed: {e}")),
+                    };
+                    if let Some(why) = why {
+                        *answered = None;
+                        return Err(self.bad_gateway(why, consumed));
+                    }
+                }
                 let first = n.min(up.len() as u64) as usize;
                 out.extend_from_slice(&up[..first]);
                 up.advance(first);
@@ -563,6 +615,22 @@ async fn read_head<S: AsyncRead + Unpin>(
             Ok(Ok(_)) => {}
         }
     }
+}
+
+/// Reads from `stream` until `buf` holds at least `want` bytes; false when the stream ends
+/// first.
+async fn gather<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    want: usize,
+) -> std::io::Result<bool> {
+    buf.reserve(want.saturating_sub(buf.len()));
+    while buf.len() < want {
+        if stream.read_buf(buf).await? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// `HTTP/1.1 <code> <reason>` and CRLF.

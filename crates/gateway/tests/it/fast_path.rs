@@ -244,6 +244,22 @@ async fn canned_connection(mut conn: TcpStream) {
                 false,
             ),
             (_, "/garbage") => (b"NOT HTTP AT ALL\r\n\r\n", true),
+            // A 20,000-byte body in two writes with a pause between them.
+            (_, "/in-pieces") => {
+                let body = vec![b'p'; 20_000];
+                let head = b"HTTP/1.1 200 OK\r\ncontent-length: 20000\r\n\r\n";
+                let first = [&head[..], &body[..7_000]].concat();
+                if conn.write_all(&first).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if conn.write_all(&body[7_000..]).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            // Announces 100 bytes, sends 10, closes.
+            (_, "/cut-short") => (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789", true),
             _ => (b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", false),
         };
         if conn.write_all(response).await.is_err() || close {
@@ -383,4 +399,106 @@ upstream = "echo"
     let r = c.call("GET", "/tls", &[], "").await.unwrap();
     assert_eq!(r.status(), 502, "{}", r.text());
     assert!(r.text().contains("TLS"), "{}", r.text());
+}
+
+/// Writes a POST head announcing `len` body bytes, then `body` in `pieces` writes with a pause
+/// after each.
+async fn post_in_pieces(conn: &mut TcpStream, len: usize, body: &[u8], pieces: usize) {
+    let head = format!("POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: {len}\r\n\r\n");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    for piece in body.chunks(body.len().div_ceil(pieces)) {
+        conn.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn bodies_that_arrive_in_pieces_are_relayed_whole_on_both_hops() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = gateway_with(back.addr, true, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    // Under the size read whole before sending, and over it (streamed).
+    for len in [20_000usize, 200_000] {
+        let body: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        post_in_pieces(&mut conn, len, &body, 4).await;
+        let r = read_response(&mut conn).await;
+        assert!(
+            r.starts_with("HTTP/1.1 200"),
+            "{len}: {}",
+            &r[..200.min(r.len())]
+        );
+        let got = r.split_once("\r\n\r\n").unwrap().1;
+        assert!(
+            got.as_bytes() == body.as_slice(),
+            "{len}: the body came back changed"
+        );
+    }
+
+    let canned = canned_upstream().await;
+    let gw = gateway_with(canned.addr, true, "").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for _ in 0..2 {
+        let r = c.call("GET", "/in-pieces", &[], "").await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text(), "p".repeat(20_000));
+    }
+    assert_eq!(fast_counts(&gw).await, (2, 0), "both relayed");
+}
+
+#[tokio::test]
+async fn a_body_cut_short_is_never_passed_on_as_complete() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = gateway_with(back.addr, true, "").await;
+    // The client announces 100 bytes, sends 10 and stops writing: no answer, closed.
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(b"POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: 100\r\n\r\n0123456789")
+        .await
+        .unwrap();
+    conn.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut rest))
+        .await
+        .expect("closed in time")
+        .unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+
+    // The upstream does the same with a body small enough to be read whole before anything
+    // is sent: the client gets a 502 instead, and keeps its connection.
+    let canned = canned_upstream().await;
+    let gw = gateway_with(canned.addr, true, "").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    for _ in 0..2 {
+        let r = c.call("GET", "/cut-short", &[], "").await.unwrap();
+        assert_eq!(r.status(), 502);
+        assert_eq!(r.json()["error"]["code"], "bad_gateway");
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("10 of 100 body bytes"), "{message}");
+    }
+    assert_eq!(
+        fast_counts(&gw).await,
+        (2, 0),
+        "one connection, both relayed"
+    );
+}
+
+#[tokio::test]
+async fn a_client_too_slow_with_its_body_gets_408_and_the_connection_closes() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = gateway_with(back.addr, true, "request_timeout_ms = 200").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\nx-request-id: slow-1\r\ncontent-length: 100\r\n\r\n0123456789",
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut got))
+        .await
+        .expect("answered and closed in time")
+        .unwrap();
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("\"code\":\"request_timeout\""), "{got}");
+    assert!(got.contains("10 of 100 bytes"), "{got}");
+    assert!(got.contains("\"request_id\":\"slow-1\""), "{got}");
 }
