@@ -61,7 +61,7 @@ pub(crate) struct FastPath {
     /// Connections handed to hyper.
     handed_over: Counter,
     /// By upstream index; `None` where the upstream is not cleartext HTTP/1.1.
-    pools: Vec<Option<Pool>>,
+    pools: Vec<Option<Arc<Pool>>>,
     header_read_timeout: Duration,
     max_header_bytes: usize,
 }
@@ -89,7 +89,7 @@ impl FastPath {
         let pools = settings
             .iter()
             .zip(&shared.upstreams)
-            .map(|(s, u)| Pool::new(s, u))
+            .map(|(s, u)| Pool::new(s, u).map(Arc::new))
             .collect();
         Self {
             shared,
@@ -304,7 +304,7 @@ struct Exchange<'a> {
     shared: &'a Shared,
     head: &'a request::Head,
     request_id: &'a HeaderValue,
-    pool: &'a Pool,
+    pool: &'a Arc<Pool>,
     upstream: &'a Upstream,
 }
 

@@ -502,3 +502,97 @@ async fn a_client_too_slow_with_its_body_gets_408_and_the_connection_closes() {
     assert!(got.contains("10 of 100 bytes"), "{got}");
     assert!(got.contains("\"request_id\":\"slow-1\""), "{got}");
 }
+
+/// A TCP relay to `target` that holds every connection after the first for `hold` before it
+/// passes a byte: a back-end slow to take new connections (the TLS handshake waits).
+async fn slow_to_connect(target: SocketAddr, hold: Duration) -> Spawned<()> {
+    Spawned::start(move |listener: TcpListener, stop| async move {
+        tokio::select! {
+            () = stop => {}
+            () = async {
+                for n in 0u32.. {
+                    let Ok((mut conn, _)) = listener.accept().await else { return };
+                    tokio::spawn(async move {
+                        if n > 0 {
+                            tokio::time::sleep(hold).await;
+                        }
+                        let Ok(mut back) = TcpStream::connect(target).await else { return };
+                        let _ = tokio::io::copy_bidirectional(&mut conn, &mut back).await;
+                    });
+                }
+            } => {}
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_connect_that_loses_the_race_to_a_returned_connection_still_joins_the_pool() {
+    // Each response takes a second; every connection after the first waits 1.5 s for its
+    // TLS handshake.
+    let back = echo(true, true, Duration::from_secs(1)).await;
+    let relay = slow_to_connect(back.addr, Duration::from_millis(1500)).await;
+    let gw = crate::support::gateway(
+        &format!(
+            r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[runtime]
+workers = 1
+
+[[listeners]]
+listen = "127.0.0.1:0"
+
+[[upstreams]]
+name = "up"
+endpoints = ["https://127.0.0.1:{}"]
+protocol = "h1"
+connect_timeout_ms = 5000
+tls = {{ ca = "{{ca}}" }}
+
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "up"
+"#,
+            relay.addr.port()
+        ),
+        &[],
+    )
+    .await;
+    let call = |body: &'static str| {
+        let addr = gw.addr();
+        tokio::spawn(async move {
+            let mut c = TestClient::connect(addr, Proto::H1c).await.unwrap();
+            let r = c.call("POST", "/", &[], body).await.unwrap();
+            (r.status().as_u16(), r.text())
+        })
+    };
+    // The first request opens the first connection; the second finds none idle, starts a
+    // connect, and gets the first connection when it comes back, before its own is ready.
+    let first = call("first");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = call("second");
+    assert_eq!(first.await.unwrap(), (200, "first".to_string()));
+    assert_eq!(second.await.unwrap(), (200, "second".to_string()));
+    // The second connection still opens: there were more requests than connections, and a
+    // dropped connect would have cost the back-end a handshake for nothing.
+    let opened = r#"pms_gateway_upstream_connections_opened_total{upstream="up"}"#;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = crate::admin::scrape(gw.admin).await;
+        if crate::admin::value(&m, opened) == Some(2.0) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the losing connect never joined the pool:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        fast_counts(&gw).await,
+        (2, 0),
+        "both relayed by the fast path"
+    );
+}
