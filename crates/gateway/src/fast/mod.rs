@@ -329,6 +329,16 @@ impl Exchange<'_> {
         }
     }
 
+    fn timeout(&self, consumed: bool) -> Failure {
+        Failure::Answer {
+            err: GatewayError::Timeout {
+                upstream: self.upstream.name().to_string(),
+                after_ms: self.upstream.request_timeout().as_millis(),
+            },
+            consumed,
+        }
+    }
+
     /// Sends the request (head, then the body from `buf` and the client) and relays the
     /// response; `answered` gets its status and when its head was ready.
     async fn run<IO>(
@@ -434,15 +444,7 @@ impl Exchange<'_> {
                         }
                     };
                 }
-                Err(NoHead::Timeout) => {
-                    return Err(Failure::Answer {
-                        err: GatewayError::Timeout {
-                            upstream: self.upstream.name().to_string(),
-                            after_ms: self.upstream.request_timeout().as_millis(),
-                        },
-                        consumed,
-                    })
-                }
+                Err(NoHead::Timeout) => return Err(self.timeout(consumed)),
                 Err(NoHead::Closed(why)) => {
                     let why = if why.is_empty() {
                         "connection closed before a response".to_string()
@@ -483,19 +485,25 @@ impl Exchange<'_> {
             }
             Framing::Length(n) => {
                 if n > up.len() as u64 && n <= GATHER as u64 {
+                    // Nothing is sent yet: a body cut short becomes a 502, one that stops
+                    // coming a 504 at the same deadline as the head.
                     // At most GATHER, so it fits in usize.
-                    // Nothing is sent yet: a body cut short becomes a 502.
-                    let why = match gather(&mut conn.stream, up, n as usize).await {
-                        Ok(true) => None,
-                        Ok(false) => Some(format!(
-                            "connection closed after {} of {n} body bytes",
-                            up.len()
+                    let read = gather(&mut conn.stream, up, n as usize);
+                    let failed = match tokio::time::timeout_at(deadline, read).await {
+                        Ok(Ok(true)) => None,
+                        Ok(Ok(false)) => Some(self.bad_gateway(
+                            format!("connection closed after {} of {n} body bytes", up.len()),
+                            consumed,
                         )),
-                        Err(e) => Some(format!("reading the response body failed: {e}")),
+                        Ok(Err(e)) => Some(self.bad_gateway(
+                            format!("reading the response body failed: {e}"),
+                            consumed,
+                        )),
+                        Err(_) => Some(self.timeout(consumed)),
                     };
-                    if let Some(why) = why {
+                    if let Some(failed) = failed {
                         *answered = None;
-                        return Err(self.bad_gateway(why, consumed));
+                        return Err(failed);
                     }
                 }
                 let first = n.min(up.len() as u64) as usize;

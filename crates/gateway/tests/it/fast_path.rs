@@ -258,6 +258,14 @@ async fn canned_connection(mut conn: TcpStream) {
                 }
                 continue;
             }
+            // Announces 100 bytes, sends 10, and then nothing for a long time.
+            (_, "/stalls") => {
+                let head = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789";
+                if conn.write_all(head).await.is_ok() {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                return;
+            }
             // Announces 100 bytes, sends 10, closes.
             (_, "/cut-short") => (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789", true),
             _ => (b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", false),
@@ -479,6 +487,19 @@ async fn a_body_cut_short_is_never_passed_on_as_complete() {
         (2, 0),
         "one connection, both relayed"
     );
+}
+
+#[tokio::test]
+async fn a_small_response_body_that_stops_coming_is_a_504() {
+    let canned = canned_upstream().await;
+    let gw = gateway_with(canned.addr, true, "request_timeout_ms = 300").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c.call("GET", "/stalls", &[], "").await.unwrap();
+    assert_eq!(r.status(), 504);
+    assert_eq!(r.json()["error"]["code"], "gateway_timeout");
+    // The client's connection is still good.
+    let r = c.call("GET", "/no-content", &[], "").await.unwrap();
+    assert_eq!(r.status(), 204);
 }
 
 #[tokio::test]
