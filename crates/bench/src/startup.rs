@@ -195,11 +195,12 @@ fn wait_ready(
 
 /// SIGTERM, then up to 10 s for a clean exit, then SIGKILL.
 pub(crate) fn stop(child: &mut Child) -> Option<i32> {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .stderr(Stdio::null())
-        .status();
+    if let Some(pid) = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {

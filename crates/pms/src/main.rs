@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 on success (including a clean drain after SIGTERM/SIGINT), 64 for bad usage or
 //! configuration (reported before anything is bound), 1 for a failure at run time, 99 when a
-//! `pms bench` threshold fails.
+//! `pms bench` threshold fails, 128 + the signal's number when a signal stopped `pms bench
+//! suite` half-way.
 
 mod cmd;
 
@@ -33,6 +34,8 @@ fn main() -> ExitCode {
                 ExitCode::from(EX_USAGE)
             } else if err.downcast_ref::<cmd::ThresholdFailed>().is_some() {
                 ExitCode::from(cmd::EXIT_THRESHOLD)
+            } else if let Some(i) = err.downcast_ref::<cmd::Interrupted>() {
+                ExitCode::from(u8::try_from(128 + i.signo).unwrap_or(1))
             } else {
                 ExitCode::from(1)
             }

@@ -367,3 +367,75 @@ fn unknown_suites_profiles_and_filters_are_usage_errors() {
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));
     assert!(text(&o).contains("results.json"), "{}", text(&o));
 }
+
+#[test]
+fn sigterm_stops_the_suites_processes_and_keeps_the_finished_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    // A `pms` whose second load run hangs (after saying so in a file); the echo back-end and
+    // the gateway it would load are the real ones.
+    let count = dir.path().join("loads");
+    let hung = dir.path().join("hung");
+    let wrapper = dir.path().join("pms");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = bench ]; then\n  n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}\n  if [ $n = 2 ]; then echo $$ > {hung}; exec sleep 600; fi\nfi\nexec {PMS} \"$@\"\n",
+            count = count.display(),
+            hung = hung.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
+    let out = dir.path().join("delay");
+    let mut suite = Command::new(PMS)
+        .args(["bench", "suite", "async-delay", "--pms"])
+        .arg(&wrapper)
+        .arg("--out")
+        .arg(&out)
+        .current_dir(dir.path())
+        .env("PMS_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !hung.exists() {
+        if let Some(status) = suite.try_wait().unwrap() {
+            let o = suite.wait_with_output().unwrap();
+            panic!(
+                "the suite ended ({status}) before its second load: {}",
+                text(&o)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The echo back-end, the gateway and the hung load.
+    let running = pms_bench::suite::procs::children(suite.id());
+    assert_eq!(running.len(), 3, "{running:?}");
+
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(suite.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = suite.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", text(&o));
+    assert!(text(&o).contains("interrupted by SIGTERM"), "{}", text(&o));
+    assert!(text(&o).contains("--resume"), "{}", text(&o));
+    for pid in running {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "child {pid} outlived the suite"
+        );
+    }
+    // The first cell is kept; the interrupted one is not recorded, so `--resume` runs it.
+    let res = SuiteResults::read(&out).unwrap();
+    assert_eq!(res.cells.len(), 1, "{:?}", res.cells);
+    assert_eq!(res.cells[0].runs[0].status, Status::Ok);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| 50 | 50 | 100.00 |"), "{md}");
+}

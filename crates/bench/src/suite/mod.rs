@@ -72,6 +72,19 @@ pub enum SuiteError {
     /// A peer program is not on this machine.
     #[error("{0} is not installed")]
     NotInstalled(String),
+    /// Stopped by a signal (its number) through [`procs::interrupt`].
+    #[error("interrupted by {}", signal_name(*.0))]
+    Interrupted(i32),
+}
+
+/// `SIGTERM` for 15 and so on, for messages.
+pub fn signal_name(signo: i32) -> String {
+    match signo {
+        1 => "SIGHUP".into(),
+        2 => "SIGINT".into(),
+        15 => "SIGTERM".into(),
+        n => format!("signal {n}"),
+    }
 }
 
 impl SuiteError {
@@ -167,7 +180,8 @@ impl Ctx<'_> {
 ///
 /// # Errors
 /// Setup failures (certificates, the output directory); a failing cell is recorded as failed
-/// and the suite goes on.
+/// and the suite goes on. After [`procs::interrupt`], [`SuiteError::Interrupted`] once the
+/// children are stopped and the reports hold the cells finished before it.
 pub fn run(
     spec: &SuiteSpec,
     plan: &Plan,
@@ -241,6 +255,19 @@ pub fn run(
         for server in &cell.servers {
             let t = Instant::now();
             let record = run_one(&ctx, &mut shared, cell, server);
+            if let Some(signo) = procs::interrupted() {
+                // This cell is left out, so that `--resume` runs it again; what came before is
+                // already in results.json.
+                say(&format!(
+                    "[{}/{total}] {} {server}: interrupted by {}",
+                    n + 1,
+                    cell.id,
+                    signal_name(signo)
+                ));
+                results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
+                write_reports(&results, &opts.out)?;
+                return Err(SuiteError::Interrupted(signo));
+            }
             let outcome = match &record.status {
                 Status::Ok => summary_line(&record),
                 Status::NotInstalled { program } => format!("{program} not installed"),

@@ -2,12 +2,20 @@
 //! haproxy) and load runs (`pms bench run`), each with its output in a log file, a readiness
 //! check before it is loaded, and SIGTERM (then SIGKILL) when its cell is over — also when the
 //! suite fails half-way, because [`Proc`] stops its child on drop.
+//!
+//! It also owns stopping a suite from outside: [`interrupt`] (called by the CLI on SIGTERM or
+//! SIGINT) passes SIGTERM to every child running at that moment and refuses to start new ones,
+//! so the suite unwinds through its usual clean-up instead of leaving its children behind.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
 
 use crate::startup::Ready;
 
@@ -22,6 +30,75 @@ pub fn free_port() -> Result<u16, SuiteError> {
         .map_err(|e| SuiteError::io("reading a bound port", e))?
         .port();
     Ok(port)
+}
+
+/// The children running now and the signal the suite was stopped by, under one lock: a child
+/// that starts just as a signal arrives is either signalled with the others or never started.
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    pids: Vec::new(),
+    stopped_by: None,
+});
+
+#[derive(Debug)]
+struct Live {
+    pids: Vec<u32>,
+    stopped_by: Option<i32>,
+}
+
+fn live() -> MutexGuard<'static, Live> {
+    // Nothing that holds the lock can leave the list half-changed.
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Signals the process group `pid` leads: the child and whatever it started (nginx's workers,
+/// the gateway `pms bench startup` is timing).
+fn signal_group(pid: u32, signal: Signal) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = kill_process_group(pid, signal);
+    }
+}
+
+/// Stops the suite because of signal `signo` (SIGTERM, SIGINT): SIGTERM to every child running
+/// now and to the processes it started, and no child starts after this, so the run in progress ends, its cell is not recorded,
+/// and [`super::run`] returns [`SuiteError::Interrupted`] after its clean-up. Returns `false`
+/// when the suite was already stopping.
+pub fn interrupt(signo: i32) -> bool {
+    let mut live = live();
+    if live.stopped_by.is_some() {
+        return false;
+    }
+    live.stopped_by = Some(signo);
+    for &pid in &live.pids {
+        signal_group(pid, Signal::TERM);
+    }
+    true
+}
+
+/// SIGKILL to every child running now: for a second signal, when waiting for clean exits is no
+/// longer wanted.
+pub fn kill_all() {
+    for &pid in &live().pids {
+        signal_group(pid, Signal::KILL);
+    }
+}
+
+/// The signal the suite was stopped by, if [`interrupt`] was called.
+pub fn interrupted() -> Option<i32> {
+    live().stopped_by
+}
+
+/// [`SuiteError::Interrupted`] when the suite was stopped.
+///
+/// # Errors
+/// The suite was stopped.
+pub fn check_interrupted() -> Result<(), SuiteError> {
+    interrupted().map_or(Ok(()), |signo| Err(SuiteError::Interrupted(signo)))
+}
+
+/// Forgets `pid` (before it is reaped, so that a later signal cannot reach a process that
+/// reuses the number).
+fn forget(pid: u32) {
+    live().pids.retain(|&p| p != pid);
 }
 
 /// `127.0.0.1:port`.
@@ -87,16 +164,22 @@ impl Spawn {
     /// Starts it with stdout and stderr in `log`.
     ///
     /// # Errors
-    /// The program could not be started.
+    /// The program could not be started, or the suite was stopped.
     pub fn start(&self, log: &Path) -> Result<Proc, SuiteError> {
         let out = std::fs::File::create(log)
             .map_err(|e| SuiteError::io(&format!("creating {}", log.display()), e))?;
         let err = out
             .try_clone()
             .map_err(|e| SuiteError::io("duplicating a log handle", e))?;
+        let mut live = live();
+        if let Some(signo) = live.stopped_by {
+            return Err(SuiteError::Interrupted(signo));
+        }
         let child = Command::new(&self.program)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            // Its own process group, so that stopping the suite reaches what it starts in turn.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -107,6 +190,8 @@ impl Spawn {
                     e,
                 )
             })?;
+        live.pids.push(child.id());
+        drop(live);
         Ok(Proc {
             name: self.name.clone(),
             child: Some(child),
@@ -118,16 +203,11 @@ impl Spawn {
     /// error carrying the log's tail.
     ///
     /// # Errors
-    /// It could not start, or failed.
+    /// It could not start, failed, or the suite was stopped.
     pub fn run(&self, log: &Path) -> Result<(), SuiteError> {
         let mut p = self.start(log)?;
-        let status = p
-            .child
-            .as_mut()
-            .map(Child::wait)
-            .transpose()
-            .map_err(|e| SuiteError::io(&format!("waiting for {}", self.name), e))?;
-        p.child = None;
+        let status = p.wait()?;
+        check_interrupted()?;
         match status {
             Some(s) if s.success() => Ok(()),
             Some(s) => Err(SuiteError::Failed(format!(
@@ -179,16 +259,29 @@ impl Proc {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Waits for it to exit and reaps it.
+    fn wait(&mut self) -> Result<Option<std::process::ExitStatus>, SuiteError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(None);
+        };
+        has_exited(&child, true);
+        forget(child.id());
+        let status = child
+            .wait()
+            .map_err(|e| SuiteError::io(&format!("waiting for {}", self.name), e))?;
+        Ok(Some(status))
+    }
+
     /// Waits until `ready` holds, failing early (with the log's tail) if the process exits.
     ///
     /// # Errors
-    /// It exited, or `timeout` passed.
+    /// It exited, `timeout` passed, or the suite was stopped.
     pub fn wait_ready(&mut self, ready: &Ready, timeout: Duration) -> Result<(), SuiteError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
+            check_interrupted()?;
+            if self.child.as_ref().is_some_and(|c| has_exited(c, false)) {
+                if let Some(status) = self.wait()? {
                     return Err(SuiteError::Failed(format!(
                         "{} exited with {status} before it was ready; {}",
                         self.name,
@@ -212,7 +305,12 @@ impl Proc {
 
     /// SIGTERM, up to 10 s for a clean exit, then SIGKILL.
     pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
         if let Some(mut child) = self.child.take() {
+            forget(child.id());
             crate::startup::stop(&mut child);
         }
     }
@@ -220,8 +318,26 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            crate::startup::stop(&mut child);
+        self.terminate();
+    }
+}
+
+/// Whether `child` has exited, without reaping it, so that its pid cannot be reused before it is
+/// forgotten; `block` waits for the exit.
+fn has_exited(child: &Child, block: bool) -> bool {
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        return true;
+    };
+    let mut options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    if !block {
+        options |= WaitIdOptions::NOHANG;
+    }
+    loop {
+        match waitid(WaitId::Pid(pid), options) {
+            Ok(status) => return status.is_some(),
+            Err(rustix::io::Errno::INTR) => {}
+            // Already reaped: nothing left to wait for.
+            Err(_) => return true,
         }
     }
 }

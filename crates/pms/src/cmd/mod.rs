@@ -42,6 +42,17 @@ pub use bench::{ThresholdFailed, EXIT_THRESHOLD};
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Stopped by a signal before the work was done: exit 128 + the signal's number, as a shell
+/// reports a process the signal killed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Interrupted {
+    /// The signal's number.
+    pub signo: i32,
+    /// What was stopped and what is left.
+    pub message: String,
+}
+
 /// Runs the chosen subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {

@@ -1,18 +1,20 @@
 //! `pms bench suite NAME`: runs one of the shipped suites (or a suite file) in a profile, says
 //! up front what it will run and for how long, and writes `report.md`, `report.html` and
-//! `results.json`. Fails (exit 1) when any run failed, after writing the reports.
+//! `results.json`. Fails (exit 1) when any run failed, after writing the reports. SIGTERM or
+//! SIGINT stops the suite's processes, writes the reports of the cells finished so far and exits
+//! with 128 + the signal.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use pms_bench::suite::{
-    self, plan,
+    self, plan, procs,
     results::{Status, SuiteResults},
     Options,
 };
 
-use crate::cmd::UsageError;
+use crate::cmd::{Interrupted, UsageError};
 
 /// Arguments of `pms bench suite`.
 #[derive(Debug, clap::Args)]
@@ -144,9 +146,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         command: command_line(),
         resume: args.resume,
     };
+    watch_signals()?;
     let results =
         suite::run(&spec, &plan, &opts, &mut |line| println!("{line}")).map_err(|e| match e {
             suite::SuiteError::Usage(message) => anyhow::Error::new(UsageError(message)),
+            suite::SuiteError::Interrupted(signo) => anyhow::Error::new(Interrupted {
+                signo,
+                message: format!(
+                    "{e}; the cells finished before it are in {0}/results.json and \
+                     {0}/report.md; `--resume` runs the rest",
+                    out.display()
+                ),
+            }),
             e => e.into(),
         })?;
     let failed = results
@@ -163,6 +174,47 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if failed > 0 {
         anyhow::bail!("{failed} run(s) failed; see {}/report.md", out.display());
     }
+    Ok(())
+}
+
+/// Hands SIGTERM and SIGINT to the suite: the first stops every child it runs and lets it
+/// unwind (clean-up, reports, exit 128 + the signal); a second kills the children and exits at
+/// once. Without this a signal would kill the suite and leave its children running.
+fn watch_signals() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("starting the signal watcher")?;
+    let (mut term, mut int) = {
+        let _entered = rt.enter();
+        (
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                loop {
+                    let signo = tokio::select! {
+                        _ = term.recv() => 15,
+                        _ = int.recv() => 2,
+                    };
+                    if procs::interrupt(signo) {
+                        eprintln!(
+                            "pms: {} received: stopping the suite's processes (once more to kill them)",
+                            suite::signal_name(signo)
+                        );
+                    } else {
+                        procs::kill_all();
+                        std::process::exit(128 + signo);
+                    }
+                }
+            });
+        })
+        .context("starting the signal watcher")?;
     Ok(())
 }
 
