@@ -2,16 +2,15 @@
 //! connection to it that sends requests and reports what happened in [`ErrorKind`] terms.
 //! Connections speak exactly the asked-for protocol (HTTP/1.1, h2c prior knowledge, or TLS with
 //! ALPN offering only that protocol) and say what was negotiated, so a run can check it.
-//! HTTP/1.1 goes through the prepared-bytes path in [`crate::h1`]; HTTP/2 through hyper.
+//! HTTP/1.1 goes through the prepared-bytes path in [`crate::h1`]; HTTP/2 through the `h2` crate
+//! directly: each user's task drives its own stream, without hyper's dispatch task and channels
+//! between it and the connection.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{Request, StatusCode, Uri, Version};
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use pms_net::tls::Trust;
 use tokio::net::TcpStream;
 
@@ -148,7 +147,7 @@ impl Target {
                     tcp: tcp_time,
                     tls: None,
                 };
-                self.handshake(TokioIo::new(tcp), timing).await
+                self.handshake(tcp, timing).await
             }
             Some((connector, name)) => {
                 let tls = connector
@@ -168,19 +167,20 @@ impl Target {
                 if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
                     return Err(ErrorKind::Check);
                 }
-                self.handshake(TokioIo::new(tls), timing).await
+                self.handshake(tls, timing).await
             }
         }
     }
 
-    async fn handshake<IO>(&self, io: TokioIo<IO>, timing: ConnectTiming) -> Result<Conn, ErrorKind>
+    async fn handshake<IO>(&self, io: IO, timing: ConnectTiming) -> Result<Conn, ErrorKind>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let sender = match self.version {
-            HttpVersion::Http1 => Sender::H1(crate::h1::Connection::new(Box::new(io.into_inner()))),
+            HttpVersion::Http1 => Sender::H1(crate::h1::Connection::new(Box::new(io))),
             HttpVersion::Http2 => {
-                let (s, conn) = http2::handshake(TokioExecutor::new(), io)
+                let (s, conn) = h2_settings()
+                    .handshake(io)
                     .await
                     .map_err(|_| ErrorKind::Reset)?;
                 tokio::spawn(async move {
@@ -231,9 +231,23 @@ impl Target {
             headers: map,
             body,
         };
-        out.h2_request()?;
+        out.h2_head()?;
         Ok(out)
     }
+}
+
+/// Flow-control windows as hyper's client opens them (2 MB per stream, 5 MB per connection), so
+/// that the server is never held back waiting for window updates; the memory is only used when
+/// responses arrive faster than they are read, and each user reads its response at once.
+const H2_STREAM_WINDOW: u32 = 2 << 20;
+const H2_CONN_WINDOW: u32 = 5 << 20;
+
+fn h2_settings() -> h2::client::Builder {
+    let mut b = h2::client::Builder::new();
+    b.initial_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONN_WINDOW)
+        .enable_push(false);
+    b
 }
 
 /// A request prepared for every connection of a run.
@@ -250,12 +264,13 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    fn h2_request(&self) -> Result<Request<Full<Bytes>>, http::Error> {
+    /// The HTTP/2 request's head (the body goes in DATA frames).
+    fn h2_head(&self) -> Result<Request<()>, http::Error> {
         let mut req = Request::builder()
             .method(self.method.clone())
             .version(Version::HTTP_2)
             .uri(self.uri.clone())
-            .body(Full::new(self.body.clone()))?;
+            .body(())?;
         *req.headers_mut() = self.headers.clone();
         Ok(req)
     }
@@ -263,7 +278,7 @@ impl Outgoing {
 
 enum Sender {
     H1(crate::h1::Connection),
-    H2(http2::SendRequest<Full<Bytes>>),
+    H2(h2::client::SendRequest<Bytes>),
 }
 
 /// One open connection.
@@ -313,7 +328,7 @@ impl Conn {
     pub async fn ready(&mut self) -> bool {
         match &mut self.sender {
             Sender::H1(c) => c.is_open(),
-            Sender::H2(s) => s.ready().await.is_ok(),
+            Sender::H2(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await.is_ok(),
         }
     }
 
@@ -325,8 +340,8 @@ impl Conn {
     pub async fn send(&mut self, out: &Outgoing) -> Result<(Answer, u64), ErrorKind> {
         match &mut self.sender {
             Sender::H1(c) => Ok((c.send(&out.wire, out.head_only).await?, out.h1_sent)),
-            // Boxed: hyper's HTTP/2 futures are several KB, and an inline one would make every
-            // user's task that big, HTTP/1.1 or not (10,000 users: most of the memory).
+            // Boxed: an inline HTTP/2 future would make every user's task that much bigger,
+            // HTTP/1.1 or not, and there may be 10,000 of them.
             Sender::H2(s) => Box::pin(send_h2(s, out)).await,
         }
     }
@@ -339,20 +354,45 @@ impl Conn {
 }
 
 async fn send_h2(
-    s: &mut http2::SendRequest<Full<Bytes>>,
+    s: &mut h2::client::SendRequest<Bytes>,
     out: &Outgoing,
 ) -> Result<(Answer, u64), ErrorKind> {
     let began = tokio::time::Instant::now();
-    let req = out.h2_request().map_err(|_| ErrorKind::Check)?;
-    s.ready().await.map_err(|_| ErrorKind::Reset)?;
-    let resp = s.send_request(req).await.map_err(|_| ErrorKind::Reset)?;
-    let ttfb = began.elapsed();
-    let (head, body) = resp.into_parts();
-    let body = body
-        .collect()
+    let head = out.h2_head().map_err(|_| ErrorKind::Check)?;
+    std::future::poll_fn(|cx| s.poll_ready(cx))
         .await
-        .map_err(|_| ErrorKind::Reset)?
-        .to_bytes();
+        .map_err(|_| ErrorKind::Reset)?;
+    let no_body = out.body.is_empty();
+    let (response, mut upload) = s
+        .send_request(head, no_body)
+        .map_err(|_| ErrorKind::Reset)?;
+    if !no_body {
+        // Queued whole; h2 sends it as the peer's window allows.
+        upload
+            .send_data(out.body.clone(), true)
+            .map_err(|_| ErrorKind::Reset)?;
+    }
+    let response = response.await.map_err(|_| ErrorKind::Reset)?;
+    let ttfb = began.elapsed();
+    let (head, mut recv) = response.into_parts();
+    let mut body = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.map_err(|_| ErrorKind::Reset)?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        // Most bodies come in one DATA frame: keep it as it is; join only when there are more.
+        match &mut joined {
+            Some(all) => all.extend_from_slice(&chunk),
+            None if body.is_empty() => body = chunk,
+            None => {
+                let mut all = BytesMut::with_capacity(body.len() + chunk.len());
+                all.extend_from_slice(&body);
+                all.extend_from_slice(&chunk);
+                joined = Some(all);
+            }
+        }
+    }
+    let body = joined.map_or(body, BytesMut::freeze);
     let bytes = head_bytes(&head.headers) + 17 + body.len() as u64;
     let answer = Answer {
         status: head.status,
