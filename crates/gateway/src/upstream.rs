@@ -125,10 +125,16 @@ impl Upstream {
             &pms_net::tls::Trust::Nothing
         };
         let tls = pms_net::tls::client_config(trust, &[])?;
-        // The fast path's HTTP/1.1-over-TLS connections: the same trust, ALPN http/1.1 only.
-        let fast_tls = (any_tls && s.protocol == UpstreamProtocol::H1).then(|| {
+        // The fast path's connections over TLS: the same trust; ALPN http/1.1 only for `h1`,
+        // both for `auto` (the fast path relays only when the upstream picks http/1.1).
+        let fast_alpn: Option<&[&[u8]]> = match s.protocol {
+            UpstreamProtocol::H1 => Some(&[pms_net::ALPN_HTTP11]),
+            UpstreamProtocol::Auto => Some(&[pms_net::ALPN_H2, pms_net::ALPN_HTTP11]),
+            UpstreamProtocol::H2 | UpstreamProtocol::H2c => None,
+        };
+        let fast_tls = fast_alpn.filter(|_| any_tls).map(|alpn| {
             let mut c = tls.clone();
-            c.alpn_protocols = vec![pms_net::ALPN_HTTP11.to_vec()];
+            c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
             Arc::new(c)
         });
         let mut http = HttpConnector::new();
@@ -187,7 +193,7 @@ impl Upstream {
     }
 
     /// The TLS client settings the fast path uses for this upstream's https endpoints (`None`
-    /// unless the upstream speaks HTTP/1.1 and has https endpoints).
+    /// unless the upstream is `h1` or `auto` and has https endpoints).
     pub(crate) fn fast_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
         self.fast_tls.clone()
     }

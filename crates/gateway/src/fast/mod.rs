@@ -10,7 +10,8 @@
 //! connection, does much less of the latter.
 //!
 //! What it takes: see [`request`] (plain HTTP/1.1 heads) and routes that forward to HTTP/1.1
-//! upstreams (cleartext, or TLS with `protocol = "h1"`) without transforming the body. At the first request it does not take —
+//! upstreams (cleartext, TLS with `protocol = "h1"`, or TLS with `protocol = "auto"` where the
+//! upstream's ALPN picks `http/1.1`) without transforming the body. At the first request it does not take —
 //! another route, a chunked or `Expect` body, a failed authentication, anything malformed — it
 //! hands the connection to hyper with the bytes it read, and hyper serves the rest of the
 //! connection as before, answering errors its own way. Switch it off per gateway with
@@ -245,6 +246,9 @@ impl FastPath {
         let Some(pool) = self.pools[route.upstream].as_ref() else {
             return Next::Handoff;
         };
+        if !pool.speaks_http1().await {
+            return Next::Handoff;
+        }
         let upstream = &shared.upstreams[route.upstream];
         let started = Instant::now();
         let request_id = headers::request_id(&head.headers);

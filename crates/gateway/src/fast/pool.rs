@@ -1,5 +1,8 @@
 //! The fast path's upstream connections: TCP, or TLS with ALPN `http/1.1`, to the HTTP/1.1
-//! endpoints of one upstream, one pool per worker thread. A connection is checked out for one request and comes
+//! endpoints of one upstream, one pool per worker thread. An `auto` upstream over TLS offers
+//! `h2` too; the pool learns from its first connection which one the upstream picks, and the
+//! fast path relays only when it was `http/1.1` (an upstream that picks `h2` stays with the
+//! hyper client). A connection is checked out for one request and comes
 //! back once its response has been read to the end, so a client idling between requests holds
 //! no upstream connection. Connections take their permit from the same per-endpoint semaphore
 //! as the hyper client's, so `max_connections` holds for both paths together. A request that
@@ -16,7 +19,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -74,9 +77,21 @@ impl Conn {
     }
 }
 
+/// What an upstream speaks, as far as the pool knows.
+const SPEAKS_UNKNOWN: u8 = 0;
+const SPEAKS_HTTP1: u8 = 1;
+const SPEAKS_H2: u8 = 2;
+
 /// The fast path's connections to one upstream, for one worker.
 pub(super) struct Pool {
     endpoints: Vec<Endpoint>,
+    /// `SPEAKS_*`: known up front (HTTP/1.1) except for `auto` upstreams over TLS, where each
+    /// TLS handshake's ALPN result updates it.
+    speaks: AtomicU8,
+    /// When connecting to learn `speaks` last failed: the requests of the next second go to
+    /// hyper without trying again, so an unreachable upstream does not cost them two connect
+    /// timeouts.
+    learn_failed: Mutex<Option<Instant>>,
     next: AtomicUsize,
     max_idle: usize,
     idle_timeout: Duration,
@@ -88,7 +103,7 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// A pool for `s`, or `None` when the fast path cannot serve it (HTTP/2 or TLS endpoints:
+    /// A pool for `s`, or `None` when the fast path cannot serve it (`h2` and `h2c` upstreams:
     /// those requests stay with the hyper client).
     pub(super) fn new(s: &UpstreamSettings, upstream: &Upstream) -> Option<Self> {
         if s.protocol != UpstreamProtocol::H1 && s.protocol != UpstreamProtocol::Auto {
@@ -119,8 +134,12 @@ impl Pool {
         if endpoints.is_empty() {
             return None;
         }
+        let learns =
+            s.protocol == UpstreamProtocol::Auto && endpoints.iter().any(|e| e.tls.is_some());
         Some(Self {
             endpoints,
+            speaks: AtomicU8::new(if learns { SPEAKS_UNKNOWN } else { SPEAKS_HTTP1 }),
+            learn_failed: Mutex::new(None),
             next: AtomicUsize::new(0),
             max_idle: s.pool_max_idle,
             idle_timeout: s.pool_idle_timeout,
@@ -129,6 +148,33 @@ impl Pool {
             limit: upstream.worker_limit(),
             opened: upstream.opened_counter(),
         })
+    }
+
+    /// Whether the fast path may relay to this upstream: `true` when it speaks HTTP/1.1. For an
+    /// `auto` upstream over TLS not yet connected to, this connects once to learn what ALPN
+    /// picks (the connection joins the pool); `false` when it picked `h2` or could not be
+    /// reached (the hyper client then serves the request, and answers for the failure).
+    pub(super) async fn speaks_http1(self: &Arc<Self>) -> bool {
+        match self.speaks.load(Ordering::Relaxed) {
+            SPEAKS_HTTP1 => true,
+            SPEAKS_H2 => false,
+            _ => {
+                let recently =
+                    |at: &Option<Instant>| at.is_some_and(|t| t.elapsed() < Duration::from_secs(1));
+                if self.learn_failed.lock().map_or(true, |at| recently(&at)) {
+                    return false;
+                }
+                match self.checkout().await {
+                    Ok(conn) => self.checkin(conn),
+                    Err(_) => {
+                        if let Ok(mut at) = self.learn_failed.lock() {
+                            *at = Some(Instant::now());
+                        }
+                    }
+                }
+                self.speaks.load(Ordering::Relaxed) == SPEAKS_HTTP1
+            }
+        }
     }
 
     /// A connection to the next endpoint (round-robin): an idle one that is still open, or a
@@ -271,7 +317,20 @@ impl Pool {
             Some((connector, name)) => {
                 match tokio::time::timeout_at(deadline, connector.connect(name.clone(), tcp)).await
                 {
-                    Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                    Ok(Ok(s)) => {
+                        let h2 = s.get_ref().1.alpn_protocol() == Some(pms_net::ALPN_H2);
+                        self.speaks
+                            .store(if h2 { SPEAKS_H2 } else { SPEAKS_HTTP1 }, Ordering::Relaxed);
+                        if h2 {
+                            // Only an `auto` upstream offers h2; this one changed its mind
+                            // since it was first asked. Its next requests go to hyper.
+                            return Err(SendError::Connect(format!(
+                                "{}: the upstream now picks HTTP/2; the next requests use it",
+                                ep.key
+                            )));
+                        }
+                        Stream::Tls(Box::new(s))
+                    }
                     Ok(Err(e)) => return Err(SendError::Connect(format!("{}: TLS: {e}", ep.key))),
                     Err(_) => return Err(too_slow()),
                 }

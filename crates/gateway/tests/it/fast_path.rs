@@ -409,6 +409,47 @@ upstream = "echo"
     assert!(r.text().contains("TLS"), "{}", r.text());
 }
 
+#[tokio::test]
+async fn an_auto_tls_upstream_is_relayed_when_alpn_picks_http1_and_left_to_hyper_when_h2() {
+    let config = |port: u16| {
+        format!(
+            r#"
+[admin]
+listen = "127.0.0.1:0"
+
+[[listeners]]
+listen = "127.0.0.1:0"
+
+[[upstreams]]
+name = "echo"
+endpoints = ["https://127.0.0.1:{port}"]
+protocol = "auto"
+tls = {{ ca = "{{ca}}" }}
+
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "echo"
+"#
+        )
+    };
+    // (back-end HTTP/1.1 only, protocol it is reached with, (relayed, handed over))
+    for (http1_only, protocol, counts) in [(true, "HTTP/1.1", (3, 0)), (false, "HTTP/2.0", (0, 1))]
+    {
+        let back = echo(true, http1_only, Duration::ZERO).await;
+        let gw = crate::support::gateway(&config(back.addr.port()), &[]).await;
+        let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+        for i in 0..3 {
+            let r = c
+                .call("POST", "/auto", &[], format!("body {i}"))
+                .await
+                .unwrap();
+            assert_eq!((r.status().as_u16(), r.text()), (200, format!("body {i}")));
+            assert_eq!(r.header("x-echo-protocol"), Some(protocol), "{protocol}");
+        }
+        assert_eq!(fast_counts(&gw).await, counts, "{protocol}");
+    }
+}
+
 /// Writes a POST head announcing `len` body bytes, then `body` in `pieces` writes with a pause
 /// after each.
 async fn post_in_pieces(conn: &mut TcpStream, len: usize, body: &[u8], pieces: usize) {
