@@ -29,6 +29,19 @@ fn text(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
 }
 
+/// Writes an executable `pms` into `dir` with `script` (a shell script that ends by running the
+/// real binary), for tests that need a component to misbehave.
+fn wrapper_pms(dir: &Path, script: &str) -> std::path::PathBuf {
+    let wrapper = dir.join("pms");
+    std::fs::write(&wrapper, script).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
+    wrapper
+}
+
 #[test]
 fn the_async_delay_suite_runs_and_reports_every_request() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,19 +161,12 @@ fn a_tls_cell_runs_from_a_relative_output_directory() {
 fn a_component_that_fails_is_recorded_and_the_exit_code_says_so() {
     let dir = tempfile::tempdir().unwrap();
     // A `pms` whose gateway cannot start; everything else is the real binary.
-    let wrapper = dir.path().join("pms");
-    std::fs::write(
-        &wrapper,
-        format!(
+    let wrapper = wrapper_pms(
+        dir.path(),
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = gateway ]; then echo 'gateway: broken on purpose' >&2; exit 3; fi\nexec {PMS} \"$@\"\n"
         ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&wrapper)
-        .status()
-        .unwrap();
+    );
     let out = dir.path().join("rest");
     let o = suite(&[
         "ballerina-rest",
@@ -194,20 +200,13 @@ fn an_interrupted_run_resumes_where_it_failed_and_keeps_what_it_had() {
     let dir = tempfile::tempdir().unwrap();
     // A `pms` whose gateway fails the second time it is started (the second cell).
     let count = dir.path().join("gateway-starts");
-    let wrapper = dir.path().join("pms");
-    std::fs::write(
-        &wrapper,
-        format!(
+    let wrapper = wrapper_pms(
+        dir.path(),
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = gateway ]; then\n  n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}\n  if [ $n = 2 ]; then echo 'gateway: broken on purpose' >&2; exit 3; fi\nfi\nexec {PMS} \"$@\"\n",
             count = count.display()
         ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&wrapper)
-        .status()
-        .unwrap();
+    );
     let out = dir.path().join("delay");
     let args = |extra: &[&str]| {
         let mut a = vec![
@@ -375,21 +374,14 @@ fn sigterm_stops_the_suites_processes_and_keeps_the_finished_cells() {
     // the gateway it would load are the real ones.
     let count = dir.path().join("loads");
     let hung = dir.path().join("hung");
-    let wrapper = dir.path().join("pms");
-    std::fs::write(
-        &wrapper,
-        format!(
+    let wrapper = wrapper_pms(
+        dir.path(),
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = bench ]; then\n  n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}\n  if [ $n = 2 ]; then echo $$ > {hung}; exec sleep 600; fi\nfi\nexec {PMS} \"$@\"\n",
             count = count.display(),
             hung = hung.display()
         ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&wrapper)
-        .status()
-        .unwrap();
+    );
     let out = dir.path().join("delay");
     let mut suite = Command::new(PMS)
         .args(["bench", "suite", "async-delay", "--pms"])

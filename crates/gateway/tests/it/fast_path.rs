@@ -359,12 +359,11 @@ async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connec
     assert_eq!(r.json()["error"]["code"], "gateway_timeout");
 }
 
-#[tokio::test]
-async fn tls_upstreams_are_relayed_over_http1_with_verified_certificates() {
-    let back = echo(true, false, Duration::ZERO).await;
-    let toml = |ca: &str| {
-        format!(
-            r#"
+/// A gateway config sending everything to one `https://` upstream on `port`, named `echo`;
+/// `upstream` holds the rest of its lines (protocol, trust).
+fn tls_upstream_config(port: u16, upstream: &str) -> String {
+    format!(
+        r#"
 [admin]
 listen = "127.0.0.1:0"
 
@@ -374,16 +373,20 @@ listen = "127.0.0.1:0"
 [[upstreams]]
 name = "echo"
 endpoints = ["https://127.0.0.1:{port}"]
-protocol = "h1"
-{ca}
+{upstream}
 
 [[routes]]
 match = {{ path_prefix = "/" }}
 upstream = "echo"
-"#,
-            port = back.addr.port()
-        )
-    };
+"#
+    )
+}
+
+#[tokio::test]
+async fn tls_upstreams_are_relayed_over_http1_with_verified_certificates() {
+    let back = echo(true, false, Duration::ZERO).await;
+    let toml =
+        |ca: &str| tls_upstream_config(back.addr.port(), &format!("protocol = \"h1\"\n{ca}"));
     let gw = crate::support::gateway(&toml(r#"tls = { ca = "{ca}" }"#), &[]).await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     for i in 0..3 {
@@ -411,27 +414,8 @@ upstream = "echo"
 
 #[tokio::test]
 async fn an_auto_tls_upstream_is_relayed_when_alpn_picks_http1_and_left_to_hyper_when_h2() {
-    let config = |port: u16| {
-        format!(
-            r#"
-[admin]
-listen = "127.0.0.1:0"
-
-[[listeners]]
-listen = "127.0.0.1:0"
-
-[[upstreams]]
-name = "echo"
-endpoints = ["https://127.0.0.1:{port}"]
-protocol = "auto"
-tls = {{ ca = "{{ca}}" }}
-
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "echo"
-"#
-        )
-    };
+    let config =
+        |port: u16| tls_upstream_config(port, "protocol = \"auto\"\ntls = { ca = \"{ca}\" }");
     // (back-end HTTP/1.1 only, protocol it is reached with, (relayed, handed over))
     for (http1_only, protocol, counts) in [(true, "HTTP/1.1", (3, 0)), (false, "HTTP/2.0", (0, 1))]
     {
