@@ -104,7 +104,18 @@ pub fn add_forwarded(
 
 /// The client's request id if it is acceptable (1–128 characters of `A-Za-z0-9-_.:/+=`),
 /// otherwise a fresh one.
+///
+/// The value is marked sensitive: over HTTP/2 it is sent as a literal that is never indexed.
+/// Each id is new, so indexing it only fills the HPACK table, and the encoder then compares every
+/// later id with every one still there (with `Date`, see `proxy::rewrite_response`, 8 % of the
+/// gateway's CPU under h2load before, 3 % after).
 pub fn request_id(headers: &HeaderMap) -> HeaderValue {
+    let mut id = client_or_fresh_request_id(headers);
+    id.set_sensitive(true);
+    id
+}
+
+fn client_or_fresh_request_id(headers: &HeaderMap) -> HeaderValue {
     if let Some(v) = headers.get(&X_REQUEST_ID) {
         let b = v.as_bytes();
         if !b.is_empty()

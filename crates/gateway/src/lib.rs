@@ -312,6 +312,12 @@ fn worker(
                 }
             }
         }
+        let (relayed, handed_over, bridged) = common.metrics.fast_path();
+        let fast_pools = if common.limits.http1_fast_path {
+            fast::Pools::new(&common.upstreams, &upstreams, bridged)
+        } else {
+            fast::Pools::default()
+        };
         let shared = Arc::new(proxy::Shared {
             router: common.router.clone(),
             route_metrics: common.route_metrics.clone(),
@@ -320,13 +326,13 @@ fn worker(
             jwt: common.jwt.clone(),
             max_body_bytes: common.limits.max_body_bytes,
             transform_max_body_bytes: common.transform_max_body_bytes,
+            fast_pools,
         });
         let limits = &common.limits;
         let fast = limits.http1_fast_path.then(|| {
             Arc::new(fast::FastPath::new(
                 shared.clone(),
-                &common.upstreams,
-                common.metrics.fast_path(),
+                (relayed, handed_over),
                 limits.header_read_timeout,
                 limits.max_header_bytes,
             ))

@@ -129,7 +129,8 @@ impl Metrics {
         );
         registry.register(
             "http1_fast_path",
-            "HTTP/1.1 requests relayed by the fast path, and connections it handed to hyper",
+            "HTTP/1.1 requests relayed by the fast path, connections it handed to hyper, and \
+             requests hyper received that went out over its upstream connections",
             fast_path.clone(),
         );
         Self {
@@ -145,8 +146,9 @@ impl Metrics {
         }
     }
 
-    /// Counters of the fast path: requests it relayed, connections it handed to hyper.
-    pub fn fast_path(&self) -> (Counter, Counter) {
+    /// Counters of the fast path: requests it relayed, connections it handed to hyper,
+    /// requests hyper's server received that went out over the fast path's connections.
+    pub fn fast_path(&self) -> (Counter, Counter, Counter) {
         // One statement each: `get_or_create` holds a read lock until its guard is dropped,
         // and creating the second series takes the write lock.
         let relayed = self
@@ -159,7 +161,11 @@ impl Metrics {
                 outcome: "handed_over",
             })
             .clone();
-        (relayed, handed_over)
+        let bridged = self
+            .fast_path
+            .get_or_create(&Outcome { outcome: "bridged" })
+            .clone();
+        (relayed, handed_over, bridged)
     }
 
     /// Renders the Prometheus text exposition.

@@ -98,7 +98,8 @@ pub struct RawLimits {
     pub h2_max_concurrent_streams: Option<u32>,
     /// Time in-flight requests get after SIGTERM, in ms.
     pub shutdown_grace_ms: Option<u64>,
-    /// Relay plain HTTP/1.1 requests to HTTP/1.1 upstreams without hyper (default true).
+    /// Relay plain HTTP/1.1 requests to HTTP/1.1 upstreams without hyper, and send requests
+    /// hyper received with small bodies over the same connections (default true).
     pub http1_fast_path: Option<bool>,
 }
 

@@ -45,7 +45,8 @@ pub struct Limits {
     pub h2_max_concurrent_streams: u32,
     /// Drain time after SIGTERM.
     pub shutdown_grace: Duration,
-    /// Whether plain HTTP/1.1 requests to cleartext HTTP/1.1 upstreams take the fast path.
+    /// Whether plain HTTP/1.1 requests to HTTP/1.1 upstreams take the fast path, and requests
+    /// hyper received go out over its connections (see the gateway docs).
     pub http1_fast_path: bool,
 }
 

@@ -14,9 +14,11 @@
 //! upstream's ALPN picks `http/1.1`) without transforming the body. At the first request it does not take —
 //! another route, a chunked or `Expect` body, a failed authentication, anything malformed — it
 //! hands the connection to hyper with the bytes it read, and hyper serves the rest of the
-//! connection as before, answering errors its own way. Switch it off per gateway with
-//! `limits.http1_fast_path = false`.
+//! connection as before, answering errors its own way. Requests hyper's server takes (HTTP/2
+//! among them) can use the same upstream connections: see [`bridge`]. Switch both off per
+//! gateway with `limits.http1_fast_path = false`.
 
+pub(crate) mod bridge;
 mod pool;
 mod request;
 mod response;
@@ -38,7 +40,7 @@ use crate::config::UpstreamSettings;
 use crate::headers;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
-use crate::upstream::Upstream;
+use crate::upstream::{SendError, Upstream};
 
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
@@ -54,22 +56,19 @@ const KEEP: usize = 2 * BUF;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
-/// One worker's fast path.
-pub(crate) struct FastPath {
-    shared: Arc<Shared>,
-    /// Requests relayed here.
-    relayed: Counter,
-    /// Connections handed to hyper.
-    handed_over: Counter,
-    /// By upstream index; `None` where the upstream is not cleartext HTTP/1.1.
+/// One worker's HTTP/1.1 connections to the upstreams the fast path can serve, by upstream
+/// index. The fast path relays over them, and the hyper path sends over them the requests it
+/// can hold whole ([`bridge`]).
+#[derive(Default)]
+pub(crate) struct Pools {
     pools: Vec<Option<Arc<Pool>>>,
-    header_read_timeout: Duration,
-    max_header_bytes: usize,
+    /// Requests [`bridge`] sent.
+    bridged: Counter,
 }
 
-impl std::fmt::Debug for FastPath {
+impl std::fmt::Debug for Pools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FastPath")
+        f.debug_struct("Pools")
             .field(
                 "upstreams",
                 &self.pools.iter().filter(|p| p.is_some()).count(),
@@ -78,25 +77,60 @@ impl std::fmt::Debug for FastPath {
     }
 }
 
+impl Pools {
+    /// Pools for the HTTP/1.1 upstreams among `upstreams` (`settings` in the same order).
+    pub(crate) fn new(
+        settings: &[UpstreamSettings],
+        upstreams: &[Upstream],
+        bridged: Counter,
+    ) -> Self {
+        let pools = settings
+            .iter()
+            .zip(upstreams)
+            .map(|(s, u)| Pool::new(s, u).map(Arc::new))
+            .collect();
+        Self { pools, bridged }
+    }
+
+    /// The pool of upstream `index` if it has one and the upstream speaks HTTP/1.1 (see
+    /// [`Pool::speaks_http1`]).
+    async fn http1(&self, index: usize) -> Option<&Arc<Pool>> {
+        let pool = self.pools.get(index)?.as_ref()?;
+        pool.speaks_http1().await.then_some(pool)
+    }
+}
+
+/// One worker's fast path.
+pub(crate) struct FastPath {
+    shared: Arc<Shared>,
+    /// Requests relayed here.
+    relayed: Counter,
+    /// Connections handed to hyper.
+    handed_over: Counter,
+    header_read_timeout: Duration,
+    max_header_bytes: usize,
+}
+
+impl std::fmt::Debug for FastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastPath")
+            .field("pools", &self.shared.fast_pools)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FastPath {
-    /// The fast path over `shared`'s upstreams (`settings` in the same order).
+    /// The fast path over `shared`'s upstreams, through `shared.fast_pools`.
     pub(crate) fn new(
         shared: Arc<Shared>,
-        settings: &[UpstreamSettings],
         (relayed, handed_over): (Counter, Counter),
         header_read_timeout: Duration,
         max_header_bytes: usize,
     ) -> Self {
-        let pools = settings
-            .iter()
-            .zip(&shared.upstreams)
-            .map(|(s, u)| Pool::new(s, u).map(Arc::new))
-            .collect();
         Self {
             shared,
             relayed,
             handed_over,
-            pools,
             header_read_timeout,
             max_header_bytes,
         }
@@ -243,12 +277,9 @@ impl FastPath {
         if route.json_to_xml.is_some() || head.body > shared.max_body_bytes {
             return Next::Handoff;
         }
-        let Some(pool) = self.pools[route.upstream].as_ref() else {
+        let Some(pool) = shared.fast_pools.http1(route.upstream).await else {
             return Next::Handoff;
         };
-        if !pool.speaks_http1().await {
-            return Next::Handoff;
-        }
         let upstream = &shared.upstreams[route.upstream];
         let started = Instant::now();
         let request_id = headers::request_id(&head.headers);
@@ -320,6 +351,43 @@ enum NoHead {
     Timeout,
     /// The response head was malformed or too large, or the connection broke mid-head.
     Invalid(String),
+    /// A fresh connection, to send the request again on, could not be had.
+    Reconnect(SendError),
+}
+
+/// Sends `request` (head and whole body) on `conn` and reads the response head into `up`
+/// before `deadline`. When `retryable` and `conn` came from the pool, a connection the upstream
+/// closed while it sat idle is replaced by a fresh one and the request sent again, once.
+async fn send_whole(
+    pool: &Arc<Pool>,
+    conn: &mut pool::Conn,
+    request: &[u8],
+    up: &mut BytesMut,
+    head_request: bool,
+    retryable: bool,
+    deadline: tokio::time::Instant,
+) -> Result<response::Head, NoHead> {
+    let mut retried = false;
+    loop {
+        let sent = tokio::time::timeout_at(deadline, async {
+            conn.stream.write_all(request).await?;
+            // TLS holds written records until flushed.
+            conn.stream.flush().await
+        })
+        .await;
+        let got = match sent {
+            Err(_) => Err(NoHead::Timeout),
+            Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
+            Ok(Ok(())) => read_head(&mut conn.stream, up, head_request, deadline).await,
+        };
+        match got {
+            Err(NoHead::Closed(_)) if retryable && !retried && !conn.fresh => {
+                retried = true;
+                *conn = pool.open(conn.endpoint).await.map_err(NoHead::Reconnect)?;
+            }
+            other => return other,
+        }
+    }
 }
 
 impl Exchange<'_> {
@@ -407,57 +475,52 @@ impl Exchange<'_> {
         self.upstream.count_request();
         let deadline = tokio::time::Instant::now() + self.upstream.request_timeout();
 
-        let mut retried = false;
-        let head = loop {
+        let head_request = self.head.method == Method::HEAD;
+        let got = if streamed == 0 {
+            send_whole(
+                self.pool,
+                &mut conn,
+                out,
+                up,
+                head_request,
+                retryable,
+                deadline,
+            )
+            .await
+        } else {
             let sent = tokio::time::timeout_at(deadline, async {
                 conn.stream.write_all(out).await?;
-                if streamed > 0 {
-                    let mut rest = (&mut *io).take(streamed);
-                    if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "the client closed before sending its whole body",
-                        ));
-                    }
+                let mut rest = (&mut *io).take(streamed);
+                if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the client closed before sending its whole body",
+                    ));
                 }
                 // TLS holds written records until flushed.
-                conn.stream.flush().await?;
-                Ok::<_, std::io::Error>(())
+                conn.stream.flush().await
             })
             .await;
-            let got = match sent {
+            match sent {
                 Err(_) => Err(NoHead::Timeout),
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     return Err(Failure::Abort)
                 }
                 Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-                Ok(Ok(())) => read_head(&mut conn.stream, up, self.head, deadline).await,
-            };
-            match got {
-                Ok(h) => break h,
-                // A pooled connection the upstream closed while it sat idle.
-                Err(NoHead::Closed(_)) if retryable && !retried && !conn.fresh => {
-                    retried = true;
-                    conn = match self.pool.open(conn.endpoint).await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            return Err(Failure::Answer {
-                                err: self.shared.upstream_error(self.upstream, e),
-                                consumed,
-                            })
-                        }
-                    };
-                }
-                Err(NoHead::Timeout) => return Err(self.timeout(consumed)),
-                Err(NoHead::Closed(why)) => {
-                    let why = if why.is_empty() {
-                        "connection closed before a response".to_string()
-                    } else {
-                        why
-                    };
-                    return Err(self.bad_gateway(why, consumed));
-                }
-                Err(NoHead::Invalid(why)) => return Err(self.bad_gateway(why, consumed)),
+                Ok(Ok(())) => read_head(&mut conn.stream, up, head_request, deadline).await,
+            }
+        };
+        let head = match got {
+            Ok(h) => h,
+            Err(NoHead::Timeout) => return Err(self.timeout(consumed)),
+            Err(NoHead::Reconnect(e)) => {
+                return Err(Failure::Answer {
+                    err: self.shared.upstream_error(self.upstream, e),
+                    consumed,
+                })
+            }
+            Err(NoHead::Closed(why) | NoHead::Invalid(why)) => {
+                return Err(self.bad_gateway(why, consumed))
             }
         };
 
@@ -586,11 +649,10 @@ impl Exchange<'_> {
 async fn read_head<S: AsyncRead + Unpin>(
     stream: &mut S,
     up: &mut BytesMut,
-    request: &request::Head,
+    head_request: bool,
     deadline: tokio::time::Instant,
 ) -> Result<response::Head, NoHead> {
     up.clear();
-    let head_request = request.method == Method::HEAD;
     loop {
         if !up.is_empty() {
             match response::parse(up, head_request) {
@@ -620,7 +682,9 @@ async fn read_head<S: AsyncRead + Unpin>(
         let empty = up.is_empty();
         match tokio::time::timeout_at(deadline, stream.read_buf(up)).await {
             Err(_) => return Err(NoHead::Timeout),
-            Ok(Ok(0)) if empty => return Err(NoHead::Closed(String::new())),
+            Ok(Ok(0)) if empty => {
+                return Err(NoHead::Closed("connection closed before a response".into()))
+            }
             Ok(Err(e)) if empty => return Err(NoHead::Closed(e.to_string())),
             Ok(Ok(0)) => return Err(NoHead::Invalid("connection closed mid-head".into())),
             Ok(Err(e)) => return Err(NoHead::Invalid(e.to_string())),

@@ -38,27 +38,43 @@ impl Head {
             .map_or(self.target.as_str(), |(p, _)| p)
     }
 
-    /// Whether sending it twice does no more than sending it once (RFC 9110 §9.2.2): only
-    /// those are retried on a fresh connection.
+    /// Whether sending it twice does no more than sending it once: see [`idempotent`].
     pub(super) fn idempotent(&self) -> bool {
-        matches!(
-            self.method,
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
-        )
+        idempotent(&self.method)
     }
 
-    /// The head sent upstream: request line, `Host` of the endpoint, then `headers` (already
-    /// rewritten) in order.
+    /// The head sent upstream: see [`write_head`].
     pub(super) fn write_upstream(&self, authority: &str, out: &mut Vec<u8>) {
-        out.put_slice(self.method.as_str().as_bytes());
-        out.put_u8(b' ');
-        out.put_slice(self.target.as_bytes());
-        out.put_slice(b" HTTP/1.1\r\nhost: ");
-        out.put_slice(authority.as_bytes());
-        out.put_slice(b"\r\n");
-        write_headers(&self.headers, out);
-        out.put_slice(b"\r\n");
+        write_head(&self.method, &self.target, authority, &self.headers, out);
     }
+}
+
+/// Whether sending a request twice does no more than sending it once (RFC 9110 §9.2.2): only
+/// those are retried on a fresh connection.
+pub(super) fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+    )
+}
+
+/// A request head as sent upstream: request line, `Host` of the endpoint, then `headers`
+/// (already rewritten, without `Host`) in order, and the blank line.
+pub(super) fn write_head(
+    method: &Method,
+    target: &str,
+    authority: &str,
+    headers: &HeaderMap,
+    out: &mut Vec<u8>,
+) {
+    out.put_slice(method.as_str().as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(target.as_bytes());
+    out.put_slice(b" HTTP/1.1\r\nhost: ");
+    out.put_slice(authority.as_bytes());
+    out.put_slice(b"\r\n");
+    write_headers(headers, out);
+    out.put_slice(b"\r\n");
 }
 
 /// Header lines, `name: value\r\n` each.

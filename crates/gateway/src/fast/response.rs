@@ -165,6 +165,16 @@ impl ChunkScanner {
     /// Consumes `input` up to the end of the body; returns how many bytes belong to it, or an
     /// error for bad framing. `is_done` tells whether the end was reached.
     pub(super) fn feed(&mut self, input: &[u8]) -> Result<usize, &'static str> {
+        self.feed_data(input, |_| {})
+    }
+
+    /// As [`feed`](Self::feed), and also reports where chunk data lies in `input`, range by
+    /// range in order: decoding for a client that does not get the chunked coding itself.
+    pub(super) fn feed_data(
+        &mut self,
+        input: &[u8],
+        mut data: impl FnMut(std::ops::Range<usize>),
+    ) -> Result<usize, &'static str> {
         let mut i = 0;
         while i < input.len() {
             let b = input[i];
@@ -203,6 +213,7 @@ impl ChunkScanner {
                 State::Data(left) => {
                     let n = left.min((input.len() - i) as u64);
                     // `n` fits in usize: it is at most input.len() - i.
+                    data(i..i + n as usize);
                     i += n as usize;
                     self.state = if left == n {
                         State::DataCr

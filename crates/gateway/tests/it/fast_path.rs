@@ -15,20 +15,22 @@ use crate::support::{echo, endpoint, inspector, simple, Gw};
 
 /// The fast path's counters: (requests relayed, connections handed to hyper).
 async fn fast_counts(gw: &Gw) -> (u64, u64) {
+    (
+        fast_count(gw, "relayed").await,
+        fast_count(gw, "handed_over").await,
+    )
+}
+
+/// One series of `pms_gateway_http1_fast_path_total`.
+async fn fast_count(gw: &Gw, outcome: &str) -> u64 {
     let mut c = TestClient::connect(gw.admin, Proto::H1c).await.unwrap();
     let text = c.call("GET", "/metrics", &[], "").await.unwrap().text();
-    let count = |outcome: &str| {
-        text.lines()
-            .find(|l| {
-                l.starts_with(&format!(
-                    "pms_gateway_http1_fast_path_total{{outcome=\"{outcome}\"}}"
-                ))
-            })
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (count("relayed"), count("handed_over"))
+    let series = format!("pms_gateway_http1_fast_path_total{{outcome=\"{outcome}\"}}");
+    text.lines()
+        .find(|l| l.starts_with(&series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A gateway in front of `upstream` with the fast path on or off.
@@ -73,15 +75,7 @@ async fn both_paths_forward_and_return_the_same_headers() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200);
-        let mut headers: Vec<(String, String)> = r
-            .head
-            .headers
-            .iter()
-            .filter(|(n, _)| n.as_str() != "date")
-            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
-            .collect();
-        headers.sort();
-        seen.push((r.json(), headers));
+        seen.push((r.json(), sorted_headers(&r)));
         let (relayed, handed) = fast_counts(&gw).await;
         assert_eq!(
             (relayed, handed),
@@ -94,6 +88,19 @@ async fn both_paths_forward_and_return_the_same_headers() {
     let h = &seen[0].0["headers"];
     assert_eq!(h["via"][0], "1.0 edge, 1.1 pms");
     assert!(h.get("x-private").is_none() && h.get("te").is_none(), "{h}");
+}
+
+/// A response's headers but `Date`, sorted: what must not depend on the path taken.
+fn sorted_headers(r: &pms_testkit::client::Collected) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = r
+        .head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.as_str() != "date")
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    headers.sort();
+    headers
 }
 
 /// Writes `request` on `conn` and reads one response (head plus `Content-Length` body).
@@ -266,6 +273,15 @@ async fn canned_connection(mut conn: TcpStream) {
                 }
                 return;
             }
+            // Longer than the fast path reads whole: streamed.
+            (_, "/large") => {
+                let mut response = b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n".to_vec();
+                response.extend(std::iter::repeat_n(b'L', 100_000));
+                if conn.write_all(&response).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             // Announces 100 bytes, sends 10, closes.
             (_, "/cut-short") => (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789", true),
             _ => (b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", false),
@@ -306,6 +322,161 @@ async fn every_body_framing_is_relayed_and_the_client_connection_stays_open() {
         fast_counts(&gw).await,
         (10, 0),
         "one client connection, all relayed"
+    );
+}
+
+#[tokio::test]
+async fn http2_requests_to_http1_upstreams_go_out_over_the_fast_pools_unchanged() {
+    let back = inspector().await;
+    let mut seen = Vec::new();
+    for fast in [true, false] {
+        let gw = gateway_with(back.addr, fast, "").await;
+        let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
+        for (method, body) in [("POST", r#"{"n":1}"#), ("GET", "")] {
+            let r = c
+                .call(
+                    method,
+                    "/users/x?y=1&z=%20",
+                    &[
+                        ("te", "trailers"),
+                        ("x-forwarded-for", "203.0.113.9"),
+                        ("via", "1.0 edge"),
+                        ("x-userid", "1"),
+                        ("x-request-id", "same-id"),
+                        ("x-custom", "a"),
+                        ("content-type", "application/json"),
+                    ],
+                    body,
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            seen.push((fast, method, r.json(), sorted_headers(&r)));
+        }
+        // A body longer than the bridge holds goes through hyper's client, streamed.
+        let big = "b".repeat(100_000);
+        let r = c.call("PUT", "/big", &[], big).await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.json()["body"].as_str().map(str::len), Some(100_000));
+        assert_eq!(
+            fast_count(&gw, "bridged").await,
+            if fast { 2 } else { 0 },
+            "fast = {fast}"
+        );
+        assert_eq!(
+            fast_counts(&gw).await,
+            (0, u64::from(fast)),
+            "the h2c preface went to hyper"
+        );
+    }
+    let (bridged, hyper) = seen.split_at(2);
+    for ((_, method, upstream_saw, client_got), (_, _, upstream_saw_h, client_got_h)) in
+        bridged.iter().zip(hyper)
+    {
+        assert_eq!(
+            upstream_saw, upstream_saw_h,
+            "{method}: the upstream saw the same"
+        );
+        assert_eq!(
+            client_got, client_got_h,
+            "{method}: the client got the same"
+        );
+    }
+    let post = &bridged[0].2;
+    assert_eq!(post["version"], "HTTP/1.1", "{post}");
+    assert_eq!(post["body"], r#"{"n":1}"#);
+    assert_eq!(post["headers"]["via"][0], "1.0 edge, 2 pms");
+    assert_eq!(post["headers"]["content-length"][0], "7");
+    assert!(post["headers"].get("te").is_none(), "{post}");
+}
+
+#[tokio::test]
+async fn every_response_framing_reaches_http2_clients_over_the_fast_pools() {
+    let back = canned_upstream().await;
+    let gw = gateway_with(back.addr, true, "request_timeout_ms = 300").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
+    let mut sent = 0;
+    for _ in 0..2 {
+        let mut call = async |method: &str, path: &str| {
+            sent += 1;
+            c.call(method, path, &[], "").await.unwrap()
+        };
+        let r = call("GET", "/chunked").await;
+        assert_eq!(
+            (r.status().as_u16(), r.text().as_str()),
+            (200, "hello world")
+        );
+        assert_eq!(r.header("x-kind"), Some("chunked"));
+        let r = call("GET", "/until-close").await;
+        assert_eq!(
+            (r.status().as_u16(), r.text().as_str()),
+            (200, "all of this, then EOF")
+        );
+        let r = call("GET", "/no-content").await;
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (204, ""));
+        let r = call("HEAD", "/anything").await;
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, ""));
+        assert_eq!(r.header("content-length"), Some("11"));
+        let r = call("GET", "/interim").await;
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "final"));
+        let r = call("GET", "/in-pieces").await;
+        assert_eq!((r.status().as_u16(), r.text()), (200, "p".repeat(20_000)));
+        let r = call("GET", "/large").await;
+        assert_eq!((r.status().as_u16(), r.text()), (200, "L".repeat(100_000)));
+        assert_eq!(r.header("content-length"), Some("100000"));
+        // Closed by the upstream after each answer: the next request is not hurt.
+        let r = call("GET", "/then-close").await;
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "ok"));
+        let r = call("POST", "/then-close").await;
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "ok"));
+        // Failures are JSON errors on the stream, and the connection carries on.
+        let r = call("GET", "/cut-short").await;
+        assert_eq!(r.status(), 502);
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("10 of 100 body bytes"), "{message}");
+        let r = call("GET", "/garbage").await;
+        assert_eq!(r.status(), 502);
+        assert_eq!(r.json()["error"]["code"], "bad_gateway");
+        let r = call("GET", "/stalls").await;
+        assert_eq!(r.status(), 504);
+        assert_eq!(r.json()["error"]["code"], "gateway_timeout");
+    }
+    assert_eq!(fast_count(&gw, "bridged").await, sent);
+}
+
+#[tokio::test]
+async fn an_http2_body_that_stops_coming_gets_408_before_any_upstream_connection() {
+    let back = inspector().await;
+    let gw = gateway_with(back.addr, true, "request_timeout_ms = 300").await;
+    let tcp = TcpStream::connect(gw.addr()).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::post("http://gw/echo")
+        .header("content-length", "100")
+        .body(())
+        .unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"0123456789"), false)
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert_eq!(response.status(), 408);
+    let mut data = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = data.data().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("10 of 100 bytes"), "{text}");
+    assert_eq!(fast_count(&gw, "bridged").await, 1);
+    let m = crate::admin::scrape(gw.admin).await;
+    let opened = r#"pms_gateway_upstream_connections_opened_total{upstream="up"}"#;
+    assert_eq!(
+        crate::admin::value(&m, opened).unwrap_or(0.0),
+        0.0,
+        "no upstream connection was taken:\n{m}"
     );
 }
 
