@@ -193,12 +193,17 @@ fn wait_ready(
     }
 }
 
-/// SIGTERM, then up to 10 s for a clean exit, then SIGKILL.
-pub(crate) fn stop(child: &mut Child) -> Option<i32> {
-    if let Some(pid) = i32::try_from(child.id())
+/// A child's id as the system calls take it (`None` for 0 or one past `i32`, which a child
+/// never has).
+pub(crate) fn pid(id: u32) -> Option<rustix::process::Pid> {
+    i32::try_from(id)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
-    {
+}
+
+/// SIGTERM, then up to 10 s for a clean exit, then SIGKILL.
+pub(crate) fn stop(child: &mut Child) -> Option<i32> {
+    if let Some(pid) = pid(child.id()) {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }
     let deadline = Instant::now() + Duration::from_secs(10);

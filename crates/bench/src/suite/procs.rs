@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
+use rustix::process::{kill_process_group, waitid, Signal, WaitId, WaitIdOptions};
 
 use crate::startup::Ready;
 
@@ -53,7 +53,7 @@ fn live() -> MutexGuard<'static, Live> {
 /// Signals the process group `pid` leads: the child and whatever it started (nginx's workers,
 /// the gateway `pms bench startup` is timing).
 fn signal_group(pid: u32, signal: Signal) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+    if let Some(pid) = crate::startup::pid(pid) {
         let _ = kill_process_group(pid, signal);
     }
 }
@@ -325,7 +325,7 @@ impl Drop for Proc {
 /// Whether `child` has exited, without reaping it, so that its pid cannot be reused before it is
 /// forgotten; `block` waits for the exit.
 fn has_exited(child: &Child, block: bool) -> bool {
-    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+    let Some(pid) = crate::startup::pid(child.id()) else {
         return true;
     };
     let mut options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;

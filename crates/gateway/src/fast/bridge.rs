@@ -28,7 +28,7 @@ use tokio::io::AsyncReadExt;
 
 use super::pool::{Conn, Pool};
 use super::response::{ChunkScanner, Framing};
-use super::{gather, request, send_whole, NoHead, BUF, GATHER};
+use super::{bad_gateway, gather_response, request, send_whole, timed_out, NoHead, BUF, GATHER};
 use crate::body::{BoxError, ProxyBody};
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
@@ -108,14 +108,6 @@ async fn exchange(
     let head_request = parts.method == Method::HEAD;
     let retryable = request::idempotent(&parts.method);
     let mut up = BytesMut::with_capacity(BUF);
-    let bad_gateway = |reason: String| GatewayError::BadGateway {
-        upstream: upstream.name().to_string(),
-        reason,
-    };
-    let timed_out = || GatewayError::Timeout {
-        upstream: upstream.name().to_string(),
-        after_ms: timeout.as_millis(),
-    };
     let head = match send_whole(
         pool,
         &mut conn,
@@ -128,9 +120,9 @@ async fn exchange(
     .await
     {
         Ok(h) => h,
-        Err(NoHead::Timeout) => return Err(timed_out()),
+        Err(NoHead::Timeout) => return Err(timed_out(upstream)),
         Err(NoHead::Reconnect(e)) => return Err(shared.upstream_error(upstream, e)),
-        Err(NoHead::Closed(why) | NoHead::Invalid(why)) => return Err(bad_gateway(why)),
+        Err(NoHead::Closed(why) | NoHead::Invalid(why)) => return Err(bad_gateway(upstream, why)),
     };
 
     let version = if head.minor == 0 {
@@ -150,22 +142,7 @@ async fn exchange(
         // At most GATHER, so it fits in usize.
         Framing::Length(n) if n <= GATHER as u64 => {
             let n = n as usize;
-            let read = gather(&mut conn.stream, &mut up, n);
-            match tokio::time::timeout_at(deadline, read).await {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false)) => {
-                    return Err(bad_gateway(format!(
-                        "connection closed after {} of {n} body bytes",
-                        up.len()
-                    )))
-                }
-                Ok(Err(e)) => {
-                    return Err(bad_gateway(format!(
-                        "reading the response body failed: {e}"
-                    )))
-                }
-                Err(_) => return Err(timed_out()),
-            }
+            gather_response(&mut conn.stream, &mut up, n, deadline, upstream).await?;
             let data = up.split_to(n).freeze();
             if head.reusable && up.is_empty() {
                 pool.checkin(conn);
@@ -233,7 +210,8 @@ fn streamed(
     let left = match framing {
         Framing::Length(n) => Left::Length(n),
         Framing::Chunked => Left::Chunked(ChunkScanner::default()),
-        Framing::Empty | Framing::UntilClose => Left::UntilClose,
+        Framing::Empty => Left::Length(0),
+        Framing::UntilClose => Left::UntilClose,
     };
     let body = Streaming {
         conn: Some(conn),

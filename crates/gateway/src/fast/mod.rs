@@ -390,23 +390,57 @@ async fn send_whole(
     }
 }
 
+/// The 502 for `upstream`.
+fn bad_gateway(upstream: &Upstream, reason: impl Into<String>) -> GatewayError {
+    GatewayError::BadGateway {
+        upstream: upstream.name().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The 504 for `upstream`, after its request timeout.
+fn timed_out(upstream: &Upstream) -> GatewayError {
+    GatewayError::Timeout {
+        upstream: upstream.name().to_string(),
+        after_ms: upstream.request_timeout().as_millis(),
+    }
+}
+
+/// Reads a response body of `n` bytes (at most [`GATHER`]) into `up` before `deadline`; nothing
+/// of it has reached the client yet, so a body cut short becomes a 502 and one that stops coming
+/// a 504 at the same deadline as the head.
+async fn gather_response<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    up: &mut BytesMut,
+    n: usize,
+    deadline: tokio::time::Instant,
+    upstream: &Upstream,
+) -> Result<(), GatewayError> {
+    match tokio::time::timeout_at(deadline, gather(stream, up, n)).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(bad_gateway(
+            upstream,
+            format!("connection closed after {} of {n} body bytes", up.len()),
+        )),
+        Ok(Err(e)) => Err(bad_gateway(
+            upstream,
+            format!("reading the response body failed: {e}"),
+        )),
+        Err(_) => Err(timed_out(upstream)),
+    }
+}
+
 impl Exchange<'_> {
     fn bad_gateway(&self, reason: impl Into<String>, consumed: bool) -> Failure {
         Failure::Answer {
-            err: GatewayError::BadGateway {
-                upstream: self.upstream.name().to_string(),
-                reason: reason.into(),
-            },
+            err: bad_gateway(self.upstream, reason),
             consumed,
         }
     }
 
     fn timeout(&self, consumed: bool) -> Failure {
         Failure::Answer {
-            err: GatewayError::Timeout {
-                upstream: self.upstream.name().to_string(),
-                after_ms: self.upstream.request_timeout().as_millis(),
-            },
+            err: timed_out(self.upstream),
             consumed,
         }
     }
@@ -552,25 +586,12 @@ impl Exchange<'_> {
             }
             Framing::Length(n) => {
                 if n > up.len() as u64 && n <= GATHER as u64 {
-                    // Nothing is sent yet: a body cut short becomes a 502, one that stops
-                    // coming a 504 at the same deadline as the head.
                     // At most GATHER, so it fits in usize.
-                    let read = gather(&mut conn.stream, up, n as usize);
-                    let failed = match tokio::time::timeout_at(deadline, read).await {
-                        Ok(Ok(true)) => None,
-                        Ok(Ok(false)) => Some(self.bad_gateway(
-                            format!("connection closed after {} of {n} body bytes", up.len()),
-                            consumed,
-                        )),
-                        Ok(Err(e)) => Some(self.bad_gateway(
-                            format!("reading the response body failed: {e}"),
-                            consumed,
-                        )),
-                        Err(_) => Some(self.timeout(consumed)),
-                    };
-                    if let Some(failed) = failed {
+                    let read =
+                        gather_response(&mut conn.stream, up, n as usize, deadline, self.upstream);
+                    if let Err(err) = read.await {
                         *answered = None;
-                        return Err(failed);
+                        return Err(Failure::Answer { err, consumed });
                     }
                 }
                 let first = n.min(up.len() as u64) as usize;
