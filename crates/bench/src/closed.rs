@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::collect::{Collector, StopReason};
 use crate::profile::Profile;
 use crate::stats::{ErrorKind, Sample};
-use crate::target::{Answer, Conn, HttpVersion, Outgoing, Target};
+use crate::target::{Answer, Conn, HttpVersion, Outgoing, SendError, Target};
 
 /// Pause before reconnecting after a failed connection, so a dead target is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
@@ -184,7 +184,7 @@ async fn session(
     let i = u.i;
     'connect: while Instant::now() < until {
         let opened = Instant::now();
-        let mut conn = match connect(target, cfg.timeout).await {
+        let mut conn = match connect(target, cfg.timeout, false).await {
             Ok(conn) => conn,
             Err(kind) => {
                 c.record(i, &failure(opened - start, opened.elapsed(), kind));
@@ -244,11 +244,22 @@ async fn session(
     true
 }
 
-/// Opens a connection within `timeout`.
-pub(crate) async fn connect(target: &Target, timeout: Duration) -> Result<Conn, ErrorKind> {
+/// Opens a connection within `timeout`; `shared` when several streams will use it at once.
+pub(crate) async fn connect(
+    target: &Target,
+    timeout: Duration,
+    shared: bool,
+) -> Result<Conn, ErrorKind> {
     // Boxed: the TLS and HTTP/2 handshake futures are large and would otherwise be part of
     // every user's task for its whole life.
-    match tokio::time::timeout(timeout, Box::pin(target.connect())).await {
+    let opening = async {
+        if shared {
+            target.connect_shared().await
+        } else {
+            target.connect().await
+        }
+    };
+    match tokio::time::timeout(timeout, Box::pin(opening)).await {
         Ok(result) => result,
         Err(_) => Err(ErrorKind::Timeout),
     }
@@ -277,7 +288,8 @@ pub(crate) enum Exchange {
     Cut,
     /// The request could not be built.
     Invalid,
-    /// The server had closed the connection before the request went out; nothing was sent.
+    /// Nothing was processed: the connection had closed before the request went out, or an
+    /// HTTP/2 server refused the stream unprocessed. The request may go out on a new one.
     Closed,
 }
 
@@ -335,7 +347,11 @@ pub(crate) async fn exchange(
             sample.status = Some(answer.status.as_u16());
             sample.error = judge(spec, target.version, &answer);
         }
-        Ok(Err(kind)) => sample.error = Some(kind),
+        Ok(Err(SendError::Failed(kind))) => sample.error = Some(kind),
+        Ok(Err(SendError::Unprocessed)) if connect.is_none() => return Exchange::Closed,
+        // Refused on a fresh connection: counted, or a server refusing everything would spin
+        // through reconnects without a single error recorded.
+        Ok(Err(SendError::Unprocessed)) => sample.error = Some(ErrorKind::Reset),
         Err(_) => sample.error = Some(ErrorKind::Timeout),
     }
     Exchange::Done(sample)

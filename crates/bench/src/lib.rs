@@ -34,6 +34,8 @@ pub mod compare;
 pub mod duration;
 pub mod format;
 pub mod h1;
+pub mod hpack;
+pub mod http2;
 pub mod open;
 pub mod payload;
 pub mod profile;

@@ -176,7 +176,7 @@ async fn connection(n: usize, s: Arc<Shared>) {
     let streams = s.cfg.streams.max(1);
     while !s.done() {
         let opened = Instant::now();
-        let conn = match connect(&s.target, s.cfg.timeout).await {
+        let conn = match connect(&s.target, s.cfg.timeout, streams > 1).await {
             Ok(c) => c,
             Err(kind) => {
                 // The request due now could not go out: it takes its slot, so the schedule

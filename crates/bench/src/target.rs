@@ -2,14 +2,16 @@
 //! connection to it that sends requests and reports what happened in [`ErrorKind`] terms.
 //! Connections speak exactly the asked-for protocol (HTTP/1.1, h2c prior knowledge, or TLS with
 //! ALPN offering only that protocol) and say what was negotiated, so a run can check it.
-//! HTTP/1.1 goes through the prepared-bytes path in [`crate::h1`]; HTTP/2 through the `h2` crate
-//! directly: each user's task drives its own stream, without hyper's dispatch task and channels
-//! between it and the connection.
+//! HTTP/1.1 goes through the prepared-bytes path in [`crate::h1`]. HTTP/2 connections that carry
+//! one stream at a time (every closed-model user, and the open model with one stream per
+//! connection) go through [`crate::http2`], read and written by the task that sends; connections
+//! that multiplex several streams go through the `h2` crate, whose connection task the streams
+//! share.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{Request, StatusCode, Uri, Version};
 use pms_net::tls::Trust;
 use tokio::net::TcpStream;
@@ -135,6 +137,19 @@ impl Target {
     /// [`ErrorKind::Connect`], [`ErrorKind::Tls`], or [`ErrorKind::Check`] when the server
     /// negotiated another protocol than asked for.
     pub async fn connect(&self) -> Result<Conn, ErrorKind> {
+        self.open(false).await
+    }
+
+    /// Like [`Target::connect`], for a connection that several tasks share, one stream each
+    /// ([`Conn::try_clone`]); the same as [`Target::connect`] for HTTP/1.1.
+    ///
+    /// # Errors
+    /// As [`Target::connect`].
+    pub async fn connect_shared(&self) -> Result<Conn, ErrorKind> {
+        self.open(true).await
+    }
+
+    async fn open(&self, shared: bool) -> Result<Conn, ErrorKind> {
         let began = tokio::time::Instant::now();
         let tcp = TcpStream::connect(self.addr)
             .await
@@ -147,7 +162,7 @@ impl Target {
                     tcp: tcp_time,
                     tls: None,
                 };
-                self.handshake(tcp, timing).await
+                self.handshake(tcp, timing, shared).await
             }
             Some((connector, name)) => {
                 let tls = connector
@@ -167,17 +182,25 @@ impl Target {
                 if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
                     return Err(ErrorKind::Check);
                 }
-                self.handshake(tls, timing).await
+                self.handshake(tls, timing, shared).await
             }
         }
     }
 
-    async fn handshake<IO>(&self, io: IO, timing: ConnectTiming) -> Result<Conn, ErrorKind>
+    async fn handshake<IO>(
+        &self,
+        io: IO,
+        timing: ConnectTiming,
+        shared: bool,
+    ) -> Result<Conn, ErrorKind>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let sender = match self.version {
             HttpVersion::Http1 => Sender::H1(crate::h1::Connection::new(Box::new(io))),
+            HttpVersion::Http2 if !shared => {
+                Sender::Http2(crate::http2::Connection::new(Box::new(io)))
+            }
             HttpVersion::Http2 => {
                 let (s, conn) = h2_settings()
                     .handshake(io)
@@ -221,7 +244,15 @@ impl Target {
         if !body.is_empty() {
             map.insert(http::header::CONTENT_LENGTH, body.len().into());
         }
+        let h2_block = crate::http2::header_block(
+            method,
+            self.tls.is_some(),
+            &self.authority,
+            &self.path_and_query,
+            &map,
+        );
         let out = Outgoing {
+            h2_block,
             h1_sent: wire.len() as u64,
             h2_sent: head_bytes(&map) + 16 + body.len() as u64,
             wire,
@@ -236,16 +267,11 @@ impl Target {
     }
 }
 
-/// Flow-control windows as hyper's client opens them (2 MB per stream, 5 MB per connection), so
-/// that the server is never held back waiting for window updates; the memory is only used when
-/// responses arrive faster than they are read, and each user reads its response at once.
-const H2_STREAM_WINDOW: u32 = 2 << 20;
-const H2_CONN_WINDOW: u32 = 5 << 20;
-
+/// The `h2` crate's client, with the same windows as the hot path ([`crate::http2`]).
 fn h2_settings() -> h2::client::Builder {
     let mut b = h2::client::Builder::new();
-    b.initial_window_size(H2_STREAM_WINDOW)
-        .initial_connection_window_size(H2_CONN_WINDOW)
+    b.initial_window_size(crate::http2::STREAM_WINDOW)
+        .initial_connection_window_size(crate::http2::CONN_WINDOW)
         .enable_push(false);
     b
 }
@@ -254,6 +280,8 @@ fn h2_settings() -> h2::client::Builder {
 #[derive(Debug, Clone)]
 pub struct Outgoing {
     wire: Bytes,
+    /// The HTTP/2 header block for the hot path.
+    h2_block: Bytes,
     head_only: bool,
     method: http::Method,
     uri: Uri,
@@ -278,7 +306,24 @@ impl Outgoing {
 
 enum Sender {
     H1(crate::h1::Connection),
+    Http2(crate::http2::Connection),
     H2(h2::client::SendRequest<Bytes>),
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// It failed, as this kind of error; the connection is unusable.
+    Failed(ErrorKind),
+    /// The server refused it without processing it (HTTP/2 GOAWAY or REFUSED_STREAM): it may be
+    /// sent again on a new connection.
+    Unprocessed,
+}
+
+impl From<ErrorKind> for SendError {
+    fn from(kind: ErrorKind) -> Self {
+        Self::Failed(kind)
+    }
 }
 
 /// One open connection.
@@ -314,7 +359,7 @@ impl Conn {
     /// HTTP/1.1, which has one request at a time per connection.
     pub fn try_clone(&self) -> Option<Conn> {
         match &self.sender {
-            Sender::H1(_) => None,
+            Sender::H1(_) | Sender::Http2(_) => None,
             Sender::H2(s) => Some(Conn {
                 sender: Sender::H2(s.clone()),
                 timing: None,
@@ -328,6 +373,7 @@ impl Conn {
     pub async fn ready(&mut self) -> bool {
         match &mut self.sender {
             Sender::H1(c) => c.is_open(),
+            Sender::Http2(c) => c.is_open(),
             Sender::H2(s) => std::future::poll_fn(|cx| s.poll_ready(cx)).await.is_ok(),
         }
     }
@@ -336,10 +382,12 @@ impl Conn {
     /// (head and body; for HTTP/2 the head counted as HTTP/1.1 text).
     ///
     /// # Errors
-    /// [`ErrorKind::Reset`] when the connection fails; the connection is then unusable.
-    pub async fn send(&mut self, out: &Outgoing) -> Result<(Answer, u64), ErrorKind> {
+    /// [`SendError::Failed`] with [`ErrorKind::Reset`] when the connection fails: it is then
+    /// unusable; [`SendError::Unprocessed`] when an HTTP/2 server refused the stream.
+    pub async fn send(&mut self, out: &Outgoing) -> Result<(Answer, u64), SendError> {
         match &mut self.sender {
             Sender::H1(c) => Ok((c.send(&out.wire, out.head_only).await?, out.h1_sent)),
+            Sender::Http2(c) => Ok((c.send(&out.h2_block, &out.body).await?, out.h2_sent)),
             // Boxed: an inline HTTP/2 future would make every user's task that much bigger,
             // HTTP/1.1 or not, and there may be 10,000 of them.
             Sender::H2(s) => Box::pin(send_h2(s, out)).await,
@@ -353,46 +401,42 @@ impl Conn {
     }
 }
 
+/// What an `h2` error means for the request: refused streams were not processed.
+fn h2_failure(e: &h2::Error) -> SendError {
+    if e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+        SendError::Unprocessed
+    } else {
+        SendError::Failed(ErrorKind::Reset)
+    }
+}
+
 async fn send_h2(
     s: &mut h2::client::SendRequest<Bytes>,
     out: &Outgoing,
-) -> Result<(Answer, u64), ErrorKind> {
+) -> Result<(Answer, u64), SendError> {
     let began = tokio::time::Instant::now();
     let head = out.h2_head().map_err(|_| ErrorKind::Check)?;
     std::future::poll_fn(|cx| s.poll_ready(cx))
         .await
-        .map_err(|_| ErrorKind::Reset)?;
+        .map_err(|e| h2_failure(&e))?;
     let no_body = out.body.is_empty();
-    let (response, mut upload) = s
-        .send_request(head, no_body)
-        .map_err(|_| ErrorKind::Reset)?;
+    let (response, mut upload) = s.send_request(head, no_body).map_err(|e| h2_failure(&e))?;
     if !no_body {
         // Queued whole; h2 sends it as the peer's window allows.
         upload
             .send_data(out.body.clone(), true)
-            .map_err(|_| ErrorKind::Reset)?;
+            .map_err(|e| h2_failure(&e))?;
     }
-    let response = response.await.map_err(|_| ErrorKind::Reset)?;
+    let response = response.await.map_err(|e| h2_failure(&e))?;
     let ttfb = began.elapsed();
     let (head, mut recv) = response.into_parts();
-    let mut body = Bytes::new();
-    let mut joined: Option<BytesMut> = None;
+    let mut body = crate::http2::Body::default();
     while let Some(chunk) = recv.data().await {
         let chunk = chunk.map_err(|_| ErrorKind::Reset)?;
         let _ = recv.flow_control().release_capacity(chunk.len());
-        // Most bodies come in one DATA frame: keep it as it is; join only when there are more.
-        match &mut joined {
-            Some(all) => all.extend_from_slice(&chunk),
-            None if body.is_empty() => body = chunk,
-            None => {
-                let mut all = BytesMut::with_capacity(body.len() + chunk.len());
-                all.extend_from_slice(&body);
-                all.extend_from_slice(&chunk);
-                joined = Some(all);
-            }
-        }
+        body.push(chunk);
     }
-    let body = joined.map_or(body, BytesMut::freeze);
+    let body = body.into_bytes();
     let bytes = head_bytes(&head.headers) + 17 + body.len() as u64;
     let answer = Answer {
         status: head.status,
