@@ -199,7 +199,7 @@ impl Target {
         let sender = match self.version {
             HttpVersion::Http1 => Sender::H1(crate::h1::Connection::new(Box::new(io))),
             HttpVersion::Http2 if !shared => {
-                Sender::Http2(crate::http2::Connection::new(Box::new(io)))
+                Sender::Http2(Box::new(crate::http2::Connection::new(Box::new(io))))
             }
             HttpVersion::Http2 => {
                 let (s, conn) = h2_settings()
@@ -306,7 +306,8 @@ impl Outgoing {
 
 enum Sender {
     H1(crate::h1::Connection),
-    Http2(crate::http2::Connection),
+    /// Boxed: HTTP/1.1 users would otherwise carry its size in every task.
+    Http2(Box<crate::http2::Connection>),
     H2(h2::client::SendRequest<Bytes>),
 }
 
