@@ -164,27 +164,42 @@ impl Target {
                 };
                 self.handshake(tcp, timing, shared).await
             }
-            Some((connector, name)) => {
-                let tls = connector
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|_| ErrorKind::Tls)?;
-                let timing = ConnectTiming {
-                    tcp: tcp_time,
-                    tls: Some(began.elapsed() - tcp_time),
-                };
-                let want: &[u8] = match self.version {
-                    HttpVersion::Http1 => pms_net::ALPN_HTTP11,
-                    HttpVersion::Http2 => pms_net::ALPN_H2,
-                };
-                let got = tls.get_ref().1.alpn_protocol();
-                // No ALPN at all is fine for HTTP/1.1 (the protocol without negotiation).
-                if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
-                    return Err(ErrorKind::Check);
-                }
-                self.handshake(tls, timing, shared).await
-            }
+            // Boxed, as the HTTP/2 handshake of a shared connection below: their futures are
+            // kilobytes, and with them inline every cleartext connect would take that much
+            // too (10,000 users connecting at once set the run's peak memory).
+            Some(tls) => Box::pin(self.open_tls(tls, tcp, began, tcp_time, shared)).await,
         }
+    }
+
+    async fn open_tls(
+        &self,
+        (connector, name): &(
+            tokio_rustls::TlsConnector,
+            rustls::pki_types::ServerName<'static>,
+        ),
+        tcp: TcpStream,
+        began: tokio::time::Instant,
+        tcp_time: std::time::Duration,
+        shared: bool,
+    ) -> Result<Conn, ErrorKind> {
+        let tls = connector
+            .connect(name.clone(), tcp)
+            .await
+            .map_err(|_| ErrorKind::Tls)?;
+        let timing = ConnectTiming {
+            tcp: tcp_time,
+            tls: Some(began.elapsed() - tcp_time),
+        };
+        let want: &[u8] = match self.version {
+            HttpVersion::Http1 => pms_net::ALPN_HTTP11,
+            HttpVersion::Http2 => pms_net::ALPN_H2,
+        };
+        let got = tls.get_ref().1.alpn_protocol();
+        // No ALPN at all is fine for HTTP/1.1 (the protocol without negotiation).
+        if got != Some(want) && !(got.is_none() && self.version == HttpVersion::Http1) {
+            return Err(ErrorKind::Check);
+        }
+        self.handshake(tls, timing, shared).await
     }
 
     async fn handshake<IO>(
@@ -201,16 +216,7 @@ impl Target {
             HttpVersion::Http2 if !shared => {
                 Sender::Http2(Box::new(crate::http2::Connection::new(Box::new(io))))
             }
-            HttpVersion::Http2 => {
-                let (s, conn) = h2_settings()
-                    .handshake(io)
-                    .await
-                    .map_err(|_| ErrorKind::Reset)?;
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
-                Sender::H2(s)
-            }
+            HttpVersion::Http2 => Sender::H2(Box::pin(shared_h2(io)).await?),
         };
         Ok(Conn {
             sender,
@@ -274,6 +280,21 @@ fn h2_settings() -> h2::client::Builder {
         .initial_connection_window_size(crate::http2::CONN_WINDOW)
         .enable_push(false);
     b
+}
+
+/// Opens an `h2` crate connection for several streams, its connection task spawned.
+async fn shared_h2<IO>(io: IO) -> Result<h2::client::SendRequest<Bytes>, ErrorKind>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (s, conn) = h2_settings()
+        .handshake(io)
+        .await
+        .map_err(|_| ErrorKind::Reset)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(s)
 }
 
 /// A request prepared for every connection of a run.
@@ -388,7 +409,12 @@ impl Conn {
     pub async fn send(&mut self, out: &Outgoing) -> Result<(Answer, u64), SendError> {
         match &mut self.sender {
             Sender::H1(c) => Ok((c.send(&out.wire, out.head_only).await?, out.h1_sent)),
-            Sender::Http2(c) => Ok((c.send(&out.h2_block, &out.body).await?, out.h2_sent)),
+            // Boxed, as below: the HTTP/2 exchange's state would otherwise be part of every
+            // HTTP/1.1 user's task (and the allocation is small next to a request).
+            Sender::Http2(c) => Ok((
+                Box::pin(c.send(&out.h2_block, &out.body)).await?,
+                out.h2_sent,
+            )),
             // Boxed: an inline HTTP/2 future would make every user's task that much bigger,
             // HTTP/1.1 or not, and there may be 10,000 of them.
             Sender::H2(s) => Box::pin(send_h2(s, out)).await,
