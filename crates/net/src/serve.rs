@@ -312,8 +312,13 @@ where
                     conn.run(stream).await;
                 }
                 Some(acceptor) => {
-                    let handshake =
-                        tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await;
+                    // Boxed, as the fast path below: inline, the handshake's state would stay
+                    // part of the task for the connection's whole life.
+                    let handshake = Box::pin(tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(stream),
+                    ))
+                    .await;
                     let tls_stream = match handshake {
                         Ok(Ok(s)) => {
                             observer.tls_handshake(true);
@@ -396,8 +401,10 @@ where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let peer = self.info.peer;
+        // Boxed: the fast path's connection state is kilobytes, and inline it would be part of
+        // every connection's task, HTTP/2 ones included, which never use it.
         let io = match &self.fast {
-            Some(fast) => match fast.serve(io, self.info, self.stop.clone()).await {
+            Some(fast) => match Box::pin(fast.serve(io, self.info, self.stop.clone())).await {
                 Some(rest) => rest,
                 None => return,
             },
