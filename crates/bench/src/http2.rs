@@ -147,9 +147,24 @@ pub fn header_block(
         hpack_literal(&mut out, 4, b"", path.as_bytes());
     }
     for (name, value) in headers {
+        if connection_specific(name, value) {
+            continue;
+        }
         hpack_literal(&mut out, 0, name.as_str().as_bytes(), value.as_bytes());
     }
     Bytes::from(out)
+}
+
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), which HTTP/1.1 habits put in a request: left out,
+/// as hyper's client leaves them out, rather than sent for the server to reject.
+fn connection_specific(name: &http::HeaderName, value: &http::HeaderValue) -> bool {
+    use http::header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
+    *name == CONNECTION
+        || *name == TRANSFER_ENCODING
+        || *name == UPGRADE
+        || name == "keep-alive"
+        || name == "proxy-connection"
+        || (*name == TE && value != "trailers")
 }
 
 /// One HTTP/2 connection, one stream at a time.
@@ -756,5 +771,63 @@ impl Connection {
         }
         frame_head(&mut self.control, 0, kind::SETTINGS, flag::ACK, 0);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(block: &[u8]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        crate::hpack::Decoder::new(4096)
+            .decode(block, |n, v| {
+                out.push((
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn the_request_block_decodes_to_the_request_without_connection_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        headers.insert("connection", "keep-alive".parse().unwrap());
+        headers.insert("keep-alive", "timeout=5".parse().unwrap());
+        headers.insert("te", "gzip".parse().unwrap());
+        headers.insert("x-long", "v".repeat(300).parse().unwrap());
+        let block = header_block(&Method::PUT, true, "example.com:8443", "/a?b=c", &headers);
+        let want: Vec<(String, String)> = [
+            (":method", "PUT"),
+            (":scheme", "https"),
+            (":authority", "example.com:8443"),
+            (":path", "/a?b=c"),
+            ("content-type", "application/json"),
+            ("x-long", &"v".repeat(300)),
+        ]
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+        assert_eq!(decoded(&block), want);
+
+        let mut trailers = HeaderMap::new();
+        trailers.insert("te", "trailers".parse().unwrap());
+        let block = header_block(&Method::GET, false, "h", "/", &trailers);
+        assert_eq!(
+            decoded(&block),
+            [
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":authority", "h"),
+                (":path", "/"),
+                ("te", "trailers")
+            ]
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+        );
     }
 }
