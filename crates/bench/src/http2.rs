@@ -258,6 +258,11 @@ struct Frame {
     payload: Bytes,
 }
 
+/// The big-endian `u32` a frame payload starts with (callers check the length first).
+fn be_u32(p: &[u8]) -> u32 {
+    u32::from_be_bytes([p[0], p[1], p[2], p[3]])
+}
+
 /// A protocol violation by the server: the connection ends.
 fn broken<T>() -> Result<T, SendError> {
     Err(SendError::Failed(ErrorKind::Reset))
@@ -370,9 +375,7 @@ impl Connection {
             let frame = self.read_frame().await?;
             self.handle(frame, &mut st, &mut pending)?;
             if !st.upload.is_empty() && !st.ended {
-                let mut out = std::mem::take(&mut self.control);
-                self.push_data(&mut st, &mut out);
-                self.control = out;
+                self.push_data(&mut st);
             }
         }
         if !st.upload.is_empty() {
@@ -400,8 +403,7 @@ impl Connection {
     /// Writes the pending control frames, the request's HEADERS (and CONTINUATION) frames and
     /// as much of its body as the windows allow, in one write.
     async fn write_request(&mut self, st: &mut Stream, block: &Bytes) -> Result<(), SendError> {
-        let mut out = std::mem::take(&mut self.control);
-        out.reserve(block.len() + st.upload.len() + 32);
+        self.control.reserve(block.len() + st.upload.len() + 32);
         let end_stream = if st.upload.is_empty() {
             flag::END_STREAM
         } else {
@@ -413,43 +415,29 @@ impl Connection {
             let chunk = chunks.next().unwrap_or(&[]);
             let last = chunks.peek().is_none();
             let end_headers = if last { flag::END_HEADERS } else { 0 };
-            if first {
-                frame_head(
-                    &mut out,
-                    chunk.len(),
-                    kind::HEADERS,
-                    end_stream | end_headers,
-                    st.id,
-                );
-                first = false;
+            let (kind, flags) = if first {
+                (kind::HEADERS, end_stream | end_headers)
             } else {
-                frame_head(
-                    &mut out,
-                    chunk.len(),
-                    kind::CONTINUATION,
-                    end_headers,
-                    st.id,
-                );
-            }
-            out.extend_from_slice(chunk);
+                (kind::CONTINUATION, end_headers)
+            };
+            frame_head(&mut self.control, chunk.len(), kind, flags, st.id);
+            self.control.extend_from_slice(chunk);
+            first = false;
             if last {
                 break;
             }
         }
-        self.push_data(st, &mut out);
-        let written = self.io.write_all(&out).await;
-        let flushed = self.io.flush().await;
+        self.push_data(st);
+        let written = self.flush_control().await;
         // Not kept: the request's copy is as big as its body, and 10,000 idle connections each
         // holding one would cost more than the allocation saves.
-        drop(out);
-        match (written, flushed) {
-            (Ok(()), Ok(())) => Ok(()),
-            _ => broken(),
-        }
+        self.control = Vec::new();
+        written
     }
 
-    /// Appends DATA frames for as much of the body as both windows and the frame size allow.
-    fn push_data(&mut self, st: &mut Stream, out: &mut Vec<u8>) {
+    /// Queues DATA frames for as much of the body as both windows and the frame size allow,
+    /// to go out with the next write.
+    fn push_data(&mut self, st: &mut Stream) {
         while !st.upload.is_empty() {
             let room = st.send_window.min(self.send_window);
             let n = st
@@ -465,8 +453,8 @@ impl Connection {
             } else {
                 0
             };
-            frame_head(out, n, kind::DATA, flags, st.id);
-            out.extend_from_slice(&st.upload[..n]);
+            frame_head(&mut self.control, n, kind::DATA, flags, st.id);
+            self.control.extend_from_slice(&st.upload[..n]);
             st.upload.advance(n);
             st.send_window -= n as i64;
             self.send_window -= n as i64;
@@ -595,12 +583,7 @@ impl Connection {
                 if frame.stream != st.id || st.ended {
                     return Ok(());
                 }
-                let code = u32::from_be_bytes([
-                    frame.payload[0],
-                    frame.payload[1],
-                    frame.payload[2],
-                    frame.payload[3],
-                ]);
+                let code = be_u32(&frame.payload);
                 if code == REFUSED_STREAM && st.status.is_none() {
                     Err(SendError::Unprocessed)
                 } else {
@@ -622,12 +605,7 @@ impl Connection {
                 if frame.stream != 0 || frame.payload.len() < 8 {
                     return broken();
                 }
-                let last = u32::from_be_bytes([
-                    frame.payload[0],
-                    frame.payload[1],
-                    frame.payload[2],
-                    frame.payload[3],
-                ]) & MAX_STREAM_ID;
+                let last = be_u32(&frame.payload) & MAX_STREAM_ID;
                 self.draining = true;
                 // Before the stream is opened (`st.id` not yet used) or above the last stream
                 // the server took: not processed.
@@ -640,12 +618,7 @@ impl Connection {
                 if frame.payload.len() != 4 {
                     return broken();
                 }
-                let increment = u32::from_be_bytes([
-                    frame.payload[0],
-                    frame.payload[1],
-                    frame.payload[2],
-                    frame.payload[3],
-                ]) & MAX_STREAM_ID;
+                let increment = be_u32(&frame.payload) & MAX_STREAM_ID;
                 if frame.stream == 0 {
                     self.send_window += i64::from(increment);
                 } else if frame.stream == st.id {
