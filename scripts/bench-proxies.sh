@@ -171,26 +171,55 @@ peak_rss() {
   awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
 }
 
-# wrk: prints "req/s p99_ms"
+# CPU time (user + system) a process and its children have used, in clock ticks.
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+cpu_ticks() {
+  local total=0 p t
+  [ -n "$1" ] || { echo 0; return; }
+  for p in $1 $(pgrep -P "$1" || true); do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the parenthesised command name.
+    t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
+    total=$((total + ${t:-0}))
+  done
+  echo "$total"
+}
+
+# The proxy's CPU time per request over the measured part of a run, in µs: "-" without a proxy.
+cpu_per_request() {
+  local pid=$1 before=$2 requests=$3
+  [ -n "$pid" ] && [ "${requests:-0}" -gt 0 ] || { echo "-"; return; }
+  awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v us="$TICK_US" -v n="$requests" \
+    'BEGIN { printf "%.1f", t * us / n }'
+}
+
+# wrk, warm-up then the measured run: prints "req/s p99_ms non2xx cpu_us_per_request"
 run_wrk() {
-  local url=$1
+  local url=$1 pid=$2 before out
   wrk -t2 -c"$CONNECTIONS" -d"${WARMUP}s" -s "$WORK/post.lua" "$url" >/dev/null 2>&1 || true
-  wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/post.lua" "$url" 2>/dev/null | awk '
+  before=$(cpu_ticks "$pid")
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/post.lua" "$url" 2>/dev/null | awk '
+    /requests in/ { n = $1 }
     /Requests\/sec/ { rps = $2 }
     /^ +99%/ { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 }; p99 = v }
     /Non-2xx/ { bad = $NF }
-    END { printf "%s %s %s\n", rps, p99, (bad == "" ? 0 : bad) }'
+    END { printf "%s %s %s %d\n", rps, p99, (bad == "" ? 0 : bad), n }')
+  set -- $out
+  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
 }
 
-# h2load over TLS with ALPN h2: prints "req/s p99_ms"
+# h2load over TLS with ALPN h2, warm-up then the measured run: prints
+# "req/s - non2xx cpu_us_per_request" (h2load reports no percentiles)
 run_h2load() {
-  local url=$1
+  local url=$1 pid=$2 before out
   h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
-  h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
+  before=$(cpu_ticks "$pid")
+  out=$(h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
     /^finished in/ { rps = $4 }
+    /^requests:/ { n = $8 }
     /^status codes:/ { gsub(",", ""); bad = $5 + $7 + $9 }
-    /^time for request:/ { mean = $6 }
-    END { printf "%s %s %s\n", rps, "-", (bad == "" ? 0 : bad) }'
+    END { printf "%s %s %s %d\n", rps, "-", (bad == "" ? 0 : bad), n }')
+  set -- $out
+  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
 }
 
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
@@ -207,7 +236,9 @@ URL["nginx,h2(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
 URL["haproxy,h2(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
 URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
 
-# Every sample: "round scenario target rps p99 non2xx", one per line.
+declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID)
+
+# Every sample: "round scenario target rps p99 non2xx cpu_us", one per line.
 SAMPLES=$WORK/samples.txt
 for round in $(seq "$ROUNDS"); do
   for s in "${scenarios[@]}"; do
@@ -215,8 +246,9 @@ for round in $(seq "$ROUNDS"); do
       url=${URL["$t,$s"]:-}
       [ -n "$url" ] || continue
       echo "round $round/$ROUNDS: $s via $t ($DURATION s)..." >&2
-      if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b < <(run_h2load "$url"); else read -r r p b < <(run_wrk "$url"); fi
-      echo "$round $s $t ${r:-0} ${p:--} ${b:-0}" >> "$SAMPLES"
+      pid=${PID_OF[$t]:-}
+      if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b c < <(run_h2load "$url" "$pid"); else read -r r p b c < <(run_wrk "$url" "$pid"); fi
+      echo "$round $s $t ${r:-0} ${p:--} ${b:-0} ${c:--}" >> "$SAMPLES"
     done
   done
 done
@@ -228,24 +260,26 @@ import collections, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 scenario = sys.argv[2]
 by = collections.defaultdict(dict)
-for rnd, s, t, rps, p99, bad in rows:
+for rnd, s, t, rps, p99, bad, cpu in rows:
     if s == scenario:
-        by[t][rnd] = (float(rps), p99, int(float(bad)))
+        by[t][rnd] = (float(rps), p99, int(float(bad)), cpu)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 for t in ["direct", "nginx", "haproxy", "pms"]:
     if t not in by:
         continue
     ratios = []
-    for rnd, (rps, _, _) in by[t].items():
+    for rnd, (rps, *_) in by[t].items():
         peers = [by[p][rnd][0] for p in ("nginx", "haproxy") if p in by and rnd in by[p]]
         if peers and max(peers) > 0:
             ratios.append(rps / max(peers))
     rps = med([v[0] for v in by[t].values()])
     p99s = [float(v[1]) for v in by[t].values() if v[1] != "-"]
     bad = sum(v[2] for v in by[t].values())
+    cpus = [float(v[3]) for v in by[t].values() if v[3] != "-"]
     rr = "%.2f (%.2f–%.2f)" % (med(ratios), min(ratios), max(ratios)) if ratios else "-"
-    print("%s|%.0f|%s|%d|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr))
+    print("%s|%.0f|%s|%d|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
+                                   "%.1f" % med(cpus) if cpus else "-"))
 PY
 }
 
@@ -256,19 +290,19 @@ PY
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
-  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | peak RSS MB |"
-  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | peak RSS MB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   for s in "${scenarios[@]}"; do
-    while IFS='|' read -r t r p b ratio; do
+    while IFS='|' read -r t r p b ratio cpu; do
       case $t in
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
         *) rss="-" ;;
       esac
-      echo "| $s | $t | $r | $p | $b | $ratio | $rss |"
+      echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $rss |"
     done < <(summary "$s")
   done
   echo
-  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers). h2load reports no percentiles, hence no p99 for HTTP/2."
+  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
 } | tee "${OUT:-/dev/null}"
