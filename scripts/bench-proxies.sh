@@ -171,32 +171,18 @@ peak_rss() {
   awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
 }
 
-# CPU time (user + system) a process and its children have used, in clock ticks.
-TICK_US=$((1000000 / $(getconf CLK_TCK)))
-cpu_ticks() {
-  local total=0 p t
-  [ -n "$1" ] || { echo 0; return; }
-  for p in $1 $(pgrep -P "$1" || true); do
-    # Fields 14 and 15 of /proc/PID/stat, counted after the parenthesised command name.
-    t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
-    total=$((total + ${t:-0}))
-  done
-  echo "$total"
-}
-
 # The proxy's CPU time per request over the measured part of a run, in µs: "-" without a proxy.
 cpu_per_request() {
   local pid=$1 before=$2 requests=$3
-  [ -n "$pid" ] && [ "${requests:-0}" -gt 0 ] || { echo "-"; return; }
-  awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v us="$TICK_US" -v n="$requests" \
-    'BEGIN { printf "%.1f", t * us / n }'
+  [ -n "$pid" ] || { echo "-"; return; }
+  us_per_request "$(( $(cpu_ticks "$pid") - before ))" "$requests"
 }
 
 # wrk, warm-up then the measured run: prints "req/s p99_ms non2xx cpu_us_per_request"
 run_wrk() {
   local url=$1 pid=$2 before out
   wrk -t2 -c"$CONNECTIONS" -d"${WARMUP}s" -s "$WORK/post.lua" "$url" >/dev/null 2>&1 || true
-  before=$(cpu_ticks "$pid")
+  before=$( [ -n "$pid" ] && cpu_ticks "$pid" || echo 0)
   out=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/post.lua" "$url" 2>/dev/null | awk '
     /requests in/ { n = $1 }
     /Requests\/sec/ { rps = $2 }
@@ -212,7 +198,7 @@ run_wrk() {
 run_h2load() {
   local url=$1 pid=$2 before out
   h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
-  before=$(cpu_ticks "$pid")
+  before=$( [ -n "$pid" ] && cpu_ticks "$pid" || echo 0)
   out=$(h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
     /^finished in/ { rps = $4 }
     /^requests:/ { n = $8 }

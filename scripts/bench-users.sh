@@ -4,7 +4,8 @@
 #   B. 100 closed-loop clients without think time, through the gateway and straight to the users
 #      service, over h2c and over HTTP/1.1, with the gateway/direct throughput ratio;
 #   C. where the time goes: one client at 10 req/s on each hop of the path, from a no-op answer
-#      to the full call through the gateway with TLS.
+#      to the full call through the gateway with TLS;
+#   and, over B's runs, the CPU time per request of `pms up` and of PostgreSQL.
 # PostgreSQL behind the users service (a throwaway cluster from scripts/pg.sh), the six seeded
 # users, `pms up` in release mode. Everything on 127.0.0.1; every run bounded in time. Tools
 # (h2load, wrk) are installed from Debian's packages when missing and running as root.
@@ -84,6 +85,14 @@ PY
 h2_rps() { sed -nE 's/^finished in .*, ([0-9.]+) req\/s.*/\1/p' "$1"; }
 wrk_rps() { sed -nE 's/^Requests\/sec: *([0-9.]+).*/\1/p' "$1"; }
 h2_errors() { sed -nE 's/^requests: .* ([0-9]+) failed, ([0-9]+) errored.*/\1 failed, \2 errored/p' "$1"; }
+h2_requests() { sed -nE 's/^requests: ([0-9]+) total.*/\1/p' "$1"; }
+wrk_requests() { sed -nE 's/^ *([0-9]+) requests in .*/\1/p' "$1"; }
+# cpu_row FILE REQUESTS: "pms µs | PostgreSQL µs" per request over that run.
+cpu_row() {
+  local pms pg
+  read -r pms pg <"$1.cpu"
+  echo "$(us_per_request "$pms" "$2") | $(us_per_request "$pg" "$2")"
+}
 wrk_errors() { local e; e=$(grep -E "Non-2xx|Socket errors" "$1" | tr -s ' ' | paste -sd';' - || true); echo "${e:-none}"; }
 
 echo "warm-up: 2 s of closed-loop load through the gateway (opens the database pool)"
@@ -104,8 +113,21 @@ cat "$work"/a?.log >"$work/a.log"
 read -r a_n a_bad a_mean a_p50 a_p99 a_max < <(stats "$work/a.log")
 
 echo "B: 100 closed-loop clients, ${DURATION}s each (gateway h2c, direct h2c, gateway h1, direct h1)"
-run_h2() { h2load -c 100 -m 1 -D "$DURATION" --warm-up-time=2 -H "$auth" "$1" >"$2"; }
-run_h1() { wrk -t 2 -c 100 -d "${DURATION}s" --latency -H "$auth" "$1" >"$2"; }
+# Each run also notes the CPU time `pms up` (gateway + users service) and PostgreSQL (the
+# postmaster and its backends) spent over it, in $2.cpu as "pms_ticks postgres_ticks".
+pg_pid=$(head -1 "$work/pg/data/postmaster.pid")
+measure_cpu() {
+  local out=$1 pms0 pg0
+  shift
+  pms0=$(cpu_ticks "$up_pid"); pg0=$(cpu_ticks "$pg_pid")
+  "$@"
+  echo "$(( $(cpu_ticks "$up_pid") - pms0 )) $(( $(cpu_ticks "$pg_pid") - pg0 ))" >"$out.cpu"
+}
+run_h2() {
+  h2load -c 100 -m 1 -D 2 -H "$auth" "$1" >/dev/null # warm-up, outside the measured CPU time
+  measure_cpu "$2" sh -c 'h2load -c 100 -m 1 -D "$1" -H "$2" "$3" >"$4"' _ "$DURATION" "$auth" "$1" "$2"
+}
+run_h1() { measure_cpu "$2" sh -c 'wrk -t 2 -c 100 -d "$1s" --latency -H "$2" "$3" >"$4"' _ "$DURATION" "$auth" "$1" "$2"; }
 run_h2 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h2.txt"
 run_h2 "http://127.0.0.1:$users/users/getAllUsers" "$work/b_direct_h2.txt"
 run_h1 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h1.txt"
@@ -144,6 +166,14 @@ B. 100 closed-loop clients, no think time (${DURATION}s each)
 | --- | --- | --- | --- | --- |
 | h2c (h2load) | $gw_h2 | $d_h2 | $(ratio "$gw_h2" "$d_h2") | $(h2_errors "$work/b_gw_h2.txt"), $(h2_errors "$work/b_direct_h2.txt") |
 | HTTP/1.1 (wrk) | $gw_h1 | $d_h1 | $(ratio "$gw_h1" "$d_h1") | $(wrk_errors "$work/b_gw_h1.txt"), $(wrk_errors "$work/b_direct_h1.txt") |
+
+CPU per request over the same runs (pms up: gateway + users service; PostgreSQL: postmaster + backends)
+| protocol | path | pms µs | PostgreSQL µs |
+| --- | --- | --- | --- |
+| h2c | through gateway | $(cpu_row "$work/b_gw_h2.txt" "$(h2_requests "$work/b_gw_h2.txt")") |
+| h2c | direct | $(cpu_row "$work/b_direct_h2.txt" "$(h2_requests "$work/b_direct_h2.txt")") |
+| HTTP/1.1 | through gateway | $(cpu_row "$work/b_gw_h1.txt" "$(wrk_requests "$work/b_gw_h1.txt")") |
+| HTTP/1.1 | direct | $(cpu_row "$work/b_direct_h1.txt" "$(wrk_requests "$work/b_direct_h1.txt")") |
 
 C. One client, 10 req/s, per hop (6 s each)
 | target | requests | non-200 | mean ms | p50 ms | p99 ms |

@@ -14,3 +14,21 @@ ensure_tools() {
     echo "missing: ${missing[*]} (install them, or run as root)" >&2; exit 1
   fi
 }
+
+# cpu_ticks PID...: CPU time (user + system) the processes and their children have used, in
+# clock ticks (1/CLK_TCK s). A PID that has gone counts 0.
+cpu_ticks() {
+  local total=0 p t
+  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done || true); do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the parenthesised command name.
+    t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
+    total=$((total + ${t:-0}))
+  done
+  echo "$total"
+}
+
+# us_per_request TICKS REQUESTS: CPU time per request in µs, one decimal ("-" without requests).
+us_per_request() {
+  awk -v t="$1" -v n="${2:-0}" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else printf "-" }'
+}
