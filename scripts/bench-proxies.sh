@@ -188,7 +188,7 @@ run_wrk() {
     /Requests\/sec/ { rps = $2 }
     /^ +99%/ { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 }; p99 = v }
     /Non-2xx/ { bad = $NF }
-    END { printf "%s %s %s %d\n", rps, p99, (bad == "" ? 0 : bad), n }')
+    END { printf "%s %s %s %d\n", (rps == "" ? 0 : rps), (p99 == "" ? "-" : p99), (bad == "" ? 0 : bad), n }')
   set -- $out
   echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
 }
@@ -203,7 +203,7 @@ run_h2load() {
     /^finished in/ { rps = $4 }
     /^requests:/ { n = $8 }
     /^status codes:/ { gsub(",", ""); bad = $5 + $7 + $9 }
-    END { printf "%s %s %s %d\n", rps, "-", (bad == "" ? 0 : bad), n }')
+    END { printf "%s %s %s %d\n", (rps == "" ? 0 : rps), "-", (bad == "" ? 0 : bad), n }')
   set -- $out
   echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
 }
