@@ -113,21 +113,22 @@ cat "$work"/a?.log >"$work/a.log"
 read -r a_n a_bad a_mean a_p50 a_p99 a_max < <(stats "$work/a.log")
 
 echo "B: 100 closed-loop clients, ${DURATION}s each (gateway h2c, direct h2c, gateway h1, direct h1)"
-# Each run also notes the CPU time `pms up` (gateway + users service) and PostgreSQL (the
-# postmaster and its backends) spent over it, in $2.cpu as "pms_ticks postgres_ticks".
+# measure_cpu OUT COMMAND...: runs COMMAND with its output in OUT, and notes the CPU time
+# `pms up` (gateway + users service) and PostgreSQL (the postmaster and its backends) spent over
+# it in OUT.cpu as "pms_ticks postgres_ticks".
 pg_pid=$(head -1 "$work/pg/data/postmaster.pid")
 measure_cpu() {
   local out=$1 pms0 pg0
   shift
   pms0=$(cpu_ticks "$up_pid"); pg0=$(cpu_ticks "$pg_pid")
-  "$@"
+  "$@" >"$out"
   echo "$(( $(cpu_ticks "$up_pid") - pms0 )) $(( $(cpu_ticks "$pg_pid") - pg0 ))" >"$out.cpu"
 }
 run_h2() {
   h2load -c 100 -m 1 -D 2 -H "$auth" "$1" >/dev/null # warm-up, outside the measured CPU time
-  measure_cpu "$2" sh -c 'h2load -c 100 -m 1 -D "$1" -H "$2" "$3" >"$4"' _ "$DURATION" "$auth" "$1" "$2"
+  measure_cpu "$2" h2load -c 100 -m 1 -D "$DURATION" -H "$auth" "$1"
 }
-run_h1() { measure_cpu "$2" sh -c 'wrk -t 2 -c 100 -d "$1s" --latency -H "$2" "$3" >"$4"' _ "$DURATION" "$auth" "$1" "$2"; }
+run_h1() { measure_cpu "$2" wrk -t 2 -c 100 -d "${DURATION}s" --latency -H "$auth" "$1"; }
 run_h2 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h2.txt"
 run_h2 "http://127.0.0.1:$users/users/getAllUsers" "$work/b_direct_h2.txt"
 run_h1 "http://127.0.0.1:$plain/users/getAllUsers" "$work/b_gw_h1.txt"
