@@ -107,7 +107,8 @@ async fn exchange(
     let deadline = tokio::time::Instant::now() + timeout;
     let head_request = parts.method == Method::HEAD;
     let retryable = request::idempotent(&parts.method);
-    let mut up = BytesMut::with_capacity(BUF);
+    // Allocated when the response arrives (see `read_head`).
+    let mut up = BytesMut::new();
     let head = match send_whole(
         pool,
         &mut conn,
@@ -143,7 +144,7 @@ async fn exchange(
         Framing::Length(n) if n <= GATHER as u64 => {
             let n = n as usize;
             gather_response(&mut conn.stream, &mut up, n, deadline, upstream).await?;
-            let data = up.split_to(n).freeze();
+            let data = body_bytes(&mut up, n);
             if head.reusable && up.is_empty() {
                 pool.checkin(conn);
             }
@@ -162,6 +163,20 @@ async fn exchange(
     *resp.status_mut() = head.status;
     *resp.headers_mut() = headers;
     Ok(resp)
+}
+
+/// The first `n` bytes of `up`, a gathered response body, taken out of it. A body much smaller
+/// than the read buffer is copied out: sharing the buffer would keep all of it ([`BUF`] at
+/// least) alive until the client has taken the body, once for every request in flight, where
+/// the copy costs a small allocation and `n` bytes of `memcpy`.
+fn body_bytes(up: &mut BytesMut, n: usize) -> Bytes {
+    if n < up.capacity() / 2 {
+        let data = Bytes::copy_from_slice(&up[..n]);
+        up.advance(n);
+        data
+    } else {
+        up.split_to(n).freeze()
+    }
 }
 
 /// Reads the whole request body, `expected` bytes (it has none when hyper says the stream has
@@ -318,5 +333,28 @@ impl Streaming {
                 (!data.is_empty()).then(|| Ok(data.freeze()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_body_is_copied_out_and_the_rest_stays() {
+        let mut up = BytesMut::with_capacity(BUF);
+        up.extend_from_slice(b"helloHTTP/1.1 200");
+        let body = body_bytes(&mut up, 5);
+        assert_eq!(&body[..], b"hello");
+        assert_eq!(&up[..], b"HTTP/1.1 200");
+    }
+
+    #[test]
+    fn a_body_filling_the_buffer_is_split_off() {
+        let mut up = BytesMut::with_capacity(16);
+        up.extend_from_slice(b"0123456789abcdefXY");
+        let body = body_bytes(&mut up, 16);
+        assert_eq!(&body[..], b"0123456789abcdef");
+        assert_eq!(&up[..], b"XY");
     }
 }

@@ -667,8 +667,12 @@ impl Exchange<'_> {
 
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
 /// `up` holds the bytes after the head.
-async fn read_head<S: AsyncRead + Unpin>(
-    stream: &mut S,
+///
+/// An `up` with no capacity (a request's own buffer, as the bridge's) is allocated once the
+/// response starts to arrive, so a request waiting for its upstream holds no read buffer: with
+/// a thousand HTTP/2 streams in flight that was 8 MB of empty buffers.
+async fn read_head(
+    stream: &mut pool::Stream,
     up: &mut BytesMut,
     head_request: bool,
     deadline: tokio::time::Instant,
@@ -697,6 +701,15 @@ async fn read_head<S: AsyncRead + Unpin>(
                     )))
                 }
                 response::Parsed::Partial => {}
+            }
+        }
+        if up.capacity() == 0 {
+            // An error here comes back from the read below.
+            if tokio::time::timeout_at(deadline, stream.readable())
+                .await
+                .is_err()
+            {
+                return Err(NoHead::Timeout);
             }
         }
         up.reserve(BUF);

@@ -291,7 +291,9 @@ impl Pool {
                 Ok(Err(closed)) => return Err(SendError::Failed(closed.to_string())),
                 Err(_) => return Err(self.busy(ep)),
             };
-        self.connect(i, permit).await
+        // Boxed, as in `checkout`: connecting (TLS included) takes over a kilobyte of future
+        // state, which would otherwise be part of every request's future for this rare retry.
+        Box::pin(self.connect(i, permit)).await
     }
 
     /// Connects to endpoint `i` under `permit`.
@@ -376,6 +378,17 @@ pub(super) enum Stream {
 }
 
 impl Stream {
+    /// Waits until the socket has bytes to read (or an error to report). Over TLS that is the
+    /// TCP socket: called before a response is read, when rustls holds no plaintext yet (a
+    /// connection that had some would have failed [`Self::still_open`]), and a wake-up with no
+    /// plaintext in it (a session ticket) only means the read that follows waits.
+    pub(super) async fn readable(&self) -> io::Result<()> {
+        match self {
+            Self::Plain(s) => s.readable().await,
+            Self::Tls(s) => s.get_ref().0.readable().await,
+        }
+    }
+
     /// Whether an idle connection is still open: nothing to read yet. End of stream means the
     /// upstream closed it; data (or a TLS alert) means it sent something unasked, and it cannot
     /// be trusted with a request either.
