@@ -2,8 +2,8 @@
 # Side-by-side reverse-proxy benchmark on this machine, in one run: the PMS gateway, nginx and
 # haproxy in front of the same `pms echo`, loaded by wrk (HTTP/1.1, cleartext and TLS) and h2load
 # (HTTP/2 over TLS), 100 keep-alive connections posting ARRAY payloads (500 bytes unless --size).
-# Prints one table with throughput, p99 latency, the ratio to the better of nginx/haproxy, and
-# each proxy's peak RSS.
+# Prints one table with throughput, p99 latency, the ratio to the better of nginx/haproxy, each
+# proxy's CPU time per request, its anonymous memory and its peak RSS.
 #
 # Everything listens on 127.0.0.1 and every run is bounded in time. Missing tools (nginx, haproxy,
 # wrk, h2load) are installed from Debian's packages when running as root.
@@ -224,7 +224,7 @@ URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
 
 declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID)
 
-# Every sample: "round scenario target rps p99 non2xx cpu_us", one per line.
+# Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb", one per line.
 SAMPLES=$WORK/samples.txt
 for round in $(seq "$ROUNDS"); do
   for s in "${scenarios[@]}"; do
@@ -234,7 +234,8 @@ for round in $(seq "$ROUNDS"); do
       echo "round $round/$ROUNDS: $s via $t ($DURATION s)..." >&2
       pid=${PID_OF[$t]:-}
       if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b c < <(run_h2load "$url" "$pid"); else read -r r p b c < <(run_wrk "$url" "$pid"); fi
-      echo "$round $s $t ${r:-0} ${p:--} ${b:-0} ${c:--}" >> "$SAMPLES"
+      anon=$( [ -n "$pid" ] && anon_mb "$pid" || echo -)
+      echo "$round $s $t ${r:-0} ${p:--} ${b:-0} ${c:--} $anon" >> "$SAMPLES"
     done
   done
 done
@@ -246,9 +247,9 @@ import collections, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 scenario = sys.argv[2]
 by = collections.defaultdict(dict)
-for rnd, s, t, rps, p99, bad, cpu in rows:
+for rnd, s, t, rps, p99, bad, cpu, anon in rows:
     if s == scenario:
-        by[t][rnd] = (float(rps), p99, int(float(bad)), cpu)
+        by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 for t in ["direct", "nginx", "haproxy", "pms"]:
@@ -263,9 +264,11 @@ for t in ["direct", "nginx", "haproxy", "pms"]:
     p99s = [float(v[1]) for v in by[t].values() if v[1] != "-"]
     bad = sum(v[2] for v in by[t].values())
     cpus = [float(v[3]) for v in by[t].values() if v[3] != "-"]
+    anons = [float(v[4]) for v in by[t].values() if v[4] != "-"]
     rr = "%.2f (%.2f–%.2f)" % (med(ratios), min(ratios), max(ratios)) if ratios else "-"
-    print("%s|%.0f|%s|%d|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
-                                   "%.1f" % med(cpus) if cpus else "-"))
+    print("%s|%.0f|%s|%d|%s|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
+                                      "%.1f" % med(cpus) if cpus else "-",
+                                      "%.1f" % max(anons) if anons else "-"))
 PY
 }
 
@@ -276,19 +279,19 @@ PY
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
-  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | peak RSS MB |"
-  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | anonymous MB | peak RSS MB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   for s in "${scenarios[@]}"; do
-    while IFS='|' read -r t r p b ratio cpu; do
+    while IFS='|' read -r t r p b ratio cpu anon; do
       case $t in
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
         *) rss="-" ;;
       esac
-      echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $rss |"
+      echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $anon | $rss |"
     done < <(summary "$s")
   done
   echo
-  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
+  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, largest value read at the end of this scenario's runs; freed memory stays with the allocator, so later scenarios include earlier ones). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
 } | tee "${OUT:-/dev/null}"

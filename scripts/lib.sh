@@ -27,6 +27,18 @@ cpu_ticks() {
   echo "$total"
 }
 
+# anon_mb PID...: the processes' (and their children's) anonymous resident memory now, in MB, one
+# decimal: the heap and stacks, without the program's code pages, which the kernel maps in 64 KB
+# runs around each page touched and which other processes running the same binary share.
+anon_mb() {
+  local total=0 p kb
+  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done || true); do
+    kb=$(awk '/^RssAnon:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+    total=$((total + ${kb:-0}))
+  done
+  awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
+}
+
 # us_per_request TICKS REQUESTS: CPU time per request in µs, one decimal ("-" without requests).
 us_per_request() {
   awk -v t="$1" -v n="${2:-0}" -v hz="$(getconf CLK_TCK)" \
