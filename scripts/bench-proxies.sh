@@ -264,11 +264,11 @@ for t in ["direct", "nginx", "haproxy", "pms"]:
     p99s = [float(v[1]) for v in by[t].values() if v[1] != "-"]
     bad = sum(v[2] for v in by[t].values())
     cpus = [float(v[3]) for v in by[t].values() if v[3] != "-"]
-    anons = [float(v[4]) for v in by[t].values() if v[4] != "-"]
+    first = by[t][min(by[t], key=int)][4]
     rr = "%.2f (%.2f–%.2f)" % (med(ratios), min(ratios), max(ratios)) if ratios else "-"
     print("%s|%.0f|%s|%d|%s|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
                                       "%.1f" % med(cpus) if cpus else "-",
-                                      "%.1f" % max(anons) if anons else "-"))
+                                      first))
 PY
 }
 
@@ -293,5 +293,5 @@ PY
     done < <(summary "$s")
   done
   echo
-  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, largest value read at the end of this scenario's runs; freed memory stays with the allocator, so later scenarios include earlier ones). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
+  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, read after the scenario's first round; freed memory stays with the allocator, so each scenario's figure includes the ones above it). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
 } | tee "${OUT:-/dev/null}"
