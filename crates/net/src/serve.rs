@@ -361,8 +361,8 @@ where
 /// The stream comes back boxed. rustls' connection state is over a kilobyte, and a future keeps
 /// an `async fn`'s arguments, and locals it has moved from, for its whole life: inline, the
 /// task of every TLS connection held the stream three to four times over (7.7 KB per task
-/// where it is 2.8 KB now, plus the 1.2 KB box). The handshake's own future is boxed for the same reason, and
-/// freed when it is done.
+/// where it is 2.8 KB now, plus the 1.2 KB box). The handshake's own future is boxed for the
+/// same reason, and freed when it is done.
 async fn accept_tls(
     acceptor: &tokio_rustls::TlsAcceptor,
     stream: tokio::net::TcpStream,

@@ -668,9 +668,10 @@ impl Exchange<'_> {
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
 /// `up` holds the bytes after the head.
 ///
-/// An `up` with no capacity (a request's own buffer, as the bridge's) is allocated once the
-/// response starts to arrive, so a request waiting for its upstream holds no read buffer: with
-/// a thousand HTTP/2 streams in flight that was 8 MB of empty buffers.
+/// An `up` with no capacity (a request's own buffer, as the bridge's) is allocated, on a
+/// cleartext connection, once the response starts to arrive, so a request waiting for its
+/// upstream holds no read buffer: with a thousand HTTP/2 streams in flight that was 8 MB of
+/// empty buffers.
 async fn read_head(
     stream: &mut pool::Stream,
     up: &mut BytesMut,

@@ -378,14 +378,13 @@ pub(super) enum Stream {
 }
 
 impl Stream {
-    /// Waits until the socket has bytes to read (or an error to report). Over TLS that is the
-    /// TCP socket: called before a response is read, when rustls holds no plaintext yet (a
-    /// connection that had some would have failed [`Self::still_open`]), and a wake-up with no
-    /// plaintext in it (a session ticket) only means the read that follows waits.
+    /// Waits until a read may find bytes: cleartext, until the socket is readable (or has an
+    /// error to report); over TLS at once, since rustls may already hold plaintext that the TCP
+    /// socket's readiness would not announce.
     pub(super) async fn readable(&self) -> io::Result<()> {
         match self {
             Self::Plain(s) => s.readable().await,
-            Self::Tls(s) => s.get_ref().0.readable().await,
+            Self::Tls(_) => Ok(()),
         }
     }
 
