@@ -164,7 +164,7 @@ done
 # Peak RSS (VmHWM) of a process and its children, in MB.
 peak_rss() {
   local total=0 kb p
-  for p in $1 $(pgrep -P "$1" || true); do
+  for p in $(with_children "$1"); do
     kb=$(awk '/VmHWM/ {print $2}' /proc/$p/status 2>/dev/null || echo 0)
     total=$((total + ${kb:-0}))
   done

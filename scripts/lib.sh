@@ -15,11 +15,20 @@ ensure_tools() {
   fi
 }
 
+# with_children PID...: the processes and their direct children, one PID per line.
+with_children() {
+  local q
+  for q in "$@"; do
+    echo "$q"
+    pgrep -P "$q" || true
+  done
+}
+
 # cpu_ticks PID...: CPU time (user + system) the processes and their children have used, in
 # clock ticks (1/CLK_TCK s). A PID that has gone counts 0.
 cpu_ticks() {
   local total=0 p t
-  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done || true); do
+  for p in $(with_children "$@"); do
     # Fields 14 and 15 of /proc/PID/stat, counted after the parenthesised command name.
     t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
     total=$((total + ${t:-0}))
@@ -32,7 +41,7 @@ cpu_ticks() {
 # runs around each page touched and which other processes running the same binary share.
 anon_mb() {
   local total=0 p kb
-  for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done || true); do
+  for p in $(with_children "$@"); do
     kb=$(awk '/^RssAnon:/ {print $2}' "/proc/$p/status" 2>/dev/null)
     total=$((total + ${kb:-0}))
   done
