@@ -30,19 +30,19 @@ cpu_ticks() {
   local total=0 p t
   for p in $(with_children "$@"); do
     # Fields 14 and 15 of /proc/PID/stat, counted after the parenthesised command name.
-    t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
+    t=$(sed -E 's/.*\) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}') || t=0
     total=$((total + ${t:-0}))
   done
   echo "$total"
 }
 
 # anon_mb PID...: the processes' (and their children's) anonymous resident memory now, in MB, one
-# decimal: the heap and stacks, without the program's code pages, which the kernel maps in 64 KB
+# decimal (a PID that has gone counts 0): the heap and stacks, without the program's code pages, which the kernel maps in 64 KB
 # runs around each page touched and which other processes running the same binary share.
 anon_mb() {
   local total=0 p kb
   for p in $(with_children "$@"); do
-    kb=$(awk '/^RssAnon:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+    kb=$(awk '/^RssAnon:/ {print $2}' "/proc/$p/status" 2>/dev/null) || kb=0
     total=$((total + ${kb:-0}))
   done
   awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
