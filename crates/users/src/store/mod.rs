@@ -12,30 +12,28 @@
 //! plate; `parkies >= 0`; at most three vehicles through a checked counter): they then hold under
 //! concurrency and for every writer, not only for this code path.
 //!
-//! Layout: [`users`] has the queries, [`seed`] the demo data.
+//! Layout: [`pool`] keeps the connections, [`users`] has the queries, [`seed`] the demo data.
 
+pub mod pool;
 pub mod seed;
 pub mod users;
 
 use std::time::Duration;
 
-use sqlx::any::{AnyPoolOptions, AnyQueryResult};
+use sqlx::any::AnyConnectOptions;
 use sqlx::error::ErrorKind;
-use sqlx::{AnyPool, Connection, Executor};
+
+use self::pool::{Conn, Pool, PoolOptions};
 
 /// Default pool size.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
 /// Default number of connections opened at start and kept open: one, so the first request does
-/// not wait for a connection to be set up. Not the whole pool (HikariCP's default): sqlx hands
-/// idle connections out oldest first, so at a low request rate a larger warm pool makes every
-/// request take a connection idle for over a second, which is pinged before use.
+/// not wait for a connection to be set up. The pool grows on demand up to its size.
 pub const DEFAULT_MIN_CONNECTIONS: u32 = 1;
 /// Default time to wait for a pooled connection (and to connect) before answering 503.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default per-statement time limit.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
-/// A pooled connection idle longer than this is pinged before it is handed out.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// How many times a transaction that lost a lock race (deadlock, serialization failure, SQLite
 /// busy) is run again before the failure is reported.
 const TRANSIENT_RETRIES: u32 = 5;
@@ -122,8 +120,8 @@ pub fn redact_url(url: &str) -> String {
 /// What went wrong in the store, in the terms the API answers with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
-    /// The URL names no supported database.
-    #[error("unsupported database URL {0:?} (expected sqlite:… or postgres:…)")]
+    /// The URL names no supported database, or does not parse.
+    #[error("unsupported or malformed database URL {0:?} (expected sqlite:… or postgres:…)")]
     BadUrl(String),
     /// The database cannot be reached, is shutting down, or timed out.
     #[error("database unavailable: {0}")]
@@ -161,60 +159,41 @@ impl StoreError {
 /// The users service's database.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: AnyPool,
+    pool: Pool,
     backend: Backend,
 }
 
 impl Store {
     /// Builds the pool without connecting: the first query (or [`Store::migrate`]) connects, and
-    /// a database that is down is an error of that query, never of start-up. Call it inside a
-    /// Tokio runtime (the pool starts its maintenance task).
+    /// a database that is down is an error of that query, never of start-up.
     ///
     /// # Errors
-    /// [`StoreError::BadUrl`] for an unsupported URL.
+    /// [`StoreError::BadUrl`] for an unsupported or malformed URL.
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(&config.url)
             .ok_or_else(|| StoreError::BadUrl(redact_url(&config.url)))?;
+        let connect: AnyConnectOptions = config
+            .url
+            .parse()
+            .map_err(|_| StoreError::BadUrl(redact_url(&config.url)))?;
         let timeout_ms = config.statement_timeout.as_millis().max(1);
-        let max = config.pool_size.max(1);
-        let pool = AnyPoolOptions::new()
-            .max_connections(max)
-            // Kept up by sqlx when idle connections are retired; opened at start by `warm`.
-            .min_connections(config.min_connections.min(max))
-            .acquire_timeout(config.acquire_timeout)
-            // sqlx pings a connection before every use by default: one more database round
-            // trip per request. Pinging only connections that sat idle for a while still weeds
-            // out the ones a database restart broke; one used moments ago is very likely alive,
-            // and if it is not, that request gets a 503 and the connection is dropped.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for < PING_IF_IDLE_FOR {
-                        return Ok(true);
-                    }
-                    Ok(conn.ping().await.is_ok())
-                })
-            })
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    let settings: Vec<String> = match backend {
-                        Backend::Sqlite => vec![
-                            "PRAGMA journal_mode = WAL".into(),
-                            "PRAGMA synchronous = NORMAL".into(),
-                            "PRAGMA foreign_keys = ON".into(),
-                            format!("PRAGMA busy_timeout = {timeout_ms}"),
-                        ],
-                        Backend::Postgres => vec![format!("SET statement_timeout = {timeout_ms}")],
-                    };
-                    for s in settings {
-                        conn.execute(s.as_str()).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect_lazy(&config.url)
-            .map_err(|e| classify(&e))?;
+        let settings = match backend {
+            Backend::Sqlite => vec![
+                "PRAGMA journal_mode = WAL".into(),
+                "PRAGMA synchronous = NORMAL".into(),
+                "PRAGMA foreign_keys = ON".into(),
+                format!("PRAGMA busy_timeout = {timeout_ms}"),
+            ],
+            Backend::Postgres => vec![format!("SET statement_timeout = {timeout_ms}")],
+        };
+        let pool = Pool::new(PoolOptions {
+            connect,
+            settings,
+            max: config.pool_size,
+            min: config.min_connections,
+            acquire_timeout: config.acquire_timeout,
+        });
         Ok(Self { pool, backend })
     }
 
@@ -232,25 +211,25 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
             Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
         };
-        migrator.run(&self.pool).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(e) => classify(&e),
-            other => StoreError::Internal(other.to_string()),
-        })
+        let mut conn = self.conn().await.map_err(|e| classify(&e))?;
+        match migrator.run_direct(&mut *conn).await {
+            Ok(()) => {
+                conn.keep();
+                Ok(())
+            }
+            Err(sqlx::migrate::MigrateError::Execute(e)) => Err(classify(&e)),
+            Err(other) => Err(StoreError::Internal(other.to_string())),
+        }
     }
 
     /// Opens the pool's minimum of connections now rather than on the first requests (a
     /// PostgreSQL connection costs a server process and a few round trips, several ms), and
-    /// returns how many the pool holds. The connections are only borrowed while they open.
+    /// returns how many the pool holds.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the database cannot be reached.
     pub async fn warm(&self) -> Result<u32, StoreError> {
-        let want = self.pool.options().get_min_connections();
-        let held = futures_util::future::try_join_all((0..want).map(|_| self.pool.acquire()))
-            .await
-            .map_err(|e| classify(&e))?;
-        drop(held);
-        Ok(self.pool.size())
+        self.pool.warm().await.map_err(|e| classify(&e))
     }
 
     /// Connections open right now, idle or in use.
@@ -263,11 +242,12 @@ impl Store {
     /// # Errors
     /// [`StoreError::Unavailable`] when it is not.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
+        let mut conn = self.conn().await.map_err(|e| classify(&e))?;
+        let done = sqlx::query("SELECT 1")
+            .execute(&mut *conn)
             .await
-            .map(|_: AnyQueryResult| ())
-            .map_err(|e| classify(&e))
+            .map(|_| ());
+        conn.settle(done).map_err(|e| classify(&e))
     }
 
     /// Closes every connection.
@@ -275,8 +255,9 @@ impl Store {
         self.pool.close().await;
     }
 
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
+    /// A connection from the pool; hand it back with [`Conn::settle`].
+    pub(crate) async fn conn(&self) -> Result<Conn, sqlx::Error> {
+        self.pool.get().await
     }
 }
 
@@ -347,6 +328,11 @@ pub(crate) fn classify(e: &sqlx::Error) -> StoreError {
         }
         other => StoreError::Internal(other.to_string()),
     }
+}
+
+/// [`classify`] for `map_err`.
+pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+    classify(&e)
 }
 
 /// True when `e` is a CHECK constraint failure whose constraint or message mentions `column`.

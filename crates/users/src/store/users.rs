@@ -6,9 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::TryStreamExt;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, AnyConnection, Connection, Row};
 
-use super::{classify, is_check_on, retry_transient, Backend, Store, StoreError};
+use super::{classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
     VehicleType, Wallet,
@@ -89,11 +89,16 @@ impl Store {
         password_hash: &str,
         role: Role,
     ) -> Result<i64, sqlx::Error> {
-        let mut tx = self.pool().begin().await?;
-        let id = insert_user(&mut tx, new, password_hash, role).await?;
-        insert_vehicle(&mut tx, id, &new.vehicle, 1).await?;
-        tx.commit().await?;
-        Ok(id)
+        let mut conn = self.conn().await?;
+        let done = async {
+            let mut tx = conn.begin().await?;
+            let id = insert_user(&mut tx, new, password_hash, role).await?;
+            insert_vehicle(&mut tx, id, &new.vehicle, 1).await?;
+            tx.commit().await?;
+            Ok(id)
+        }
+        .await;
+        conn.settle(done)
     }
 
     /// The account behind an e-mail address (compared ignoring case), if any.
@@ -101,14 +106,15 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
+        let mut conn = self.conn().await.map_err(db_error)?;
         let row = sqlx::query(
             "SELECT id, password_hash, role, status, first_name FROM users \
              WHERE lower(email) = lower($1)",
         )
         .bind(email)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(|e| classify(&e))?;
+        .fetch_optional(&mut *conn)
+        .await;
+        let row = conn.settle(row).map_err(db_error)?;
         row.map(|r| {
             Ok(LoginRecord {
                 id: get(&r, 0)?,
@@ -136,30 +142,35 @@ impl Store {
              (SELECT * FROM users ORDER BY id LIMIT $1 OFFSET $2) u \
              LEFT JOIN vehicles v ON v.user_id = u.id ORDER BY u.id, v.added_seq"
         );
-        let mut rows = sqlx::query(&sql)
-            .bind(page.limit.unwrap_or(i64::MAX))
-            .bind(page.offset)
-            .fetch(self.pool());
-        let mut current: Option<UserDto> = None;
-        while let Some(row) = rows.try_next().await.map_err(|e| classify(&e))? {
-            let id: i64 = get(&row, 0)?;
-            let user = match &mut current {
-                Some(u) if u.id == id => u,
-                _ => {
-                    if let Some(done) = current.take() {
-                        each(done);
+        let mut conn = self.conn().await.map_err(db_error)?;
+        let done = async {
+            let mut rows = sqlx::query(&sql)
+                .bind(page.limit.unwrap_or(i64::MAX))
+                .bind(page.offset)
+                .fetch(&mut *conn);
+            let mut current: Option<UserDto> = None;
+            while let Some(row) = rows.try_next().await.map_err(db_error)? {
+                let id: i64 = get(&row, 0)?;
+                let user = match &mut current {
+                    Some(u) if u.id == id => u,
+                    _ => {
+                        if let Some(done) = current.take() {
+                            each(done);
+                        }
+                        current.insert(user_from_row(&row)?)
                     }
-                    current.insert(user_from_row(&row)?)
+                };
+                if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
+                    user.vehicles.push(v);
                 }
-            };
-            if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
-                user.vehicles.push(v);
             }
+            if let Some(done) = current {
+                each(done);
+            }
+            Ok(())
         }
-        if let Some(done) = current {
-            each(done);
-        }
-        Ok(())
+        .await;
+        conn.settle(done)
     }
 
     /// Adds a vehicle to a user (at most three; plates are unique across users).
@@ -176,34 +187,44 @@ impl Store {
         user_id: i64,
         vehicle: &Vehicle,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
-        let mut tx = self.pool().begin().await?;
-        // The checked counter takes the user's row lock first, so two concurrent additions
-        // cannot both see room for a third vehicle.
-        let seq: Option<i64> = match sqlx::query_scalar(
-            "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
-             RETURNING vehicle_count",
-        )
-        .bind(user_id)
-        .fetch_optional(&mut *tx)
-        .await
-        {
-            Ok(seq) => seq,
-            Err(e) if is_check_on(&e, "vehicle_count") => {
-                return Ok(Err(StoreError::TooManyVehicles))
-            }
-            Err(e) => return Err(e),
-        };
-        let Some(seq) = seq else {
-            return Ok(Err(StoreError::UserNotFound(user_id)));
-        };
-        if let Err(e) = insert_vehicle(&mut tx, user_id, vehicle, seq).await {
-            return match classify(&e) {
-                conflict @ StoreError::Conflict { .. } => Ok(Err(conflict)),
-                _ => Err(e),
+        let mut conn = self.conn().await?;
+        let done = async {
+            let mut tx = conn.begin().await?;
+            // The checked counter takes the user's row lock first, so two concurrent additions
+            // cannot both see room for a third vehicle.
+            let seq: Option<i64> = match sqlx::query_scalar(
+                "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
+                 RETURNING vehicle_count",
+            )
+            .bind(user_id)
+            .fetch_optional(&mut *tx)
+            .await
+            {
+                Ok(seq) => seq,
+                Err(e) if is_check_on(&e, "vehicle_count") => {
+                    tx.rollback().await?;
+                    return Ok(Err(StoreError::TooManyVehicles));
+                }
+                Err(e) => return Err(e),
             };
+            let Some(seq) = seq else {
+                tx.rollback().await?;
+                return Ok(Err(StoreError::UserNotFound(user_id)));
+            };
+            if let Err(e) = insert_vehicle(&mut tx, user_id, vehicle, seq).await {
+                return match classify(&e) {
+                    conflict @ StoreError::Conflict { .. } => {
+                        tx.rollback().await?;
+                        Ok(Err(conflict))
+                    }
+                    _ => Err(e),
+                };
+            }
+            tx.commit().await?;
+            Ok(Ok(()))
         }
-        tx.commit().await?;
-        Ok(Ok(()))
+        .await;
+        conn.settle(done)
     }
 
     /// A user's vehicles in the order they were added; `None` when the user does not exist.
@@ -211,14 +232,15 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn vehicles(&self, user_id: i64) -> Result<Option<Vec<Vehicle>>, StoreError> {
+        let mut conn = self.conn().await.map_err(db_error)?;
         let rows = sqlx::query(
             "SELECT v.plate, v.vehicle_type, v.energy_source FROM users u \
              LEFT JOIN vehicles v ON v.user_id = u.id WHERE u.id = $1 ORDER BY v.added_seq",
         )
         .bind(user_id)
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| classify(&e))?;
+        .fetch_all(&mut *conn)
+        .await;
+        let rows = conn.settle(rows).map_err(db_error)?;
         if rows.is_empty() {
             return Ok(None);
         }
@@ -236,11 +258,12 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn payment_method(&self, user_id: i64) -> Result<Option<PaymentMethod>, StoreError> {
+        let mut conn = self.conn().await.map_err(db_error)?;
         let row = sqlx::query("SELECT payment_method FROM users WHERE id = $1")
             .bind(user_id)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(|e| classify(&e))?;
+            .fetch_optional(&mut *conn)
+            .await;
+        let row = conn.settle(row).map_err(db_error)?;
         row.map(|r| name(&r, 0, PaymentMethod::parse)).transpose()
     }
 
@@ -275,12 +298,13 @@ impl Store {
         user_id: i64,
     ) -> Result<(), StoreError> {
         let sql = format!("UPDATE users SET {column} = $1 WHERE id = $2");
+        let mut conn = self.conn().await.map_err(db_error)?;
         let done = sqlx::query(&sql)
             .bind(value)
             .bind(user_id)
-            .execute(self.pool())
-            .await
-            .map_err(|e| classify(&e))?;
+            .execute(&mut *conn)
+            .await;
+        let done = conn.settle(done).map_err(db_error)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::UserNotFound(user_id));
         }
@@ -304,84 +328,9 @@ impl Store {
         grant: &Grant,
         manager_id: i64,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
-        let ids = &grant.user_ids;
-        let list = placeholders(2, ids.len());
-        let mut tx = self.pool().begin().await?;
-        if self.backend() == Backend::Postgres {
-            // Lock the rows in id order first. The UPDATE alone locks them in heap order, which
-            // MVCC reshuffles as rows are rewritten, so two grants to the same users could lock
-            // them in opposite orders and deadlock. (SQLite has one writer at a time.)
-            let lock = format!(
-                "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
-                placeholders(1, ids.len())
-            );
-            let mut q = sqlx::query(&lock);
-            for id in ids {
-                q = q.bind(*id);
-            }
-            q.fetch_all(&mut *tx).await?;
-        }
-        let sql = format!(
-            "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
-        );
-        let mut update = sqlx::query(&sql).bind(grant.amount);
-        for id in ids {
-            update = update.bind(*id);
-        }
-        let updated = match update.fetch_all(&mut *tx).await {
-            Ok(rows) => rows,
-            Err(e) if is_check_on(&e, "parkies") => {
-                drop(tx);
-                let who = self.first_overdrawn(grant).await.unwrap_or_default();
-                return Ok(Err(StoreError::InsufficientBalance(who)));
-            }
-            Err(e) => return Err(e),
-        };
-        if updated.len() != ids.len() {
-            let mut found = Vec::with_capacity(updated.len());
-            for r in &updated {
-                found.push(r.try_get::<i64, _>(0)?);
-            }
-            let missing = ids
-                .iter()
-                .copied()
-                .filter(|id| !found.contains(id))
-                .collect();
-            return Ok(Err(StoreError::UsersNotFound(missing)));
-        }
-        // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
-        let values: Vec<String> = (0..ids.len())
-            .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
-            .collect();
-        let sql = format!(
-            "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
-             VALUES {}",
-            values.join(", ")
-        );
-        let mut insert = sqlx::query(&sql)
-            .bind(grant.amount)
-            .bind(&grant.reason)
-            .bind(manager_id)
-            .bind(now_micros());
-        for id in ids {
-            insert = insert.bind(*id);
-        }
-        insert.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(Ok(()))
-    }
-
-    /// After a refused deduction: the first user whose balance cannot cover it.
-    async fn first_overdrawn(&self, grant: &Grant) -> Option<i64> {
-        let list = placeholders(2, grant.user_ids.len());
-        let sql = format!(
-            "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
-        );
-        let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
-        for id in &grant.user_ids {
-            q = q.bind(*id);
-        }
-        q.fetch_optional(self.pool()).await.ok().flatten()
+        let mut conn = self.conn().await?;
+        let done = grant_on(&mut conn, self.backend(), grant, manager_id).await;
+        conn.settle(done)
     }
 
     /// A user's wallet: balance and every event, oldest first; `None` when the user does not
@@ -390,15 +339,16 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
+        let mut conn = self.conn().await.map_err(db_error)?;
         let rows = sqlx::query(
             "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
              FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
              WHERE u.id = $1 ORDER BY e.id",
         )
         .bind(user_id)
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| classify(&e))?;
+        .fetch_all(&mut *conn)
+        .await;
+        let rows = conn.settle(rows).map_err(db_error)?;
         let Some(first) = rows.first() else {
             return Ok(None);
         };
@@ -427,14 +377,15 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn top10(&self) -> Result<Vec<TopParky>, StoreError> {
+        let mut conn = self.conn().await.map_err(db_error)?;
         let rows = sqlx::query(
             "SELECT first_name, last_name, email, parkies FROM users WHERE role = $1 \
              ORDER BY parkies DESC, id LIMIT 10",
         )
         .bind(Role::Customer.as_str())
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| classify(&e))?;
+        .fetch_all(&mut *conn)
+        .await;
+        let rows = conn.settle(rows).map_err(db_error)?;
         rows.iter()
             .map(|r| {
                 Ok(TopParky {
@@ -451,16 +402,108 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn count_users(&self) -> Result<i64, StoreError> {
-        sqlx::query_scalar("SELECT count(*) FROM users")
-            .fetch_one(self.pool())
-            .await
-            .map_err(|e| classify(&e))
+        let mut conn = self.conn().await.map_err(db_error)?;
+        let n = sqlx::query_scalar("SELECT count(*) FROM users")
+            .fetch_one(&mut *conn)
+            .await;
+        conn.settle(n).map_err(db_error)
     }
+}
+
+/// [`Store::grant`]'s transaction on `conn`. Every refusal rolls back explicitly before it
+/// returns, so the connection goes back to the pool with no transaction open.
+async fn grant_on(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    grant: &Grant,
+    manager_id: i64,
+) -> Result<Result<(), StoreError>, sqlx::Error> {
+    let ids = &grant.user_ids;
+    let list = placeholders(2, ids.len());
+    let mut tx = conn.begin().await?;
+    if backend == Backend::Postgres {
+        // Lock the rows in id order first. The UPDATE alone locks them in heap order, which MVCC
+        // reshuffles as rows are rewritten, so two grants to the same users could lock them in
+        // opposite orders and deadlock. (SQLite has one writer at a time.)
+        let lock = format!(
+            "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
+            placeholders(1, ids.len())
+        );
+        let mut q = sqlx::query(&lock);
+        for id in ids {
+            q = q.bind(*id);
+        }
+        q.fetch_all(&mut *tx).await?;
+    }
+    let sql = format!(
+        "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
+    );
+    let mut update = sqlx::query(&sql).bind(grant.amount);
+    for id in ids {
+        update = update.bind(*id);
+    }
+    let updated = match update.fetch_all(&mut *tx).await {
+        Ok(rows) => rows,
+        Err(e) if is_check_on(&e, "parkies") => {
+            tx.rollback().await?;
+            let who = first_overdrawn(conn, grant).await?.unwrap_or_default();
+            return Ok(Err(StoreError::InsufficientBalance(who)));
+        }
+        Err(e) => return Err(e),
+    };
+    if updated.len() != ids.len() {
+        let mut found = Vec::with_capacity(updated.len());
+        for r in &updated {
+            found.push(r.try_get::<i64, _>(0)?);
+        }
+        tx.rollback().await?;
+        let missing = ids
+            .iter()
+            .copied()
+            .filter(|id| !found.contains(id))
+            .collect();
+        return Ok(Err(StoreError::UsersNotFound(missing)));
+    }
+    // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
+    let values: Vec<String> = (0..ids.len())
+        .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
+        .collect();
+    let sql = format!(
+        "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) VALUES {}",
+        values.join(", ")
+    );
+    let mut insert = sqlx::query(&sql)
+        .bind(grant.amount)
+        .bind(&grant.reason)
+        .bind(manager_id)
+        .bind(now_micros());
+    for id in ids {
+        insert = insert.bind(*id);
+    }
+    insert.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Ok(()))
+}
+
+/// After a refused deduction: the first user whose balance cannot cover it.
+async fn first_overdrawn(
+    conn: &mut AnyConnection,
+    grant: &Grant,
+) -> Result<Option<i64>, sqlx::Error> {
+    let list = placeholders(2, grant.user_ids.len());
+    let sql = format!(
+        "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
+    );
+    let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
+    for id in &grant.user_ids {
+        q = q.bind(*id);
+    }
+    q.fetch_optional(conn).await
 }
 
 /// Inserts a user row (counting one vehicle, which the caller inserts next) and returns its id.
 pub(super) async fn insert_user(
-    tx: &mut Transaction<'static, Any>,
+    conn: &mut AnyConnection,
     new: &NewUser,
     password_hash: &str,
     role: Role,
@@ -478,13 +521,13 @@ pub(super) async fn insert_user(
     .bind(role.as_str())
     .bind(new.payment_method.as_str())
     .bind(UserStatus::Enabled.as_str())
-    .fetch_one(&mut **tx)
+    .fetch_one(conn)
     .await
 }
 
 /// Inserts a vehicle as the user's `seq`-th.
 pub(super) async fn insert_vehicle(
-    tx: &mut Transaction<'static, Any>,
+    conn: &mut AnyConnection,
     user_id: i64,
     v: &Vehicle,
     seq: i64,
@@ -498,7 +541,7 @@ pub(super) async fn insert_vehicle(
     .bind(v.vehicle_type.as_str())
     .bind(v.vehicle_energy_source.as_str())
     .bind(seq)
-    .execute(&mut **tx)
+    .execute(conn)
     .await?;
     Ok(())
 }

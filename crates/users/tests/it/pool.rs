@@ -1,10 +1,19 @@
-//! The connection pool is opened ahead of use: after start the service holds its minimum of
-//! database connections (capped by the pool size), so the first requests do not each wait for a
-//! PostgreSQL connection to be set up.
+//! The connection pool: opened ahead of use (after start the service holds its minimum of
+//! connections, capped by the pool size, so the first requests do not each wait for a PostgreSQL
+//! connection to be set up), connections handed back unchecked after finished work, checked after
+//! a refused statement, closed when their query was cut off, and no transaction left open by a
+//! refused write.
+
+use std::time::Duration;
 
 use pms_testkit::assert_eventually;
-use pms_users::store::{Store, StoreConfig};
+use pms_users::model::{PaymentMethod, Role, Vehicle};
+use pms_users::store::pool::{Conn, Pool, PoolOptions};
+use pms_users::store::users::Page;
+use pms_users::store::{Store, StoreConfig, StoreError};
+use pms_users::validate::{Grant, NewUser};
 use pms_users::App;
+use sqlx::Connection;
 
 use crate::support::{config, Database, Db};
 
@@ -52,4 +61,199 @@ async fn a_started_service_holds_its_connections_before_the_first_request() {
         })
         .await;
     }
+}
+
+/// A pool of at most `max` connections to `url`.
+fn pool(url: &str, max: u32) -> Pool {
+    sqlx::any::install_default_drivers();
+    Pool::new(PoolOptions {
+        connect: url.parse().expect("database URL"),
+        settings: Vec::new(),
+        max,
+        min: 0,
+        acquire_timeout: Duration::from_millis(300),
+    })
+}
+
+/// The PostgreSQL server process behind `conn`: equal pids mean the same connection.
+async fn backend_pid(conn: &mut Conn) -> i32 {
+    let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut **conn)
+        .await;
+    pid.expect("pg_backend_pid")
+}
+
+#[tokio::test]
+async fn finished_work_hands_the_connection_back_and_the_latest_goes_out_first() {
+    let Some(database) = Database::fresh(Db::Postgres) else {
+        return;
+    };
+    let pool = pool(&database.url, 2);
+    let mut a = pool.get().await.expect("a");
+    let first = backend_pid(&mut a).await;
+    a.keep();
+    let mut again = pool.get().await.expect("again");
+    assert_eq!(backend_pid(&mut again).await, first, "reused, not reopened");
+
+    let mut other = pool.get().await.expect("other");
+    let second = backend_pid(&mut other).await;
+    assert_ne!(first, second);
+    assert_eq!(pool.size(), 2);
+    again.keep();
+    other.keep();
+    let mut next = pool.get().await.expect("next");
+    assert_eq!(
+        backend_pid(&mut next).await,
+        second,
+        "the most recently returned connection goes out first"
+    );
+    next.keep();
+    pool.close().await;
+    assert_eq!(pool.size(), 0);
+}
+
+#[tokio::test]
+async fn a_query_cut_off_closes_its_connection() {
+    let Some(database) = Database::fresh(Db::Postgres) else {
+        return;
+    };
+    let pool = pool(&database.url, 2);
+    let mut conn = pool.get().await.expect("conn");
+    let cut_pid = backend_pid(&mut conn).await;
+    let sleep = sqlx::query("SELECT pg_sleep(1)").execute(&mut *conn);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), sleep)
+            .await
+            .is_err(),
+        "the query was still running"
+    );
+    drop(conn);
+    assert_eq!(pool.size(), 0, "closed, not returned");
+    let mut fresh = pool.get().await.expect("fresh");
+    assert_ne!(backend_pid(&mut fresh).await, cut_pid);
+    fresh.keep();
+}
+
+#[tokio::test]
+async fn a_refused_statement_keeps_the_connection_once_it_answers_a_ping() {
+    let Some(database) = Database::fresh(Db::Postgres) else {
+        return;
+    };
+    // One connection: the next `get` waits until the check has handed it back.
+    let pool = pool(&database.url, 1);
+    let mut conn = pool.get().await.expect("conn");
+    let pid = backend_pid(&mut conn).await;
+    let refused = sqlx::query("SELECT 1 / 0").execute(&mut *conn).await;
+    let err = conn.settle(refused).expect_err("division by zero");
+    assert!(err.as_database_error().is_some(), "{err}");
+    let mut next = pool.get().await.expect("next");
+    assert_eq!(backend_pid(&mut next).await, pid, "kept after the check");
+    next.keep();
+}
+
+#[tokio::test]
+async fn waiting_for_a_connection_ends_at_the_timeout_and_a_closed_pool_refuses() {
+    for db in [Db::Sqlite, Db::Postgres] {
+        let Some(database) = Database::fresh(db) else {
+            continue;
+        };
+        let pool = pool(&database.url, 1);
+        let held = pool.get().await.expect("held");
+        assert!(
+            matches!(pool.get().await, Err(sqlx::Error::PoolTimedOut)),
+            "{db:?}: the only connection is taken"
+        );
+        held.keep();
+        assert_eq!(pool.size(), 1);
+        pool.close().await;
+        assert_eq!(pool.size(), 0, "{db:?}");
+        assert!(
+            matches!(pool.get().await, Err(sqlx::Error::PoolClosed)),
+            "{db:?}"
+        );
+    }
+}
+
+/// Sessions of the test database left inside a transaction.
+async fn open_transactions(watcher: &mut sqlx::AnyConnection) -> i64 {
+    let n = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(watcher)
+    .await;
+    n.expect("pg_stat_activity")
+}
+
+#[tokio::test]
+async fn refused_writes_leave_no_transaction_open() {
+    let Some(database) = Database::fresh(Db::Postgres) else {
+        return;
+    };
+    let mut cfg = StoreConfig::new(&database.url);
+    cfg.pool_size = 2;
+    let store = Store::open(&cfg).expect("store");
+    store.migrate().await.expect("migrate");
+    assert!(store.seed_if_empty("x").await.expect("seed"));
+    let mut users = Vec::new();
+    store
+        .for_each_user(Page::ALL, |u| users.push(u))
+        .await
+        .expect("users");
+    let someone = &users[0];
+    let mut watcher = sqlx::AnyConnection::connect(&database.url)
+        .await
+        .expect("watcher");
+
+    // Refusals decided inside the transaction: each rolls back before it answers.
+    let grant = |user_ids: Vec<i64>, amount: i64| Grant {
+        user_ids,
+        amount,
+        reason: "test".into(),
+    };
+    let missing = store.grant(&grant(vec![someone.id, 999_999], 5), 1).await;
+    assert_eq!(missing, Err(StoreError::UsersNotFound(vec![999_999])));
+    assert_eq!(open_transactions(&mut watcher).await, 0, "unknown user");
+    let overdraft = store.grant(&grant(vec![someone.id], -1_000_000), 1).await;
+    assert_eq!(overdraft, Err(StoreError::InsufficientBalance(someone.id)));
+    assert_eq!(open_transactions(&mut watcher).await, 0, "overdraft");
+    let taken = users[1].vehicles[0].clone();
+    let clash = store.add_vehicle(someone.id, &taken).await;
+    assert_eq!(
+        clash,
+        Err(StoreError::Conflict {
+            field: "licensePlateNumber"
+        })
+    );
+    assert_eq!(open_transactions(&mut watcher).await, 0, "taken plate");
+
+    // A statement the database refused: the connection's check sends the rollback.
+    let dup = NewUser {
+        first_name: "Dup".into(),
+        last_name: "Licate".into(),
+        email: someone.email.clone(),
+        password: String::new(),
+        nif: 299_999_990,
+        vehicle: Vehicle {
+            license_plate_number: "ZZ-99-ZZ".into(),
+            ..taken
+        },
+        payment_method: PaymentMethod::NotDefined,
+    };
+    let clash = store.create_user(&dup, "x", Role::Customer).await;
+    assert_eq!(clash.err(), Some(StoreError::Conflict { field: "email" }));
+    let mut open = open_transactions(&mut watcher).await;
+    for _ in 0..300 {
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        open = open_transactions(&mut watcher).await;
+    }
+    assert_eq!(open, 0, "the refused insert is rolled back");
+
+    // The balance is untouched by the refused grants.
+    let wallet = store.wallet(someone.id).await.expect("wallet");
+    assert_eq!(wallet.map(|w| w.parkies), Some(someone.total_parkies));
+    store.close().await;
 }

@@ -1,0 +1,366 @@
+//! The store's database connections: a small pool of sqlx connections, most recently used first.
+//!
+//! What it owns: opening connections (with the per-connection settings), handing them out,
+//! taking them back, and deciding whether a returned connection may serve again. What it must not
+//! do: run queries of its own beyond the liveness check.
+//!
+//! Why not sqlx's own pool: it checks every connection as it goes back (one more database round
+//! trip, a context switch in both processes, per request) and has no way to turn that off. It
+//! does so because it cannot tell a connection whose query finished from one whose query was cut
+//! off. Here the caller says how the work ended ([`Conn::settle`]):
+//! - finished: the connection goes back at once, unchecked;
+//! - the database refused a statement: the connection is checked first, which also sends a
+//!   rollback that a dropped transaction left queued (so no lock outlives its request);
+//! - anything else (broken socket, a future dropped mid-query): the connection is closed.
+//!
+//! Connections idle for [`PING_IF_IDLE_FOR`] or longer are checked before they are handed out,
+//! which weeds out the ones a database restart broke. The most recently used idle connection is
+//! handed out first, so at a low request rate one warm connection serves and the rest age out
+//! after [`IDLE_TIMEOUT`] (the pool never closes below its minimum).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, Connection, Executor};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A pooled connection idle this long or longer is pinged before it is handed out.
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+/// Idle connections above the pool's minimum are closed after this long unused.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest wait for the check of a connection that comes back after a refused statement.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to open and keep connections.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Where to connect.
+    pub connect: AnyConnectOptions,
+    /// Statements run on every new connection (PRAGMAs, `SET statement_timeout`).
+    pub settings: Vec<String>,
+    /// Most open connections.
+    pub max: u32,
+    /// Connections [`Pool::warm`] opens and idle ageing keeps.
+    pub min: u32,
+    /// Longest wait for a connection, opening one included.
+    pub acquire_timeout: Duration,
+}
+
+/// The pool; cheap to clone.
+#[derive(Clone)]
+pub struct Pool(Arc<Shared>);
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("open", &self.size())
+            .field("max", &self.0.options.max)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    options: PoolOptions,
+    /// Idle connections, the most recently used last.
+    idle: Mutex<Vec<Idle>>,
+    /// One permit per connection in use or being opened.
+    permits: Arc<Semaphore>,
+    /// Connections open, idle or not (kept by [`Counted`]).
+    open: Arc<AtomicU32>,
+    closed: AtomicBool,
+}
+
+struct Idle {
+    conn: Tracked,
+    since: Instant,
+}
+
+/// An open connection and its place in the count.
+struct Tracked {
+    conn: AnyConnection,
+    _counted: Counted,
+}
+
+/// One in [`Shared::open`], for as long as it exists.
+struct Counted(Arc<AtomicU32>);
+
+impl Counted {
+    fn new(open: &Arc<AtomicU32>) -> Self {
+        open.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(open))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What happens to a connection when its [`Conn`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Return {
+    /// The work finished: back into the pool as it is.
+    Reuse,
+    /// The database refused a statement: ping (flushing any queued rollback), then back.
+    Check,
+    /// Unknown state: close it.
+    Close,
+}
+
+impl Pool {
+    /// A pool that opens nothing until asked.
+    pub fn new(options: PoolOptions) -> Self {
+        let max = options.max.max(1);
+        Self(Arc::new(Shared {
+            options: PoolOptions { max, ..options },
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(max as usize)),
+            open: Arc::new(AtomicU32::new(0)),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Connections open right now, idle or in use.
+    pub fn size(&self) -> u32 {
+        self.0.open.load(Ordering::Relaxed)
+    }
+
+    /// A connection: an idle one (pinged first when it sat idle a while) or a new one.
+    ///
+    /// # Errors
+    /// `PoolTimedOut` after the acquire timeout, `PoolClosed` after [`Pool::close`], or why a new
+    /// connection could not be opened.
+    pub async fn get(&self) -> Result<Conn, sqlx::Error> {
+        if self.0.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        tokio::time::timeout(self.0.options.acquire_timeout, self.get_unbounded())
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+    }
+
+    async fn get_unbounded(&self) -> Result<Conn, sqlx::Error> {
+        let permit = Arc::clone(&self.0.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        while let Some(mut idle) = self.0.pop_idle() {
+            if idle.since.elapsed() >= PING_IF_IDLE_FOR {
+                if let Err(e) = idle.conn.conn.ping().await {
+                    tracing::debug!(error = %e, "dropping a pooled connection that failed its check");
+                    continue;
+                }
+            }
+            return Ok(Conn::new(idle.conn, permit, &self.0));
+        }
+        let conn = self.0.open().await?;
+        Ok(Conn::new(conn, permit, &self.0))
+    }
+
+    /// Opens connections until the pool holds its minimum, and returns how many it holds. They
+    /// are opened side by side and only borrowed while they open.
+    ///
+    /// # Errors
+    /// Why a connection could not be opened.
+    pub async fn warm(&self) -> Result<u32, sqlx::Error> {
+        let want = self.0.options.min.min(self.0.options.max);
+        let missing = want.saturating_sub(self.size());
+        let held =
+            futures_util::future::try_join_all((0..missing).map(|_| self.open_unpooled())).await?;
+        for conn in held {
+            conn.keep();
+        }
+        Ok(self.size())
+    }
+
+    /// A new connection even when idle ones exist (warming).
+    async fn open_unpooled(&self) -> Result<Conn, sqlx::Error> {
+        let open = async {
+            let permit = Arc::clone(&self.0.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| sqlx::Error::PoolClosed)?;
+            let conn = self.0.open().await?;
+            Ok(Conn::new(conn, permit, &self.0))
+        };
+        tokio::time::timeout(self.0.options.acquire_timeout, open)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+    }
+
+    /// Refuses new requests for connections and closes the idle ones; connections in use are
+    /// closed as they come back.
+    pub async fn close(&self) {
+        self.0.closed.store(true, Ordering::Release);
+        self.0.permits.close();
+        let idle = std::mem::take(&mut *self.0.lock_idle());
+        for i in idle {
+            let Tracked { conn, _counted } = i.conn;
+            if let Err(e) = conn.close().await {
+                tracing::debug!(error = %e, "closing a pooled connection");
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<Idle>> {
+        // The lock guards plain pushes and pops; a panic cannot leave the list half-changed.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The most recently used idle connection, after closing the oldest one if it has aged out.
+    fn pop_idle(&self) -> Option<Idle> {
+        let mut idle = self.lock_idle();
+        let aged = idle
+            .first()
+            .is_some_and(|oldest| oldest.since.elapsed() >= IDLE_TIMEOUT)
+            && self.open.load(Ordering::Relaxed) > self.options.min;
+        if aged {
+            drop(idle.remove(0));
+        }
+        idle.pop()
+    }
+
+    async fn open(&self) -> Result<Tracked, sqlx::Error> {
+        let mut conn = AnyConnection::connect_with(&self.options.connect).await?;
+        for s in &self.options.settings {
+            conn.execute(s.as_str()).await?;
+        }
+        Ok(Tracked {
+            conn,
+            _counted: Counted::new(&self.open),
+        })
+    }
+
+    fn put_back(&self, conn: Tracked) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        self.lock_idle().push(Idle {
+            conn,
+            since: Instant::now(),
+        });
+    }
+}
+
+/// A connection on loan. Without [`Conn::settle`] or [`Conn::keep`] it is closed when dropped:
+/// a future dropped mid-query may have left it halfway through a message.
+pub struct Conn {
+    conn: Option<Tracked>,
+    permit: Option<OwnedSemaphorePermit>,
+    pool: Arc<Shared>,
+    on_return: Return,
+}
+
+impl Conn {
+    fn new(conn: Tracked, permit: OwnedSemaphorePermit, pool: &Arc<Shared>) -> Self {
+        Self {
+            conn: Some(conn),
+            permit: Some(permit),
+            pool: Arc::clone(pool),
+            on_return: Return::Close,
+        }
+    }
+
+    /// Hands the connection back according to how `result` ended, and passes `result` on.
+    ///
+    /// A transaction must have been committed or rolled back explicitly when the result is `Ok`:
+    /// the connection then goes back unchecked, and a rollback that sqlx queued when the
+    /// transaction was dropped would wait, holding its locks, until the connection's next use.
+    pub fn settle<T, E: Outcome>(mut self, result: Result<T, E>) -> Result<T, E> {
+        self.on_return = match &result {
+            Ok(_) => Return::Reuse,
+            Err(e) if e.breaks_connection() => Return::Close,
+            Err(_) => Return::Check,
+        };
+        result
+    }
+
+    /// Hands the connection back as fit for reuse.
+    pub fn keep(mut self) {
+        self.on_return = Return::Reuse;
+    }
+}
+
+/// An error that ended the work on a connection.
+pub trait Outcome {
+    /// True when the connection's state is unknown after it (it is then closed, not checked).
+    fn breaks_connection(&self) -> bool;
+}
+
+impl Outcome for sqlx::Error {
+    fn breaks_connection(&self) -> bool {
+        use sqlx::Error as E;
+        matches!(
+            self,
+            E::Io(_)
+                | E::Tls(_)
+                | E::Protocol(_)
+                | E::WorkerCrashed
+                | E::PoolTimedOut
+                | E::PoolClosed
+        )
+    }
+}
+
+impl Outcome for super::StoreError {
+    fn breaks_connection(&self) -> bool {
+        // Broken sockets and shutting-down servers are classified as unavailable.
+        self.is_unavailable()
+    }
+}
+
+impl std::ops::Deref for Conn {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        match &self.conn {
+            Some(c) => &c.conn,
+            // Taken only in `drop`.
+            None => unreachable!("a pooled connection is used after its return"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match &mut self.conn {
+            Some(c) => &mut c.conn,
+            None => unreachable!("a pooled connection is used after its return"),
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        let (Some(conn), Some(permit)) = (self.conn.take(), self.permit.take()) else {
+            return;
+        };
+        match self.on_return {
+            Return::Reuse => {
+                self.pool.put_back(conn);
+                drop(permit);
+            }
+            Return::Check => {
+                let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                let pool = Arc::clone(&self.pool);
+                rt.spawn(async move {
+                    let mut conn = conn;
+                    match tokio::time::timeout(CHECK_TIMEOUT, conn.conn.ping()).await {
+                        Ok(Ok(())) => pool.put_back(conn),
+                        Ok(Err(e)) => tracing::debug!(error = %e, "closing a connection that failed its check"),
+                        Err(_) => tracing::debug!("closing a connection whose check timed out"),
+                    }
+                    drop(permit);
+                });
+            }
+            Return::Close => {}
+        }
+    }
+}
