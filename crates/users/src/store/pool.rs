@@ -9,9 +9,13 @@
 //! does so because it cannot tell a connection whose query finished from one whose query was cut
 //! off. Here the caller says how the work ended ([`Conn::settle`]):
 //! - finished: the connection goes back at once, unchecked;
-//! - the database refused a statement: the connection is checked first, which also sends a
-//!   rollback that a dropped transaction left queued (so no lock outlives its request);
-//! - anything else (broken socket, a future dropped mid-query): the connection is closed.
+//! - the socket or the protocol broke: the connection is closed;
+//! - anything else (the database refused a statement, or the request's future was dropped
+//!   mid-query because its client went away): the connection is pinged before it goes back. The
+//!   ping waits for the rest of the cut-off exchange and sends any rollback sqlx queued when a
+//!   transaction was dropped, so no lock outlives its request and the next user reads only its
+//!   own results. Closing instead would cost a new PostgreSQL connection (a process and several
+//!   ms) for every client that gives up, just when the server is busiest.
 //!
 //! Connections idle for [`PING_IF_IDLE_FOR`] or longer are checked before they are handed out,
 //! which weeds out the ones a database restart broke. The most recently used idle connection is
@@ -104,9 +108,10 @@ impl Drop for Counted {
 enum Return {
     /// The work finished: back into the pool as it is.
     Reuse,
-    /// The database refused a statement: ping (flushing any queued rollback), then back.
+    /// Not known to have finished: ping (which finishes the exchange and flushes any queued
+    /// rollback), then back.
     Check,
-    /// Unknown state: close it.
+    /// Broken: close it.
     Close,
 }
 
@@ -247,8 +252,8 @@ impl Shared {
     }
 }
 
-/// A connection on loan. Without [`Conn::settle`] or [`Conn::keep`] it is closed when dropped:
-/// a future dropped mid-query may have left it halfway through a message.
+/// A connection on loan. Without [`Conn::settle`] or [`Conn::keep`] it is checked with a ping
+/// before it serves again: a future dropped mid-query may have left an exchange unfinished.
 pub struct Conn {
     conn: Option<Tracked>,
     permit: Option<OwnedSemaphorePermit>,
@@ -262,7 +267,7 @@ impl Conn {
             conn: Some(conn),
             permit: Some(permit),
             pool: Arc::clone(pool),
-            on_return: Return::Close,
+            on_return: Return::Check,
         }
     }
 
@@ -295,15 +300,16 @@ pub trait Outcome {
 impl Outcome for sqlx::Error {
     fn breaks_connection(&self) -> bool {
         use sqlx::Error as E;
-        matches!(
-            self,
-            E::Io(_)
-                | E::Tls(_)
-                | E::Protocol(_)
-                | E::WorkerCrashed
-                | E::PoolTimedOut
-                | E::PoolClosed
-        )
+        match self {
+            E::Io(_) | E::Tls(_) | E::Protocol(_) | E::WorkerCrashed => true,
+            E::PoolTimedOut | E::PoolClosed => true,
+            // PostgreSQL's connection exceptions (class 08) and its shutdown or termination of
+            // the session (57P01–57P03) end the connection.
+            E::Database(db) => db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+            _ => false,
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The connection pool: opened ahead of use (after start the service holds its minimum of
 //! connections, capped by the pool size, so the first requests do not each wait for a PostgreSQL
 //! connection to be set up), connections handed back unchecked after finished work, checked after
-//! a refused statement, closed when their query was cut off, and no transaction left open by a
+//! a refused statement or a cut-off query, closed when broken, and no transaction left open by a
 //! refused write.
 
 use std::time::Duration;
@@ -113,25 +113,55 @@ async fn finished_work_hands_the_connection_back_and_the_latest_goes_out_first()
 }
 
 #[tokio::test]
-async fn a_query_cut_off_closes_its_connection() {
+async fn a_query_cut_off_is_finished_before_its_connection_serves_again() {
     let Some(database) = Database::fresh(Db::Postgres) else {
         return;
     };
-    let pool = pool(&database.url, 2);
+    // One connection: the next `get` waits until the check has handed it back.
+    let pool = pool(&database.url, 1);
     let mut conn = pool.get().await.expect("conn");
-    let cut_pid = backend_pid(&mut conn).await;
-    let sleep = sqlx::query("SELECT pg_sleep(1)").execute(&mut *conn);
+    let pid = backend_pid(&mut conn).await;
+    let slow = sqlx::query_scalar::<_, i32>("SELECT 41 FROM pg_sleep(0.3)").fetch_one(&mut *conn);
     assert!(
-        tokio::time::timeout(Duration::from_millis(50), sleep)
+        tokio::time::timeout(Duration::from_millis(50), slow)
             .await
             .is_err(),
         "the query was still running"
     );
     drop(conn);
-    assert_eq!(pool.size(), 0, "closed, not returned");
-    let mut fresh = pool.get().await.expect("fresh");
-    assert_ne!(backend_pid(&mut fresh).await, cut_pid);
-    fresh.keep();
+    let mut next = pool.get().await.expect("next");
+    assert_eq!(backend_pid(&mut next).await, pid, "kept, not reopened");
+    let seven: i32 = sqlx::query_scalar("SELECT 7")
+        .fetch_one(&mut *next)
+        .await
+        .expect("select");
+    assert_eq!(
+        seven, 7,
+        "the cut-off query's answer is not read as this one's"
+    );
+    next.keep();
+}
+
+#[tokio::test]
+async fn a_broken_connection_is_closed_not_returned() {
+    let Some(database) = Database::fresh(Db::Postgres) else {
+        return;
+    };
+    let pool = pool(&database.url, 2);
+    let mut victim = pool.get().await.expect("victim");
+    let pid = backend_pid(&mut victim).await;
+    let mut killer = pool.get().await.expect("killer");
+    let killed = sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(&mut *killer)
+        .await;
+    killer.settle(killed).expect("terminate");
+    let broken = sqlx::query("SELECT 1").execute(&mut *victim).await;
+    assert!(victim.settle(broken).is_err(), "the server closed it");
+    assert_eq!(pool.size(), 1, "closed, not returned");
+    let mut next = pool.get().await.expect("next");
+    assert_ne!(backend_pid(&mut next).await, pid);
+    next.keep();
 }
 
 #[tokio::test]
