@@ -14,6 +14,34 @@
 //!
 //! Layout: [`pool`] keeps the connections, [`users`] has the queries, [`seed`] the demo data.
 
+/// Runs `$body` with `$conn` (a `&mut AnyConnection` from `$store`'s pool), hands the connection
+/// back by how the body ended, and evaluates to the body's `Result<_, sqlx::Error>`. A read that
+/// failed because a connection taken from the idle list was broken (the database restarted since
+/// it was last used) runs once more on a new connection: it never reached the database, and a
+/// read is safe to repeat. Only for reads.
+macro_rules! read {
+    ($store:expr, |$conn:ident| $body:expr) => {{
+        let mut may_retry = true;
+        loop {
+            let mut pooled = match $store.conn().await {
+                Ok(c) => c,
+                Err(e) => break Err(e),
+            };
+            let reused = pooled.reused();
+            let result = {
+                let $conn: &mut sqlx::AnyConnection = &mut pooled;
+                $body
+            };
+            let broken = matches!(&result, Err(e) if $crate::store::pool::Outcome::breaks_connection(e));
+            let result = pooled.settle(result);
+            if broken && reused && std::mem::take(&mut may_retry) {
+                continue;
+            }
+            break result;
+        }
+    }};
+}
+
 pub mod pool;
 pub mod seed;
 pub mod users;
@@ -242,12 +270,9 @@ impl Store {
     /// # Errors
     /// [`StoreError::Unavailable`] when it is not.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn().await.map_err(|e| classify(&e))?;
-        let done = sqlx::query("SELECT 1")
-            .execute(&mut *conn)
-            .await
-            .map(|_| ());
-        conn.settle(done).map_err(|e| classify(&e))
+        read!(self, |conn| sqlx::query("SELECT 1").execute(conn).await)
+            .map(|_| ())
+            .map_err(|e| classify(&e))
     }
 
     /// Closes every connection.

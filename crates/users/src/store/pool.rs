@@ -17,10 +17,17 @@
 //!   own results. Closing instead would cost a new PostgreSQL connection (a process and several
 //!   ms) for every client that gives up, just when the server is busiest.
 //!
-//! Connections idle for [`PING_IF_IDLE_FOR`] or longer are checked before they are handed out,
-//! which weeds out the ones a database restart broke. The most recently used idle connection is
-//! handed out first, so at a low request rate one warm connection serves and the rest age out
-//! after [`IDLE_TIMEOUT`] (the pool never closes below its minimum).
+//! Liveness: a connection idle for [`PING_IF_IDLE_FOR`] or longer is pinged before it is handed
+//! out. One used more recently goes out unchecked (pgbouncer's `server_check_delay` makes the same
+//! bet, with the same 30 s): checking would cost a round trip on every request of a client that
+//! calls once a second. When a connection turns out broken (a database restart, most often),
+//! every idle connection is closed with it, so one request finds out, not one per connection;
+//! the store runs a read that failed on a reused connection once more on a new one
+//! ([`Conn::reused`]).
+//!
+//! The most recently used idle connection is handed out first, so at a low request rate one warm
+//! connection serves and the rest age out after [`IDLE_TIMEOUT`] (the pool never closes below its
+//! minimum).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -31,7 +38,7 @@ use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A pooled connection idle this long or longer is pinged before it is handed out.
-pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 /// Idle connections above the pool's minimum are closed after this long unused.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest wait for the check of a connection that comes back after a refused statement.
@@ -152,17 +159,20 @@ impl Pool {
             .acquire_owned()
             .await
             .map_err(|_| sqlx::Error::PoolClosed)?;
-        while let Some(mut idle) = self.0.pop_idle() {
-            if idle.since.elapsed() >= PING_IF_IDLE_FOR {
-                if let Err(e) = idle.conn.conn.ping().await {
-                    tracing::debug!(error = %e, "dropping a pooled connection that failed its check");
-                    continue;
+        if let Some(mut idle) = self.0.pop_idle() {
+            if idle.since.elapsed() < PING_IF_IDLE_FOR {
+                return Ok(Conn::new(idle.conn, permit, &self.0, true));
+            }
+            match idle.conn.conn.ping().await {
+                Ok(()) => return Ok(Conn::new(idle.conn, permit, &self.0, true)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "a pooled connection failed its check");
+                    self.0.evict_idle();
                 }
             }
-            return Ok(Conn::new(idle.conn, permit, &self.0));
         }
         let conn = self.0.open().await?;
-        Ok(Conn::new(conn, permit, &self.0))
+        Ok(Conn::new(conn, permit, &self.0, false))
     }
 
     /// Opens connections until the pool holds its minimum, and returns how many it holds. They
@@ -189,7 +199,7 @@ impl Pool {
                 .await
                 .map_err(|_| sqlx::Error::PoolClosed)?;
             let conn = self.0.open().await?;
-            Ok(Conn::new(conn, permit, &self.0))
+            Ok(Conn::new(conn, permit, &self.0, false))
         };
         tokio::time::timeout(self.0.options.acquire_timeout, open)
             .await
@@ -241,6 +251,19 @@ impl Shared {
         })
     }
 
+    /// Closes every idle connection: one turned out broken, and whatever broke it (most often a
+    /// database restart) broke the ones that sat beside it, which would otherwise each fail a
+    /// request before they were found out.
+    fn evict_idle(&self) {
+        let evicted = std::mem::take(&mut *self.lock_idle());
+        if !evicted.is_empty() {
+            tracing::debug!(
+                connections = evicted.len(),
+                "closing idle database connections after one broke"
+            );
+        }
+    }
+
     fn put_back(&self, conn: Tracked) {
         if self.closed.load(Ordering::Acquire) {
             return;
@@ -259,16 +282,25 @@ pub struct Conn {
     permit: Option<OwnedSemaphorePermit>,
     pool: Arc<Shared>,
     on_return: Return,
+    reused: bool,
 }
 
 impl Conn {
-    fn new(conn: Tracked, permit: OwnedSemaphorePermit, pool: &Arc<Shared>) -> Self {
+    fn new(conn: Tracked, permit: OwnedSemaphorePermit, pool: &Arc<Shared>, reused: bool) -> Self {
         Self {
             conn: Some(conn),
             permit: Some(permit),
             pool: Arc::clone(pool),
             on_return: Return::Check,
+            reused,
         }
+    }
+
+    /// Whether the connection came from the idle list rather than being opened for this loan.
+    /// Work that failed because a reused connection was broken may be tried again: it never
+    /// reached the database.
+    pub fn reused(&self) -> bool {
+        self.reused
     }
 
     /// Hands the connection back according to how `result` ended, and passes `result` on.
@@ -360,13 +392,16 @@ impl Drop for Conn {
                     let mut conn = conn;
                     match tokio::time::timeout(CHECK_TIMEOUT, conn.conn.ping()).await {
                         Ok(Ok(())) => pool.put_back(conn),
-                        Ok(Err(e)) => tracing::debug!(error = %e, "closing a connection that failed its check"),
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "a returned connection failed its check");
+                            pool.evict_idle();
+                        }
                         Err(_) => tracing::debug!("closing a connection whose check timed out"),
                     }
                     drop(permit);
                 });
             }
-            Return::Close => {}
+            Return::Close => self.pool.evict_idle(),
         }
     }
 }

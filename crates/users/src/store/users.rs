@@ -8,6 +8,7 @@ use futures_util::TryStreamExt;
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Connection, Row};
 
+use super::pool::Outcome;
 use super::{classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
@@ -106,15 +107,14 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let row = sqlx::query(
+        let row = read!(self, |conn| sqlx::query(
             "SELECT id, password_hash, role, status, first_name FROM users \
              WHERE lower(email) = lower($1)",
         )
         .bind(email)
-        .fetch_optional(&mut *conn)
-        .await;
-        let row = conn.settle(row).map_err(db_error)?;
+        .fetch_optional(conn)
+        .await)
+        .map_err(db_error)?;
         row.map(|r| {
             Ok(LoginRecord {
                 id: get(&r, 0)?,
@@ -142,35 +142,47 @@ impl Store {
              (SELECT * FROM users ORDER BY id LIMIT $1 OFFSET $2) u \
              LEFT JOIN vehicles v ON v.user_id = u.id ORDER BY u.id, v.added_seq"
         );
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let done = async {
-            let mut rows = sqlx::query(&sql)
-                .bind(page.limit.unwrap_or(i64::MAX))
-                .bind(page.offset)
-                .fetch(&mut *conn);
-            let mut current: Option<UserDto> = None;
-            while let Some(row) = rows.try_next().await.map_err(db_error)? {
-                let id: i64 = get(&row, 0)?;
-                let user = match &mut current {
-                    Some(u) if u.id == id => u,
-                    _ => {
-                        if let Some(done) = current.take() {
-                            each(done);
+        let mut may_retry = true;
+        loop {
+            let mut conn = self.conn().await.map_err(db_error)?;
+            let reused = conn.reused();
+            let mut read_any = false;
+            let done: Result<(), StoreError> = async {
+                let mut rows = sqlx::query(&sql)
+                    .bind(page.limit.unwrap_or(i64::MAX))
+                    .bind(page.offset)
+                    .fetch(&mut *conn);
+                let mut current: Option<UserDto> = None;
+                while let Some(row) = rows.try_next().await.map_err(db_error)? {
+                    read_any = true;
+                    let id: i64 = get(&row, 0)?;
+                    let user = match &mut current {
+                        Some(u) if u.id == id => u,
+                        _ => {
+                            if let Some(done) = current.take() {
+                                each(done);
+                            }
+                            current.insert(user_from_row(&row)?)
                         }
-                        current.insert(user_from_row(&row)?)
+                    };
+                    if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
+                        user.vehicles.push(v);
                     }
-                };
-                if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
-                    user.vehicles.push(v);
                 }
+                if let Some(done) = current {
+                    each(done);
+                }
+                Ok(())
             }
-            if let Some(done) = current {
-                each(done);
+            .await;
+            // As `read!`, but only while no row came: `each` must not see a user twice.
+            let broken = matches!(&done, Err(e) if e.breaks_connection());
+            let done = conn.settle(done);
+            if broken && reused && !read_any && std::mem::take(&mut may_retry) {
+                continue;
             }
-            Ok(())
+            return done;
         }
-        .await;
-        conn.settle(done)
     }
 
     /// Adds a vehicle to a user (at most three; plates are unique across users).
@@ -232,15 +244,14 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn vehicles(&self, user_id: i64) -> Result<Option<Vec<Vehicle>>, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let rows = sqlx::query(
+        let rows = read!(self, |conn| sqlx::query(
             "SELECT v.plate, v.vehicle_type, v.energy_source FROM users u \
              LEFT JOIN vehicles v ON v.user_id = u.id WHERE u.id = $1 ORDER BY v.added_seq",
         )
         .bind(user_id)
-        .fetch_all(&mut *conn)
-        .await;
-        let rows = conn.settle(rows).map_err(db_error)?;
+        .fetch_all(conn)
+        .await)
+        .map_err(db_error)?;
         if rows.is_empty() {
             return Ok(None);
         }
@@ -258,12 +269,13 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn payment_method(&self, user_id: i64) -> Result<Option<PaymentMethod>, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let row = sqlx::query("SELECT payment_method FROM users WHERE id = $1")
-            .bind(user_id)
-            .fetch_optional(&mut *conn)
-            .await;
-        let row = conn.settle(row).map_err(db_error)?;
+        let row = read!(self, |conn| sqlx::query(
+            "SELECT payment_method FROM users WHERE id = $1"
+        )
+        .bind(user_id)
+        .fetch_optional(conn)
+        .await)
+        .map_err(db_error)?;
         row.map(|r| name(&r, 0, PaymentMethod::parse)).transpose()
     }
 
@@ -339,16 +351,15 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let rows = sqlx::query(
+        let rows = read!(self, |conn| sqlx::query(
             "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
              FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
              WHERE u.id = $1 ORDER BY e.id",
         )
         .bind(user_id)
-        .fetch_all(&mut *conn)
-        .await;
-        let rows = conn.settle(rows).map_err(db_error)?;
+        .fetch_all(conn)
+        .await)
+        .map_err(db_error)?;
         let Some(first) = rows.first() else {
             return Ok(None);
         };
@@ -377,15 +388,14 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn top10(&self) -> Result<Vec<TopParky>, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let rows = sqlx::query(
+        let rows = read!(self, |conn| sqlx::query(
             "SELECT first_name, last_name, email, parkies FROM users WHERE role = $1 \
              ORDER BY parkies DESC, id LIMIT 10",
         )
         .bind(Role::Customer.as_str())
-        .fetch_all(&mut *conn)
-        .await;
-        let rows = conn.settle(rows).map_err(db_error)?;
+        .fetch_all(conn)
+        .await)
+        .map_err(db_error)?;
         rows.iter()
             .map(|r| {
                 Ok(TopParky {
@@ -402,11 +412,12 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn count_users(&self) -> Result<i64, StoreError> {
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let n = sqlx::query_scalar("SELECT count(*) FROM users")
-            .fetch_one(&mut *conn)
-            .await;
-        conn.settle(n).map_err(db_error)
+        read!(self, |conn| sqlx::query_scalar(
+            "SELECT count(*) FROM users"
+        )
+        .fetch_one(conn)
+        .await)
+        .map_err(db_error)
     }
 }
 

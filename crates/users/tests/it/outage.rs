@@ -102,3 +102,31 @@ async fn database_down_at_start_means_not_ready_until_it_comes() {
         "seeded once ready"
     );
 }
+
+#[tokio::test]
+async fn reads_right_after_a_database_restart_do_not_fail() {
+    let Some(server) = own_server() else {
+        return;
+    };
+    let url = server.fresh_database();
+    let svc = users(&url, true).await;
+    let mut api = crate::support::Api::connect(svc.addr()).await;
+    api.login("supervisor@isep.ipp.pt", SEED_PASSWORD).await;
+    assert_eq!(api.get("/users/getAllUsers").await.status(), 200);
+    let pooled = svc.app.store.connections();
+    assert!(pooled >= 1, "a connection waits in the pool");
+
+    // The pooled connections are now broken, and were used too recently to be checked first.
+    server.stop();
+    server.restart();
+    let r = api.get("/users/getAllUsers").await;
+    assert_eq!(r.status(), 200, "retried on a new connection: {}", r.text());
+    assert_eq!(r.json().as_array().map(Vec::len), Some(6));
+    let r = api.get("/userReport/top10Parky").await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    assert_eq!(
+        svc.app.store.connections(),
+        1,
+        "the broken connections were closed together, not found out one request at a time"
+    );
+}

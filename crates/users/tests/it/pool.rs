@@ -143,7 +143,7 @@ async fn a_query_cut_off_is_finished_before_its_connection_serves_again() {
 }
 
 #[tokio::test]
-async fn a_broken_connection_is_closed_not_returned() {
+async fn a_broken_connection_is_closed_with_the_idle_ones() {
     let Some(database) = Database::fresh(Db::Postgres) else {
         return;
     };
@@ -158,7 +158,11 @@ async fn a_broken_connection_is_closed_not_returned() {
     killer.settle(killed).expect("terminate");
     let broken = sqlx::query("SELECT 1").execute(&mut *victim).await;
     assert!(victim.settle(broken).is_err(), "the server closed it");
-    assert_eq!(pool.size(), 1, "closed, not returned");
+    assert_eq!(
+        pool.size(),
+        0,
+        "closed, not returned, and the idle connection beside it closed too"
+    );
     let mut next = pool.get().await.expect("next");
     assert_ne!(backend_pid(&mut next).await, pid);
     next.keep();
