@@ -41,7 +41,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);
 /// Idle connections above the pool's minimum are closed after this long unused.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-/// Longest wait for the check of a connection that comes back after a refused statement.
+/// Longest wait for the check of a connection that comes back unsettled or after a refused
+/// statement (it includes finishing a cut-off query).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to open and keep connections.
