@@ -306,8 +306,39 @@ where
     }
 }
 
-/// Deadlock, serialization failure, or SQLite's busy/locked.
+/// The mark [`begin`] puts on a connection found broken at `BEGIN`.
+#[derive(Debug, thiserror::Error)]
+#[error("a pooled connection was broken before the transaction began: {0}")]
+struct BrokenAtBegin(String);
+
+/// `BEGIN` on a pooled connection. A connection taken from the idle list that turns out broken
+/// here (the database restarted while it sat idle) has sent nothing of the transaction, so the
+/// error is marked for [`retry_transient`] to run the transaction again. It stays an I/O error,
+/// so it still closes the connection (and every idle one with it: the next attempt opens a new
+/// connection) and still means "unavailable" if the next attempt fails too.
+pub(crate) async fn begin(
+    conn: &mut Conn,
+) -> Result<sqlx::Transaction<'_, sqlx::Any>, sqlx::Error> {
+    let reused = conn.reused();
+    match sqlx::Connection::begin(&mut **conn).await {
+        Err(e) if reused && pool::Outcome::breaks_connection(&e) => {
+            Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                BrokenAtBegin(e.to_string()),
+            )))
+        }
+        other => other,
+    }
+}
+
+/// Deadlock, serialization failure, SQLite's busy/locked, or a broken connection found at
+/// `BEGIN` ([`begin`]).
 fn is_transient(e: &sqlx::Error) -> bool {
+    if let sqlx::Error::Io(io) = e {
+        return io
+            .get_ref()
+            .is_some_and(|inner| inner.is::<BrokenAtBegin>());
+    }
     let Some(db) = e.as_database_error() else {
         return false;
     };

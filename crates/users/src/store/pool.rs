@@ -22,8 +22,8 @@
 //! bet, with the same 30 s): checking would cost a round trip on every request of a client that
 //! calls once a second. When a connection turns out broken (a database restart, most often),
 //! every idle connection is closed with it, so one request finds out, not one per connection;
-//! the store runs a read that failed on a reused connection once more on a new one
-//! ([`Conn::reused`]).
+//! the store runs a read that failed on a reused connection, or a transaction whose `BEGIN`
+//! failed on one, once more on a new connection ([`Conn::reused`]).
 //!
 //! The most recently used idle connection is handed out first, so at a low request rate one warm
 //! connection serves and the rest age out after [`IDLE_TIMEOUT`] (the pool never closes below its

@@ -2,10 +2,9 @@
 //! table is empty. The password is the operator's choice (or a generated one the caller prints
 //! once); it is never a constant in the code.
 
-use sqlx::{AnyConnection, Connection};
-
+use super::pool::Conn;
 use super::users::{insert_user, insert_vehicle};
-use super::{retry_transient, Store, StoreError};
+use super::{begin, retry_transient, Store, StoreError};
 use crate::model::{EnergySource, PaymentMethod, Role, Vehicle, VehicleType};
 use crate::validate::NewUser;
 
@@ -112,8 +111,8 @@ impl Store {
 }
 
 /// [`Store::seed_if_empty`]'s transaction on `conn`.
-async fn seed_on(conn: &mut AnyConnection, password_hash: &str) -> Result<bool, sqlx::Error> {
-    let mut tx = conn.begin().await?;
+async fn seed_on(conn: &mut Conn, password_hash: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = begin(conn).await?;
     // Writing first takes SQLite's write lock before the emptiness check reads.
     sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
         .execute(&mut *tx)

@@ -6,10 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::TryStreamExt;
 use sqlx::any::AnyRow;
-use sqlx::{Any, AnyConnection, Connection, Row};
+use sqlx::{Any, AnyConnection, Row};
 
-use super::pool::Outcome;
-use super::{classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
+use super::pool::{Conn, Outcome};
+use super::{begin, classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
     VehicleType, Wallet,
@@ -92,7 +92,7 @@ impl Store {
     ) -> Result<i64, sqlx::Error> {
         let mut conn = self.conn().await?;
         let done = async {
-            let mut tx = conn.begin().await?;
+            let mut tx = begin(&mut conn).await?;
             let id = insert_user(&mut tx, new, password_hash, role).await?;
             insert_vehicle(&mut tx, id, &new.vehicle, 1).await?;
             tx.commit().await?;
@@ -201,7 +201,7 @@ impl Store {
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
         let mut conn = self.conn().await?;
         let done = async {
-            let mut tx = conn.begin().await?;
+            let mut tx = begin(&mut conn).await?;
             // The checked counter takes the user's row lock first, so two concurrent additions
             // cannot both see room for a third vehicle.
             let seq: Option<i64> = match sqlx::query_scalar(
@@ -424,14 +424,14 @@ impl Store {
 /// [`Store::grant`]'s transaction on `conn`. Every refusal rolls back explicitly before it
 /// returns, so the connection goes back to the pool with no transaction open.
 async fn grant_on(
-    conn: &mut AnyConnection,
+    conn: &mut Conn,
     backend: Backend,
     grant: &Grant,
     manager_id: i64,
 ) -> Result<Result<(), StoreError>, sqlx::Error> {
     let ids = &grant.user_ids;
     let list = placeholders(2, ids.len());
-    let mut tx = conn.begin().await?;
+    let mut tx = begin(conn).await?;
     if backend == Backend::Postgres {
         // Lock the rows in id order first. The UPDATE alone locks them in heap order, which MVCC
         // reshuffles as rows are rewritten, so two grants to the same users could lock them in
