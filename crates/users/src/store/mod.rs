@@ -239,7 +239,7 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
             Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
         };
-        let mut conn = self.conn().await.map_err(|e| classify(&e))?;
+        let mut conn = self.conn().await.map_err(db_error)?;
         match migrator.run_direct(&mut *conn).await {
             Ok(()) => {
                 conn.keep();
@@ -257,7 +257,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Unavailable`] when the database cannot be reached.
     pub async fn warm(&self) -> Result<u32, StoreError> {
-        self.pool.warm().await.map_err(|e| classify(&e))
+        self.pool.warm().await.map_err(db_error)
     }
 
     /// Connections open right now, idle or in use.
@@ -272,7 +272,7 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         read!(self, |conn| sqlx::query("SELECT 1").execute(conn).await)
             .map(|_| ())
-            .map_err(|e| classify(&e))
+            .map_err(db_error)
     }
 
     /// Closes every connection.

@@ -150,16 +150,11 @@ impl Pool {
         if self.0.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
-        tokio::time::timeout(self.0.options.acquire_timeout, self.get_unbounded())
-            .await
-            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+        self.within_acquire_timeout(self.get_unbounded()).await
     }
 
     async fn get_unbounded(&self) -> Result<Conn, sqlx::Error> {
-        let permit = Arc::clone(&self.0.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let permit = self.permit().await?;
         if let Some(mut idle) = self.0.pop_idle() {
             if idle.since.elapsed() < PING_IF_IDLE_FOR {
                 return Ok(Conn::new(idle.conn, permit, &self.0, true));
@@ -194,15 +189,28 @@ impl Pool {
 
     /// A new connection even when idle ones exist (warming).
     async fn open_unpooled(&self) -> Result<Conn, sqlx::Error> {
-        let open = async {
-            let permit = Arc::clone(&self.0.permits)
-                .acquire_owned()
-                .await
-                .map_err(|_| sqlx::Error::PoolClosed)?;
+        self.within_acquire_timeout(async {
+            let permit = self.permit().await?;
             let conn = self.0.open().await?;
             Ok(Conn::new(conn, permit, &self.0, false))
-        };
-        tokio::time::timeout(self.0.options.acquire_timeout, open)
+        })
+        .await
+    }
+
+    /// Room for one more connection in use; `PoolClosed` once the pool is closed.
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, sqlx::Error> {
+        Arc::clone(&self.0.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)
+    }
+
+    /// `acquire` or `PoolTimedOut`, whichever comes first.
+    async fn within_acquire_timeout(
+        &self,
+        acquire: impl std::future::Future<Output = Result<Conn, sqlx::Error>>,
+    ) -> Result<Conn, sqlx::Error> {
+        tokio::time::timeout(self.0.options.acquire_timeout, acquire)
             .await
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
     }
