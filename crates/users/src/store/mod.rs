@@ -15,11 +15,13 @@
 //! Layout: [`pool`] keeps the connections, [`users`] has the queries, [`seed`] the demo data.
 
 /// Runs `$body` with `$conn` (a `&mut AnyConnection` from `$store`'s pool), hands the connection
-/// back by how the body ended, and evaluates to the body's `Result<_, sqlx::Error>`. A read that
+/// back by how the body ended, and evaluates to the body's `Result<_, sqlx::Error>`. A body that
 /// failed because a connection taken from the idle list was broken (the database restarted since
-/// it was last used) runs once more on a new connection: it never reached the database, and a
-/// read is safe to repeat. Only for reads.
-macro_rules! read {
+/// it was last used) runs once more on a new connection. Only for bodies that are safe to run
+/// twice: reads, and single statements that set columns to given values (whether or not the
+/// first try reached the database, the second leaves the same row). Never for inserts,
+/// increments or transactions; those use [`retry_transient`] or nothing.
+macro_rules! repeatable {
     ($store:expr, |$conn:ident| $body:expr) => {{
         let mut may_retry = true;
         loop {
@@ -270,7 +272,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Unavailable`] when it is not.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        read!(self, |conn| sqlx::query("SELECT 1").execute(conn).await)
+        repeatable!(self, |conn| sqlx::query("SELECT 1").execute(conn).await)
             .map(|_| ())
             .map_err(db_error)
     }

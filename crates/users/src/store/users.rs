@@ -107,7 +107,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
-        let row = read!(self, |conn| sqlx::query(
+        let row = repeatable!(self, |conn| sqlx::query(
             "SELECT id, password_hash, role, status, first_name FROM users \
              WHERE lower(email) = lower($1)",
         )
@@ -244,7 +244,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn vehicles(&self, user_id: i64) -> Result<Option<Vec<Vehicle>>, StoreError> {
-        let rows = read!(self, |conn| sqlx::query(
+        let rows = repeatable!(self, |conn| sqlx::query(
             "SELECT v.plate, v.vehicle_type, v.energy_source FROM users u \
              LEFT JOIN vehicles v ON v.user_id = u.id WHERE u.id = $1 ORDER BY v.added_seq",
         )
@@ -269,7 +269,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn payment_method(&self, user_id: i64) -> Result<Option<PaymentMethod>, StoreError> {
-        let row = read!(self, |conn| sqlx::query(
+        let row = repeatable!(self, |conn| sqlx::query(
             "SELECT payment_method FROM users WHERE id = $1"
         )
         .bind(user_id)
@@ -310,13 +310,13 @@ impl Store {
         user_id: i64,
     ) -> Result<(), StoreError> {
         let sql = format!("UPDATE users SET {column} = $1 WHERE id = $2");
-        let mut conn = self.conn().await.map_err(db_error)?;
-        let done = sqlx::query(&sql)
+        // Setting a column to a given value is safe to repeat after a broken connection.
+        let done = repeatable!(self, |conn| sqlx::query(&sql)
             .bind(value)
             .bind(user_id)
-            .execute(&mut *conn)
-            .await;
-        let done = conn.settle(done).map_err(db_error)?;
+            .execute(conn)
+            .await)
+        .map_err(db_error)?;
         if done.rows_affected() == 0 {
             return Err(StoreError::UserNotFound(user_id));
         }
@@ -351,7 +351,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
-        let rows = read!(self, |conn| sqlx::query(
+        let rows = repeatable!(self, |conn| sqlx::query(
             "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
              FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
              WHERE u.id = $1 ORDER BY e.id",
@@ -388,7 +388,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn top10(&self) -> Result<Vec<TopParky>, StoreError> {
-        let rows = read!(self, |conn| sqlx::query(
+        let rows = repeatable!(self, |conn| sqlx::query(
             "SELECT first_name, last_name, email, parkies FROM users WHERE role = $1 \
              ORDER BY parkies DESC, id LIMIT 10",
         )
@@ -412,7 +412,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn count_users(&self) -> Result<i64, StoreError> {
-        read!(self, |conn| sqlx::query_scalar(
+        repeatable!(self, |conn| sqlx::query_scalar(
             "SELECT count(*) FROM users"
         )
         .fetch_one(conn)

@@ -132,6 +132,32 @@ async fn requests_right_after_a_database_restart_do_not_fail() {
         "a transaction broken at BEGIN runs again: {}",
         r.text()
     );
+    let me = r.json()["id"].as_i64().expect("the new user's id");
+    let mut customer = crate::support::Api::connect(svc.addr()).await;
+    customer.login("after@example.com", "123PasswordX#").await;
+
+    server.stop();
+    server.restart();
+    let r = customer
+        .send_json(
+            "PUT",
+            &format!("/users/paymentMethod/{me}"),
+            &serde_json::json!({"paymentMethod": "DEBIT"}),
+        )
+        .await;
+    assert_eq!(
+        r.status(),
+        202,
+        "setting a column runs again on a new connection: {}",
+        r.text()
+    );
+    assert_eq!(
+        customer
+            .get(&format!("/users/paymentMethod/{me}"))
+            .await
+            .json(),
+        serde_json::json!({"paymentMethod": "DEBIT"})
+    );
 
     server.stop();
     server.restart();
