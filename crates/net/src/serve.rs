@@ -33,6 +33,21 @@ use crate::rewind::Rewind;
 /// Boxed error type the serve loop accepts from services and bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A client connection, cleartext or TLS, behind one type.
+///
+/// Every connection reaches the fast path and hyper as a `BoxIo`, so each of them is compiled
+/// once per service rather than once per transport: hyper's HTTP/1.1 and HTTP/2 servers are
+/// large generic state machines, and the `pms` binary has 240 KB less code this way. The price
+/// is a virtual call per read and write, and for cleartext a small allocation per connection.
+/// (It does not lower the gateway's resident code under load, which the hoped-for gain was:
+/// that is set by how widely the touched code is spread, see `docs/benchmarks.md`.)
+pub type BoxIo = Box<dyn Io>;
+
+/// What a connection must be to be served: a byte stream that can move between threads.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
 /// Default cap on concurrently open connections per listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Default time a client has to send a complete request head (HTTP/1.1).
@@ -141,14 +156,12 @@ pub trait Http1Fast: Send + Sync + 'static {
     /// connection is done (closed, or `stop` was set between requests), or the connection with
     /// every byte it read but did not act on put back, for hyper to serve from there on. It
     /// must only hand over at a request boundary, before answering anything of that request.
-    fn serve<IO>(
+    fn serve(
         &self,
-        io: IO,
+        io: BoxIo,
         info: ConnInfo,
         stop: Stop,
-    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    ) -> impl Future<Output = Option<Rewind<BoxIo>>> + Send;
 }
 
 /// No fast path: every connection goes straight to hyper.
@@ -157,15 +170,12 @@ pub enum NoFast {}
 
 impl Http1Fast for NoFast {
     #[allow(clippy::manual_async_fn)]
-    fn serve<IO>(
+    fn serve(
         &self,
-        _io: IO,
+        _io: BoxIo,
         _info: ConnInfo,
         _stop: Stop,
-    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
+    ) -> impl Future<Output = Option<Rewind<BoxIo>>> + Send {
         let never = *self;
         async move { match never {} }
     }
@@ -309,7 +319,7 @@ where
                         stop,
                         watcher,
                     };
-                    conn.run(stream).await;
+                    conn.run(Box::new(stream)).await;
                 }
                 Some(acceptor) => {
                     let Some(tls_stream) =
@@ -409,10 +419,7 @@ where
 {
     /// Offers `io` to the fast path, if any, then serves what it hands back (or all of it)
     /// with hyper.
-    async fn run<IO>(self, io: IO)
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
+    async fn run(self, io: BoxIo) {
         let peer = self.info.peer;
         // Boxed: the fast path's connection state is kilobytes, and inline it would be part of
         // every connection's task, HTTP/2 ones included, which never use it.

@@ -32,7 +32,7 @@ use http::header::{HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use pms_net::rewind::Rewind;
-use pms_net::serve::{ConnInfo, Http1Fast, Stop};
+use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -138,15 +138,12 @@ impl FastPath {
 }
 
 impl Http1Fast for FastPath {
-    fn serve<IO>(
+    fn serve(
         &self,
-        io: IO,
+        io: BoxIo,
         info: ConnInfo,
         stop: Stop,
-    ) -> impl Future<Output = Option<Rewind<IO>>> + Send
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
+    ) -> impl Future<Output = Option<Rewind<BoxIo>>> + Send {
         self.connection(io, info, stop)
     }
 }
