@@ -175,7 +175,7 @@ impl Store {
                 Ok(())
             }
             .await;
-            // As `read!`, but only while no row came: `each` must not see a user twice.
+            // As `repeatable!`, but only while no row came: `each` must not see a user twice.
             let broken = matches!(&done, Err(e) if e.breaks_connection());
             let done = conn.settle(done);
             if broken && reused && !read_any && std::mem::take(&mut may_retry) {
