@@ -33,8 +33,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use sqlx::any::AnyConnectOptions;
-use sqlx::{AnyConnection, Connection, Executor};
+use sqlx::Connection;
+
+/// A connection type the pool can hold: either backend's (`PgConnection`, `SqliteConnection`).
+pub trait Pooled: Connection + 'static {}
+
+impl<C: Connection + 'static> Pooled for C {}
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A pooled connection idle this long or longer is pinged before it is handed out.
@@ -45,13 +49,11 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// statement (it includes finishing a cut-off query).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How to open and keep connections.
+/// How to open and keep connections of type `C`.
 #[derive(Debug, Clone)]
-pub struct PoolOptions {
-    /// Where to connect.
-    pub connect: AnyConnectOptions,
-    /// Statements run on every new connection (PRAGMAs, `SET statement_timeout`).
-    pub settings: Vec<String>,
+pub struct PoolOptions<C: Pooled> {
+    /// Where to connect, and the per-connection settings (PRAGMAs, `statement_timeout`).
+    pub connect: C::Options,
     /// Most open connections.
     pub max: u32,
     /// Connections [`Pool::warm`] opens and idle ageing keeps.
@@ -60,11 +62,17 @@ pub struct PoolOptions {
     pub acquire_timeout: Duration,
 }
 
-/// The pool; cheap to clone.
-#[derive(Clone)]
-pub struct Pool(Arc<Shared>);
+/// The pool of connections of one backend's type (`PgConnection`, `SqliteConnection`); cheap
+/// to clone.
+pub struct Pool<C: Pooled>(Arc<Shared<C>>);
 
-impl std::fmt::Debug for Pool {
+impl<C: Pooled> Clone for Pool<C> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<C: Pooled> std::fmt::Debug for Pool<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("open", &self.size())
@@ -73,10 +81,10 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-struct Shared {
-    options: PoolOptions,
+struct Shared<C: Pooled> {
+    options: PoolOptions<C>,
     /// Idle connections, the most recently used last.
-    idle: Mutex<Vec<Idle>>,
+    idle: Mutex<Vec<Idle<C>>>,
     /// One permit per connection in use or being opened.
     permits: Arc<Semaphore>,
     /// Connections open, idle or not (kept by [`Counted`]).
@@ -84,14 +92,14 @@ struct Shared {
     closed: AtomicBool,
 }
 
-struct Idle {
-    conn: Tracked,
+struct Idle<C> {
+    conn: Tracked<C>,
     since: Instant,
 }
 
 /// An open connection and its place in the count.
-struct Tracked {
-    conn: AnyConnection,
+struct Tracked<C> {
+    conn: C,
     _counted: Counted,
 }
 
@@ -123,9 +131,9 @@ enum Return {
     Close,
 }
 
-impl Pool {
+impl<C: Pooled> Pool<C> {
     /// A pool that opens nothing until asked.
-    pub fn new(options: PoolOptions) -> Self {
+    pub fn new(options: PoolOptions<C>) -> Self {
         let max = options.max.max(1);
         Self(Arc::new(Shared {
             options: PoolOptions { max, ..options },
@@ -146,14 +154,14 @@ impl Pool {
     /// # Errors
     /// `PoolTimedOut` after the acquire timeout, `PoolClosed` after [`Pool::close`], or why a new
     /// connection could not be opened.
-    pub async fn get(&self) -> Result<Conn, sqlx::Error> {
+    pub async fn get(&self) -> Result<Conn<C>, sqlx::Error> {
         if self.0.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
         self.within_acquire_timeout(self.get_unbounded()).await
     }
 
-    async fn get_unbounded(&self) -> Result<Conn, sqlx::Error> {
+    async fn get_unbounded(&self) -> Result<Conn<C>, sqlx::Error> {
         let permit = self.permit().await?;
         if let Some(mut idle) = self.0.pop_idle() {
             if idle.since.elapsed() < PING_IF_IDLE_FOR {
@@ -188,7 +196,7 @@ impl Pool {
     }
 
     /// A new connection even when idle ones exist (warming).
-    async fn open_unpooled(&self) -> Result<Conn, sqlx::Error> {
+    async fn open_unpooled(&self) -> Result<Conn<C>, sqlx::Error> {
         self.within_acquire_timeout(async {
             let permit = self.permit().await?;
             let conn = self.0.open().await?;
@@ -208,8 +216,8 @@ impl Pool {
     /// `acquire` or `PoolTimedOut`, whichever comes first.
     async fn within_acquire_timeout(
         &self,
-        acquire: impl std::future::Future<Output = Result<Conn, sqlx::Error>>,
-    ) -> Result<Conn, sqlx::Error> {
+        acquire: impl std::future::Future<Output = Result<Conn<C>, sqlx::Error>>,
+    ) -> Result<Conn<C>, sqlx::Error> {
         tokio::time::timeout(self.0.options.acquire_timeout, acquire)
             .await
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
@@ -230,14 +238,14 @@ impl Pool {
     }
 }
 
-impl Shared {
-    fn lock_idle(&self) -> MutexGuard<'_, Vec<Idle>> {
+impl<C: Pooled> Shared<C> {
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<Idle<C>>> {
         // The lock guards plain pushes and pops; a panic cannot leave the list half-changed.
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The most recently used idle connection, after closing the oldest one if it has aged out.
-    fn pop_idle(&self) -> Option<Idle> {
+    fn pop_idle(&self) -> Option<Idle<C>> {
         let mut idle = self.lock_idle();
         let aged = idle
             .first()
@@ -249,11 +257,8 @@ impl Shared {
         idle.pop()
     }
 
-    async fn open(&self) -> Result<Tracked, sqlx::Error> {
-        let mut conn = AnyConnection::connect_with(&self.options.connect).await?;
-        for s in &self.options.settings {
-            conn.execute(s.as_str()).await?;
-        }
+    async fn open(&self) -> Result<Tracked<C>, sqlx::Error> {
+        let conn = C::connect_with(&self.options.connect).await?;
         Ok(Tracked {
             conn,
             _counted: Counted::new(&self.open),
@@ -273,7 +278,7 @@ impl Shared {
         }
     }
 
-    fn put_back(&self, conn: Tracked) {
+    fn put_back(&self, conn: Tracked<C>) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
@@ -286,16 +291,21 @@ impl Shared {
 
 /// A connection on loan. Without [`Conn::settle`] or [`Conn::keep`] it is checked with a ping
 /// before it serves again: a future dropped mid-query may have left an exchange unfinished.
-pub struct Conn {
-    conn: Option<Tracked>,
+pub struct Conn<C: Pooled> {
+    conn: Option<Tracked<C>>,
     permit: Option<OwnedSemaphorePermit>,
-    pool: Arc<Shared>,
+    pool: Arc<Shared<C>>,
     on_return: Return,
     reused: bool,
 }
 
-impl Conn {
-    fn new(conn: Tracked, permit: OwnedSemaphorePermit, pool: &Arc<Shared>, reused: bool) -> Self {
+impl<C: Pooled> Conn<C> {
+    fn new(
+        conn: Tracked<C>,
+        permit: OwnedSemaphorePermit,
+        pool: &Arc<Shared<C>>,
+        reused: bool,
+    ) -> Self {
         Self {
             conn: Some(conn),
             permit: Some(permit),
@@ -361,10 +371,10 @@ impl Outcome for super::StoreError {
     }
 }
 
-impl std::ops::Deref for Conn {
-    type Target = AnyConnection;
+impl<C: Pooled> std::ops::Deref for Conn<C> {
+    type Target = C;
 
-    fn deref(&self) -> &AnyConnection {
+    fn deref(&self) -> &C {
         match &self.conn {
             Some(c) => &c.conn,
             // Taken only in `drop`.
@@ -373,8 +383,8 @@ impl std::ops::Deref for Conn {
     }
 }
 
-impl std::ops::DerefMut for Conn {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
+impl<C: Pooled> std::ops::DerefMut for Conn<C> {
+    fn deref_mut(&mut self) -> &mut C {
         match &mut self.conn {
             Some(c) => &mut c.conn,
             None => unreachable!("a pooled connection is used after its return"),
@@ -382,7 +392,7 @@ impl std::ops::DerefMut for Conn {
     }
 }
 
-impl Drop for Conn {
+impl<C: Pooled> Drop for Conn<C> {
     fn drop(&mut self) {
         let (Some(conn), Some(permit)) = (self.conn.take(), self.permit.take()) else {
             return;

@@ -2,8 +2,7 @@
 //! table is empty. The password is the operator's choice (or a generated one the caller prints
 //! once); it is never a constant in the code.
 
-use super::pool::Conn;
-use super::users::{insert_user, insert_vehicle};
+use super::users::Writes;
 use super::{begin, retry_transient, Store, StoreError};
 use crate::model::{EnergySource, PaymentMethod, Role, Vehicle, VehicleType};
 use crate::validate::NewUser;
@@ -104,48 +103,48 @@ impl Store {
     /// All accounts in one transaction: a failure leaves the database empty, so the next start
     /// seeds again.
     async fn seed_once(&self, password_hash: &str) -> Result<bool, sqlx::Error> {
-        let mut conn = self.conn().await?;
-        let done = seed_on(&mut conn, password_hash).await;
-        conn.settle(done)
+        with_pool!(self, |pool| {
+            let mut conn = pool.get().await?;
+            let done = async {
+                let mut tx = begin(&mut conn).await?;
+                // Writing first takes SQLite's write lock before the emptiness check reads.
+                sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
+                    .execute(&mut *tx)
+                    .await?;
+                let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if users > 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                for a in ACCOUNTS {
+                    let new = NewUser {
+                        first_name: a.first.into(),
+                        last_name: a.last.into(),
+                        email: a.email.into(),
+                        password: String::new(),
+                        nif: a.nif,
+                        vehicle: vehicle(&a.vehicles[0]),
+                        payment_method: a.payment,
+                    };
+                    let id = tx.insert_user(&new, password_hash, a.role).await?;
+                    for (seq, v) in (1..).zip(a.vehicles) {
+                        tx.insert_vehicle(id, &vehicle(v), seq).await?;
+                    }
+                    sqlx::query("UPDATE users SET vehicle_count = $1 WHERE id = $2")
+                        .bind(i64::try_from(a.vehicles.len()).unwrap_or(3))
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
+            .await;
+            conn.settle(done)
+        })
     }
-}
-
-/// [`Store::seed_if_empty`]'s transaction on `conn`.
-async fn seed_on(conn: &mut Conn, password_hash: &str) -> Result<bool, sqlx::Error> {
-    let mut tx = begin(conn).await?;
-    // Writing first takes SQLite's write lock before the emptiness check reads.
-    sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
-        .execute(&mut *tx)
-        .await?;
-    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
-        .fetch_one(&mut *tx)
-        .await?;
-    if users > 0 {
-        tx.rollback().await?;
-        return Ok(false);
-    }
-    for a in ACCOUNTS {
-        let new = NewUser {
-            first_name: a.first.into(),
-            last_name: a.last.into(),
-            email: a.email.into(),
-            password: String::new(),
-            nif: a.nif,
-            vehicle: vehicle(&a.vehicles[0]),
-            payment_method: a.payment,
-        };
-        let id = insert_user(&mut tx, &new, password_hash, a.role).await?;
-        for (seq, v) in (1..).zip(a.vehicles) {
-            insert_vehicle(&mut tx, id, &vehicle(v), seq).await?;
-        }
-        sqlx::query("UPDATE users SET vehicle_count = $1 WHERE id = $2")
-            .bind(i64::try_from(a.vehicles.len()).unwrap_or(3))
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(true)
 }
 
 fn vehicle(&(plate, t, e): &(&str, VehicleType, EnergySource)) -> Vehicle {

@@ -5,10 +5,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::TryStreamExt;
-use sqlx::any::AnyRow;
-use sqlx::{Any, AnyConnection, Row};
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use super::pool::{Conn, Outcome};
+use super::pool::Outcome;
 use super::{begin, classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
@@ -90,16 +89,18 @@ impl Store {
         password_hash: &str,
         role: Role,
     ) -> Result<i64, sqlx::Error> {
-        let mut conn = self.conn().await?;
-        let done = async {
-            let mut tx = begin(&mut conn).await?;
-            let id = insert_user(&mut tx, new, password_hash, role).await?;
-            insert_vehicle(&mut tx, id, &new.vehicle, 1).await?;
-            tx.commit().await?;
-            Ok(id)
-        }
-        .await;
-        conn.settle(done)
+        with_pool!(self, |pool| {
+            let mut conn = pool.get().await?;
+            let done = async {
+                let mut tx = begin(&mut conn).await?;
+                let id = tx.insert_user(new, password_hash, role).await?;
+                tx.insert_vehicle(id, &new.vehicle, 1).await?;
+                tx.commit().await?;
+                Ok(id)
+            }
+            .await;
+            conn.settle(done)
+        })
     }
 
     /// The account behind an e-mail address (compared ignoring case), if any.
@@ -107,24 +108,26 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
-        let row = repeatable!(self, |conn| sqlx::query(
+        repeatable!(self, |conn| sqlx::query(
             "SELECT id, password_hash, role, status, first_name FROM users \
              WHERE lower(email) = lower($1)",
         )
         .bind(email)
         .fetch_optional(conn)
-        .await)
-        .map_err(db_error)?;
-        row.map(|r| {
-            Ok(LoginRecord {
-                id: get(&r, 0)?,
-                password_hash: get(&r, 1)?,
-                role: name(&r, 2, Role::parse)?,
-                status: name(&r, 3, UserStatus::parse)?,
-                first_name: get(&r, 4)?,
+        .await
+        .and_then(|row| {
+            row.map(|r| {
+                Ok(LoginRecord {
+                    id: r.int(0)?,
+                    password_hash: r.text(1)?,
+                    role: r.name(2, Role::parse)?,
+                    status: r.name(3, UserStatus::parse)?,
+                    first_name: r.text(4)?,
+                })
             })
-        })
-        .transpose()
+            .transpose()
+        }))
+        .map_err(db_error)
     }
 
     /// Calls `each` with every user of `page`, in id order, vehicles included: one query,
@@ -142,47 +145,49 @@ impl Store {
              (SELECT * FROM users ORDER BY id LIMIT $1 OFFSET $2) u \
              LEFT JOIN vehicles v ON v.user_id = u.id ORDER BY u.id, v.added_seq"
         );
-        let mut may_retry = true;
-        loop {
-            let mut conn = self.conn().await.map_err(db_error)?;
-            let reused = conn.reused();
-            let mut read_any = false;
-            let done: Result<(), StoreError> = async {
-                let mut rows = sqlx::query(&sql)
-                    .bind(page.limit.unwrap_or(i64::MAX))
-                    .bind(page.offset)
-                    .fetch(&mut *conn);
-                let mut current: Option<UserDto> = None;
-                while let Some(row) = rows.try_next().await.map_err(db_error)? {
-                    read_any = true;
-                    let id: i64 = get(&row, 0)?;
-                    let user = match &mut current {
-                        Some(u) if u.id == id => u,
-                        _ => {
-                            if let Some(done) = current.take() {
-                                each(done);
+        with_pool!(self, |pool| {
+            let mut may_retry = true;
+            loop {
+                let mut conn = pool.get().await.map_err(db_error)?;
+                let reused = conn.reused();
+                let mut read_any = false;
+                let done: Result<(), StoreError> = async {
+                    let mut rows = sqlx::query(&sql)
+                        .bind(page.limit.unwrap_or(i64::MAX))
+                        .bind(page.offset)
+                        .fetch(&mut *conn);
+                    let mut current: Option<UserDto> = None;
+                    while let Some(row) = rows.try_next().await.map_err(db_error)? {
+                        read_any = true;
+                        let id = row.int(0).map_err(db_error)?;
+                        let user = match &mut current {
+                            Some(u) if u.id == id => u,
+                            _ => {
+                                if let Some(done) = current.take() {
+                                    each(done);
+                                }
+                                current.insert(user_from_row(&row).map_err(db_error)?)
                             }
-                            current.insert(user_from_row(&row)?)
+                        };
+                        if let Some(v) = vehicle_from_row(&row, VEHICLE_AT).map_err(db_error)? {
+                            user.vehicles.push(v);
                         }
-                    };
-                    if let Some(v) = vehicle_from_row(&row, VEHICLE_AT)? {
-                        user.vehicles.push(v);
                     }
+                    if let Some(done) = current {
+                        each(done);
+                    }
+                    Ok(())
                 }
-                if let Some(done) = current {
-                    each(done);
+                .await;
+                // As `repeatable!`, but only while no row came: `each` must not see a user twice.
+                let broken = matches!(&done, Err(e) if e.breaks_connection());
+                let done = conn.settle(done);
+                if broken && reused && !read_any && std::mem::take(&mut may_retry) {
+                    continue;
                 }
-                Ok(())
+                return done;
             }
-            .await;
-            // As `repeatable!`, but only while no row came: `each` must not see a user twice.
-            let broken = matches!(&done, Err(e) if e.breaks_connection());
-            let done = conn.settle(done);
-            if broken && reused && !read_any && std::mem::take(&mut may_retry) {
-                continue;
-            }
-            return done;
-        }
+        })
     }
 
     /// Adds a vehicle to a user (at most three; plates are unique across users).
@@ -199,44 +204,46 @@ impl Store {
         user_id: i64,
         vehicle: &Vehicle,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
-        let mut conn = self.conn().await?;
-        let done = async {
-            let mut tx = begin(&mut conn).await?;
-            // The checked counter takes the user's row lock first, so two concurrent additions
-            // cannot both see room for a third vehicle.
-            let seq: Option<i64> = match sqlx::query_scalar(
-                "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
-                 RETURNING vehicle_count",
-            )
-            .bind(user_id)
-            .fetch_optional(&mut *tx)
-            .await
-            {
-                Ok(seq) => seq,
-                Err(e) if is_check_on(&e, "vehicle_count") => {
-                    tx.rollback().await?;
-                    return Ok(Err(StoreError::TooManyVehicles));
-                }
-                Err(e) => return Err(e),
-            };
-            let Some(seq) = seq else {
-                tx.rollback().await?;
-                return Ok(Err(StoreError::UserNotFound(user_id)));
-            };
-            if let Err(e) = insert_vehicle(&mut tx, user_id, vehicle, seq).await {
-                return match classify(&e) {
-                    conflict @ StoreError::Conflict { .. } => {
+        with_pool!(self, |pool| {
+            let mut conn = pool.get().await?;
+            let done = async {
+                let mut tx = begin(&mut conn).await?;
+                // The checked counter takes the user's row lock first, so two concurrent additions
+                // cannot both see room for a third vehicle.
+                let seq: Option<i64> = match sqlx::query_scalar(
+                    "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
+                     RETURNING vehicle_count",
+                )
+                .bind(user_id)
+                .fetch_optional(&mut *tx)
+                .await
+                {
+                    Ok(seq) => seq,
+                    Err(e) if is_check_on(&e, "vehicle_count") => {
                         tx.rollback().await?;
-                        Ok(Err(conflict))
+                        return Ok(Err(StoreError::TooManyVehicles));
                     }
-                    _ => Err(e),
+                    Err(e) => return Err(e),
                 };
+                let Some(seq) = seq else {
+                    tx.rollback().await?;
+                    return Ok(Err(StoreError::UserNotFound(user_id)));
+                };
+                if let Err(e) = tx.insert_vehicle(user_id, vehicle, seq).await {
+                    return match classify(&e) {
+                        conflict @ StoreError::Conflict { .. } => {
+                            tx.rollback().await?;
+                            Ok(Err(conflict))
+                        }
+                        _ => Err(e),
+                    };
+                }
+                tx.commit().await?;
+                Ok(Ok(()))
             }
-            tx.commit().await?;
-            Ok(Ok(()))
-        }
-        .await;
-        conn.settle(done)
+            .await;
+            conn.settle(done)
+        })
     }
 
     /// A user's vehicles in the order they were added; `None` when the user does not exist.
@@ -244,24 +251,27 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn vehicles(&self, user_id: i64) -> Result<Option<Vec<Vehicle>>, StoreError> {
-        let rows = repeatable!(self, |conn| sqlx::query(
+        let vehicles = repeatable!(self, |conn| sqlx::query(
             "SELECT v.plate, v.vehicle_type, v.energy_source FROM users u \
              LEFT JOIN vehicles v ON v.user_id = u.id WHERE u.id = $1 ORDER BY v.added_seq",
         )
         .bind(user_id)
         .fetch_all(conn)
-        .await)
-        .map_err(db_error)?;
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            if let Some(v) = vehicle_from_row(r, 0)? {
-                out.push(v);
+        .await
+        .and_then(|rows| {
+            if rows.is_empty() {
+                return Ok(None);
             }
-        }
-        Ok(Some(out))
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                if let Some(v) = vehicle_from_row(r, 0)? {
+                    out.push(v);
+                }
+            }
+            Ok(Some(out))
+        }))
+        .map_err(db_error)?;
+        Ok(vehicles)
     }
 
     /// A user's payment method; `None` when the user does not exist.
@@ -269,14 +279,16 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn payment_method(&self, user_id: i64) -> Result<Option<PaymentMethod>, StoreError> {
-        let row = repeatable!(self, |conn| sqlx::query(
+        repeatable!(self, |conn| sqlx::query(
             "SELECT payment_method FROM users WHERE id = $1"
         )
         .bind(user_id)
         .fetch_optional(conn)
-        .await)
-        .map_err(db_error)?;
-        row.map(|r| name(&r, 0, PaymentMethod::parse)).transpose()
+        .await
+        .and_then(|row| row
+            .map(|r| r.name(0, PaymentMethod::parse))
+            .transpose()))
+        .map_err(db_error)
     }
 
     /// Sets a user's payment method.
@@ -311,13 +323,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         let sql = format!("UPDATE users SET {column} = $1 WHERE id = $2");
         // Setting a column to a given value is safe to repeat after a broken connection.
-        let done = repeatable!(self, |conn| sqlx::query(&sql)
+        let updated = repeatable!(self, |conn| sqlx::query(&sql)
             .bind(value)
             .bind(user_id)
             .execute(conn)
-            .await)
+            .await
+            .map(|done| done.rows_affected()))
         .map_err(db_error)?;
-        if done.rows_affected() == 0 {
+        if updated == 0 {
             return Err(StoreError::UserNotFound(user_id));
         }
         Ok(())
@@ -340,9 +353,80 @@ impl Store {
         grant: &Grant,
         manager_id: i64,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
-        let mut conn = self.conn().await?;
-        let done = grant_on(&mut conn, self.backend(), grant, manager_id).await;
-        conn.settle(done)
+        // Every refusal rolls back explicitly before it returns, so the connection goes back to
+        // the pool with no transaction open.
+        with_pool!(self, |pool| {
+            let mut conn = pool.get().await?;
+            let done = async {
+                let ids = &grant.user_ids;
+                let list = placeholders(2, ids.len());
+                let mut tx = begin(&mut conn).await?;
+                if self.backend() == Backend::Postgres {
+                    // Lock the rows in id order first. The UPDATE alone locks them in heap order, which MVCC
+                    // reshuffles as rows are rewritten, so two grants to the same users could lock them in
+                    // opposite orders and deadlock. (SQLite has one writer at a time.)
+                    let lock = format!(
+                        "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
+                        placeholders(1, ids.len())
+                    );
+                    let mut q = sqlx::query(&lock);
+                    for id in ids {
+                        q = q.bind(*id);
+                    }
+                    q.fetch_all(&mut *tx).await?;
+                }
+                let sql = format!(
+                    "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
+                );
+                let mut update = sqlx::query(&sql).bind(grant.amount);
+                for id in ids {
+                    update = update.bind(*id);
+                }
+                let updated = match update.fetch_all(&mut *tx).await {
+                    Ok(rows) => rows,
+                    Err(e) if is_check_on(&e, "parkies") => {
+                        tx.rollback().await?;
+                        let who = conn.first_overdrawn(grant).await?.unwrap_or_default();
+                        return Ok(Err(StoreError::InsufficientBalance(who)));
+                    }
+                    Err(e) => return Err(e),
+                };
+                if updated.len() != ids.len() {
+                    let mut found = Vec::with_capacity(updated.len());
+                    for r in &updated {
+                        found.push(r.int(0)?);
+                    }
+                    tx.rollback().await?;
+                    let missing = ids
+                        .iter()
+                        .copied()
+                        .filter(|id| !found.contains(id))
+                        .collect();
+                    return Ok(Err(StoreError::UsersNotFound(missing)));
+                }
+                // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
+                let values: Vec<String> = (0..ids.len())
+                    .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
+                    .collect();
+                let sql = format!(
+                    "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) VALUES {}",
+                    values.join(", ")
+                );
+                let mut insert = sqlx::query(&sql)
+                    .bind(grant.amount)
+                    .bind(&grant.reason)
+                    .bind(manager_id)
+                    .bind(now_micros());
+                for id in ids {
+                    insert = insert.bind(*id);
+                }
+                insert.execute(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(Ok(()))
+            }
+            .await;
+            conn.settle(done)
+        })
     }
 
     /// A user's wallet: balance and every event, oldest first; `None` when the user does not
@@ -351,36 +435,38 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
-        let rows = repeatable!(self, |conn| sqlx::query(
+        repeatable!(self, |conn| sqlx::query(
             "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
              FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
              WHERE u.id = $1 ORDER BY e.id",
         )
         .bind(user_id)
         .fetch_all(conn)
-        .await)
-        .map_err(db_error)?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let mut wallet = Wallet {
-            user_id,
-            parkies: get(first, 0)?,
-            parky_events: Vec::with_capacity(rows.len()),
-        };
-        for r in &rows {
-            let Some(event_id) = get::<Option<i64>>(r, 1)? else {
-                continue;
+        .await
+        .and_then(|rows| {
+            let Some(first) = rows.first() else {
+                return Ok(None);
             };
-            wallet.parky_events.push(ParkyEvent {
-                event_id,
-                amount: get(r, 2)?,
-                reason: get(r, 3)?,
-                manager_id: get(r, 4)?,
-                transaction_time: format_micros(get(r, 5)?),
-            });
-        }
-        Ok(Some(wallet))
+            let mut wallet = Wallet {
+                user_id,
+                parkies: first.int(0)?,
+                parky_events: Vec::with_capacity(rows.len()),
+            };
+            for r in &rows {
+                let Some(event_id) = r.opt_int(1)? else {
+                    continue;
+                };
+                wallet.parky_events.push(ParkyEvent {
+                    event_id,
+                    amount: r.int(2)?,
+                    reason: r.text(3)?,
+                    manager_id: r.opt_int(4)?,
+                    transaction_time: format_micros(r.int(5)?),
+                });
+            }
+            Ok(Some(wallet))
+        }))
+        .map_err(db_error)
     }
 
     /// The ten customers with the most coins (ties by id).
@@ -388,23 +474,25 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn top10(&self) -> Result<Vec<TopParky>, StoreError> {
-        let rows = repeatable!(self, |conn| sqlx::query(
+        repeatable!(self, |conn| sqlx::query(
             "SELECT first_name, last_name, email, parkies FROM users WHERE role = $1 \
              ORDER BY parkies DESC, id LIMIT 10",
         )
         .bind(Role::Customer.as_str())
         .fetch_all(conn)
-        .await)
-        .map_err(db_error)?;
-        rows.iter()
-            .map(|r| {
-                Ok(TopParky {
-                    name: format!("{} {}", get::<String>(r, 0)?, get::<String>(r, 1)?),
-                    email: get(r, 2)?,
-                    parkies: get(r, 3)?,
+        .await
+        .and_then(|rows| {
+            rows.iter()
+                .map(|r| {
+                    Ok(TopParky {
+                        name: format!("{} {}", r.str(0)?, r.str(1)?),
+                        email: r.text(2)?,
+                        parkies: r.int(3)?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        }))
+        .map_err(db_error)
     }
 
     /// How many users exist.
@@ -412,7 +500,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn count_users(&self) -> Result<i64, StoreError> {
-        repeatable!(self, |conn| sqlx::query_scalar(
+        repeatable!(self, |conn| sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM users"
         )
         .fetch_one(conn)
@@ -421,141 +509,93 @@ impl Store {
     }
 }
 
-/// [`Store::grant`]'s transaction on `conn`. Every refusal rolls back explicitly before it
-/// returns, so the connection goes back to the pool with no transaction open.
-async fn grant_on(
-    conn: &mut Conn,
-    backend: Backend,
-    grant: &Grant,
-    manager_id: i64,
-) -> Result<Result<(), StoreError>, sqlx::Error> {
-    let ids = &grant.user_ids;
-    let list = placeholders(2, ids.len());
-    let mut tx = begin(conn).await?;
-    if backend == Backend::Postgres {
-        // Lock the rows in id order first. The UPDATE alone locks them in heap order, which MVCC
-        // reshuffles as rows are rewritten, so two grants to the same users could lock them in
-        // opposite orders and deadlock. (SQLite has one writer at a time.)
-        let lock = format!(
-            "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
-            placeholders(1, ids.len())
-        );
-        let mut q = sqlx::query(&lock);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        q.fetch_all(&mut *tx).await?;
-    }
-    let sql = format!(
-        "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
-    );
-    let mut update = sqlx::query(&sql).bind(grant.amount);
-    for id in ids {
-        update = update.bind(*id);
-    }
-    let updated = match update.fetch_all(&mut *tx).await {
-        Ok(rows) => rows,
-        Err(e) if is_check_on(&e, "parkies") => {
-            tx.rollback().await?;
-            let who = first_overdrawn(conn, grant).await?.unwrap_or_default();
-            return Ok(Err(StoreError::InsufficientBalance(who)));
-        }
-        Err(e) => return Err(e),
-    };
-    if updated.len() != ids.len() {
-        let mut found = Vec::with_capacity(updated.len());
-        for r in &updated {
-            found.push(r.try_get::<i64, _>(0)?);
-        }
-        tx.rollback().await?;
-        let missing = ids
-            .iter()
-            .copied()
-            .filter(|id| !found.contains(id))
-            .collect();
-        return Ok(Err(StoreError::UsersNotFound(missing)));
-    }
-    // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
-    let values: Vec<String> = (0..ids.len())
-        .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
-        .collect();
-    let sql = format!(
-        "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) VALUES {}",
-        values.join(", ")
-    );
-    let mut insert = sqlx::query(&sql)
-        .bind(grant.amount)
-        .bind(&grant.reason)
-        .bind(manager_id)
-        .bind(now_micros());
-    for id in ids {
-        insert = insert.bind(*id);
-    }
-    insert.execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(Ok(()))
+/// The writes that registration, vehicle additions, grants and seeding share, on either
+/// backend's connection (one body each, compiled for both by `shared_writes!`).
+pub(super) trait Writes {
+    /// Inserts a user row (counting one vehicle, which the caller inserts next) and returns its
+    /// id.
+    async fn insert_user(
+        &mut self,
+        new: &NewUser,
+        password_hash: &str,
+        role: Role,
+    ) -> Result<i64, sqlx::Error>;
+
+    /// Inserts a vehicle as the user's `seq`-th.
+    async fn insert_vehicle(
+        &mut self,
+        user_id: i64,
+        v: &Vehicle,
+        seq: i64,
+    ) -> Result<(), sqlx::Error>;
+
+    /// After a refused deduction: the first user whose balance cannot cover it.
+    async fn first_overdrawn(&mut self, grant: &Grant) -> Result<Option<i64>, sqlx::Error>;
 }
 
-/// After a refused deduction: the first user whose balance cannot cover it.
-async fn first_overdrawn(
-    conn: &mut AnyConnection,
-    grant: &Grant,
-) -> Result<Option<i64>, sqlx::Error> {
-    let list = placeholders(2, grant.user_ids.len());
-    let sql = format!(
-        "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
-    );
-    let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
-    for id in &grant.user_ids {
-        q = q.bind(*id);
-    }
-    q.fetch_optional(conn).await
+/// Implements [`Writes`] for each connection type given: one body, compiled for each.
+macro_rules! shared_writes {
+    ($($conn:ty),+) => {$(
+        impl Writes for $conn {
+            async fn insert_user(
+                &mut self,
+                new: &NewUser,
+                password_hash: &str,
+                role: Role,
+            ) -> Result<i64, sqlx::Error> {
+                sqlx::query_scalar(
+                    "INSERT INTO users (first_name, last_name, email, nif, password_hash, role, \
+                     payment_method, status, parkies, vehicle_count) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 1) RETURNING id",
+                )
+                .bind(&new.first_name)
+                .bind(&new.last_name)
+                .bind(&new.email)
+                .bind(new.nif)
+                .bind(password_hash)
+                .bind(role.as_str())
+                .bind(new.payment_method.as_str())
+                .bind(UserStatus::Enabled.as_str())
+                .fetch_one(self)
+                .await
+            }
+
+            async fn insert_vehicle(
+                &mut self,
+                user_id: i64,
+                v: &Vehicle,
+                seq: i64,
+            ) -> Result<(), sqlx::Error> {
+                sqlx::query(
+                    "INSERT INTO vehicles (plate, user_id, vehicle_type, energy_source, added_seq) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&v.license_plate_number)
+                .bind(user_id)
+                .bind(v.vehicle_type.as_str())
+                .bind(v.vehicle_energy_source.as_str())
+                .bind(seq)
+                .execute(self)
+                .await?;
+                Ok(())
+            }
+
+            async fn first_overdrawn(&mut self, grant: &Grant) -> Result<Option<i64>, sqlx::Error> {
+                let list = placeholders(2, grant.user_ids.len());
+                let sql = format!(
+                    "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
+                );
+                let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
+                for id in &grant.user_ids {
+                    q = q.bind(*id);
+                }
+                q.fetch_optional(self).await
+            }
+        }
+    )+};
 }
 
-/// Inserts a user row (counting one vehicle, which the caller inserts next) and returns its id.
-pub(super) async fn insert_user(
-    conn: &mut AnyConnection,
-    new: &NewUser,
-    password_hash: &str,
-    role: Role,
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO users (first_name, last_name, email, nif, password_hash, role, \
-         payment_method, status, parkies, vehicle_count) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 1) RETURNING id",
-    )
-    .bind(&new.first_name)
-    .bind(&new.last_name)
-    .bind(&new.email)
-    .bind(new.nif)
-    .bind(password_hash)
-    .bind(role.as_str())
-    .bind(new.payment_method.as_str())
-    .bind(UserStatus::Enabled.as_str())
-    .fetch_one(conn)
-    .await
-}
-
-/// Inserts a vehicle as the user's `seq`-th.
-pub(super) async fn insert_vehicle(
-    conn: &mut AnyConnection,
-    user_id: i64,
-    v: &Vehicle,
-    seq: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO vehicles (plate, user_id, vehicle_type, energy_source, added_seq) \
-         VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(&v.license_plate_number)
-    .bind(user_id)
-    .bind(v.vehicle_type.as_str())
-    .bind(v.vehicle_energy_source.as_str())
-    .bind(seq)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
+shared_writes!(sqlx::PgConnection, sqlx::SqliteConnection);
 
 /// `$first, $first+1, …` for `n` values.
 fn placeholders(first: usize, n: usize) -> String {
@@ -565,45 +605,84 @@ fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
-fn user_from_row(r: &AnyRow) -> Result<UserDto, StoreError> {
+fn user_from_row(r: &impl Cols) -> Result<UserDto, sqlx::Error> {
     Ok(UserDto {
-        id: get(r, 0)?,
-        first_name: get(r, 1)?,
-        last_name: get(r, 2)?,
-        email: get(r, 3)?,
-        nif: get(r, 4)?,
+        id: r.int(0)?,
+        first_name: r.text(1)?,
+        last_name: r.text(2)?,
+        email: r.text(3)?,
+        nif: r.int(4)?,
         parking_history: [],
-        total_parkies: get(r, 5)?,
+        total_parkies: r.int(5)?,
         vehicles: Vec::with_capacity(1),
-        role: name(r, 6, Role::parse)?,
-        payment_method: name(r, 7, PaymentMethod::parse)?,
-        user_status: name(r, 8, UserStatus::parse)?,
+        role: r.name(6, Role::parse)?,
+        payment_method: r.name(7, PaymentMethod::parse)?,
+        user_status: r.name(8, UserStatus::parse)?,
     })
 }
 
 /// The vehicle in columns `at..at+3`, or `None` for a LEFT JOIN's empty side.
-fn vehicle_from_row(r: &AnyRow, at: usize) -> Result<Option<Vehicle>, StoreError> {
-    let Some(plate) = get::<Option<String>>(r, at)? else {
+fn vehicle_from_row(r: &impl Cols, at: usize) -> Result<Option<Vehicle>, sqlx::Error> {
+    let Some(plate) = r.opt_text(at)? else {
         return Ok(None);
     };
     Ok(Some(Vehicle {
         license_plate_number: plate,
-        vehicle_type: name(r, at + 1, VehicleType::parse)?,
-        vehicle_energy_source: name(r, at + 2, EnergySource::parse)?,
+        vehicle_type: r.name(at + 1, VehicleType::parse)?,
+        vehicle_energy_source: r.name(at + 2, EnergySource::parse)?,
     }))
 }
 
-fn get<'r, T>(r: &'r AnyRow, i: usize) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Any> + sqlx::Type<Any>,
-{
-    r.try_get(i)
-        .map_err(|e| StoreError::Internal(format!("column {i}: {e}")))
+/// Columns by position, read the same way from either backend's rows. Every column is a 64-bit
+/// integer or text (see the migrations).
+trait Cols {
+    /// A non-null integer.
+    fn int(&self, i: usize) -> Result<i64, sqlx::Error>;
+    /// An integer or null.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, sqlx::Error>;
+    /// Non-null text, borrowed from the row.
+    fn str(&self, i: usize) -> Result<&str, sqlx::Error>;
+    /// Text or null.
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+
+    /// Non-null text, owned.
+    fn text(&self, i: usize) -> Result<String, sqlx::Error> {
+        self.str(i).map(str::to_owned)
+    }
+
+    /// A column holding one of an enum's names (`ENABLED`, `PAYPAL`, …).
+    fn name<T>(&self, i: usize, parse: fn(&str) -> Option<T>) -> Result<T, sqlx::Error> {
+        let text = self.str(i)?;
+        parse(text).ok_or_else(|| sqlx::Error::ColumnDecode {
+            index: i.to_string(),
+            source: format!("unknown value {text:?}").into(),
+        })
+    }
 }
 
-fn name<T>(r: &AnyRow, i: usize, parse: fn(&str) -> Option<T>) -> Result<T, StoreError> {
-    let text: String = get(r, i)?;
-    parse(&text).ok_or_else(|| StoreError::Internal(format!("column {i}: unknown value {text:?}")))
+impl<R> Cols for R
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    i64: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+    String: Type<R::Database> + for<'r> Decode<'r, R::Database>,
+    for<'r> &'r str: Type<R::Database> + Decode<'r, R::Database>,
+{
+    fn int(&self, i: usize) -> Result<i64, sqlx::Error> {
+        self.try_get(i)
+    }
+
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(i)
+    }
+
+    fn str(&self, i: usize) -> Result<&str, sqlx::Error> {
+        self.try_get(i)
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(i)
+    }
 }
 
 fn now_micros() -> i64 {

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use pms_testkit::assert_eventually;
 use pms_users::model::{PaymentMethod, Role, Vehicle};
-use pms_users::store::pool::{Conn, Pool, PoolOptions};
+use pms_users::store::pool::{Conn, Pool, PoolOptions, Pooled};
 use pms_users::store::users::Page;
 use pms_users::store::{Store, StoreConfig, StoreError};
 use pms_users::validate::{Grant, NewUser};
 use pms_users::App;
-use sqlx::Connection;
+use sqlx::{Connection, PgConnection, SqliteConnection};
 
 use crate::support::{config, Database, Db};
 
@@ -64,11 +64,9 @@ async fn a_started_service_holds_its_connections_before_the_first_request() {
 }
 
 /// A pool of at most `max` connections to `url`.
-fn pool(url: &str, max: u32) -> Pool {
-    sqlx::any::install_default_drivers();
+fn pool<C: Pooled>(url: &str, max: u32) -> Pool<C> {
     Pool::new(PoolOptions {
         connect: url.parse().expect("database URL"),
-        settings: Vec::new(),
         max,
         min: 0,
         acquire_timeout: Duration::from_millis(300),
@@ -76,7 +74,7 @@ fn pool(url: &str, max: u32) -> Pool {
 }
 
 /// The PostgreSQL server process behind `conn`: equal pids mean the same connection.
-async fn backend_pid(conn: &mut Conn) -> i32 {
+async fn backend_pid(conn: &mut Conn<PgConnection>) -> i32 {
     let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut **conn)
         .await;
@@ -88,7 +86,7 @@ async fn finished_work_hands_the_connection_back_and_the_latest_goes_out_first()
     let Some(database) = Database::fresh(Db::Postgres) else {
         return;
     };
-    let pool = pool(&database.url, 2);
+    let pool = pool::<PgConnection>(&database.url, 2);
     let mut a = pool.get().await.expect("a");
     let first = backend_pid(&mut a).await;
     a.keep();
@@ -118,7 +116,7 @@ async fn a_query_cut_off_is_finished_before_its_connection_serves_again() {
         return;
     };
     // One connection: the next `get` waits until the check has handed it back.
-    let pool = pool(&database.url, 1);
+    let pool = pool::<PgConnection>(&database.url, 1);
     let mut conn = pool.get().await.expect("conn");
     let pid = backend_pid(&mut conn).await;
     let slow = sqlx::query_scalar::<_, i32>("SELECT 41 FROM pg_sleep(0.3)").fetch_one(&mut *conn);
@@ -147,7 +145,7 @@ async fn a_broken_connection_is_closed_with_the_idle_ones() {
     let Some(database) = Database::fresh(Db::Postgres) else {
         return;
     };
-    let pool = pool(&database.url, 2);
+    let pool = pool::<PgConnection>(&database.url, 2);
     let mut victim = pool.get().await.expect("victim");
     let pid = backend_pid(&mut victim).await;
     let mut killer = pool.get().await.expect("killer");
@@ -174,7 +172,7 @@ async fn a_refused_statement_keeps_the_connection_once_it_answers_a_ping() {
         return;
     };
     // One connection: the next `get` waits until the check has handed it back.
-    let pool = pool(&database.url, 1);
+    let pool = pool::<PgConnection>(&database.url, 1);
     let mut conn = pool.get().await.expect("conn");
     let pid = backend_pid(&mut conn).await;
     let refused = sqlx::query("SELECT 1 / 0").execute(&mut *conn).await;
@@ -191,7 +189,22 @@ async fn waiting_for_a_connection_ends_at_the_timeout_and_a_closed_pool_refuses(
         let Some(database) = Database::fresh(db) else {
             continue;
         };
-        let pool = pool(&database.url, 1);
+        match db {
+            Db::Sqlite => {
+                times_out_and_refuses_when_closed(pool::<SqliteConnection>(&database.url, 1), db)
+                    .await
+            }
+            Db::Postgres => {
+                times_out_and_refuses_when_closed(pool::<PgConnection>(&database.url, 1), db).await
+            }
+        }
+    }
+}
+
+/// [`waiting_for_a_connection_ends_at_the_timeout_and_a_closed_pool_refuses`] on one backend's
+/// pool of one connection.
+async fn times_out_and_refuses_when_closed<C: Pooled>(pool: Pool<C>, db: Db) {
+    {
         let held = pool.get().await.expect("held");
         assert!(
             matches!(pool.get().await, Err(sqlx::Error::PoolTimedOut)),
@@ -209,7 +222,7 @@ async fn waiting_for_a_connection_ends_at_the_timeout_and_a_closed_pool_refuses(
 }
 
 /// Sessions of the test database left inside a transaction.
-async fn open_transactions(watcher: &mut sqlx::AnyConnection) -> i64 {
+async fn open_transactions(watcher: &mut PgConnection) -> i64 {
     let n = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity \
          WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
@@ -235,9 +248,7 @@ async fn refused_writes_leave_no_transaction_open() {
         .await
         .expect("users");
     let someone = &users[0];
-    let mut watcher = sqlx::AnyConnection::connect(&database.url)
-        .await
-        .expect("watcher");
+    let mut watcher = PgConnection::connect(&database.url).await.expect("watcher");
 
     // Refusals decided inside the transaction: each rolls back before it answers.
     let grant = |user_ids: Vec<i64>, amount: i64| Grant {
