@@ -50,7 +50,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How to open and keep connections of type `C`.
-#[derive(Debug, Clone)]
 pub struct PoolOptions<C: Pooled> {
     /// Where to connect, and the per-connection settings (PRAGMAs, `statement_timeout`).
     pub connect: C::Options,
@@ -60,6 +59,17 @@ pub struct PoolOptions<C: Pooled> {
     pub min: u32,
     /// Longest wait for a connection, opening one included.
     pub acquire_timeout: Duration,
+}
+
+impl<C: Pooled> std::fmt::Debug for PoolOptions<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connect options are left out: they may hold a password.
+        f.debug_struct("PoolOptions")
+            .field("max", &self.max)
+            .field("min", &self.min)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The pool of connections of one backend's type (`PgConnection`, `SqliteConnection`); cheap
