@@ -8,7 +8,7 @@
 //!
 //! One set of queries serves both backends: all placeholders are `$N`, which SQLite accepts too,
 //! and every column is `TEXT` or a 64-bit integer. Each query is written once and compiled once
-//! per backend ([`with_pool`]), so it runs on that backend's own driver. (Until 2026-11 this was
+//! per backend (`with_pool!`), so it runs on that backend's own driver. (Until 2026-11 this was
 //! sqlx's `Any` driver, which converts every row into its own representation first, an
 //! allocation per text column: about 9 % of the service's CPU under load.) Why these integrity
 //! rules live in the schema (unique e-mail ignoring case, NIF, plate; `parkies >= 0`; at most
@@ -31,7 +31,7 @@ macro_rules! with_pool {
 }
 
 /// Runs `$body` with `$conn` (a `&mut PgConnection` or `&mut SqliteConnection` from `$store`'s
-/// pool, see [`with_pool`]), hands the connection back by how the body ended, and evaluates to
+/// pool, see `with_pool!`), hands the connection back by how the body ended, and evaluates to
 /// the body's `Result<_, sqlx::Error>`. A body that failed because a connection taken from the
 /// idle list was broken (the database restarted since it was last used) runs once more on a new
 /// connection. Only for bodies that are safe to run twice: reads, and single statements that set
@@ -212,7 +212,7 @@ pub struct Store {
     pools: Pools,
 }
 
-/// The pool, typed by backend (see [`with_pool`]).
+/// The pool, typed by backend (see `with_pool!`).
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
     /// `postgres:` URLs.
