@@ -10,7 +10,7 @@
 //! and every column is `TEXT` or a 64-bit integer. Each query is written once and compiled once
 //! per backend (`with_pool!`), so it runs on that backend's own driver. (Until 2026-11 this was
 //! sqlx's `Any` driver, which converts every row into its own representation first, an
-//! allocation per text column: about 9 % of the service's CPU under load.) Why these integrity
+//! allocation per text column: about 8 % of the service's CPU under load.) Why these integrity
 //! rules live in the schema (unique e-mail ignoring case, NIF, plate; `parkies >= 0`; at most
 //! three vehicles through a checked counter): they then hold under concurrency and for every
 //! writer, not only for this code path.
