@@ -189,17 +189,27 @@ impl<C: Pooled> Pool<C> {
         Ok(Conn::new(conn, permit, &self.0, false))
     }
 
-    /// Opens connections until the pool holds its minimum, and returns how many it holds. They
-    /// are opened side by side and only borrowed while they open.
+    /// Opens connections until the pool holds its minimum, and returns how many it holds. The
+    /// first opens alone, the rest side by side; they are only borrowed while they open.
+    ///
+    /// Why the first alone: a connection's settings may need the database to itself once. On a
+    /// new SQLite file the first connection switches the file to WAL, and two connections doing
+    /// that at once can make one fail at once with "database is locked" (SQLite does not wait
+    /// when waiting could deadlock). After that, setting WAL again changes nothing.
     ///
     /// # Errors
     /// Why a connection could not be opened.
     pub async fn warm(&self) -> Result<u32, sqlx::Error> {
         let want = self.0.options.min.min(self.0.options.max);
         let missing = want.saturating_sub(self.size());
-        let held =
-            futures_util::future::try_join_all((0..missing).map(|_| self.open_unpooled())).await?;
-        for conn in held {
+        if missing == 0 {
+            return Ok(self.size());
+        }
+        let first = self.open_unpooled().await?;
+        let rest =
+            futures_util::future::try_join_all((1..missing).map(|_| self.open_unpooled())).await?;
+        first.keep();
+        for conn in rest {
             conn.keep();
         }
         Ok(self.size())
