@@ -63,6 +63,23 @@ macro_rules! repeatable {
     };
 }
 
+/// Runs `$body` with `$conn` (a `&mut Conn<_>` from `$store`'s pool, see `with_pool!`) and hands
+/// the connection back by how the body's `Result<_, sqlx::Error>` ended; without a connection,
+/// the enclosing function returns the pool's error. For transactions, which run again through
+/// [`retry_transient`] rather than here.
+macro_rules! on_conn {
+    ($store:expr, |$conn:ident| $body:expr) => {
+        with_pool!($store, |pool| {
+            let mut pooled = pool.get().await?;
+            let done = {
+                let $conn = &mut pooled;
+                $body
+            };
+            pooled.settle(done)
+        })
+    };
+}
+
 pub mod pool;
 pub mod seed;
 pub mod users;

@@ -34,12 +34,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A connection type the pool can hold: either backend's (`PgConnection`, `SqliteConnection`).
 pub trait Pooled: Connection + 'static {}
 
 impl<C: Connection + 'static> Pooled for C {}
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A pooled connection idle this long or longer is pinged before it is handed out.
 pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);

@@ -103,47 +103,43 @@ impl Store {
     /// All accounts in one transaction: a failure leaves the database empty, so the next start
     /// seeds again.
     async fn seed_once(&self, password_hash: &str) -> Result<bool, sqlx::Error> {
-        with_pool!(self, |pool| {
-            let mut conn = pool.get().await?;
-            let done = async {
-                let mut tx = begin(&mut conn).await?;
-                // Writing first takes SQLite's write lock before the emptiness check reads.
-                sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
+        on_conn!(self, |conn| async {
+            let mut tx = begin(conn).await?;
+            // Writing first takes SQLite's write lock before the emptiness check reads.
+            sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
+                .execute(&mut *tx)
+                .await?;
+            let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+                .fetch_one(&mut *tx)
+                .await?;
+            if users > 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            for a in ACCOUNTS {
+                let new = NewUser {
+                    first_name: a.first.into(),
+                    last_name: a.last.into(),
+                    email: a.email.into(),
+                    password: String::new(),
+                    nif: a.nif,
+                    vehicle: vehicle(&a.vehicles[0]),
+                    payment_method: a.payment,
+                };
+                let id = tx.insert_user(&new, password_hash, a.role).await?;
+                for (seq, v) in (1..).zip(a.vehicles) {
+                    tx.insert_vehicle(id, &vehicle(v), seq).await?;
+                }
+                sqlx::query("UPDATE users SET vehicle_count = $1 WHERE id = $2")
+                    .bind(i64::try_from(a.vehicles.len()).unwrap_or(3))
+                    .bind(id)
                     .execute(&mut *tx)
                     .await?;
-                let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
-                    .fetch_one(&mut *tx)
-                    .await?;
-                if users > 0 {
-                    tx.rollback().await?;
-                    return Ok(false);
-                }
-                for a in ACCOUNTS {
-                    let new = NewUser {
-                        first_name: a.first.into(),
-                        last_name: a.last.into(),
-                        email: a.email.into(),
-                        password: String::new(),
-                        nif: a.nif,
-                        vehicle: vehicle(&a.vehicles[0]),
-                        payment_method: a.payment,
-                    };
-                    let id = tx.insert_user(&new, password_hash, a.role).await?;
-                    for (seq, v) in (1..).zip(a.vehicles) {
-                        tx.insert_vehicle(id, &vehicle(v), seq).await?;
-                    }
-                    sqlx::query("UPDATE users SET vehicle_count = $1 WHERE id = $2")
-                        .bind(i64::try_from(a.vehicles.len()).unwrap_or(3))
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                Ok(true)
             }
-            .await;
-            conn.settle(done)
-        })
+            tx.commit().await?;
+            Ok(true)
+        }
+        .await)
     }
 }
 

@@ -89,18 +89,14 @@ impl Store {
         password_hash: &str,
         role: Role,
     ) -> Result<i64, sqlx::Error> {
-        with_pool!(self, |pool| {
-            let mut conn = pool.get().await?;
-            let done = async {
-                let mut tx = begin(&mut conn).await?;
-                let id = tx.insert_user(new, password_hash, role).await?;
-                tx.insert_vehicle(id, &new.vehicle, 1).await?;
-                tx.commit().await?;
-                Ok(id)
-            }
-            .await;
-            conn.settle(done)
-        })
+        on_conn!(self, |conn| async {
+            let mut tx = begin(conn).await?;
+            let id = tx.insert_user(new, password_hash, role).await?;
+            tx.insert_vehicle(id, &new.vehicle, 1).await?;
+            tx.commit().await?;
+            Ok(id)
+        }
+        .await)
     }
 
     /// The account behind an e-mail address (compared ignoring case), if any.
@@ -204,46 +200,42 @@ impl Store {
         user_id: i64,
         vehicle: &Vehicle,
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
-        with_pool!(self, |pool| {
-            let mut conn = pool.get().await?;
-            let done = async {
-                let mut tx = begin(&mut conn).await?;
-                // The checked counter takes the user's row lock first, so two concurrent additions
-                // cannot both see room for a third vehicle.
-                let seq: Option<i64> = match sqlx::query_scalar(
-                    "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
-                     RETURNING vehicle_count",
-                )
-                .bind(user_id)
-                .fetch_optional(&mut *tx)
-                .await
-                {
-                    Ok(seq) => seq,
-                    Err(e) if is_check_on(&e, "vehicle_count") => {
-                        tx.rollback().await?;
-                        return Ok(Err(StoreError::TooManyVehicles));
-                    }
-                    Err(e) => return Err(e),
-                };
-                let Some(seq) = seq else {
+        on_conn!(self, |conn| async {
+            let mut tx = begin(conn).await?;
+            // The checked counter takes the user's row lock first, so two concurrent additions
+            // cannot both see room for a third vehicle.
+            let seq: Option<i64> = match sqlx::query_scalar(
+                "UPDATE users SET vehicle_count = vehicle_count + 1 WHERE id = $1 \
+                 RETURNING vehicle_count",
+            )
+            .bind(user_id)
+            .fetch_optional(&mut *tx)
+            .await
+            {
+                Ok(seq) => seq,
+                Err(e) if is_check_on(&e, "vehicle_count") => {
                     tx.rollback().await?;
-                    return Ok(Err(StoreError::UserNotFound(user_id)));
-                };
-                if let Err(e) = tx.insert_vehicle(user_id, vehicle, seq).await {
-                    return match classify(&e) {
-                        conflict @ StoreError::Conflict { .. } => {
-                            tx.rollback().await?;
-                            Ok(Err(conflict))
-                        }
-                        _ => Err(e),
-                    };
+                    return Ok(Err(StoreError::TooManyVehicles));
                 }
-                tx.commit().await?;
-                Ok(Ok(()))
+                Err(e) => return Err(e),
+            };
+            let Some(seq) = seq else {
+                tx.rollback().await?;
+                return Ok(Err(StoreError::UserNotFound(user_id)));
+            };
+            if let Err(e) = tx.insert_vehicle(user_id, vehicle, seq).await {
+                return match classify(&e) {
+                    conflict @ StoreError::Conflict { .. } => {
+                        tx.rollback().await?;
+                        Ok(Err(conflict))
+                    }
+                    _ => Err(e),
+                };
             }
-            .await;
-            conn.settle(done)
-        })
+            tx.commit().await?;
+            Ok(Ok(()))
+        }
+        .await)
     }
 
     /// A user's vehicles in the order they were added; `None` when the user does not exist.
@@ -355,78 +347,77 @@ impl Store {
     ) -> Result<Result<(), StoreError>, sqlx::Error> {
         // Every refusal rolls back explicitly before it returns, so the connection goes back to
         // the pool with no transaction open.
-        with_pool!(self, |pool| {
-            let mut conn = pool.get().await?;
-            let done = async {
-                let ids = &grant.user_ids;
-                let list = placeholders(2, ids.len());
-                let mut tx = begin(&mut conn).await?;
-                if self.backend() == Backend::Postgres {
-                    // Lock the rows in id order first. The UPDATE alone locks them in heap order, which MVCC
-                    // reshuffles as rows are rewritten, so two grants to the same users could lock them in
-                    // opposite orders and deadlock. (SQLite has one writer at a time.)
-                    let lock = format!(
-                        "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
-                        placeholders(1, ids.len())
-                    );
-                    let mut q = sqlx::query(&lock);
-                    for id in ids {
-                        q = q.bind(*id);
-                    }
-                    q.fetch_all(&mut *tx).await?;
-                }
-                let sql = format!(
-                    "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) RETURNING id, parkies"
+        on_conn!(self, |conn| async {
+            let ids = &grant.user_ids;
+            let list = placeholders(2, ids.len());
+            let mut tx = begin(conn).await?;
+            if self.backend() == Backend::Postgres {
+                // Lock the rows in id order first. The UPDATE alone locks them in heap order,
+                // which MVCC reshuffles as rows are rewritten, so two grants to the same users
+                // could lock them in opposite orders and deadlock. (SQLite has one writer at a
+                // time.)
+                let lock = format!(
+                    "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
+                    placeholders(1, ids.len())
                 );
-                let mut update = sqlx::query(&sql).bind(grant.amount);
+                let mut q = sqlx::query(&lock);
                 for id in ids {
-                    update = update.bind(*id);
+                    q = q.bind(*id);
                 }
-                let updated = match update.fetch_all(&mut *tx).await {
-                    Ok(rows) => rows,
-                    Err(e) if is_check_on(&e, "parkies") => {
-                        tx.rollback().await?;
-                        let who = conn.first_overdrawn(grant).await?.unwrap_or_default();
-                        return Ok(Err(StoreError::InsufficientBalance(who)));
-                    }
-                    Err(e) => return Err(e),
-                };
-                if updated.len() != ids.len() {
-                    let mut found = Vec::with_capacity(updated.len());
-                    for r in &updated {
-                        found.push(r.int(0)?);
-                    }
-                    tx.rollback().await?;
-                    let missing = ids
-                        .iter()
-                        .copied()
-                        .filter(|id| !found.contains(id))
-                        .collect();
-                    return Ok(Err(StoreError::UsersNotFound(missing)));
-                }
-                // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
-                let values: Vec<String> = (0..ids.len())
-                    .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
-                    .collect();
-                let sql = format!(
-                    "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) VALUES {}",
-                    values.join(", ")
-                );
-                let mut insert = sqlx::query(&sql)
-                    .bind(grant.amount)
-                    .bind(&grant.reason)
-                    .bind(manager_id)
-                    .bind(now_micros());
-                for id in ids {
-                    insert = insert.bind(*id);
-                }
-                insert.execute(&mut *tx).await?;
-                tx.commit().await?;
-                Ok(Ok(()))
+                q.fetch_all(&mut *tx).await?;
             }
-            .await;
-            conn.settle(done)
-        })
+            let sql = format!(
+                "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) \
+                 RETURNING id, parkies"
+            );
+            let mut update = sqlx::query(&sql).bind(grant.amount);
+            for id in ids {
+                update = update.bind(*id);
+            }
+            let updated = match update.fetch_all(&mut *tx).await {
+                Ok(rows) => rows,
+                Err(e) if is_check_on(&e, "parkies") => {
+                    tx.rollback().await?;
+                    let who = conn.first_overdrawn(grant).await?.unwrap_or_default();
+                    return Ok(Err(StoreError::InsufficientBalance(who)));
+                }
+                Err(e) => return Err(e),
+            };
+            if updated.len() != ids.len() {
+                let mut found = Vec::with_capacity(updated.len());
+                for r in &updated {
+                    found.push(r.int(0)?);
+                }
+                tx.rollback().await?;
+                let missing = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !found.contains(id))
+                    .collect();
+                return Ok(Err(StoreError::UsersNotFound(missing)));
+            }
+            // One multi-row insert; only the user id differs per row, so $1..$4 are shared.
+            let values: Vec<String> = (0..ids.len())
+                .map(|i| format!("(${}, $1, $2, $3, $4)", i + 5))
+                .collect();
+            let sql = format!(
+                "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
+                 VALUES {}",
+                values.join(", ")
+            );
+            let mut insert = sqlx::query(&sql)
+                .bind(grant.amount)
+                .bind(&grant.reason)
+                .bind(manager_id)
+                .bind(now_micros());
+            for id in ids {
+                insert = insert.bind(*id);
+            }
+            insert.execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(Ok(()))
+        }
+        .await)
     }
 
     /// A user's wallet: balance and every event, oldest first; `None` when the user does not
@@ -580,10 +571,14 @@ macro_rules! shared_writes {
                 Ok(())
             }
 
-            async fn first_overdrawn(&mut self, grant: &Grant) -> Result<Option<i64>, sqlx::Error> {
+            async fn first_overdrawn(
+                &mut self,
+                grant: &Grant,
+            ) -> Result<Option<i64>, sqlx::Error> {
                 let list = placeholders(2, grant.user_ids.len());
                 let sql = format!(
-                    "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 ORDER BY id LIMIT 1"
+                    "SELECT id FROM users WHERE id IN ({list}) AND parkies + $1 < 0 \
+                     ORDER BY id LIMIT 1"
                 );
                 let mut q = sqlx::query_scalar(&sql).bind(grant.amount);
                 for id in &grant.user_ids {
