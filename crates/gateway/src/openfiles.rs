@@ -37,38 +37,39 @@ fn fit_into(settings: &mut Settings, limit: u64, sockets: usize) {
     if got == wanted {
         return;
     }
+    // One warning for everything lowered: `pms up` and multi-upstream configs would otherwise
+    // open with a wall of them.
+    let mut lowered = Vec::new();
     if got.clients < wanted.clients {
-        let lowered = usize::try_from(got.clients / as_u64(listeners))
+        let cap = usize::try_from(got.clients / as_u64(listeners))
             .unwrap_or(usize::MAX)
             .max(1);
-        tracing::warn!(
-            configured = per_listener,
-            effective = lowered,
-            open_file_limit = limit,
-            upstream_connections = got.upstream,
-            "limits.max_connections lowered to fit the open-file limit: further clients wait to be \
-             accepted (raise `ulimit -n` to serve more at once)"
-        );
-        settings.limits.max_connections = lowered;
+        lowered.push(format!("limits.max_connections {per_listener} -> {cap}"));
+        settings.limits.max_connections = cap;
     }
     if got.upstream < wanted.upstream {
         for u in &mut settings.upstreams {
             // Each upstream keeps its share of what fits, in proportion to what it asked for.
             let share = u128::from(as_u64(u.max_connections)) * u128::from(got.upstream)
                 / u128::from(wanted.upstream.max(1));
-            let lowered = usize::try_from(share).unwrap_or(usize::MAX).max(1);
-            if lowered < u.max_connections {
-                tracing::warn!(
-                    upstream = %u.name,
-                    configured = u.max_connections,
-                    effective = lowered,
-                    open_file_limit = limit,
-                    "upstream max_connections lowered to fit the open-file limit: further requests \
-                     queue for a connection (raise `ulimit -n` to open more)"
-                );
-                u.max_connections = lowered;
+            let cap = usize::try_from(share).unwrap_or(usize::MAX).max(1);
+            if cap < u.max_connections {
+                lowered.push(format!(
+                    "upstream {} max_connections {} -> {cap}",
+                    u.name, u.max_connections
+                ));
+                u.max_connections = cap;
             }
         }
+    }
+    if !lowered.is_empty() {
+        tracing::warn!(
+            open_file_limit = limit,
+            "connection caps lowered to fit the open-file limit: {}. Clients beyond a listener's \
+             cap wait to be accepted, requests beyond an upstream's cap queue for a connection; \
+             raise `ulimit -n` to lift the caps",
+            lowered.join(", ")
+        );
     }
 }
 
