@@ -24,6 +24,21 @@ pub enum GatewayError {
     /// The path has dot segments.
     #[error("path {0:?} contains '.' or '..' segments")]
     BadPath(String),
+    /// The request head is not valid HTTP/1.1.
+    #[error("malformed request: {0}")]
+    BadRequest(String),
+    /// The request line alone is longer than the header limit.
+    #[error("the request line exceeds {limit} bytes")]
+    UriTooLong {
+        /// `limits.max_header_bytes`.
+        limit: usize,
+    },
+    /// The request head is longer than the header limit.
+    #[error("the request head exceeds {limit} bytes")]
+    HeadTooLarge {
+        /// `limits.max_header_bytes`.
+        limit: usize,
+    },
     /// No bearer token on a protected route.
     #[error("a bearer token is required")]
     MissingToken,
@@ -92,7 +107,11 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NoRoute { .. } => StatusCode::NOT_FOUND,
-            Self::BadPath(_) | Self::BadBody(_) | Self::BodyRead(_) => StatusCode::BAD_REQUEST,
+            Self::BadPath(_) | Self::BadRequest(_) | Self::BadBody(_) | Self::BodyRead(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            Self::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -108,6 +127,9 @@ impl GatewayError {
         match self {
             Self::NoRoute { .. } => "not_found",
             Self::BadPath(_) => "bad_path",
+            Self::BadRequest(_) => "bad_request",
+            Self::UriTooLong { .. } => "uri_too_long",
+            Self::HeadTooLarge { .. } => "headers_too_large",
             Self::BadBody(_) => "invalid_body",
             Self::BodyRead(_) => "body_read_failed",
             Self::MissingToken => "missing_token",

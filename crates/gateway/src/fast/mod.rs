@@ -11,12 +11,13 @@
 //!
 //! What it takes: see [`request`] (plain HTTP/1.1 heads) and routes that forward to HTTP/1.1
 //! upstreams (cleartext, TLS with `protocol = "h1"`, or TLS with `protocol = "auto"` where the
-//! upstream's ALPN picks `http/1.1`) without transforming the body. At the first request it does not take —
-//! another route, a chunked or `Expect` body, a failed authentication, anything malformed — it
-//! hands the connection to hyper with the bytes it read, and hyper serves the rest of the
-//! connection as before, answering errors its own way. Requests hyper's server takes (HTTP/2
-//! among them) can use the same upstream connections: see [`bridge`]. Switch both off per
-//! gateway with `limits.http1_fast_path = false`.
+//! upstream's ALPN picks `http/1.1`) without transforming the body. At the first request it does
+//! not take — another route, a chunked or `Expect` body, a failed authentication — it hands the
+//! connection to hyper with the bytes it read, and hyper serves the rest of the connection as
+//! before. A head that is not HTTP, or is over the size limit, it answers itself with the
+//! gateway's JSON error and closes the connection. Requests hyper's server takes (HTTP/2 among
+//! them) can use the same upstream connections: see [`bridge`]. Switch both off per gateway with
+//! `limits.http1_fast_path = false`.
 
 pub(crate) mod bridge;
 mod pool;
@@ -55,6 +56,9 @@ const GATHER: usize = 64 * 1024;
 const KEEP: usize = 2 * BUF;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// How much [`linger`] reads, at most, and for how long.
+const LINGER_BYTES: usize = 256 * 1024;
+const LINGER_TIME: Duration = Duration::from_secs(1);
 
 /// One worker's HTTP/1.1 connections to the upstreams the fast path can serve, by upstream
 /// index. The fast path relays over them, and the hyper path sends over them the requests it
@@ -180,6 +184,16 @@ impl FastPath {
                 Read::Head(h) => h,
                 Read::Closed => return None,
                 Read::Decline => return Some(self.hand_over(buf, io)),
+                Read::Refuse(err) => {
+                    // Nothing after a broken head can be trusted: answer and close.
+                    let request_id = headers::request_id(&http::HeaderMap::new());
+                    tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
+                    if answer(&mut io, err, &request_id, false, &mut out).await {
+                        let _ = io.shutdown().await;
+                        linger(&mut io, &mut buf).await;
+                    }
+                    return None;
+                }
             };
             match self
                 .forward(&mut io, info, head, &mut buf, &mut up, &mut out)
@@ -224,9 +238,16 @@ impl FastPath {
                 match request::parse(buf) {
                     request::Parsed::Take(h) => return Read::Head(h),
                     request::Parsed::Decline => return Read::Decline,
-                    // Too long: hyper answers it (431).
+                    request::Parsed::Invalid(reason) => {
+                        return Read::Refuse(GatewayError::BadRequest(reason))
+                    }
                     request::Parsed::Partial if buf.len() >= self.max_header_bytes => {
-                        return Read::Decline
+                        let limit = self.max_header_bytes;
+                        return Read::Refuse(if buf.contains(&b'\n') {
+                            GatewayError::HeadTooLarge { limit }
+                        } else {
+                            GatewayError::UriTooLong { limit }
+                        });
                     }
                     request::Parsed::Partial => {}
                 }
@@ -329,6 +350,8 @@ enum Read {
     Head(request::Head),
     Closed,
     Decline,
+    /// Not a request the gateway can read: answer this and close.
+    Refuse(GatewayError),
 }
 
 /// One request relayed to an upstream and its response back.
@@ -739,6 +762,27 @@ async fn gather<S: AsyncRead + Unpin>(
         }
     }
     Ok(true)
+}
+
+/// After answering and shutting down the sending side of a connection the client may still be
+/// writing to: reads and drops what comes, for a short while, so that closing does not find
+/// unread data there and reset the connection before the client has read the answer.
+async fn linger<IO>(io: &mut IO, buf: &mut BytesMut)
+where
+    IO: AsyncRead + Unpin,
+{
+    let mut left = LINGER_BYTES;
+    let drain = async {
+        while left > 0 {
+            buf.clear();
+            buf.reserve(BUF);
+            match io.read_buf(buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
 /// `HTTP/1.1 <code> <reason>` and CRLF.

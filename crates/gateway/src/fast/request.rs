@@ -1,8 +1,9 @@
 //! Request heads on the fast path: parsed with `httparse`, and taken only when they are plain —
 //! HTTP/1.1, a common method, an origin-form target, exactly one `Host`, the body framed by at
 //! most one `Content-Length` value. Anything else (chunked or `Expect` bodies, upgrades,
-//! HTTP/1.0, the HTTP/2 preface, malformed or oversized heads) is declined, and hyper serves
-//! the connection from that request on, with its own checks and error answers.
+//! HTTP/1.0, the HTTP/2 preface, absolute-form targets) is declined, and hyper serves the
+//! connection from that request on. Heads that are not HTTP at all are refused here, so the
+//! client gets the gateway's JSON error rather than hyper's empty one.
 
 use bytes::BufMut;
 use http::header::{
@@ -94,8 +95,10 @@ pub(super) enum Parsed {
     Take(Head),
     /// Not a complete head yet.
     Partial,
-    /// A head (or garbage) for hyper to deal with.
+    /// A head for hyper to deal with.
     Decline,
+    /// Not a valid request head (hyper would refuse it with 400 too).
+    Invalid(String),
 }
 
 /// Parses the head at the start of `buf`.
@@ -105,7 +108,10 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Parsed::Partial,
-        Err(_) => return Parsed::Decline,
+        // The HTTP/2 preface fails on its version, and hyper allows more headers than the
+        // fast path takes.
+        Err(httparse::Error::Version | httparse::Error::TooManyHeaders) => return Parsed::Decline,
+        Err(e) => return Parsed::Invalid(e.to_string()),
     };
     if req.version != Some(1) {
         return Parsed::Decline;
@@ -123,11 +129,10 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
     // What `http::Uri` (the hyper path) accepts, so both paths refuse the same targets; a
     // fragment (which `http::Uri` drops) goes to hyper too.
     let target = match req.path {
-        Some(p)
-            if p.starts_with('/')
-                && !p.contains('#')
-                && http::uri::PathAndQuery::try_from(p).is_ok() =>
-        {
+        Some(p) if p.starts_with('/') && !p.contains('#') => {
+            if http::uri::PathAndQuery::try_from(p).is_err() {
+                return Parsed::Invalid(format!("invalid request target {p:?}"));
+            }
             p.to_owned()
         }
         _ => return Parsed::Decline,
@@ -239,7 +244,6 @@ mod tests {
             "CONNECT gw:443 HTTP/1.1\r\nhost: gw\r\n\r\n",
             "TRACE / HTTP/1.1\r\nhost: gw\r\n\r\n",
             "GET http://gw/ HTTP/1.1\r\nhost: gw\r\n\r\n",
-            "GET /a<b HTTP/1.1\r\nhost: gw\r\n\r\n",
             "GET /a#fragment HTTP/1.1\r\nhost: gw\r\n\r\n",
             "GET / HTTP/1.1\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n",
@@ -250,8 +254,6 @@ mod tests {
             "POST / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3, 3\r\n\r\n",
             "POST / HTTP/1.1\r\nhost: gw\r\nexpect: 100-continue\r\ncontent-length: 3\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: gw\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
-            "GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n",
-            "GET / HTTP/1.1\r\nhost: gw\r\nx: a\r\n b\r\n\r\n",
         ] {
             assert!(declined(raw), "{raw:?}");
         }
@@ -261,6 +263,32 @@ mod tests {
         assert!(declined(&format!(
             "GET / HTTP/1.1\r\nhost: gw\r\n{many}\r\n"
         )));
+    }
+
+    #[test]
+    fn heads_that_are_not_http_are_refused_with_the_reason() {
+        for (raw, reason) in [
+            (
+                &b"GET /a<b HTTP/1.1\r\nhost: gw\r\n\r\n"[..],
+                "invalid request target",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n",
+                "header name",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nhost: gw\r\nx: a\r\n b\r\n\r\n",
+                "header name",
+            ),
+            (b"G\x01T / HTTP/1.1\r\nhost: gw\r\n\r\n", "token"),
+            // A TLS ClientHello on the cleartext port.
+            (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "token"),
+        ] {
+            match parse(raw) {
+                Parsed::Invalid(msg) => assert!(msg.contains(reason), "{raw:?}: {msg}"),
+                other => panic!("{raw:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

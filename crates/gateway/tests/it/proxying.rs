@@ -221,8 +221,10 @@ async fn oversized_bodies_are_refused_with_413() {
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
 }
 
+/// Heads the gateway cannot read get its JSON error, with a request id, and the connection
+/// closes; with the fast path off, hyper still refuses an oversized head (431, no body).
 #[tokio::test]
-async fn oversized_headers_are_refused() {
+async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
         &endpoint(back.addr),
@@ -232,9 +234,79 @@ async fn oversized_headers_are_refused() {
     )
     .await;
     let big = "b".repeat(20_000);
+    for (req, status, code) in [
+        (
+            format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n"),
+            "431",
+            "headers_too_large",
+        ),
+        (
+            format!("GET /{big} HTTP/1.1\r\nhost: x\r\n\r\n"),
+            "414",
+            "uri_too_long",
+        ),
+        (
+            "GET / HTTP/1.1\r\nhost: x\r\nbad header\r\n\r\n".to_owned(),
+            "400",
+            "bad_request",
+        ),
+        (
+            "GET /a<b HTTP/1.1\r\nhost: x\r\n\r\n".to_owned(),
+            "400",
+            "bad_request",
+        ),
+    ] {
+        let (closed, text) = raw_exchange(gw.addr(), req.as_bytes(), Duration::from_secs(10)).await;
+        assert!(closed, "connection left open: {text}");
+        assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(head.contains("\r\nx-request-id: "), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(json["error"]["code"], code, "{text}");
+    }
+
+    let hyper_only = simple(
+        &endpoint(back.addr),
+        "",
+        "[limits]\nmax_header_bytes = 8192\nhttp1_fast_path = false",
+        &[],
+    )
+    .await;
     let req = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n");
-    let (_, text) = raw_exchange(gw.addr(), req.as_bytes(), Duration::from_secs(10)).await;
+    let (_, text) = raw_exchange(hyper_only.addr(), req.as_bytes(), Duration::from_secs(10)).await;
     assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+}
+
+/// A client still sending when its oversized head is refused can keep writing and then read the
+/// answer: the gateway reads and drops what follows instead of resetting the connection.
+#[tokio::test]
+async fn a_refused_head_does_not_reset_a_client_still_sending() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = simple(
+        &endpoint(back.addr),
+        "",
+        "[limits]\nmax_header_bytes = 8192",
+        &[],
+    )
+    .await;
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let head = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {}", "b".repeat(20_000));
+    raw.write_all(head.as_bytes()).await.unwrap();
+    // Give the gateway time to answer and shut down its side before the rest arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..10 {
+        raw.write_all(&[b'b'; 10_000]).await.unwrap();
+    }
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
 }
 
 #[tokio::test]
