@@ -21,7 +21,15 @@ pub enum SignError {
     Key(String),
     /// Signing failed.
     #[error("signing failed: {0}")]
-    Sign(#[from] jsonwebtoken::errors::Error),
+    Sign(jsonwebtoken::errors::Error),
+}
+
+// The cause is part of the message and not also a `source()`, so a printed error chain names it
+// once; `From` by hand, because `#[from]` would make it a source.
+impl From<jsonwebtoken::errors::Error> for SignError {
+    fn from(e: jsonwebtoken::errors::Error) -> Self {
+        Self::Sign(e)
+    }
 }
 
 /// Signs PMS tokens with one key.

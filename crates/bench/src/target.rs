@@ -40,7 +40,7 @@ pub enum TargetError {
     Resolve(String, String),
     /// TLS client settings.
     #[error("TLS: {0}")]
-    Tls(#[from] pms_net::TlsError),
+    Tls(pms_net::TlsError),
 }
 
 /// A URL ready to be connected to.
@@ -103,7 +103,7 @@ impl Target {
                 HttpVersion::Http1 => &[pms_net::ALPN_HTTP11],
                 HttpVersion::Http2 => &[pms_net::ALPN_H2],
             };
-            let cfg = pms_net::tls::client_config(trust, alpn)?;
+            let cfg = pms_net::tls::client_config(trust, alpn).map_err(TargetError::Tls)?;
             let name = rustls::pki_types::ServerName::try_from(bare.clone())
                 .map_err(|e| bad(&e.to_string()))?;
             Some((tokio_rustls::TlsConnector::from(Arc::new(cfg)), name))

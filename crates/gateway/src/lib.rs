@@ -52,26 +52,26 @@ pub use config::Settings;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A listener could not be bound.
-    #[error("cannot listen on {addr} ({name}): {source}")]
+    #[error("cannot listen on {addr} ({name}): {error}")]
     Bind {
         /// Listener name.
         name: String,
         /// Address.
         addr: SocketAddr,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// An upstream's TLS settings could not be loaded.
-    #[error("upstream {name}: {source}")]
+    #[error("upstream {name}: {error}")]
     Upstream {
         /// Upstream name.
         name: String,
         /// What failed.
-        source: pms_net::TlsError,
+        error: pms_net::TlsError,
     },
     /// The JWT verifier refused its settings.
     #[error("auth.jwt: {0}")]
-    Jwt(#[from] pms_auth::verify::ConfigError),
+    Jwt(pms_auth::verify::ConfigError),
     /// A worker thread or its runtime could not be started.
     #[error("worker: {0}")]
     Worker(std::io::Error),
@@ -92,10 +92,10 @@ impl Bound {
     /// The first address that cannot be bound.
     pub fn bind(settings: &Settings) -> Result<Self, StartError> {
         let bind = |name: &str, addr: SocketAddr, n: usize| {
-            pms_net::listen::bind_many(addr, n).map_err(|source| StartError::Bind {
+            pms_net::listen::bind_many(addr, n).map_err(|error| StartError::Bind {
                 name: name.to_string(),
                 addr,
-                source,
+                error,
             })
         };
         let admin = bind("admin", settings.admin_listen, 1)?.remove(0);
@@ -169,7 +169,7 @@ pub async fn run(
     let sockets = bound.public.iter().map(|(_, s)| s.len()).sum::<usize>() + 1;
     openfiles::fit(&mut settings, sockets);
     let metrics = Arc::new(metrics::Metrics::new());
-    let jwt = Arc::new(jwt::JwtAuth::new(settings.jwt.as_ref())?);
+    let jwt = Arc::new(jwt::JwtAuth::new(settings.jwt.as_ref()).map_err(StartError::Jwt)?);
     if let Some(pms_auth::KeySource::Jwks(jwks)) = settings.jwt.as_ref().map(|j| &j.verifier.keys) {
         let jwks = jwks.clone();
         tokio::spawn(async move {
@@ -303,10 +303,10 @@ fn worker(
             let (requests, opened) = common.metrics.upstream(&u.name);
             match upstream::Upstream::new(u, common.workers, requests, opened) {
                 Ok(up) => upstreams.push(up),
-                Err(source) => {
+                Err(error) => {
                     let _ = ready_tx.send(Err(StartError::Upstream {
                         name: u.name.clone(),
-                        source,
+                        error,
                     }));
                     return;
                 }

@@ -26,10 +26,24 @@ pub enum TlsError {
     },
     /// rustls refused the material (for example a key that does not match the certificate).
     #[error("TLS configuration rejected: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
     /// Certificate generation failed.
     #[error("certificate generation failed: {0}")]
-    Generate(#[from] rcgen::Error),
+    Generate(rcgen::Error),
+}
+
+// The causes above are part of the message and not also a `source()`, so a printed error chain
+// names each of them once; `From` by hand, because `#[from]` would make them sources.
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> Self {
+        Self::Rustls(e)
+    }
+}
+
+impl From<rcgen::Error> for TlsError {
+    fn from(e: rcgen::Error) -> Self {
+        Self::Generate(e)
+    }
 }
 
 /// The one crypto provider every PMS TLS config uses.

@@ -188,19 +188,24 @@ upstream = "echo"
 fn gateway_in_front_of_echo_then_sigterm_exits_0() {
     let echo_port = free_port();
     let (gw_port, admin_port) = (free_port(), free_port());
-    let mut echo = Command::new(PMS)
-        .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Killed on drop, so a failed assertion leaves no process behind.
+    let mut echo = KillOnDrop(
+        Command::new(PMS)
+            .args(["echo", "--listen", &format!("127.0.0.1:{echo_port}")])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let dir = tempfile::tempdir().unwrap();
     let cfg = echo_gateway_config(dir.path(), gw_port, admin_port, echo_port);
-    let mut gw = Command::new(PMS)
-        .args(["gateway", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut gw = KillOnDrop(
+        Command::new(PMS)
+            .args(["gateway", "--config"])
+            .arg(&cfg)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_for_port(echo_port);
     wait_for_port(gw_port);
 
@@ -215,15 +220,53 @@ fn gateway_in_front_of_echo_then_sigterm_exits_0() {
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.ends_with("hello"), "{resp}");
 
-    sigterm(&gw);
-    assert_eq!(gw.wait().unwrap().code(), Some(0));
-    let log: Vec<String> = BufReader::new(gw.stderr.take().unwrap())
+    // A second gateway on the same public port refuses to start (it must not join the first
+    // one's SO_REUSEPORT group and take half its clients), saying why once.
+    let dir2 = tempfile::tempdir().unwrap();
+    let cfg2 = echo_gateway_config(dir2.path(), gw_port, free_port(), echo_port);
+    let mut second = KillOnDrop(
+        Command::new(PMS)
+            .args(["gateway", "--config"])
+            .arg(&cfg2)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = second.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second gateway is running on port {gw_port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    second
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{gw_port}")),
+        "{err}"
+    );
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+
+    sigterm(&gw.0);
+    assert_eq!(gw.0.wait().unwrap().code(), Some(0));
+    let log: Vec<String> = BufReader::new(gw.0.stderr.take().unwrap())
         .lines()
         .map_while(Result::ok)
         .collect();
     assert!(log.iter().any(|l| l.contains("gateway stopped")), "{log:?}");
-    sigterm(&echo);
-    assert_eq!(echo.wait().unwrap().code(), Some(0));
+    sigterm(&echo.0);
+    assert_eq!(echo.0.wait().unwrap().code(), Some(0));
 }
 
 /// Under a small open-file limit the gateway lowers its caps at start, so 200 clients at once

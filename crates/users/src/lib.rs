@@ -84,7 +84,7 @@ pub enum StartError {
     Password(#[from] PasswordError),
     /// Token verification settings.
     #[error("token verification: {0}")]
-    Verifier(#[from] pms_auth::verify::ConfigError),
+    Verifier(pms_auth::verify::ConfigError),
 }
 
 /// The service's shared state. Cheap to clone.
@@ -141,7 +141,7 @@ impl App {
     pub fn new(config: UsersConfig) -> Result<Self, StartError> {
         let store = Store::open(&config.store)?;
         let passwords = Passwords::new(config.hash, config.hash_parallelism)?;
-        let verifier = Verifier::new(config.verifier)?;
+        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
         Ok(Self(Arc::new(Inner {
             store,
             passwords,

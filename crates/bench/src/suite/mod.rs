@@ -59,12 +59,12 @@ pub enum SuiteError {
     #[error("{0}")]
     Usage(String),
     /// An I/O step, with what it was doing.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A component or a run failed.
     #[error("{0}")]
@@ -89,10 +89,10 @@ pub fn signal_name(signo: i32) -> String {
 
 impl SuiteError {
     /// An I/O error while doing `what`.
-    pub fn io(what: &str, source: std::io::Error) -> Self {
+    pub fn io(what: &str, error: std::io::Error) -> Self {
         Self::Io {
             what: what.to_owned(),
-            source,
+            error,
         }
     }
 }

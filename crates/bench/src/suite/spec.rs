@@ -251,7 +251,7 @@ fn show_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::E
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// Not TOML, or not the schema.
-    #[error("{0}")]
+    #[error(transparent)]
     Toml(#[from] toml::de::Error),
     /// Parsed, but inconsistent.
     #[error("{0}")]
