@@ -221,18 +221,25 @@ async fn oversized_bodies_are_refused_with_413() {
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
 }
 
-/// Heads the gateway cannot read get its JSON error, with a request id, and the connection
-/// closes; with the fast path off, hyper still refuses an oversized head (431, no body).
-#[tokio::test]
-async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
+/// An echo back-end, and a gateway in front of it that takes request heads of up to 8 KiB;
+/// `limits` adds lines to its `[limits]`.
+async fn small_heads(limits: &str) -> (pms_testkit::Spawned<Drain>, crate::support::Gw) {
     let back = echo(false, false, Duration::ZERO).await;
     let gw = simple(
         &endpoint(back.addr),
         "",
-        "[limits]\nmax_header_bytes = 8192",
+        &format!("[limits]\nmax_header_bytes = 8192\n{limits}"),
         &[],
     )
     .await;
+    (back, gw)
+}
+
+/// Heads the gateway cannot read get its JSON error, with a request id, and the connection
+/// closes; with the fast path off, hyper still refuses an oversized head (431, no body).
+#[tokio::test]
+async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
+    let (_back, gw) = small_heads("").await;
     let big = "b".repeat(20_000);
     for (req, status, code) in [
         (
@@ -268,13 +275,7 @@ async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
         assert_eq!(json["error"]["code"], code, "{text}");
     }
 
-    let hyper_only = simple(
-        &endpoint(back.addr),
-        "",
-        "[limits]\nmax_header_bytes = 8192\nhttp1_fast_path = false",
-        &[],
-    )
-    .await;
+    let (_back, hyper_only) = small_heads("http1_fast_path = false").await;
     let req = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n");
     let (_, text) = raw_exchange(hyper_only.addr(), req.as_bytes(), Duration::from_secs(10)).await;
     assert!(text.starts_with("HTTP/1.1 431"), "{text}");
@@ -284,14 +285,7 @@ async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
 /// answer: the gateway reads and drops what follows instead of resetting the connection.
 #[tokio::test]
 async fn a_refused_head_does_not_reset_a_client_still_sending() {
-    let back = echo(false, false, Duration::ZERO).await;
-    let gw = simple(
-        &endpoint(back.addr),
-        "",
-        "[limits]\nmax_header_bytes = 8192",
-        &[],
-    )
-    .await;
+    let (_back, gw) = small_heads("").await;
     let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
     let head = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {}", "b".repeat(20_000));
     raw.write_all(head.as_bytes()).await.unwrap();
