@@ -403,6 +403,13 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
     assert_eq!(users.matches("\"firstName\"").count(), 6, "{users}");
     let key = data.path().join("pd/certs/server-key.pem");
     let first_key = std::fs::read(&key).unwrap();
+    // Secrets, keys and password hashes live there: for this user only.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(data.path().join("pd"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     sigterm(&up);
     assert_eq!(up.wait().unwrap().code(), Some(0));
     let mut banner = String::new();

@@ -1,4 +1,5 @@
-//! The subcommands, one file each, and what they share: the runtime and the shutdown signal.
+//! The subcommands, one file each, and what they share: the runtime, the shutdown signal and
+//! the private data directory.
 
 mod bench;
 mod certs;
@@ -63,6 +64,19 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Certs(c) => certs::run(c),
     }
+}
+
+/// Creates `dir` (and missing parents) for this user only: it holds the JWT secret, the TLS key
+/// and the users database (password hashes, NIFs). A directory that already exists is left as
+/// it is.
+fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
 }
 
 /// A multi-threaded runtime with one worker per core.

@@ -43,8 +43,7 @@ pub struct Args {
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
     // Absolute, so the paths written into the generated config do not depend on where it lives.
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    super::create_private_dir(&args.data_dir)?;
     args.data_dir = std::fs::canonicalize(&args.data_dir)
         .with_context(|| format!("resolving {}", args.data_dir.display()))?;
     let certs = ensure_certs(&args.data_dir.join("certs"))?;

@@ -164,8 +164,7 @@ pub fn config(
     let url = match &opts.database_url {
         Some(url) => url.clone(),
         None => {
-            std::fs::create_dir_all(data_dir)
-                .with_context(|| format!("creating {}", data_dir.display()))?;
+            super::create_private_dir(data_dir)?;
             StoreConfig::sqlite_file(&data_dir.join("users.db")).url
         }
     };
