@@ -131,7 +131,10 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
     let target = match req.path {
         Some(p) if p.starts_with('/') && !p.contains('#') => {
             if http::uri::PathAndQuery::try_from(p).is_err() {
-                return Parsed::Invalid(format!("invalid request target {p:?}"));
+                // The answer quotes it, shortened: the head may be tens of KB.
+                let shown: String = p.chars().take(64).collect();
+                let more = if shown.len() < p.len() { "…" } else { "" };
+                return Parsed::Invalid(format!("invalid request target {shown:?}{more}"));
             }
             p.to_owned()
         }
@@ -270,7 +273,7 @@ mod tests {
         for (raw, reason) in [
             (
                 &b"GET /a<b HTTP/1.1\r\nhost: gw\r\n\r\n"[..],
-                "invalid request target",
+                "invalid request target \"/a<b\"",
             ),
             (
                 b"GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n",
@@ -288,6 +291,14 @@ mod tests {
                 Parsed::Invalid(msg) => assert!(msg.contains(reason), "{raw:?}: {msg}"),
                 other => panic!("{raw:?}: {other:?}"),
             }
+        }
+        let long = format!("GET /<{}> HTTP/1.1\r\nhost: gw\r\n\r\n", "a".repeat(5000));
+        match parse(long.as_bytes()) {
+            Parsed::Invalid(msg) => {
+                assert!(msg.ends_with("aaa\"…"), "{msg}");
+                assert!(msg.len() < 120, "{msg}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
