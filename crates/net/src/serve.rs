@@ -1,7 +1,8 @@
 //! The HTTP accept loop shared by every PMS server: one bound listener in, connections served until
 //! the shutdown future fires, then a bounded graceful drain.
 //!
-//! What it owns: TLS handshakes (with a time limit), choosing HTTP/1.1 or HTTP/2 per connection
+//! What it owns: TLS handshakes (with a time limit; a client speaking plain HTTP to a TLS port
+//! gets a plain-HTTP 400 saying so), choosing HTTP/1.1 or HTTP/2 per connection
 //! (h2c prior knowledge on cleartext, ALPN on TLS), the connection cap, header size and header-read
 //! time limits (slowloris), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
 //! closed, in-flight requests finished). What it must not do: look at requests — that is the
@@ -375,11 +376,18 @@ where
 /// same reason, and freed when it is done.
 async fn accept_tls(
     acceptor: &tokio_rustls::TlsAcceptor,
-    stream: tokio::net::TcpStream,
+    mut stream: tokio::net::TcpStream,
     timeout: Duration,
     observer: &dyn Observer,
     peer: SocketAddr,
 ) -> Option<Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>> {
+    // Boxed like the handshake, so that these futures' timers do not sit in every TLS task.
+    if let Ok(true) = Box::pin(tokio::time::timeout(timeout, speaks_plain_http(&stream))).await {
+        observer.tls_handshake(false);
+        tracing::debug!(%peer, "plain HTTP on a TLS port");
+        Box::pin(refuse_plain_http(&mut stream)).await;
+        return None;
+    }
     match Box::pin(tokio::time::timeout(timeout, acceptor.accept(stream))).await {
         Ok(Ok(s)) => {
             observer.tls_handshake(true);
@@ -396,6 +404,43 @@ async fn accept_tls(
             None
         }
     }
+}
+
+/// Whether the client's first byte starts an HTTP method rather than a TLS record (`0x16` for a
+/// handshake): someone typed `http://` for an `https://` port. Peeks, so the handshake still
+/// reads everything.
+async fn speaks_plain_http(stream: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(stream.peek(&mut first).await, Ok(1) if first[0].is_ascii_uppercase())
+}
+
+/// Answers a plain-HTTP request on a TLS port in plain HTTP, as a JSON error like every other,
+/// then closes: the sending side first, then after reading (and dropping) what the client sent,
+/// so that closing with its request unread does not reset the connection before the client has
+/// read the answer. A TLS alert is all it would get otherwise, which no HTTP client can show.
+async fn refuse_plain_http(stream: &mut tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const BODY: &str =
+        r#"{"error":{"code":"tls_required","message":"this port speaks TLS: use https://"}}"#;
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 8 * 1024];
+    let mut left = 256 * 1024usize;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// One accepted (and, for TLS, handshaken) connection and who serves it.

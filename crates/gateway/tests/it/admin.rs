@@ -107,9 +107,10 @@ upstream = "up"
 "#;
     let gw = crate::support::gateway(toml, &[]).await;
     let _ok = TestClient::connect(gw.addr(), Proto::H2Tls).await.unwrap();
-    // A cleartext client into a TLS listener fails the handshake.
+    // A cleartext client into a TLS listener fails the handshake (and is told to use TLS).
     let mut bad = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
-    assert!(bad.call("GET", "/", &[], "").await.is_err());
+    let r = bad.call("GET", "/", &[], "").await.unwrap();
+    assert_eq!(r.status(), 400, "{}", r.text());
     pms_testkit::assert_eventually("handshake counters", 200, || async {
         let m = scrape(gw.admin).await;
         value(

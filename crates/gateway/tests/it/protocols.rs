@@ -286,3 +286,35 @@ upstream = "echo"
         Some(20.0)
     );
 }
+
+/// Plain HTTP sent to a TLS port gets a plain-HTTP 400 that says to use TLS (not a TLS alert no
+/// HTTP client can show), and the port goes on serving TLS. The echo back-end is a TLS server
+/// built on the same serving code as the gateway's listeners.
+#[tokio::test]
+async fn plain_http_to_a_tls_port_is_told_to_use_tls() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let tls = echo(true, false, Duration::ZERO).await;
+    let mut raw = tokio::net::TcpStream::connect(tls.addr).await.unwrap();
+    raw.write_all(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\nhello")
+        .await
+        .unwrap();
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(json["error"]["code"], "tls_required", "{text}");
+
+    let mut c = TestClient::connect(tls.addr, Proto::H2Tls).await.unwrap();
+    let r = c.call("POST", "/x", &[], "still TLS").await.unwrap();
+    assert_eq!(r.text(), "still TLS");
+    assert_eq!(r.header("x-echo-tls"), Some("true"));
+}
