@@ -381,14 +381,29 @@ async fn accept_tls(
     observer: &dyn Observer,
     peer: SocketAddr,
 ) -> Option<Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>> {
-    // Boxed like the handshake, so that these futures' timers do not sit in every TLS task.
-    if let Ok(true) = Box::pin(tokio::time::timeout(timeout, speaks_plain_http(&stream))).await {
-        observer.tls_handshake(false);
-        tracing::debug!(%peer, "plain HTTP on a TLS port");
-        Box::pin(refuse_plain_http(&mut stream)).await;
-        return None;
+    // One deadline for the first byte and the handshake after it. Boxed like the handshake, so
+    // that these futures' timers do not sit in every TLS task.
+    let deadline = tokio::time::Instant::now() + timeout;
+    match Box::pin(tokio::time::timeout_at(
+        deadline,
+        speaks_plain_http(&stream),
+    ))
+    .await
+    {
+        Ok(false) => {}
+        Ok(true) => {
+            observer.tls_handshake(false);
+            tracing::debug!(%peer, "plain HTTP on a TLS port");
+            Box::pin(refuse_plain_http(&mut stream)).await;
+            return None;
+        }
+        Err(_) => {
+            observer.tls_handshake(false);
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return None;
+        }
     }
-    match Box::pin(tokio::time::timeout(timeout, acceptor.accept(stream))).await {
+    match Box::pin(tokio::time::timeout_at(deadline, acceptor.accept(stream))).await {
         Ok(Ok(s)) => {
             observer.tls_handshake(true);
             Some(Box::new(s))

@@ -124,3 +124,42 @@ upstream = "up"
     })
     .await;
 }
+
+/// A client that connects to a TLS listener and sends nothing is closed once the handshake time
+/// is up, and counted as a failed handshake.
+#[tokio::test]
+async fn a_silent_tls_client_is_closed_after_the_handshake_timeout() {
+    use tokio::io::AsyncReadExt;
+
+    let toml = r#"
+[admin]
+listen = "127.0.0.1:0"
+[[listeners]]
+name = "tls"
+listen = "127.0.0.1:0"
+tls = { cert = "{cert}", key = "{key}" }
+[limits]
+tls_handshake_timeout_ms = 300
+[[upstreams]]
+name = "up"
+endpoints = ["http://127.0.0.1:9"]
+[[routes]]
+match = { path_prefix = "/" }
+upstream = "up"
+"#;
+    let gw = crate::support::gateway(toml, &[]).await;
+    let mut silent = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "still open after 20 s");
+    assert!(rest.is_empty(), "{rest:?}");
+    let m = scrape(gw.admin).await;
+    assert_eq!(
+        value(
+            &m,
+            r#"pms_gateway_tls_handshakes_total{listener="tls",result="failed"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+}
