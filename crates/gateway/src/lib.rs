@@ -312,9 +312,9 @@ fn worker(
                 }
             }
         }
-        let (relayed, handed_over, bridged) = common.metrics.fast_path();
+        let counters = common.metrics.fast_path();
         let fast_pools = if common.limits.http1_fast_path {
-            fast::Pools::new(&common.upstreams, &upstreams, bridged)
+            fast::Pools::new(&common.upstreams, &upstreams, counters.bridged.clone())
         } else {
             fast::Pools::default()
         };
@@ -332,7 +332,7 @@ fn worker(
         let fast = limits.http1_fast_path.then(|| {
             Arc::new(fast::FastPath::new(
                 shared.clone(),
-                (relayed, handed_over),
+                counters,
                 limits.header_read_timeout,
                 limits.max_header_bytes,
             ))

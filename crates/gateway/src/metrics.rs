@@ -53,6 +53,19 @@ struct ListenerResult {
     result: &'static str,
 }
 
+/// What the fast path counts (`pms_gateway_http1_fast_path_total` by `outcome`).
+#[derive(Debug, Clone, Default)]
+pub struct FastPathCounters {
+    /// Requests it relayed.
+    pub relayed: Counter,
+    /// Connections it handed to hyper.
+    pub handed_over: Counter,
+    /// Requests hyper's server received that went out over the fast path's connections.
+    pub bridged: Counter,
+    /// Request heads it answered with an error and closed on (not HTTP, or too large).
+    pub refused: Counter,
+}
+
 /// The registry and the metric families.
 pub struct Metrics {
     registry: Registry,
@@ -129,8 +142,9 @@ impl Metrics {
         );
         registry.register(
             "http1_fast_path",
-            "HTTP/1.1 requests relayed by the fast path, connections it handed to hyper, and \
-             requests hyper received that went out over its upstream connections",
+            "HTTP/1.1 requests relayed by the fast path, connections it handed to hyper, \
+             requests hyper received that went out over its upstream connections, and request \
+             heads it refused (not HTTP, or over the size limit)",
             fast_path.clone(),
         );
         Self {
@@ -146,26 +160,17 @@ impl Metrics {
         }
     }
 
-    /// Counters of the fast path: requests it relayed, connections it handed to hyper,
-    /// requests hyper's server received that went out over the fast path's connections.
-    pub fn fast_path(&self) -> (Counter, Counter, Counter) {
-        // One statement each: `get_or_create` holds a read lock until its guard is dropped,
-        // and creating the second series takes the write lock.
-        let relayed = self
-            .fast_path
-            .get_or_create(&Outcome { outcome: "relayed" })
-            .clone();
-        let handed_over = self
-            .fast_path
-            .get_or_create(&Outcome {
-                outcome: "handed_over",
-            })
-            .clone();
-        let bridged = self
-            .fast_path
-            .get_or_create(&Outcome { outcome: "bridged" })
-            .clone();
-        (relayed, handed_over, bridged)
+    /// The fast path's counters.
+    pub fn fast_path(&self) -> FastPathCounters {
+        // One call each: `get_or_create` holds a read lock until its guard is dropped, and
+        // creating the next series takes the write lock.
+        let get = |outcome| self.fast_path.get_or_create(&Outcome { outcome }).clone();
+        FastPathCounters {
+            relayed: get("relayed"),
+            handed_over: get("handed_over"),
+            bridged: get("bridged"),
+            refused: get("refused"),
+        }
     }
 
     /// Renders the Prometheus text exposition.

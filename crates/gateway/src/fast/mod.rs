@@ -39,6 +39,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::UpstreamSettings;
 use crate::headers;
+use crate::metrics::FastPathCounters;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
@@ -107,10 +108,8 @@ impl Pools {
 /// One worker's fast path.
 pub(crate) struct FastPath {
     shared: Arc<Shared>,
-    /// Requests relayed here.
-    relayed: Counter,
-    /// Connections handed to hyper.
-    handed_over: Counter,
+    /// Its `relayed`, `handed_over` and `refused` counts (`bridged` is the pools').
+    counters: FastPathCounters,
     header_read_timeout: Duration,
     max_header_bytes: usize,
 }
@@ -127,14 +126,13 @@ impl FastPath {
     /// The fast path over `shared`'s upstreams, through `shared.fast_pools`.
     pub(crate) fn new(
         shared: Arc<Shared>,
-        (relayed, handed_over): (Counter, Counter),
+        counters: FastPathCounters,
         header_read_timeout: Duration,
         max_header_bytes: usize,
     ) -> Self {
         Self {
             shared,
-            relayed,
-            handed_over,
+            counters,
             header_read_timeout,
             max_header_bytes,
         }
@@ -186,6 +184,7 @@ impl FastPath {
                 Read::Decline => return Some(self.hand_over(buf, io)),
                 Read::Refuse(err) => {
                     // Nothing after a broken head can be trusted: answer and close.
+                    self.counters.refused.inc();
                     let request_id = headers::request_id(&http::HeaderMap::new());
                     tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
                     if answer(&mut io, err, &request_id, false, &mut out).await {
@@ -221,7 +220,7 @@ impl FastPath {
     }
 
     fn hand_over<IO>(&self, buf: BytesMut, io: IO) -> Rewind<IO> {
-        self.handed_over.inc();
+        self.counters.handed_over.inc();
         Rewind::new(buf.freeze(), io)
     }
 
@@ -312,7 +311,7 @@ impl FastPath {
         proxy::rewrite_request(&mut head.headers, info, Version::HTTP_11, None, &request_id);
         // From here on the request is the fast path's.
         buf.advance(head.len);
-        self.relayed.inc();
+        self.counters.relayed.inc();
         let metrics = &shared.route_metrics[index];
         let exchange = Exchange {
             shared,

@@ -274,6 +274,15 @@ async fn broken_request_heads_get_json_errors_and_the_connection_closes() {
             serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
         assert_eq!(json["error"]["code"], code, "{text}");
     }
+    let metrics = crate::admin::scrape(gw.admin).await;
+    assert_eq!(
+        crate::admin::value(
+            &metrics,
+            r#"pms_gateway_http1_fast_path_total{outcome="refused"}"#
+        ),
+        Some(4.0),
+        "{metrics}"
+    );
 
     let (_back, hyper_only) = small_heads("http1_fast_path = false").await;
     let req = format!("GET / HTTP/1.1\r\nhost: x\r\nx-big: {big}\r\n\r\n");
