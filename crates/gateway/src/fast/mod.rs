@@ -156,6 +156,9 @@ enum Next {
     Continue,
     /// Close the connection.
     Close,
+    /// Close the connection after an error answer, while the client may still be sending the
+    /// request's body: see [`linger`].
+    Linger,
     /// Give the connection, from this request on, to hyper.
     Handoff,
 }
@@ -213,6 +216,11 @@ impl FastPath {
                 Next::Handoff => return Some(self.hand_over(buf, io)),
                 Next::Continue | Next::Close => {
                     let _ = io.shutdown().await;
+                    return None;
+                }
+                Next::Linger => {
+                    let _ = io.shutdown().await;
+                    linger(&mut io, &mut buf).await;
                     return None;
                 }
             }
@@ -333,10 +341,10 @@ impl FastPath {
                 proxy::log_error(&request_id, &err);
                 metrics.observe(err.status().as_u16(), started.elapsed().as_secs_f64());
                 let keep = consumed && head.keep_alive;
-                if answer(io, err, &request_id, keep, out).await && keep {
-                    Next::Continue
-                } else {
-                    Next::Close
+                match answer(io, err, &request_id, keep, out).await {
+                    true if keep => Next::Continue,
+                    true if !consumed => Next::Linger,
+                    _ => Next::Close,
                 }
             }
             Err(Failure::Abort) => Next::Close,

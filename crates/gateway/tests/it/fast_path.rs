@@ -530,6 +530,37 @@ async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connec
     assert_eq!(r.json()["error"]["code"], "gateway_timeout");
 }
 
+/// A client still sending a body the gateway will not relay (here the upstream refuses
+/// connections before any of the body is read) gets to read the 502 instead of being reset
+/// mid-upload: after answering, the gateway reads and drops what follows for a while.
+#[tokio::test]
+async fn an_error_before_the_body_is_read_does_not_reset_a_client_still_sending() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let gw = gateway_with(closed, true, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    // Over the 64 KiB the fast path gathers, so the body streams and none of it is read first.
+    conn.write_all(b"POST /x HTTP/1.1\r\nhost: gw\r\ncontent-length: 300000\r\n\r\n")
+        .await
+        .unwrap();
+    conn.write_all(&[b'a'; 100_000]).await.unwrap();
+    // The gateway answers and closes its side meanwhile; the client goes on sending.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..2 {
+        conn.write_all(&[b'a'; 100_000]).await.unwrap();
+    }
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut resp))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 502 "), "{text}");
+    assert!(text.contains("connection: close\r\n"), "{text}");
+}
+
 /// A gateway config sending everything to one `https://` upstream on `port`, named `echo`;
 /// `upstream` holds the rest of its lines (protocol, trust).
 fn tls_upstream_config(port: u16, upstream: &str) -> String {
