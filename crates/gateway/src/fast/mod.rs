@@ -186,14 +186,10 @@ impl FastPath {
                 Read::Closed => return None,
                 Read::Decline => return Some(self.hand_over(buf, io)),
                 Read::Refuse(err) => {
-                    // Nothing after a broken head can be trusted: answer and close.
                     self.counters.refused.inc();
-                    let request_id = headers::request_id(&http::HeaderMap::new());
-                    tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
-                    if answer(&mut io, err, &request_id, false, &mut out).await {
-                        let _ = io.shutdown().await;
-                        linger(&mut io, &mut buf).await;
-                    }
+                    // Boxed, like the linger below: rare paths, kept out of the state every
+                    // connection's task carries.
+                    Box::pin(refuse(&mut io, err, &mut buf, &mut out)).await;
                     return None;
                 }
             };
@@ -220,7 +216,7 @@ impl FastPath {
                 }
                 Next::Linger => {
                     let _ = io.shutdown().await;
-                    linger(&mut io, &mut buf).await;
+                    Box::pin(linger(&mut io, &mut buf)).await;
                     return None;
                 }
             }
@@ -769,6 +765,20 @@ async fn gather<S: AsyncRead + Unpin>(
         }
     }
     Ok(true)
+}
+
+/// Answers a request head the fast path cannot read, then closes: nothing after a broken head
+/// can be trusted.
+async fn refuse<IO>(io: &mut IO, err: GatewayError, buf: &mut BytesMut, out: &mut Vec<u8>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let request_id = headers::request_id(&http::HeaderMap::new());
+    tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
+    if answer(io, err, &request_id, false, out).await {
+        let _ = io.shutdown().await;
+        linger(io, buf).await;
+    }
 }
 
 /// After answering and shutting down the sending side of a connection the client may still be
