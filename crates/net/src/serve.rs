@@ -367,7 +367,8 @@ where
     }
 }
 
-/// The TLS handshake on `stream`, within `timeout`, counted by `observer`.
+/// The TLS handshake on `stream`, within `timeout`, counted by `observer`. A client whose first
+/// byte starts an HTTP method instead gets [`refuse_plain_http`]'s answer, and no handshake.
 ///
 /// The stream comes back boxed. rustls' connection state is over a kilobyte, and a future keeps
 /// an `async fn`'s arguments, and locals it has moved from, for its whole life: inline, the
