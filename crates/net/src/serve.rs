@@ -431,11 +431,10 @@ async fn speaks_plain_http(stream: &tokio::net::TcpStream) -> bool {
 }
 
 /// Answers a plain-HTTP request on a TLS port in plain HTTP, as a JSON error like every other,
-/// then closes: the sending side first, then after reading (and dropping) what the client sent,
-/// so that closing with its request unread does not reset the connection before the client has
-/// read the answer. A TLS alert is all it would get otherwise, which no HTTP client can show.
+/// then closes without resetting the client (see [`crate::linger`]). A TLS alert is all it would
+/// get otherwise, which no HTTP client can show.
 async fn refuse_plain_http(stream: &mut tokio::net::TcpStream) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     const BODY: &str =
         r#"{"error":{"code":"tls_required","message":"this port speaks TLS: use https://"}}"#;
     let answer = format!(
@@ -446,17 +445,7 @@ async fn refuse_plain_http(stream: &mut tokio::net::TcpStream) {
     if stream.write_all(answer.as_bytes()).await.is_err() || stream.shutdown().await.is_err() {
         return;
     }
-    let mut sink = vec![0u8; 8 * 1024];
-    let mut left = 256 * 1024usize;
-    let drain = async {
-        while left > 0 {
-            match stream.read(&mut sink).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => left = left.saturating_sub(n),
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+    crate::linger::linger(stream, &mut bytes::BytesMut::new()).await;
 }
 
 /// One accepted (and, for TLS, handshaken) connection and who serves it.

@@ -32,6 +32,7 @@ use bytes::{Buf, BytesMut};
 use http::header::{HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
+use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use prometheus_client::metrics::counter::Counter;
@@ -57,9 +58,6 @@ const GATHER: usize = 64 * 1024;
 const KEEP: usize = 2 * BUF;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
-/// How much [`linger`] reads, at most, and for how long.
-const LINGER_BYTES: usize = 256 * 1024;
-const LINGER_TIME: Duration = Duration::from_secs(1);
 
 /// One worker's HTTP/1.1 connections to the upstreams the fast path can serve, by upstream
 /// index. The fast path relays over them, and the hyper path sends over them the requests it
@@ -779,27 +777,6 @@ where
         let _ = io.shutdown().await;
         linger(io, buf).await;
     }
-}
-
-/// After answering and shutting down the sending side of a connection the client may still be
-/// writing to: reads and drops what comes, for a short while, so that closing does not find
-/// unread data there and reset the connection before the client has read the answer.
-async fn linger<IO>(io: &mut IO, buf: &mut BytesMut)
-where
-    IO: AsyncRead + Unpin,
-{
-    let mut left = LINGER_BYTES;
-    let drain = async {
-        while left > 0 {
-            buf.clear();
-            buf.reserve(BUF);
-            match io.read_buf(buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => left = left.saturating_sub(n),
-            }
-        }
-    };
-    let _ = tokio::time::timeout(LINGER_TIME, drain).await;
 }
 
 /// `HTTP/1.1 <code> <reason>` and CRLF.

@@ -89,23 +89,32 @@ async fn health_readiness_and_metrics() {
     assert!(m.contains("pms_gateway_tls_handshakes_total"));
 }
 
-#[tokio::test]
-async fn tls_handshakes_are_counted() {
-    let toml = r#"
+/// A gateway with one TLS listener named `tls`; `limits` adds lines to its `[limits]`.
+async fn tls_gateway(limits: &str) -> crate::support::Gw {
+    let toml = format!(
+        r#"
 [admin]
 listen = "127.0.0.1:0"
 [[listeners]]
 name = "tls"
 listen = "127.0.0.1:0"
-tls = { cert = "{cert}", key = "{key}" }
+tls = {{ cert = "{{cert}}", key = "{{key}}" }}
+[limits]
+{limits}
 [[upstreams]]
 name = "up"
 endpoints = ["http://127.0.0.1:9"]
 [[routes]]
-match = { path_prefix = "/" }
+match = {{ path_prefix = "/" }}
 upstream = "up"
-"#;
-    let gw = crate::support::gateway(toml, &[]).await;
+"#
+    );
+    crate::support::gateway(&toml, &[]).await
+}
+
+#[tokio::test]
+async fn tls_handshakes_are_counted() {
+    let gw = tls_gateway("").await;
     let _ok = TestClient::connect(gw.addr(), Proto::H2Tls).await.unwrap();
     // A cleartext client into a TLS listener fails the handshake (and is told to use TLS).
     let mut bad = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
@@ -131,23 +140,7 @@ upstream = "up"
 async fn a_silent_tls_client_is_closed_after_the_handshake_timeout() {
     use tokio::io::AsyncReadExt;
 
-    let toml = r#"
-[admin]
-listen = "127.0.0.1:0"
-[[listeners]]
-name = "tls"
-listen = "127.0.0.1:0"
-tls = { cert = "{cert}", key = "{key}" }
-[limits]
-tls_handshake_timeout_ms = 300
-[[upstreams]]
-name = "up"
-endpoints = ["http://127.0.0.1:9"]
-[[routes]]
-match = { path_prefix = "/" }
-upstream = "up"
-"#;
-    let gw = crate::support::gateway(toml, &[]).await;
+    let gw = tls_gateway("tls_handshake_timeout_ms = 300").await;
     let mut silent = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
     let mut rest = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut rest)).await;

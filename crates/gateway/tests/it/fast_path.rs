@@ -495,13 +495,16 @@ async fn an_upstream_closing_between_requests_costs_no_error() {
     }
 }
 
+/// A loopback address with nothing listening.
+fn closed_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
 #[tokio::test]
 async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connection() {
     // A port with nothing listening.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed = closed_port();
     let gw = gateway_with(closed, true, "").await;
     let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
     for _ in 0..2 {
@@ -535,10 +538,7 @@ async fn upstream_failures_are_json_errors_and_bodyless_requests_keep_the_connec
 /// mid-upload: after answering, the gateway reads and drops what follows for a while.
 #[tokio::test]
 async fn an_error_before_the_body_is_read_does_not_reset_a_client_still_sending() {
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed = closed_port();
     let gw = gateway_with(closed, true, "").await;
     let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
     // Over the 64 KiB the fast path gathers, so the body streams and none of it is read first.
@@ -551,12 +551,7 @@ async fn an_error_before_the_body_is_read_does_not_reset_a_client_still_sending(
     for _ in 0..2 {
         conn.write_all(&[b'a'; 100_000]).await.unwrap();
     }
-    let mut resp = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut resp))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&resp);
+    let text = crate::support::read_until_closed(&mut conn).await;
     assert!(text.starts_with("HTTP/1.1 502 "), "{text}");
     assert!(text.contains("connection: close\r\n"), "{text}");
 }

@@ -292,19 +292,14 @@ upstream = "echo"
 /// built on the same serving code as the gateway's listeners.
 #[tokio::test]
 async fn plain_http_to_a_tls_port_is_told_to_use_tls() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let tls = echo(true, false, Duration::ZERO).await;
     let mut raw = tokio::net::TcpStream::connect(tls.addr).await.unwrap();
     raw.write_all(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\nhello")
         .await
         .unwrap();
-    let mut resp = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&resp);
+    let text = crate::support::read_until_closed(&mut raw).await;
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
     let body = text
         .split_once("\r\n\r\n")

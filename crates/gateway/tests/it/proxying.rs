@@ -303,12 +303,7 @@ async fn a_refused_head_does_not_reset_a_client_still_sending() {
     for _ in 0..10 {
         raw.write_all(&[b'b'; 10_000]).await.unwrap();
     }
-    let mut resp = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut resp))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&resp);
+    let text = crate::support::read_until_closed(&mut raw).await;
     assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
 }
 

@@ -63,6 +63,17 @@ fn addrs_first(bound: &pms_gateway::Bound) -> SocketAddr {
         .unwrap_or_else(|| bound.admin_addr())
 }
 
+/// Everything `conn` receives until the peer closes it, as text; panics after 10 s.
+pub async fn read_until_closed(conn: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut resp = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut resp))
+        .await
+        .expect("still open after 10 s")
+        .expect("reading until closed");
+    String::from_utf8_lossy(&resp).into_owned()
+}
+
 /// The `endpoints = [...]` line of an `[[upstreams]]` entry for a cleartext back-end.
 pub fn endpoint(addr: SocketAddr) -> String {
     format!(r#"endpoints = ["http://127.0.0.1:{}"]"#, addr.port())
