@@ -2,22 +2,69 @@
 //! listed in `Connection`), `X-Forwarded-*` and `Via`, and request ids. It must not decide routing
 //! or authentication; identity headers are the `jwt` module's.
 
-use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE, VIA,
-};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, VIA};
 use http::Version;
 
 /// The request id header, read from clients, sent upstream and returned.
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
-static TRAILER: HeaderName = HeaderName::from_static("trailer");
+/// The client addresses a request came through, the gateway's peer last.
+pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `http` or `https`: how the client reached the gateway.
+pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+/// The `Host` the client asked the gateway for.
+pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Longest client-supplied request id that is kept.
 pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Header names that are hop-by-hop by definition (RFC 9110 §7.6.1), besides `Connection` and
+/// the names it lists.
+pub const HOP_BY_HOP: [&str; 6] = [
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether a header of this name (any case) never leaves the hop it came on: `Connection` or
+/// one of [`HOP_BY_HOP`]. The names `Connection` lists are found with [`connection_tokens`].
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"connection")
+        || HOP_BY_HOP
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+}
+
+/// The names a `Connection` value lists, trimmed, as sent. None when the value is not
+/// [`text`].
+pub fn connection_tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    text(value)
+        .map(str::as_bytes)
+        .unwrap_or_default()
+        .split(|b| *b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
+}
+
+/// A header value as text: only when every byte is visible ASCII, space or tab (what
+/// `HeaderValue::to_str` accepts), so both proxy paths read the same values.
+pub fn text(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
+}
+
+/// Whether a value may be sent as a header value at all (what `HeaderValue::from_bytes`
+/// accepts: no control characters but tab).
+pub fn valid_value(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= b' ' && b != 0x7f))
+}
 
 /// Removes hop-by-hop headers, including every header `Connection` names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -25,23 +72,15 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         let named: Vec<HeaderName> = headers
             .get_all(CONNECTION)
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .flat_map(|v| connection_tokens(v.as_bytes()))
+            .filter_map(|t| HeaderName::from_bytes(t).ok())
             .collect();
         for name in named {
             headers.remove(name);
         }
         headers.remove(CONNECTION);
     }
-    for name in [
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &TE,
-        &TRAILER,
-        &TRANSFER_ENCODING,
-        &UPGRADE,
-    ] {
+    for name in HOP_BY_HOP {
         if headers.contains_key(name) {
             headers.remove(name);
         }
@@ -61,12 +100,36 @@ pub fn via_token(version: Version) -> &'static str {
 /// Appends `token` to `Via`.
 pub fn append_via(headers: &mut HeaderMap, token: &'static str) {
     let value = match headers.get(VIA).and_then(|v| v.to_str().ok()) {
-        Some(prev) => HeaderValue::from_str(&format!("{prev}, {token}")).ok(),
+        Some(prev) => {
+            let mut v = Vec::with_capacity(prev.len() + 2 + token.len());
+            write_via(Some(prev), token, &mut v);
+            HeaderValue::from_bytes(&v).ok()
+        }
         None => Some(HeaderValue::from_static(token)),
     };
     if let Some(v) = value {
         headers.insert(VIA, v);
     }
+}
+
+/// The `Via` value after this hop: the earlier one's text, if any, then `token`.
+pub fn write_via(prev: Option<&str>, token: &str, out: &mut Vec<u8>) {
+    if let Some(prev) = prev {
+        out.extend_from_slice(prev.as_bytes());
+        out.extend_from_slice(b", ");
+    }
+    out.extend_from_slice(token.as_bytes());
+}
+
+/// The `X-Forwarded-For` value after this hop: the client's text, if any, then the peer.
+pub fn write_forwarded_for(prev: Option<&str>, peer: std::net::IpAddr, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    if let Some(prev) = prev {
+        out.extend_from_slice(prev.as_bytes());
+        out.extend_from_slice(b", ");
+    }
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{peer}");
 }
 
 /// Adds `X-Forwarded-For` (appending the peer), `X-Forwarded-Proto` (replacing any client value)
@@ -78,11 +141,13 @@ pub fn add_forwarded(
     tls: bool,
     authority: Option<&http::uri::Authority>,
 ) {
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {peer}"),
-        None => peer.to_string(),
-    };
-    if let Ok(v) = HeaderValue::try_from(xff) {
+    let mut xff = Vec::with_capacity(64);
+    write_forwarded_for(
+        headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()),
+        peer,
+        &mut xff,
+    );
+    if let Ok(v) = HeaderValue::from_bytes(&xff) {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
     headers.insert(
@@ -110,23 +175,30 @@ pub fn add_forwarded(
 /// later id with every one still there (with `Date`, see `proxy::rewrite_response`, 8 % of the
 /// gateway's CPU under h2load before, 3 % after).
 pub fn request_id(headers: &HeaderMap) -> HeaderValue {
-    let mut id = client_or_fresh_request_id(headers);
+    let mut id = match headers.get(&X_REQUEST_ID) {
+        Some(v) if acceptable_request_id(v.as_bytes()) => v.clone(),
+        _ => fresh_request_id(),
+    };
     id.set_sensitive(true);
     id
 }
 
-fn client_or_fresh_request_id(headers: &HeaderMap) -> HeaderValue {
-    if let Some(v) = headers.get(&X_REQUEST_ID) {
-        let b = v.as_bytes();
-        if !b.is_empty()
-            && b.len() <= MAX_REQUEST_ID_LEN
-            && b.iter()
-                .all(|c| c.is_ascii_alphanumeric() || b"-_.:/+=".contains(c))
-        {
-            return v.clone();
-        }
-    }
-    fresh_request_id()
+/// [`request_id`] from the client's `X-Request-Id` value, if it sent one.
+pub fn request_id_from(client: Option<&[u8]>) -> HeaderValue {
+    let mut id = client
+        .filter(|v| acceptable_request_id(v))
+        .and_then(|v| HeaderValue::from_bytes(v).ok())
+        .unwrap_or_else(fresh_request_id);
+    id.set_sensitive(true);
+    id
+}
+
+/// 1–128 characters of `A-Za-z0-9-_.:/+=`.
+fn acceptable_request_id(b: &[u8]) -> bool {
+    !b.is_empty()
+        && b.len() <= MAX_REQUEST_ID_LEN
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.:/+=".contains(c))
 }
 
 /// A new id: 16 hex digits of a per-process random prefix and 16 of a process-wide counter.

@@ -44,11 +44,16 @@ impl JwtAuth {
 
     /// Removes every identity header a client could have forged.
     pub fn strip_identity(&self, headers: &mut HeaderMap) {
-        for (_, h) in &self.claims_to_headers {
+        for h in self.identity_headers() {
             if headers.contains_key(h) {
                 headers.remove(h);
             }
         }
+    }
+
+    /// The identity headers: every one is removed from client requests.
+    pub fn identity_headers(&self) -> impl Iterator<Item = &HeaderName> {
+        self.claims_to_headers.iter().map(|(_, h)| h)
     }
 
     /// Verifies the request's bearer token and checks `roles` (empty = any role).
@@ -61,12 +66,27 @@ impl JwtAuth {
         headers: &HeaderMap,
         roles: &[String],
     ) -> Result<Claims, GatewayError> {
+        let authorization = headers.get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        self.authenticate_with(authorization, roles).await
+    }
+
+    /// [`authenticate`](Self::authenticate) given the request's `Authorization` value.
+    ///
+    /// # Errors
+    /// As [`authenticate`](Self::authenticate).
+    pub async fn authenticate_with(
+        &self,
+        authorization: Option<&[u8]>,
+        roles: &[String],
+    ) -> Result<Claims, GatewayError> {
         let Some(verifier) = &self.verifier else {
             return Err(GatewayError::Unavailable(
                 "authentication is not configured".into(),
             ));
         };
-        let token = bearer(headers).ok_or(GatewayError::MissingToken)?;
+        let token = authorization
+            .and_then(bearer)
+            .ok_or(GatewayError::MissingToken)?;
         let claims = verifier.verify(token).await.map_err(|e| {
             if e.is_server_side() {
                 GatewayError::Unavailable(e.to_string())
@@ -85,20 +105,28 @@ impl JwtAuth {
 
     /// Writes the configured claims as headers (claims that are absent or not scalar are skipped).
     pub fn inject(&self, claims: &Claims, headers: &mut HeaderMap) {
-        for (claim, header) in &self.claims_to_headers {
-            if let Some(v) = claims
-                .text(claim)
-                .and_then(|v| HeaderValue::from_str(&v).ok())
-            {
+        for (header, value) in self.identity(claims) {
+            if let Ok(v) = HeaderValue::from_str(&value) {
                 headers.insert(header.clone(), v);
             }
         }
     }
+
+    /// The identity headers `claims` give, with their values as text (claims that are absent or
+    /// not scalar are skipped; a value that is no valid header value is left to the caller).
+    pub fn identity<'a>(
+        &'a self,
+        claims: &'a Claims,
+    ) -> impl Iterator<Item = (&'a HeaderName, String)> + 'a {
+        self.claims_to_headers
+            .iter()
+            .filter_map(|(claim, header)| Some((header, claims.text(claim)?)))
+    }
 }
 
-/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(AUTHORIZATION)?.to_str().ok()?;
+/// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive).
+fn bearer(value: &[u8]) -> Option<&str> {
+    let v = crate::headers::text(value)?;
     let (scheme, token) = v.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -110,18 +138,16 @@ mod tests {
 
     #[test]
     fn bearer_parsing() {
-        let mut h = HeaderMap::new();
-        assert_eq!(bearer(&h), None);
-        h.insert(
-            AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc.def.ghi"),
-        );
-        assert_eq!(bearer(&h), Some("abc.def.ghi"));
-        h.insert(AUTHORIZATION, HeaderValue::from_static("bearer   tok "));
-        assert_eq!(bearer(&h), Some("tok"));
-        for bad in ["Basic abc", "Bearer", "Bearer ", "Bearerabc"] {
-            h.insert(AUTHORIZATION, HeaderValue::from_static(bad));
-            assert_eq!(bearer(&h), None, "{bad}");
+        assert_eq!(bearer(b"Bearer abc.def.ghi"), Some("abc.def.ghi"));
+        assert_eq!(bearer(b"bearer   tok "), Some("tok"));
+        for bad in [
+            &b"Basic abc"[..],
+            b"Bearer",
+            b"Bearer ",
+            b"Bearerabc",
+            b"Bearer t\xc3\xa9",
+        ] {
+            assert_eq!(bearer(bad), None, "{bad:?}");
         }
     }
 }

@@ -26,6 +26,7 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Incoming;
 use tokio::io::AsyncReadExt;
 
+use super::fields::Fields;
 use super::pool::{Conn, Pool};
 use super::response::{ChunkScanner, Framing};
 use super::{bad_gateway, gather_response, request, send_whole, timed_out, NoHead, BUF, GATHER};
@@ -109,11 +110,13 @@ async fn exchange(
     let retryable = request::idempotent(&parts.method);
     // Allocated when the response arrives (see `read_head`).
     let mut up = BytesMut::new();
+    let mut fields = Fields::default();
     let head = match send_whole(
         pool,
         &mut conn,
         &out,
         &mut up,
+        &mut fields,
         head_request,
         retryable,
         deadline,
@@ -131,7 +134,8 @@ async fn exchange(
     } else {
         http::Version::HTTP_11
     };
-    let mut headers = head.headers;
+    let mut headers = fields.to_header_map(&up);
+    up.advance(head.len);
     proxy::rewrite_response(&mut headers, version, request_id);
     let body = match head.framing {
         Framing::Empty => {

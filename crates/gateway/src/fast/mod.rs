@@ -1,7 +1,8 @@
 //! The HTTP/1.1 fast path: plain requests relayed between a client connection and a pooled
 //! upstream connection by one task, without building hyper requests and responses on either
-//! hop. Heads are parsed with `httparse` and rewritten with the same header rules as the hyper
-//! path ([`proxy::rewrite_request`], [`proxy::rewrite_response`]); bodies are copied as they
+//! hop. Heads are parsed in place with `httparse` and their header lines rewritten by the hyper
+//! path's rules ([`proxy::rewrite_request`], [`proxy::rewrite_response`]) straight into the
+//! outgoing head, with no `HeaderMap` in between (see [`fields`]); bodies are copied as they
 //! come, framed by `Content-Length` or chunked coding.
 //!
 //! Why: profiling h1c→h1c under load put about half of the gateway's CPU in the kernel and the
@@ -20,6 +21,7 @@
 //! `limits.http1_fast_path = false`.
 
 pub(crate) mod bridge;
+mod fields;
 mod pool;
 mod request;
 mod response;
@@ -29,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use http::header::{HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use pms_net::linger::linger;
@@ -39,12 +41,13 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::UpstreamSettings;
-use crate::headers;
+use crate::headers::{self, X_REQUEST_ID};
 use crate::metrics::FastPathCounters;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
+use self::fields::{Fields, RequestRewrite};
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
 
@@ -178,8 +181,13 @@ impl FastPath {
         let mut buf = BytesMut::with_capacity(BUF);
         let mut up = BytesMut::new();
         let mut out = Vec::new();
+        // The header lines of the head being read, on either hop.
+        let mut fields = Fields::default();
         loop {
-            let head = match self.read_head(&mut io, &mut buf, &mut stop).await {
+            let head = match self
+                .read_head(&mut io, &mut buf, &mut fields, &mut stop)
+                .await
+            {
                 Read::Head(h) => h,
                 Read::Closed => return None,
                 Read::Decline => return Some(self.hand_over(buf, io)),
@@ -192,7 +200,15 @@ impl FastPath {
                 }
             };
             match self
-                .forward(&mut io, info, head, &mut buf, &mut up, &mut out)
+                .forward(
+                    &mut io,
+                    info,
+                    head,
+                    &mut buf,
+                    &mut fields,
+                    &mut up,
+                    &mut out,
+                )
                 .await
             {
                 Next::Continue if !stop.is_set() => {
@@ -229,14 +245,20 @@ impl FastPath {
     /// Waits for a complete request head at the start of `buf`: no time limit while the
     /// connection is idle (but it ends when draining starts), the header-read limit once a head
     /// has begun.
-    async fn read_head<IO>(&self, io: &mut IO, buf: &mut BytesMut, stop: &mut Stop) -> Read
+    async fn read_head<IO>(
+        &self,
+        io: &mut IO,
+        buf: &mut BytesMut,
+        fields: &mut Fields,
+        stop: &mut Stop,
+    ) -> Read
     where
         IO: AsyncRead + Unpin,
     {
         let mut deadline = None;
         loop {
             if !buf.is_empty() {
-                match request::parse(buf) {
+                match request::parse(buf, fields) {
                     request::Parsed::Take(h) => return Read::Head(h),
                     request::Parsed::Decline => return Read::Decline,
                     request::Parsed::Invalid(reason) => {
@@ -274,14 +296,16 @@ impl FastPath {
         }
     }
 
-    /// Routes, authenticates and relays one request whose head starts `buf`; hands it back
-    /// untouched when the fast path does not take it.
+    /// Routes, authenticates and relays one request whose head starts `buf` (its header lines
+    /// in `fields`); hands it back untouched when the fast path does not take it.
+    #[allow(clippy::too_many_arguments)]
     async fn forward<IO>(
         &self,
         io: &mut IO,
         info: ConnInfo,
-        mut head: request::Head,
+        head: request::Head,
         buf: &mut BytesMut,
+        fields: &mut Fields,
         up: &mut BytesMut,
         out: &mut Vec<u8>,
     ) -> Next
@@ -289,7 +313,7 @@ impl FastPath {
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let shared = &*self.shared;
-        let Ok(index) = shared.router.find(&head.method, head.path()) else {
+        let Ok(index) = shared.router.find(&head.method, head.path(buf)) else {
             return Next::Handoff;
         };
         let route = shared.router.route(index);
@@ -301,30 +325,45 @@ impl FastPath {
         };
         let upstream = &shared.upstreams[route.upstream];
         let started = Instant::now();
-        let request_id = headers::request_id(&head.headers);
-        shared.jwt.strip_identity(&mut head.headers);
-        if route.jwt {
-            match shared.jwt.authenticate(&head.headers, &route.roles).await {
-                Ok(claims) => shared.jwt.inject(&claims, &mut head.headers),
+        let request_id = headers::request_id_from(fields.get(buf, X_REQUEST_ID.as_str()));
+        let claims = if route.jwt {
+            let authorization = fields.get(buf, AUTHORIZATION.as_str());
+            match shared
+                .jwt
+                .authenticate_with(authorization, &route.roles)
+                .await
+            {
+                Ok(claims) => Some(claims),
                 // hyper's path answers it (401, 403 or 503), from the same bytes.
                 Err(_) => return Next::Handoff,
             }
-        }
-        proxy::rewrite_request(&mut head.headers, info, Version::HTTP_11, None, &request_id);
-        // From here on the request is the fast path's.
+        } else {
+            None
+        };
+        // From here on the request is the fast path's. Its head, rewritten, goes to `out`
+        // while `buf` still holds it.
+        out.clear();
+        let rewrite = RequestRewrite {
+            conn: info,
+            request_id: &request_id,
+            jwt: &shared.jwt,
+            claims: claims.as_ref(),
+        };
+        let host_at = head.write_upstream(buf, fields, &rewrite, out);
         buf.advance(head.len);
         self.counters.relayed.inc();
         let metrics = &shared.route_metrics[index];
         let exchange = Exchange {
             shared,
             head: &head,
+            host_at,
             request_id: &request_id,
             pool,
             upstream,
         };
         // Set when the response head is ready: the duration metric ends there on both paths.
         let mut answered = None;
-        let result = exchange.run(io, buf, up, out, &mut answered).await;
+        let result = exchange.run(io, buf, fields, up, out, &mut answered).await;
         if let Some((status, at)) = answered {
             metrics.observe(status, at.duration_since(started).as_secs_f64());
         }
@@ -359,6 +398,8 @@ enum Read {
 struct Exchange<'a> {
     shared: &'a Shared,
     head: &'a request::Head,
+    /// Where the `Host` line goes in the upstream head: see [`request::insert_host`].
+    host_at: usize,
     request_id: &'a HeaderValue,
     pool: &'a Arc<Pool>,
     upstream: &'a Upstream,
@@ -377,13 +418,16 @@ enum NoHead {
 }
 
 /// Sends `request` (head and whole body) on `conn` and reads the response head into `up`
-/// before `deadline`. When `retryable` and `conn` came from the pool, a connection the upstream
-/// closed while it sat idle is replaced by a fresh one and the request sent again, once.
+/// (its header lines into `fields`) before `deadline`, as [`read_head`]. When `retryable` and
+/// `conn` came from the pool, a connection the upstream closed while it sat idle is replaced by
+/// a fresh one and the request sent again, once.
+#[allow(clippy::too_many_arguments)]
 async fn send_whole(
     pool: &Arc<Pool>,
     conn: &mut pool::Conn,
     request: &[u8],
     up: &mut BytesMut,
+    fields: &mut Fields,
     head_request: bool,
     retryable: bool,
     deadline: tokio::time::Instant,
@@ -399,7 +443,7 @@ async fn send_whole(
         let got = match sent {
             Err(_) => Err(NoHead::Timeout),
             Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-            Ok(Ok(())) => read_head(&mut conn.stream, up, head_request, deadline).await,
+            Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
         };
         match got {
             Err(NoHead::Closed(_)) if retryable && !retried && !conn.fresh => {
@@ -472,6 +516,7 @@ impl Exchange<'_> {
         &self,
         io: &mut IO,
         buf: &mut BytesMut,
+        fields: &mut Fields,
         up: &mut BytesMut,
         out: &mut Vec<u8>,
         answered: &mut Option<(u16, Instant)>,
@@ -511,8 +556,7 @@ impl Exchange<'_> {
                 })
             }
         };
-        out.clear();
-        self.head.write_upstream(conn.authority(self.pool), out);
+        request::insert_host(out, self.host_at, conn.authority(self.pool));
         let streamed = if inline {
             // At most buf.len(), so it fits in usize.
             let n = body as usize;
@@ -537,6 +581,7 @@ impl Exchange<'_> {
                 &mut conn,
                 out,
                 up,
+                fields,
                 head_request,
                 retryable,
                 deadline,
@@ -562,7 +607,7 @@ impl Exchange<'_> {
                     return Err(Failure::Abort)
                 }
                 Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-                Ok(Ok(())) => read_head(&mut conn.stream, up, head_request, deadline).await,
+                Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
             }
         };
         let head = match got {
@@ -582,24 +627,20 @@ impl Exchange<'_> {
         *answered = Some((head.status.as_u16(), Instant::now()));
         let framing = head.framing;
         let mut reusable = head.reusable;
-        let mut headers = head.headers;
         let version = if head.minor == 0 {
             Version::HTTP_10
         } else {
             Version::HTTP_11
         };
-        proxy::rewrite_response(&mut headers, version, self.request_id);
-        if matches!(framing, Framing::Chunked | Framing::UntilClose) {
-            headers.remove(CONTENT_LENGTH);
-            headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
-        }
+        let chunked = matches!(framing, Framing::Chunked | Framing::UntilClose);
         out.clear();
         status_line(head.status, out);
-        request::write_headers(&headers, out);
+        fields::write_response(fields, up, version, self.request_id, chunked, out);
         if !self.head.keep_alive {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
+        up.advance(head.len);
 
         match framing {
             Framing::Empty => {
@@ -687,7 +728,7 @@ impl Exchange<'_> {
 }
 
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
-/// `up` holds the bytes after the head.
+/// `up` starts with the head (`len` bytes, its header lines in `fields`), then what came after.
 ///
 /// An `up` with no capacity (a request's own buffer, as the bridge's) is allocated, on a
 /// cleartext connection, once the response starts to arrive, so a request waiting for its
@@ -696,13 +737,14 @@ impl Exchange<'_> {
 async fn read_head(
     stream: &mut pool::Stream,
     up: &mut BytesMut,
+    fields: &mut Fields,
     head_request: bool,
     deadline: tokio::time::Instant,
 ) -> Result<response::Head, NoHead> {
     up.clear();
     loop {
         if !up.is_empty() {
-            match response::parse(up, head_request) {
+            match response::parse(up, head_request, fields) {
                 response::Parsed::Head(h) if h.status == StatusCode::SWITCHING_PROTOCOLS => {
                     return Err(NoHead::Invalid(
                         "the upstream switched protocols unasked".into(),
@@ -712,10 +754,7 @@ async fn read_head(
                     up.advance(h.len);
                     continue;
                 }
-                response::Parsed::Head(h) => {
-                    up.advance(h.len);
-                    return Ok(h);
-                }
+                response::Parsed::Head(h) => return Ok(h),
                 response::Parsed::Invalid(why) => return Err(NoHead::Invalid(why)),
                 response::Parsed::Partial if up.len() > MAX_RESPONSE_HEAD => {
                     return Err(NoHead::Invalid(format!(

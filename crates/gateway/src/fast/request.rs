@@ -5,24 +5,25 @@
 //! connection from that request on. Heads that are not HTTP at all are refused here, so the
 //! client gets the gateway's JSON error rather than hyper's empty one.
 
+use std::ops::Range;
+
 use bytes::BufMut;
-use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST,
-    TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::HeaderMap;
 use http::Method;
+
+use super::fields::{self, Fields, RequestRewrite};
 
 /// Most header lines a request may have on the fast path (hyper's default limit is 100; a
 /// request with more is declined and hyper takes it).
 const MAX_HEADERS: usize = 64;
 
-/// A request head the fast path takes.
+/// A request head the fast path takes. It describes the buffer it was parsed from, with the
+/// header lines in a [`Fields`], until the caller moves past the head.
 #[derive(Debug)]
 pub(super) struct Head {
     pub(super) method: Method,
-    /// Origin-form target: path and query.
-    pub(super) target: String,
-    pub(super) headers: HeaderMap,
+    /// Origin-form target, path and query: where it is in the buffer.
+    target: Range<usize>,
     /// Length of the head in bytes, blank line included.
     pub(super) len: usize,
     /// Body length (`Content-Length`, 0 without one).
@@ -32,11 +33,16 @@ pub(super) struct Head {
 }
 
 impl Head {
+    /// The target (path and query) in `buf`, the buffer the head was parsed from.
+    pub(super) fn target<'a>(&self, buf: &'a [u8]) -> &'a str {
+        // httparse read it as text.
+        std::str::from_utf8(&buf[self.target.clone()]).unwrap_or_default()
+    }
+
     /// The path, without the query.
-    pub(super) fn path(&self) -> &str {
-        self.target
-            .split_once('?')
-            .map_or(self.target.as_str(), |(p, _)| p)
+    pub(super) fn path<'a>(&self, buf: &'a [u8]) -> &'a str {
+        let target = self.target(buf);
+        target.split_once('?').map_or(target, |(p, _)| p)
     }
 
     /// Whether sending it twice does no more than sending it once: see [`idempotent`].
@@ -44,10 +50,33 @@ impl Head {
         idempotent(&self.method)
     }
 
-    /// The head sent upstream: see [`write_head`].
-    pub(super) fn write_upstream(&self, authority: &str, out: &mut Vec<u8>) {
-        write_head(&self.method, &self.target, authority, &self.headers, out);
+    /// Writes the head as it goes upstream to `out`, but for its `Host` line and the blank line
+    /// that ends it: the endpoint is not known yet. The `Host` line goes at the returned index,
+    /// just after the request line (see [`insert_host`]). `buf` and `fields` are what the head
+    /// was parsed from; the header lines are rewritten as [`fields::write_request`] says.
+    pub(super) fn write_upstream(
+        &self,
+        buf: &[u8],
+        fields: &Fields,
+        rewrite: &RequestRewrite<'_>,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        out.put_slice(self.method.as_str().as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(self.target(buf).as_bytes());
+        out.put_slice(b" HTTP/1.1\r\n");
+        let host_at = out.len();
+        fields::write_request(fields, buf, rewrite, out);
+        host_at
     }
+}
+
+/// Completes a head [`Head::write_upstream`] wrote to the start of `out`: the `Host` line at
+/// `at`, and the blank line.
+pub(super) fn insert_host(out: &mut Vec<u8>, at: usize, authority: &str) {
+    let line = b"host: ".iter().chain(authority.as_bytes()).chain(b"\r\n");
+    out.splice(at..at, line.copied());
+    out.put_slice(b"\r\n");
 }
 
 /// Whether sending a request twice does no more than sending it once (RFC 9110 §9.2.2): only
@@ -101,8 +130,8 @@ pub(super) enum Parsed {
     Invalid(String),
 }
 
-/// Parses the head at the start of `buf`.
-pub(super) fn parse(buf: &[u8]) -> Parsed {
+/// Parses the head at the start of `buf`; its header lines go to `fields`.
+pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut storage);
     let len = match req.parse(buf) {
@@ -136,40 +165,37 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
                 let more = if shown.len() < p.len() { "…" } else { "" };
                 return Parsed::Invalid(format!("invalid request target {shown:?}{more}"));
             }
-            p.to_owned()
+            p
         }
         _ => return Parsed::Decline,
     };
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    let target = fields::within(buf, target.as_bytes());
+    fields.clear();
     let mut body = None;
     let mut hosts = 0;
     let mut keep_alive = true;
     for h in req.headers.iter() {
-        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
-            return Parsed::Decline;
-        };
-        if name == TRANSFER_ENCODING || name == EXPECT || name == UPGRADE {
+        let name = h.name.as_bytes();
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+        if is("transfer-encoding") || is("expect") || is("upgrade") {
             return Parsed::Decline;
         }
-        if name == CONTENT_LENGTH {
+        if is("content-length") {
             match (content_length(h.value), body) {
                 (Some(n), None) => body = Some(n),
                 (Some(n), Some(m)) if n == m => continue, // a repeat: forward one
                 _ => return Parsed::Decline,
             }
-        } else if name == HOST {
+        } else if is("host") {
             hosts += 1;
-        } else if name == CONNECTION
+        } else if is("connection")
             && h.value
                 .split(|b| *b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
         {
             keep_alive = false;
         }
-        let Ok(value) = HeaderValue::from_bytes(h.value) else {
-            return Parsed::Decline;
-        };
-        headers.append(name, value);
+        fields.push(buf, h);
     }
     if hosts != 1 {
         return Parsed::Decline;
@@ -177,7 +203,6 @@ pub(super) fn parse(buf: &[u8]) -> Parsed {
     Parsed::Take(Head {
         method,
         target,
-        headers,
         len,
         body: body.unwrap_or(0),
         keep_alive,
@@ -196,11 +221,16 @@ pub(super) fn content_length(v: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn take(raw: &str) -> Head {
-        match parse(raw.as_bytes()) {
-            Parsed::Take(h) => h,
+    fn take(raw: &str) -> (Head, Fields) {
+        let mut fields = Fields::default();
+        match super::parse(raw.as_bytes(), &mut fields) {
+            Parsed::Take(h) => (h, fields),
             other => panic!("{raw:?}: {other:?}"),
         }
+    }
+
+    fn parse(raw: &[u8]) -> Parsed {
+        super::parse(raw, &mut Fields::default())
     }
 
     fn declined(raw: &str) -> bool {
@@ -209,25 +239,30 @@ mod tests {
 
     #[test]
     fn plain_requests_are_taken() {
-        let h =
-            take("POST /a/b?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello");
+        let raw = "POST /a/b?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello";
+        let (h, fields) = take(raw);
+        let buf = raw.as_bytes();
         assert_eq!(h.method, Method::POST);
-        assert_eq!(h.target, "/a/b?x=1");
-        assert_eq!(h.path(), "/a/b");
+        assert_eq!(h.target(buf), "/a/b?x=1");
+        assert_eq!(h.path(buf), "/a/b");
         assert_eq!(h.body, 5);
         assert_eq!(
             h.len,
             "POST /a/b?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nX-A: 1\r\n\r\n".len()
         );
         assert!(h.keep_alive);
-        assert_eq!(h.headers.get("x-a").unwrap(), "1");
+        assert_eq!(fields.get(buf, "x-a"), Some(&b"1"[..]));
+        assert_eq!(fields.get(buf, "host"), Some(&b"gw"[..]));
 
-        let h = take("GET / HTTP/1.1\r\nhost: gw\r\nconnection: keep-alive, Close\r\n\r\n");
+        let (h, _) = take("GET / HTTP/1.1\r\nhost: gw\r\nconnection: keep-alive, Close\r\n\r\n");
         assert_eq!(h.body, 0);
         assert!(!h.keep_alive);
-        let h =
-            take("GET / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\n");
-        assert_eq!(h.headers.get_all(CONTENT_LENGTH).iter().count(), 1);
+        let raw = "GET / HTTP/1.1\r\nhost: gw\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\n";
+        let (_, fields) = take(raw);
+        let lengths = fields
+            .iter(raw.as_bytes())
+            .filter(|(n, _)| *n == b"content-length");
+        assert_eq!(lengths.count(), 1);
     }
 
     #[test]
@@ -284,6 +319,11 @@ mod tests {
                 "header name",
             ),
             (b"G\x01T / HTTP/1.1\r\nhost: gw\r\n\r\n", "token"),
+            // No control characters in values (what `HeaderValue` refuses too).
+            (
+                b"GET / HTTP/1.1\r\nhost: gw\r\nx-a: a\x7fb\r\n\r\n",
+                "header value",
+            ),
             // A TLS ClientHello on the cleartext port.
             (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "token"),
         ] {
@@ -303,26 +343,31 @@ mod tests {
     }
 
     #[test]
-    fn the_upstream_head_carries_the_endpoint_host_and_every_header() {
-        let mut h = take("PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n");
-        h.headers.remove(HOST);
-        let mut out = Vec::new();
-        h.write_upstream("127.0.0.1:9000", &mut out);
-        let text = String::from_utf8(out).unwrap();
-        let body = text
-            .strip_prefix("PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n")
-            .and_then(|rest| rest.strip_suffix("\r\n\r\n"))
-            .unwrap_or_else(|| panic!("{text:?}"));
-        let mut lines: Vec<&str> = body.split("\r\n").collect();
-        // Values of one name stay together and in order (the map may reorder names).
-        let bs: Vec<&str> = lines
-            .iter()
-            .copied()
-            .filter(|l| l.starts_with("b:"))
-            .collect();
-        assert_eq!(bs, ["b: 2", "b: 3"]);
-        lines.sort_unstable();
-        assert_eq!(lines, ["a: 1", "b: 2", "b: 3", "content-length: 0"]);
+    fn the_upstream_head_has_the_endpoint_host_first_and_the_lines_in_order() {
+        let raw = "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n";
+        let (h, fields) = take(raw);
+        let jwt = crate::jwt::JwtAuth::new(None).unwrap();
+        let request_id = http::HeaderValue::from_static("rid");
+        let rewrite = RequestRewrite {
+            conn: pms_net::serve::ConnInfo {
+                peer: "10.1.2.3:5000".parse().unwrap(),
+                local: "127.0.0.1:8080".parse().unwrap(),
+                tls: false,
+            },
+            request_id: &request_id,
+            jwt: &jwt,
+            claims: None,
+        };
+        let mut out = b"left over".to_vec();
+        out.clear();
+        let at = h.write_upstream(raw.as_bytes(), &fields, &rewrite, &mut out);
+        insert_host(&mut out, at, "127.0.0.1:9000");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\ncontent-length: 0\r\nb: 2\r\na: 1\r\n\
+             b: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
+             x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n"
+        );
     }
 
     #[test]

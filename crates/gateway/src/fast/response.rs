@@ -3,11 +3,9 @@
 //! scanner that finds the end), or until the upstream closes (re-framed as chunked for the
 //! client, so its connection can stay open).
 
-use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING,
-};
 use http::StatusCode;
 
+use super::fields::Fields;
 use super::request::content_length;
 
 /// Most header lines an upstream response may have.
@@ -26,13 +24,12 @@ pub(super) enum Framing {
     UntilClose,
 }
 
-/// A parsed upstream response head.
+/// A parsed upstream response head; its header lines are in the [`Fields`] it was parsed with.
 #[derive(Debug)]
 pub(super) struct Head {
     pub(super) status: StatusCode,
     /// `1` for HTTP/1.1, `0` for HTTP/1.0.
     pub(super) minor: u8,
-    pub(super) headers: HeaderMap,
     /// Bytes of the head, blank line included.
     pub(super) len: usize,
     pub(super) framing: Framing,
@@ -49,9 +46,10 @@ pub(super) enum Parsed {
     Invalid(String),
 }
 
-/// Parses the response head at the start of `buf`; `head_request` says the request was HEAD
-/// (the response then has no body whatever its headers say).
-pub(super) fn parse(buf: &[u8], head_request: bool) -> Parsed {
+/// Parses the response head at the start of `buf`, its header lines into `fields`;
+/// `head_request` says the request was HEAD (the response then has no body whatever its headers
+/// say).
+pub(super) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Parsed {
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut storage);
     let len = match resp.parse(buf) {
@@ -63,24 +61,25 @@ pub(super) fn parse(buf: &[u8], head_request: bool) -> Parsed {
     let Some(status) = resp.code.and_then(|c| StatusCode::from_u16(c).ok()) else {
         return Parsed::Invalid("invalid status code".into());
     };
-    let mut headers = HeaderMap::with_capacity(resp.headers.len());
-    let mut lengths = Vec::new();
+    fields.clear();
+    // The first Content-Length, and whether all agree with it.
+    let mut length = None;
+    let mut lengths_agree = true;
     let mut chunked = None;
     let mut close = minor == 0;
     for h in resp.headers.iter() {
-        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
-            return Parsed::Invalid(format!("invalid header name {:?}", h.name));
-        };
-        let Ok(value) = HeaderValue::from_bytes(h.value) else {
-            return Parsed::Invalid(format!("invalid value of {name}"));
-        };
-        if name == CONTENT_LENGTH {
-            lengths.push(content_length(h.value));
-        } else if name == TRANSFER_ENCODING {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = content_length(h.value);
+            match length {
+                None => length = Some(n),
+                Some(first) => lengths_agree &= first == n,
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             // The last coding decides; a later header line continues the list.
             let last = h.value.rsplit(|b| *b == b',').next().unwrap_or_default();
             chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name == CONNECTION {
+        } else if name.eq_ignore_ascii_case(b"connection") {
             for t in h.value.split(|b| *b == b',') {
                 let t = t.trim_ascii();
                 if t.eq_ignore_ascii_case(b"close") {
@@ -90,7 +89,7 @@ pub(super) fn parse(buf: &[u8], head_request: bool) -> Parsed {
                 }
             }
         }
-        headers.append(name, value);
+        fields.push(buf, h);
     }
     let no_body = head_request
         || status.is_informational()
@@ -106,9 +105,9 @@ pub(super) fn parse(buf: &[u8], head_request: bool) -> Parsed {
         } else {
             Framing::UntilClose
         }
-    } else if let Some(first) = lengths.first() {
-        match (first, lengths.iter().all(|l| l == first)) {
-            (Some(n), true) => Framing::Length(*n),
+    } else if let Some(first) = length {
+        match (first, lengths_agree) {
+            (Some(n), true) => Framing::Length(n),
             _ => return Parsed::Invalid("invalid or conflicting Content-Length".into()),
         }
     } else {
@@ -117,7 +116,6 @@ pub(super) fn parse(buf: &[u8], head_request: bool) -> Parsed {
     Parsed::Head(Head {
         status,
         minor,
-        headers,
         len,
         framing,
         reusable: !close && framing != Framing::UntilClose,
@@ -269,7 +267,7 @@ mod tests {
     use super::*;
 
     fn head(raw: &str, head_request: bool) -> Head {
-        match parse(raw.as_bytes(), head_request) {
+        match parse(raw.as_bytes(), head_request, &mut Fields::default()) {
             Parsed::Head(h) => h,
             other => panic!("{raw:?}: {other:?}"),
         }
@@ -323,14 +321,18 @@ mod tests {
             "HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
             "HTTP/2 200\r\n\r\n",
             "garbage\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nx-a: a\x7fb\r\ncontent-length: 0\r\n\r\n",
         ] {
             assert!(
-                matches!(parse(raw.as_bytes(), false), Parsed::Invalid(_)),
+                matches!(
+                    parse(raw.as_bytes(), false, &mut Fields::default()),
+                    Parsed::Invalid(_)
+                ),
                 "{raw:?}"
             );
         }
         assert!(matches!(
-            parse(b"HTTP/1.1 200 OK\r\n", false),
+            parse(b"HTTP/1.1 200 OK\r\n", false, &mut Fields::default()),
             Parsed::Partial
         ));
     }
