@@ -151,6 +151,43 @@ impl Http1Fast for FastPath {
     }
 }
 
+/// One client connection's buffers, kept from request to request.
+struct Buffers {
+    /// Bytes from the client.
+    buf: BytesMut,
+    /// Where the header lines of the head at hand are, on either hop (in `buf` or `up`).
+    fields: Fields,
+    /// Bytes from the upstream.
+    up: BytesMut,
+    /// Bytes on their way out, to either side.
+    out: Vec<u8>,
+}
+
+impl Buffers {
+    fn new() -> Self {
+        Self {
+            buf: BytesMut::with_capacity(BUF),
+            fields: Fields::default(),
+            up: BytesMut::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// After a request: a large body grew the buffers, and an idle connection does not keep
+    /// that.
+    fn shrink(&mut self) {
+        if self.buf.is_empty() && self.buf.capacity() > KEEP {
+            self.buf = BytesMut::with_capacity(BUF);
+        }
+        if self.up.capacity() > KEEP {
+            self.up = BytesMut::new();
+        }
+        if self.out.capacity() > KEEP {
+            self.out = Vec::new();
+        }
+    }
+}
+
 /// What to do after a request.
 enum Next {
     /// Read the next request.
@@ -178,59 +215,33 @@ impl FastPath {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        let mut buf = BytesMut::with_capacity(BUF);
-        let mut up = BytesMut::new();
-        let mut out = Vec::new();
-        // The header lines of the head being read, on either hop.
-        let mut fields = Fields::default();
+        let mut bufs = Buffers::new();
         loop {
             let head = match self
-                .read_head(&mut io, &mut buf, &mut fields, &mut stop)
+                .read_head(&mut io, &mut bufs.buf, &mut bufs.fields, &mut stop)
                 .await
             {
                 Read::Head(h) => h,
                 Read::Closed => return None,
-                Read::Decline => return Some(self.hand_over(buf, io)),
+                Read::Decline => return Some(self.hand_over(bufs.buf, io)),
                 Read::Refuse(err) => {
                     self.counters.refused.inc();
                     // Boxed, like the linger below: rare paths, kept out of the state every
                     // connection's task carries.
-                    Box::pin(refuse(&mut io, err, &mut buf, &mut out)).await;
+                    Box::pin(refuse(&mut io, err, &mut bufs.buf, &mut bufs.out)).await;
                     return None;
                 }
             };
-            match self
-                .forward(
-                    &mut io,
-                    info,
-                    head,
-                    &mut buf,
-                    &mut fields,
-                    &mut up,
-                    &mut out,
-                )
-                .await
-            {
-                Next::Continue if !stop.is_set() => {
-                    // A large body grew the buffers: an idle connection does not keep that.
-                    if buf.is_empty() && buf.capacity() > KEEP {
-                        buf = BytesMut::with_capacity(BUF);
-                    }
-                    if up.capacity() > KEEP {
-                        up = BytesMut::new();
-                    }
-                    if out.capacity() > KEEP {
-                        out = Vec::new();
-                    }
-                }
-                Next::Handoff => return Some(self.hand_over(buf, io)),
+            match self.forward(&mut io, info, head, &mut bufs).await {
+                Next::Continue if !stop.is_set() => bufs.shrink(),
+                Next::Handoff => return Some(self.hand_over(bufs.buf, io)),
                 Next::Continue | Next::Close => {
                     let _ = io.shutdown().await;
                     return None;
                 }
                 Next::Linger => {
                     let _ = io.shutdown().await;
-                    Box::pin(linger(&mut io, &mut buf)).await;
+                    Box::pin(linger(&mut io, &mut bufs.buf)).await;
                     return None;
                 }
             }
@@ -296,22 +307,21 @@ impl FastPath {
         }
     }
 
-    /// Routes, authenticates and relays one request whose head starts `buf` (its header lines
-    /// in `fields`); hands it back untouched when the fast path does not take it.
-    #[allow(clippy::too_many_arguments)]
+    /// Routes, authenticates and relays one request whose head starts `bufs.buf` (its header
+    /// lines in `bufs.fields`); hands it back untouched when the fast path does not take it.
     async fn forward<IO>(
         &self,
         io: &mut IO,
         info: ConnInfo,
         head: request::Head,
-        buf: &mut BytesMut,
-        fields: &mut Fields,
-        up: &mut BytesMut,
-        out: &mut Vec<u8>,
+        bufs: &mut Buffers,
     ) -> Next
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        let Buffers {
+            buf, fields, out, ..
+        } = bufs;
         let shared = &*self.shared;
         let Ok(index) = shared.router.find(&head.method, head.path(buf)) else {
             return Next::Handoff;
@@ -363,7 +373,7 @@ impl FastPath {
         };
         // Set when the response head is ready: the duration metric ends there on both paths.
         let mut answered = None;
-        let result = exchange.run(io, buf, fields, up, out, &mut answered).await;
+        let result = exchange.run(io, bufs, &mut answered).await;
         if let Some((status, at)) = answered {
             metrics.observe(status, at.duration_since(started).as_secs_f64());
         }
@@ -374,7 +384,7 @@ impl FastPath {
                 proxy::log_error(&request_id, &err);
                 metrics.observe(err.status().as_u16(), started.elapsed().as_secs_f64());
                 let keep = consumed && head.keep_alive;
-                match answer(io, err, &request_id, keep, out).await {
+                match answer(io, err, &request_id, keep, &mut bufs.out).await {
                     true if keep => Next::Continue,
                     true if !consumed => Next::Linger,
                     _ => Next::Close,
@@ -515,15 +525,18 @@ impl Exchange<'_> {
     async fn run<IO>(
         &self,
         io: &mut IO,
-        buf: &mut BytesMut,
-        fields: &mut Fields,
-        up: &mut BytesMut,
-        out: &mut Vec<u8>,
+        bufs: &mut Buffers,
         answered: &mut Option<(u16, Instant)>,
     ) -> Result<(), Failure>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        let Buffers {
+            buf,
+            fields,
+            up,
+            out,
+        } = bufs;
         let body = self.head.body;
         if body > buf.len() as u64 && body <= GATHER as u64 {
             // Before an upstream connection is taken: a slow client does not hold one.
