@@ -26,16 +26,22 @@ struct Field {
 /// The header lines of the head at the start of a buffer, in order. Each connection keeps one
 /// and reuses it, so parsing allocates nothing once it has grown.
 #[derive(Debug, Default)]
-pub(super) struct Fields(Vec<Field>);
+pub(super) struct Fields {
+    lines: Vec<Field>,
+    /// Whether one of them is `Connection` (most heads have none).
+    connection: bool,
+}
 
 impl Fields {
     pub(super) fn clear(&mut self) {
-        self.0.clear();
+        self.lines.clear();
+        self.connection = false;
     }
 
     /// Records `h`, which httparse found in `buf`.
     pub(super) fn push(&mut self, buf: &[u8], h: &httparse::Header<'_>) {
-        self.0.push(Field {
+        self.connection |= h.name.eq_ignore_ascii_case("connection");
+        self.lines.push(Field {
             name: within(buf, h.name.as_bytes()),
             value: within(buf, h.value),
         });
@@ -46,7 +52,7 @@ impl Fields {
         &'a self,
         buf: &'a [u8],
     ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        self.0
+        self.lines
             .iter()
             .map(|f| (&buf[f.name.clone()], &buf[f.value.clone()]))
     }
@@ -60,10 +66,12 @@ impl Fields {
 
     /// Whether a `Connection` line lists `name`: such a header is hop-by-hop.
     fn listed(&self, buf: &[u8], name: &[u8]) -> bool {
-        self.iter(buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .flat_map(|(_, v)| headers::connection_tokens(v))
-            .any(|t| t.eq_ignore_ascii_case(name))
+        self.connection
+            && self
+                .iter(buf)
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+                .flat_map(|(_, v)| headers::connection_tokens(v))
+                .any(|t| t.eq_ignore_ascii_case(name))
     }
 
     /// Whether the line is hop-by-hop: by definition or listed in `Connection`.
@@ -84,7 +92,7 @@ impl Fields {
     /// (no control characters but tab) as the `http` crate, so none is refused here; one that
     /// were would be left out.
     pub(super) fn to_header_map(&self, buf: &[u8]) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(self.0.len());
+        let mut map = HeaderMap::with_capacity(self.lines.len());
         for (name, value) in self.iter(buf) {
             if let (Ok(name), Ok(value)) =
                 (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
