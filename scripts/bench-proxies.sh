@@ -12,8 +12,11 @@
 # hits all of them alike; the table shows medians and each ratio's median over the rounds (each
 # ratio taken within one round).
 #
+# With --ceiling, cleartext HTTP/1.1 also runs through a TCP relay that parses nothing
+# (crates/gateway/examples/tcp_relay.rs): what no HTTP proxy on this machine can beat.
+#
 #   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--size BYTES] [--rounds N]
-#                            [--out FILE]
+#                            [--ceiling] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +26,7 @@ WARMUP=2
 ROUNDS=1
 SIZE=500
 OUT=""
+CEILING=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) DURATION="$2"; shift 2 ;;
@@ -30,7 +34,8 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --size) SIZE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--out FILE]" >&2; exit 64 ;;
+    --ceiling) CEILING=1; shift ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -41,6 +46,9 @@ ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client
 PROFILE=${PMS_PROFILE:-release}
 cargo build --profile "$PROFILE" --quiet --bin pms
 PMS=$PWD/target/$PROFILE/pms
+if [ "$CEILING" = 1 ]; then
+  cargo build --profile "$PROFILE" --quiet -p pms-gateway --example tcp_relay
+fi
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -157,7 +165,15 @@ GW
 "$PMS" gateway --config "$WORK/gateway.toml" 2>/dev/null & PIDS+=($!)
 PMS_PID=$!
 
-for port in $ECHO_PORT 19101 19102 19201 19202 19301 19302; do
+RELAY_PID=""
+ports=($ECHO_PORT 19101 19102 19201 19202 19301 19302)
+if [ "$CEILING" = 1 ]; then
+  "$PWD/target/$PROFILE/examples/tcp_relay" 127.0.0.1:19401 127.0.0.1:$ECHO_PORT & PIDS+=($!)
+  RELAY_PID=$!
+  ports+=(19401)
+fi
+
+for port in "${ports[@]}"; do
   for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
 done
 
@@ -210,6 +226,7 @@ run_h2load() {
 
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
 targets=("direct" "nginx" "haproxy" "pms")
+[ "$CEILING" = 1 ] && targets+=("relay")
 declare -A URL
 URL["direct,h1c->h1c"]="http://127.0.0.1:$ECHO_PORT/passthrough"
 URL["nginx,h1c->h1c"]="http://127.0.0.1:19101/passthrough"
@@ -221,8 +238,9 @@ URL["pms,h1(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
 URL["nginx,h2(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
 URL["haproxy,h2(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
 URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
+URL["relay,h1c->h1c"]="http://127.0.0.1:19401/passthrough"
 
-declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID)
+declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [relay]=$RELAY_PID)
 
 # Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb", one per line.
 SAMPLES=$WORK/samples.txt
@@ -252,7 +270,7 @@ for rnd, s, t, rps, p99, bad, cpu, anon in rows:
         by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
-for t in ["direct", "nginx", "haproxy", "pms"]:
+for t in ["direct", "nginx", "haproxy", "pms", "relay"]:
     if t not in by:
         continue
     ratios = []
@@ -287,6 +305,7 @@ PY
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
+        relay) rss=$(peak_rss "$RELAY_PID") ;;
         *) rss="-" ;;
       esac
       echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $anon | $rss |"
