@@ -112,19 +112,21 @@ pub fn append_via(headers: &mut HeaderMap, token: &'static str) {
     }
 }
 
-/// The `Via` value after this hop: the earlier one's text, if any, then `token`.
+/// The `Via` value after this hop: the earlier one's text, if any (an empty one is none), then
+/// `token`.
 pub fn write_via(prev: Option<&str>, token: &str, out: &mut Vec<u8>) {
-    if let Some(prev) = prev {
+    if let Some(prev) = prev.filter(|p| !p.trim().is_empty()) {
         out.extend_from_slice(prev.as_bytes());
         out.extend_from_slice(b", ");
     }
     out.extend_from_slice(token.as_bytes());
 }
 
-/// The `X-Forwarded-For` value after this hop: the client's text, if any, then the peer.
+/// The `X-Forwarded-For` value after this hop: the client's text, if any (an empty one is
+/// none), then the peer.
 pub fn write_forwarded_for(prev: Option<&str>, peer: std::net::IpAddr, out: &mut Vec<u8>) {
     use std::io::Write as _;
-    if let Some(prev) = prev {
+    if let Some(prev) = prev.filter(|p| !p.trim().is_empty()) {
         out.extend_from_slice(prev.as_bytes());
         out.extend_from_slice(b", ");
     }
@@ -287,6 +289,16 @@ mod tests {
         let mut h = map(&[("via", "1.1 edge")]);
         append_via(&mut h, via_token(Version::HTTP_2));
         assert_eq!(h["via"], "1.1 edge, 2 pms");
+        let mut h = map(&[("via", " ")]);
+        append_via(&mut h, via_token(Version::HTTP_11));
+        assert_eq!(h["via"], "1.1 pms", "an empty Via is none");
+    }
+
+    #[test]
+    fn an_empty_forwarded_for_is_none() {
+        let mut h = map(&[("x-forwarded-for", "")]);
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), false, None);
+        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
     }
 
     #[test]
