@@ -64,25 +64,30 @@ impl Fields {
             .map(|(_, v)| v)
     }
 
-    /// Whether a `Connection` line lists `name`: such a header is hop-by-hop.
-    fn listed(&self, buf: &[u8], name: &[u8]) -> bool {
-        self.connection
-            && self
-                .iter(buf)
-                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-                .flat_map(|(_, v)| headers::connection_tokens(v))
-                .any(|t| t.eq_ignore_ascii_case(name))
-    }
-
-    /// Whether the line is hop-by-hop: by definition or listed in `Connection`.
-    fn hop_by_hop(&self, buf: &[u8], name: &[u8]) -> bool {
-        headers::is_hop_by_hop(name) || self.listed(buf, name)
+    /// The names the `Connection` lines list (nothing, and no allocation, without one).
+    fn listed<'a>(&'a self, buf: &'a [u8]) -> Listed<'a> {
+        if !self.connection {
+            return Listed(Vec::new());
+        }
+        let mut names: Vec<&[u8]> = self
+            .iter(buf)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+            .flat_map(|(_, v)| headers::connection_tokens(v))
+            .collect();
+        names.sort_unstable_by(|a, b| cmp_ignoring_case(a, b));
+        names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+        Listed(names)
     }
 
     /// The first end-to-end value of `name`, as text (what the hyper path reads after it has
     /// removed the hop-by-hop headers).
-    fn end_to_end_text<'a>(&'a self, buf: &'a [u8], name: &HeaderName) -> Option<&'a str> {
-        if self.listed(buf, name.as_str().as_bytes()) {
+    fn end_to_end_text<'a>(
+        &'a self,
+        buf: &'a [u8],
+        listed: &Listed<'_>,
+        name: &HeaderName,
+    ) -> Option<&'a str> {
+        if listed.contains(name.as_str().as_bytes()) {
             return None;
         }
         headers::text(self.get(buf, name.as_str())?)
@@ -102,6 +107,32 @@ impl Fields {
         }
         map
     }
+}
+
+/// The header names a head's `Connection` lines list, sorted ignoring case. Each line's lookup
+/// costs a logarithm, so a head of many lines and many listed names costs about as much as
+/// sorting them (scanning all names for every line would cost their product).
+struct Listed<'a>(Vec<&'a [u8]>);
+
+impl Listed<'_> {
+    fn contains(&self, name: &[u8]) -> bool {
+        !self.0.is_empty()
+            && self
+                .0
+                .binary_search_by(|t| cmp_ignoring_case(t, name))
+                .is_ok()
+    }
+
+    /// Whether a line of this name is hop-by-hop: by definition, or listed.
+    fn hop_by_hop(&self, name: &[u8]) -> bool {
+        headers::is_hop_by_hop(name) || self.contains(name)
+    }
+}
+
+fn cmp_ignoring_case(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.iter()
+        .map(u8::to_ascii_lowercase)
+        .cmp(b.iter().map(u8::to_ascii_lowercase))
 }
 
 /// Where `part`, a slice of `buf` (as httparse gives them), lies in it. Anything else would be a
@@ -156,6 +187,7 @@ pub(super) fn write_request(
     rw: &RequestRewrite<'_>,
     out: &mut Vec<u8>,
 ) {
+    let listed = fields.listed(buf);
     for (name, value) in fields.iter(buf) {
         let gone = REPLACED
             .iter()
@@ -164,7 +196,7 @@ pub(super) fn write_request(
                 .jwt
                 .identity_headers()
                 .any(|h| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
-            || fields.hop_by_hop(buf, name);
+            || listed.hop_by_hop(name);
         if !gone {
             line(name, value, out);
         }
@@ -172,14 +204,14 @@ pub(super) fn write_request(
     if let Some(claims) = rw.claims {
         for (header, value) in rw.jwt.identity(claims) {
             let name = header.as_str().as_bytes();
-            if headers::valid_value(value.as_bytes()) && !fields.listed(buf, name) {
+            if headers::valid_value(value.as_bytes()) && !listed.contains(name) {
                 line(name, value.as_bytes(), out);
             }
         }
     }
     let mut xff = Vec::with_capacity(64);
     headers::write_forwarded_for(
-        fields.end_to_end_text(buf, &X_FORWARDED_FOR),
+        fields.end_to_end_text(buf, &listed, &X_FORWARDED_FOR),
         rw.conn.peer.ip(),
         &mut xff,
     );
@@ -187,13 +219,16 @@ pub(super) fn write_request(
     let proto: &[u8] = if rw.conn.tls { b"https" } else { b"http" };
     line(X_FORWARDED_PROTO.as_str().as_bytes(), proto, out);
     let host = http::header::HOST.as_str().as_bytes();
-    if let Some(host) = fields
-        .get(buf, "host")
-        .filter(|_| !fields.listed(buf, host))
-    {
+    if let Some(host) = fields.get(buf, "host").filter(|_| !listed.contains(host)) {
         line(X_FORWARDED_HOST.as_str().as_bytes(), host, out);
     }
-    via(fields, buf, headers::via_token(http::Version::HTTP_11), out);
+    via(
+        fields,
+        buf,
+        &listed,
+        headers::via_token(http::Version::HTTP_11),
+        out,
+    );
     line(
         X_REQUEST_ID.as_str().as_bytes(),
         rw.request_id.as_bytes(),
@@ -212,9 +247,10 @@ pub(super) fn write_response(
     chunked: bool,
     out: &mut Vec<u8>,
 ) {
+    let listed = fields.listed(buf);
     let mut has_id = false;
     for (name, value) in fields.iter(buf) {
-        if fields.hop_by_hop(buf, name)
+        if listed.hop_by_hop(name)
             || name.eq_ignore_ascii_case(b"via")
             || (chunked && name.eq_ignore_ascii_case(b"content-length"))
         {
@@ -223,7 +259,7 @@ pub(super) fn write_response(
         has_id |= name.eq_ignore_ascii_case(X_REQUEST_ID.as_str().as_bytes());
         line(name, value, out);
     }
-    via(fields, buf, headers::via_token(version), out);
+    via(fields, buf, &listed, headers::via_token(version), out);
     if !has_id {
         line(X_REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), out);
     }
@@ -233,9 +269,13 @@ pub(super) fn write_response(
 }
 
 /// `Via` with this hop's `token` after the earlier ones.
-fn via(fields: &Fields, buf: &[u8], token: &str, out: &mut Vec<u8>) {
+fn via(fields: &Fields, buf: &[u8], listed: &Listed<'_>, token: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"via: ");
-    headers::write_via(fields.end_to_end_text(buf, &http::header::VIA), token, out);
+    headers::write_via(
+        fields.end_to_end_text(buf, listed, &http::header::VIA),
+        token,
+        out,
+    );
     out.extend_from_slice(b"\r\n");
 }
 
@@ -364,6 +404,9 @@ mod tests {
             // Forged identity headers.
             "GET / HTTP/1.1\r\nhost: gw\r\nX-UserId: 1\r\nx-userrole: ADMIN\r\nx-userrole: X\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: gw\r\nconnection: x-userid\r\nx-userid: 1\r\n\r\n",
+            // Many listed names, repeated, in any case; a listed name with no line.
+            "GET / HTTP/1.1\r\nhost: gw\r\nconnection: z, B, a, b, x-Gone, A\r\nconnection: c,,x-none\r\n\
+             x-gone: 1\r\nB: 2\r\nc: 3\r\nx-stays: 4\r\n\r\n",
         ];
         let verified = claims(&[
             ("sub", serde_json::json!(7)),
