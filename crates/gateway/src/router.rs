@@ -81,10 +81,23 @@ fn path_matches(m: &PathMatch, path: &str) -> bool {
 }
 
 fn has_dot_segment(path: &str) -> bool {
-    path.split('/').any(|seg| {
-        let decoded = seg.replace("%2e", ".").replace("%2E", ".");
-        decoded == "." || decoded == ".."
-    })
+    path.split('/').any(is_dot_segment)
+}
+
+/// `.` or `..`, each dot written as itself or percent-encoded (`%2e`, `%2E`). Read in place: this
+/// runs for every request.
+fn is_dot_segment(seg: &str) -> bool {
+    let mut rest = seg.as_bytes();
+    let mut dots = 0;
+    while !rest.is_empty() && dots < 3 {
+        rest = match rest {
+            [b'.', tail @ ..] => tail,
+            [b'%', b'2', b'e' | b'E', tail @ ..] => tail,
+            _ => return false,
+        };
+        dots += 1;
+    }
+    rest.is_empty() && (dots == 1 || dots == 2)
 }
 
 #[cfg(test)]
@@ -157,5 +170,50 @@ mod tests {
             assert_eq!(r.find(&Method::GET, p), Err(NoRoute::BadPath), "{p}");
         }
         assert_eq!(r.find(&Method::GET, "/users/.hidden"), Ok(1));
+    }
+
+    #[test]
+    fn dot_segments_are_told_apart_from_names_with_dots() {
+        for seg in [".", "..", "%2e", "%2E", "%2e.", ".%2E", "%2e%2e"] {
+            assert!(is_dot_segment(seg), "{seg}");
+        }
+        for seg in [
+            "",
+            "...",
+            "%2e%2e%2e",
+            ".a",
+            "a.",
+            "%2",
+            "%2f",
+            "%2e%",
+            "%2e%2",
+            "%%2e",
+            "%2.",
+        ] {
+            assert!(!is_dot_segment(seg), "{seg}");
+        }
+    }
+
+    #[test]
+    fn dot_segments_are_what_decoding_the_dots_gives() {
+        // The definition, with allocations: every segment of up to six of these characters.
+        let decoded = |seg: &str| {
+            let d = seg.replace("%2e", ".").replace("%2E", ".");
+            d == "." || d == ".."
+        };
+        let alphabet = ['.', '%', '2', 'e', 'E', 'a'];
+        let mut segs = vec![String::new()];
+        for _ in 0..6 {
+            let longer: Vec<String> = segs
+                .iter()
+                .filter(|s| s.len() == segs.last().map_or(0, String::len))
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            segs.extend(longer);
+        }
+        assert_eq!(segs.len(), (0..=6).map(|n| 6usize.pow(n)).sum::<usize>());
+        for seg in &segs {
+            assert_eq!(is_dot_segment(seg), decoded(seg), "{seg:?}");
+        }
     }
 }
