@@ -151,7 +151,9 @@ pub(super) fn within(buf: &[u8], part: &[u8]) -> Range<usize> {
 
 /// `name: value` and CRLF, the name in lowercase as the hyper path sends it.
 fn line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-    out.extend(name.iter().map(u8::to_ascii_lowercase));
+    let at = out.len();
+    out.extend_from_slice(name);
+    out[at..].make_ascii_lowercase();
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
