@@ -211,13 +211,13 @@ pub(super) fn write_request(
             }
         }
     }
-    let mut xff = Vec::with_capacity(64);
+    out.extend_from_slice(b"x-forwarded-for: ");
     headers::write_forwarded_for(
         fields.end_to_end_text(buf, &listed, &X_FORWARDED_FOR),
         rw.conn.peer.ip(),
-        &mut xff,
+        out,
     );
-    line(X_FORWARDED_FOR.as_str().as_bytes(), &xff, out);
+    out.extend_from_slice(b"\r\n");
     let proto: &[u8] = if rw.conn.tls { b"https" } else { b"http" };
     line(X_FORWARDED_PROTO.as_str().as_bytes(), proto, out);
     let host = http::header::HOST.as_str().as_bytes();

@@ -159,7 +159,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
     // fragment (which `http::Uri` drops) goes to hyper too.
     let target = match req.path {
         Some(p) if p.starts_with('/') && !p.contains('#') => {
-            if http::uri::PathAndQuery::try_from(p).is_err() {
+            if !valid_target(p) {
                 // The answer quotes it, shortened: the head may be tens of KB.
                 let shown: String = p.chars().take(64).collect();
                 let more = if shown.len() < p.len() { "…" } else { "" };
@@ -207,6 +207,17 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
         body: body.unwrap_or(0),
         keep_alive,
     })
+}
+
+/// Whether `http::uri::PathAndQuery` — what the hyper path parses targets with — takes
+/// `target`. A target of only the characters it takes in both path and query is decided here;
+/// anything else is handed to it (it copies the target, so asking it every time costs an
+/// allocation per request).
+fn valid_target(target: &str) -> bool {
+    let plain =
+        |b: u8| matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x5F | 0x61..=0x7A | 0x7C | 0x7E);
+    (target.len() <= 8192 && target.bytes().all(plain))
+        || http::uri::PathAndQuery::try_from(target).is_ok()
 }
 
 /// A `Content-Length` value: digits only, no sign, no spaces, no list.
@@ -368,6 +379,23 @@ mod tests {
              b: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
              x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn targets_are_judged_as_http_judges_them() {
+        let mut chars: Vec<char> = (0u8..0x80).map(char::from).collect();
+        chars.extend(['é', '€', '\u{10348}']);
+        for c in chars {
+            for target in [format!("/a{c}b"), format!("/a?{c}"), format!("/{c}?x={c}")] {
+                assert_eq!(
+                    valid_target(&target),
+                    http::uri::PathAndQuery::try_from(target.as_str()).is_ok(),
+                    "{target:?}"
+                );
+            }
+        }
+        let long = format!("/{}", "a".repeat(70_000));
+        assert!(!valid_target(&long), "over http's length limit");
     }
 
     #[test]
