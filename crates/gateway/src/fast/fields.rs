@@ -179,8 +179,8 @@ const REPLACED: [&str; 6] = [
 ];
 
 /// Writes the request's header lines as they go upstream, `Host` aside (the caller sends the
-/// endpoint's): the client's end-to-end lines, then `X-Forwarded-*`, `Via`, `X-Request-Id` and
-/// the identity headers. As the hyper path: hop-by-hop lines, the client's identity headers and
+/// endpoint's): the client's end-to-end lines, then the identity headers, `X-Forwarded-*`,
+/// `Via` and `X-Request-Id`. As the hyper path: hop-by-hop lines, the client's identity headers and
 /// its forwarding headers go; `X-Forwarded-For` and `Via` extend the client's; a header that
 /// `Connection` lists goes even when the gateway sets it.
 pub(super) fn write_request(
