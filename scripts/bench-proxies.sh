@@ -50,6 +50,15 @@ if [ "$CEILING" = 1 ]; then
   cargo build --profile "$PROFILE" --quiet -p pms-gateway --example tcp_relay
 fi
 
+# Every target must be the process this script starts: a leftover listener on one of these
+# ports (an echo or gateway from an earlier run) would be measured in its place.
+for port in 18688 19101 19102 19201 19202 19301 19302 19401 19901; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+    echo "port $port on 127.0.0.1 is in use; stop what listens there first (ss -ltnp 'sport = :$port')" >&2
+    exit 1
+  fi
+done
+
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
