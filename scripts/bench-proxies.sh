@@ -46,6 +46,12 @@ ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client
 PROFILE=${PMS_PROFILE:-release}
 cargo build --profile "$PROFILE" --quiet --bin pms
 PMS=$PWD/target/$PROFILE/pms
+# How much of the hot-code layout (crates/pms/build.rs) this build got: it moves peak RSS by MBs.
+if [ "${PMS_SYMBOL_ORDER:-}" = off ]; then
+  LAYOUT="off (PMS_SYMBOL_ORDER=off)"
+else
+  LAYOUT=$(bash scripts/symbol-order.sh --check "$PMS")
+fi
 if [ "$CEILING" = 1 ]; then
   cargo build --profile "$PROFILE" --quiet -p pms-gateway --example tcp_relay
 fi
@@ -304,6 +310,7 @@ PY
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r); client, proxies and echo share it."
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
+  echo "Hot-code layout: $LAYOUT."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
   echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | anonymous MB | peak RSS MB |"
