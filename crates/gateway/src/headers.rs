@@ -125,13 +125,37 @@ pub fn write_via(prev: Option<&str>, token: &str, out: &mut Vec<u8>) {
 /// The `X-Forwarded-For` value after this hop: the client's text, if any (an empty one is
 /// none), then the peer.
 pub fn write_forwarded_for(prev: Option<&str>, peer: std::net::IpAddr, out: &mut Vec<u8>) {
-    use std::io::Write as _;
     if let Some(prev) = prev.filter(|p| !p.trim().is_empty()) {
         out.extend_from_slice(prev.as_bytes());
         out.extend_from_slice(b", ");
     }
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "{peer}");
+    write_ip(peer, out);
+}
+
+/// `ip` as text, as its `Display` writes it. IPv4 without the formatting machinery, which
+/// took about 700 instructions per proxied request.
+fn write_ip(ip: std::net::IpAddr, out: &mut Vec<u8>) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            use std::io::Write as _;
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// Adds `X-Forwarded-For` (appending the peer), `X-Forwarded-Proto` (replacing any client value)
@@ -230,6 +254,29 @@ fn hex_u64(mut v: u64, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let mut addrs: Vec<IpAddr> = Vec::new();
+        for v in 0..=255u8 {
+            for at in 0..4 {
+                let mut octets = [1, 20, 255, 0];
+                octets[at] = v;
+                addrs.push(Ipv4Addr::from(octets).into());
+            }
+        }
+        addrs.extend([
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::V6(Ipv4Addr::new(192, 0, 2, 33).to_ipv6_mapped()),
+            "2001:db8::8a2e:370:7334".parse().unwrap(),
+        ]);
+        for ip in addrs {
+            let mut out = b"x, ".to_vec();
+            write_ip(ip, &mut out);
+            assert_eq!(out, format!("x, {ip}").into_bytes(), "{ip}");
+        }
+    }
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

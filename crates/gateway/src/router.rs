@@ -81,7 +81,8 @@ fn path_matches(m: &PathMatch, path: &str) -> bool {
 }
 
 fn has_dot_segment(path: &str) -> bool {
-    path.split('/').any(is_dot_segment)
+    // Most paths have neither a dot nor a percent sign: one scan settles those.
+    path.bytes().any(|b| b == b'.' || b == b'%') && path.split('/').any(is_dot_segment)
 }
 
 /// `.` or `..`, each dot written as itself or percent-encoded (`%2e`, `%2E`). Read in place: this

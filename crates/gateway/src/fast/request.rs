@@ -74,8 +74,18 @@ impl Head {
 /// Completes a head [`Head::write_upstream`] wrote to the start of `out`: the `Host` line at
 /// `at`, and the blank line.
 pub(super) fn insert_host(out: &mut Vec<u8>, at: usize, authority: &str) {
-    let line = b"host: ".iter().chain(authority.as_bytes()).chain(b"\r\n");
-    out.splice(at..at, line.copied());
+    const NAME: &[u8] = b"host: ";
+    let line = NAME.len() + authority.len() + 2;
+    let end = out.len();
+    // Room for the line and the blank line, then the header lines moved up in one copy
+    // (`Vec::splice` with a chained iterator moved them byte by byte).
+    out.resize(end + line, 0);
+    out.copy_within(at..end, at + line);
+    let (name, rest) = out[at..at + line].split_at_mut(NAME.len());
+    name.copy_from_slice(NAME);
+    let (value, crlf) = rest.split_at_mut(authority.len());
+    value.copy_from_slice(authority.as_bytes());
+    crlf.copy_from_slice(b"\r\n");
     out.put_slice(b"\r\n");
 }
 
@@ -225,7 +235,8 @@ pub(super) fn content_length(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(v).ok()?.parse().ok()
+    // At most 19 digits: below u64::MAX, so no step overflows.
+    Some(v.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 #[cfg(test)]
@@ -354,6 +365,22 @@ mod tests {
     }
 
     #[test]
+    fn the_host_line_goes_where_it_is_asked_for() {
+        let head = b"GET / HTTP/1.1\r\na: 1\r\nbb: 22\r\n";
+        for authority in ["", "h", "127.0.0.1:9000", "[::1]:8443"] {
+            for at in [0, 5, 16, head.len()] {
+                let mut out = head.to_vec();
+                insert_host(&mut out, at, authority);
+                let mut expected = head[..at].to_vec();
+                expected.extend_from_slice(format!("host: {authority}\r\n").as_bytes());
+                expected.extend_from_slice(&head[at..]);
+                expected.extend_from_slice(b"\r\n");
+                assert_eq!(out, expected, "{authority:?} at {at}");
+            }
+        }
+    }
+
+    #[test]
     fn the_upstream_head_has_the_endpoint_host_first_and_the_lines_in_order() {
         let raw = "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n";
         let (h, fields) = take(raw);
@@ -402,6 +429,11 @@ mod tests {
     fn content_lengths_are_plain_digits() {
         assert_eq!(content_length(b"0"), Some(0));
         assert_eq!(content_length(b"1234"), Some(1234));
+        assert_eq!(content_length(b"007"), Some(7));
+        assert_eq!(
+            content_length(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
         for bad in [
             &b""[..],
             b" 1",
