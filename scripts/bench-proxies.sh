@@ -58,21 +58,9 @@ fi
 
 # Every target must be the process this script starts: a leftover listener on one of these
 # ports (an echo or gateway from an earlier run) would be measured in its place.
-for port in 18688 19101 19102 19201 19202 19301 19302 19401 19901; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-    echo "port $port on 127.0.0.1 is in use; stop what listens there first (ss -ltnp 'sport = :$port')" >&2
-    exit 1
-  fi
-done
+require_free_ports 18688 19101 19102 19201 19202 19301 19302 19401 19901
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+make_workdir
 
 ECHO_PORT=18688
 "$PMS" certs dev --out "$WORK/certs" >/dev/null
@@ -159,24 +147,7 @@ HAP
 haproxy -f "$WORK/haproxy.cfg" -db 2>/dev/null & PIDS+=($!)
 HAPROXY_PID=$!
 
-cat > "$WORK/gateway.toml" <<GW
-[admin]
-listen = "127.0.0.1:19901"
-[[listeners]]
-name = "h1c"
-listen = "127.0.0.1:19301"
-[[listeners]]
-name = "tls"
-listen = "127.0.0.1:19302"
-tls = { cert = "$CERT", key = "$KEY" }
-[[upstreams]]
-name = "echo"
-endpoints = ["http://127.0.0.1:$ECHO_PORT"]
-protocol = "h1"
-[[routes]]
-match = { path_prefix = "/" }
-upstream = "echo"
-GW
+proxy_gateway_config "$WORK/gateway.toml" $ECHO_PORT "$CERT" "$KEY"
 "$PMS" gateway --config "$WORK/gateway.toml" 2>/dev/null & PIDS+=($!)
 PMS_PID=$!
 

@@ -53,3 +53,55 @@ us_per_request() {
   awk -v t="$1" -v n="${2:-0}" -v hz="$(getconf CLK_TCK)" \
     'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else printf "-" }'
 }
+
+# proxy_gateway_config FILE ECHO_PORT CERT KEY: the gateway the proxy benchmark measures, written
+# to FILE: admin on 127.0.0.1:19901, cleartext HTTP/1.1 and h2c on 19301, TLS (h2, http/1.1) on
+# 19302, every path to the echo back-end on ECHO_PORT over HTTP/1.1.
+proxy_gateway_config() {
+  cat > "$1" <<GW
+[admin]
+listen = "127.0.0.1:19901"
+[[listeners]]
+name = "h1c"
+listen = "127.0.0.1:19301"
+[[listeners]]
+name = "tls"
+listen = "127.0.0.1:19302"
+tls = { cert = "$3", key = "$4" }
+[[upstreams]]
+name = "echo"
+endpoints = ["http://127.0.0.1:$2"]
+protocol = "h1"
+[[routes]]
+match = { path_prefix = "/" }
+upstream = "echo"
+GW
+}
+
+# require_free_ports PORT...: exits 1, naming the port, when something on 127.0.0.1 listens on one
+# of them: a leftover echo or gateway from an earlier run would be measured in place of the one
+# the script starts.
+require_free_ports() {
+  local port
+  for port in "$@"; do
+    if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+      echo "port $port on 127.0.0.1 is in use; stop what listens there first (ss -ltnp 'sport = :$port')" >&2
+      exit 1
+    fi
+  done
+}
+
+# make_workdir: sets WORK to a fresh temporary directory and PIDS to an empty list; on exit the
+# processes in PIDS get SIGTERM and are waited for, and WORK is deleted.
+make_workdir() {
+  WORK=$(mktemp -d)
+  PIDS=()
+  trap remove_workdir EXIT
+}
+
+remove_workdir() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}

@@ -50,21 +50,9 @@ cargo build --release --locked --quiet --bin pms
 PMS=$(pwd -P)/target/release/pms
 
 ECHO_PORT=18688
-for port in $ECHO_PORT 19301 19302 19901; do
-  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-    echo "port $port on 127.0.0.1 is in use; stop what listens there first" >&2
-    exit 1
-  fi
-done
+require_free_ports $ECHO_PORT 19301 19302 19901
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+make_workdir
 
 "$PMS" certs dev --out "$WORK/certs" >/dev/null
 printf '{"payload":"%0486d"}' 0 > "$WORK/body.json" # 500 bytes
@@ -73,24 +61,7 @@ wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local f = io.open("$WORK/body.json", "rb"); wrk.body = f:read("*a"); f:close()
 LUA
-cat > "$WORK/gateway.toml" <<GW
-[admin]
-listen = "127.0.0.1:19901"
-[[listeners]]
-name = "h1c"
-listen = "127.0.0.1:19301"
-[[listeners]]
-name = "tls"
-listen = "127.0.0.1:19302"
-tls = { cert = "$WORK/certs/server.pem", key = "$WORK/certs/server-key.pem" }
-[[upstreams]]
-name = "echo"
-endpoints = ["http://127.0.0.1:$ECHO_PORT"]
-protocol = "h1"
-[[routes]]
-match = { path_prefix = "/" }
-upstream = "echo"
-GW
+proxy_gateway_config "$WORK/gateway.toml" $ECHO_PORT "$WORK/certs/server.pem" "$WORK/certs/server-key.pem"
 
 "$PMS" echo --listen 127.0.0.1:$ECHO_PORT 2>/dev/null & PIDS+=($!)
 valgrind --tool=callgrind --demangle=no --compress-strings=no \
