@@ -5,7 +5,7 @@
 //! regenerates it. Given to the linker as `--symbol-ordering-file`, it puts those functions next
 //! to each other at the start of `.text`. The kernel maps a program's code in 64 KB runs around
 //! every page touched, so hot functions spread over the whole binary keep most of it resident;
-//! packed together they keep about 3 MB less (docs/benchmarks.md, "Memory").
+//! packed together they keep about 4 MB less (docs/benchmarks.md, "Memory").
 //!
 //! The layout changes no behaviour. It is applied only to optimized profiles (`release`,
 //! `quick`), only on Linux, and only when a probe link with the same compiler, target, flags and
@@ -50,7 +50,7 @@ fn main() {
     } else {
         println!(
             "cargo:warning=the linker does not take --symbol-ordering-file (lld does); `pms` is \
-             built without the hot-code layout and keeps about 3 MB more code resident"
+             built without the hot-code layout and keeps about 4 MB more code resident"
         );
     }
 }
