@@ -24,29 +24,33 @@ fn rustc() -> String {
     std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned())
 }
 
-/// A line of `rustc -vV`, such as `host` or `release`.
-fn rustc_says(key: &str) -> String {
+/// The host triple, from `rustc -vV`.
+fn host() -> String {
     let out = Command::new(rustc())
         .arg("-vV")
         .output()
         .expect("rustc -vV");
-    let prefix = format!("{key}: ");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| panic!("rustc -vV has no {key}"))
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .expect("rustc -vV names the host")
 }
 
-fn host() -> String {
-    rustc_says("host")
-}
-
-/// Whether this toolchain links with lld by default: Rust 1.90 and later on x86_64 Linux.
-fn links_with_lld_by_default() -> bool {
-    let release = rustc_says("release");
-    let mut parts = release.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    host() == "x86_64-unknown-linux-gnu" && (major, minor) >= (1, 90)
+/// Whether this toolchain links with lld by default (Rust 1.90 and later on x86_64 Linux, from
+/// rustup): lld signs what it links with "Linker: LLD" in the `.comment` section.
+fn links_with_lld_by_default(dir: &Path) -> bool {
+    let source = dir.join("hello.rs");
+    let exe = dir.join("hello");
+    std::fs::write(&source, "fn main() {}\n").unwrap();
+    let status = Command::new(rustc())
+        .arg("-o")
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .expect("rustc runs");
+    assert!(status.success(), "an empty program links");
+    let bytes = std::fs::read(&exe).unwrap();
+    bytes.windows(11).any(|w| w == b"Linker: LLD")
 }
 
 /// Runs the build script with `profile` and the encoded `rustflags`; returns its stdout.
@@ -77,7 +81,7 @@ fn optimized_builds_pass_the_order_file_to_a_linker_that_takes_it() {
     assert!(order.is_file(), "{} exists", order.display());
 
     // lld, the toolchain's default linker where CI runs, takes the option.
-    if links_with_lld_by_default() {
+    if links_with_lld_by_default(dir.path()) {
         let out = run(&exe, dir.path(), "release", &[], false);
         let expected = format!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
