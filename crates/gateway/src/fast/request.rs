@@ -77,8 +77,8 @@ pub(super) fn insert_host(out: &mut Vec<u8>, at: usize, authority: &str) {
     const NAME: &[u8] = b"host: ";
     let line = NAME.len() + authority.len() + 2;
     let end = out.len();
-    // Room for the line and the blank line, then the header lines moved up in one copy
-    // (`Vec::splice` with a chained iterator moved them byte by byte).
+    // Room for the line, then the header lines after `at` moved up in one copy (`Vec::splice`
+    // with a chained iterator moved them byte by byte); the blank line goes last.
     out.resize(end + line, 0);
     out.copy_within(at..end, at + line);
     let (name, rest) = out[at..at + line].split_at_mut(NAME.len());
