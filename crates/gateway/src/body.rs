@@ -1,7 +1,12 @@
-//! The body type the gateway moves in both directions, and the limiter that cuts a streamed
-//! request body off at the configured size without buffering it.
+//! The body type the gateway moves in both directions, and the wrapper a streamed request body
+//! goes through on its way to hyper's client: it cuts the body off at the configured size without
+//! buffering it, marks the client's own stream failures so they are not taken for the upstream's,
+//! and keeps the [`Progress`] that tells a client that stopped sending from an upstream that
+//! stopped answering.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -22,13 +27,42 @@ pub struct TooLarge {
     pub limit: u64,
 }
 
+/// The client's request body stream failed (a malformed chunk, a reset, a connection closed
+/// mid-body). Wrapped so the error, once hyper's client has passed it on, still says whose it was.
+#[derive(Debug, thiserror::Error)]
+#[error("the client's request body failed")]
+pub struct ClientBodyFailed(#[source] pub BoxError);
+
+/// How far a streamed request body has come, shared between the body (which hyper's client
+/// polls) and the request's task.
+#[derive(Debug, Default)]
+pub struct Progress {
+    received: AtomicU64,
+    waiting: AtomicBool,
+}
+
+impl Progress {
+    /// Body bytes received from the client so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// True when the body's last poll found nothing new from the client and the body was not
+    /// finished: it was the client, not the upstream, that held the request up.
+    pub fn waiting_on_client(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// Passes frames through until more than `limit` bytes have gone by, then fails.
+    /// Passes frames through until more than `limit` bytes have gone by, then fails. The inner
+    /// body's own errors come out as [`ClientBodyFailed`]; [`Progress`] follows it.
     pub struct Capped<B> {
         #[pin]
         inner: B,
         seen: u64,
         limit: u64,
+        progress: Arc<Progress>,
     }
 }
 
@@ -39,7 +73,13 @@ impl<B> Capped<B> {
             inner,
             seen: 0,
             limit,
+            progress: Arc::default(),
         }
+    }
+
+    /// The body's progress, to read while hyper's client owns the body.
+    pub fn progress(&self) -> Arc<Progress> {
+        self.progress.clone()
     }
 }
 
@@ -56,17 +96,24 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        match this.inner.poll_frame(cx) {
+        let polled = this.inner.poll_frame(cx);
+        this.progress
+            .waiting
+            .store(polled.is_pending(), Ordering::Relaxed);
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     *this.seen += data.len() as u64;
+                    this.progress.received.store(*this.seen, Ordering::Relaxed);
                     if *this.seen > *this.limit {
                         return Poll::Ready(Some(Err(Box::new(TooLarge { limit: *this.limit }))));
                     }
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(Some(Err(e))) => {
+                Poll::Ready(Some(Err(Box::new(ClientBodyFailed(e.into())))))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
@@ -81,14 +128,17 @@ where
     }
 }
 
-/// True when `err` or anything in its source chain is a [`TooLarge`].
-pub fn is_too_large(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+/// The first error of type `T` in `err`'s source chain, `err` itself included.
+pub fn find_source<'a, T>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a T>
+where
+    T: std::error::Error + 'static,
+{
+    let mut cur = Some(err);
     while let Some(e) = cur {
-        if e.is::<TooLarge>() {
-            return true;
+        if let Some(t) = e.downcast_ref::<T>() {
+            return Some(t);
         }
         cur = e.source();
     }
-    false
+    None
 }

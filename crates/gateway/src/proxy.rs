@@ -103,6 +103,7 @@ impl Shared {
                 upstream: upstream.name().to_string(),
                 reason: saturated.to_string(),
             },
+            SendError::ClientBody(why) => GatewayError::BodyRead(why),
             SendError::Timeout(after) => GatewayError::Timeout {
                 upstream: upstream.name().to_string(),
                 after_ms: after.as_millis(),
@@ -156,6 +157,8 @@ impl Shared {
             .target(parts.uri.path_and_query())
             .map_err(|e| self.upstream_error(upstream, e))?;
 
+        // Set for a body streamed from the client: whether a timeout was the client's.
+        let mut progress = None;
         let body: ProxyBody = match &route.json_to_xml {
             Some(layout) => {
                 let limit = self.transform_max_body_bytes;
@@ -190,14 +193,27 @@ impl Shared {
                 if declared.is_some_and(|n| n > limit) {
                     return Err(GatewayError::TooLarge { limit });
                 }
-                Capped::new(body, limit).boxed_unsync()
+                let capped = Capped::new(body, limit);
+                progress = Some(capped.progress());
+                capped.boxed_unsync()
             }
         };
 
-        let resp = upstream
-            .send(Request::from_parts(parts, body))
-            .await
-            .map_err(|e| self.upstream_error(upstream, e))?;
+        let resp = match upstream.send(Request::from_parts(parts, body)).await {
+            Ok(resp) => resp,
+            Err(SendError::Timeout(after)) => match &progress {
+                // The upstream waited for the rest of the body, and so did the gateway.
+                Some(p) if p.waiting_on_client() => {
+                    return Err(GatewayError::SlowBody {
+                        after_ms: after.as_millis(),
+                        got: p.received(),
+                        expected: declared,
+                    })
+                }
+                _ => return Err(self.upstream_error(upstream, SendError::Timeout(after))),
+            },
+            Err(e) => return Err(self.upstream_error(upstream, e)),
+        };
         let (mut head, body) = resp.into_parts();
         rewrite_response(&mut head.headers, head.version, request_id);
         head.version = http::Version::HTTP_11;

@@ -64,14 +64,17 @@ pub enum GatewayError {
     #[error("reading the request body failed: {0}")]
     BodyRead(String),
     /// The client did not send its whole body within the time allowed.
-    #[error("the request body did not arrive within {after_ms} ms ({got} of {expected} bytes)")]
+    #[error(
+        "the request body did not arrive within {after_ms} ms ({})",
+        received(*.got, *.expected)
+    )]
     SlowBody {
         /// The time allowed.
         after_ms: u128,
         /// Bytes received.
         got: u64,
-        /// Bytes announced by `Content-Length`.
-        expected: u64,
+        /// Bytes announced by `Content-Length`; `None` for a chunked or unsized body.
+        expected: Option<u64>,
     },
     /// The upstream could not be reached or failed.
     #[error("upstream {upstream} unavailable: {reason}")]
@@ -100,6 +103,14 @@ pub enum GatewayError {
     /// A dependency of the gateway itself is down (for example the JWKS endpoint).
     #[error("{0}")]
     Unavailable(String),
+}
+
+/// "10 of 100 bytes", or "10 bytes" when the length was not announced.
+fn received(got: u64, expected: Option<u64>) -> String {
+    match expected {
+        Some(n) => format!("{got} of {n} bytes"),
+        None => format!("{got} bytes"),
+    }
 }
 
 impl GatewayError {

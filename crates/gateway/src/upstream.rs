@@ -30,7 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body::{is_too_large, BoxError, ProxyBody};
+use crate::body::{find_source, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
 
 /// Why a request to an upstream failed.
@@ -45,6 +45,10 @@ pub enum SendError {
     /// The streamed request body went over its cap while being sent.
     #[error("request body over its limit")]
     BodyTooLarge,
+    /// The client's streamed request body failed while being sent: the client's fault, not the
+    /// upstream's.
+    #[error("{0}")]
+    ClientBody(String),
     /// Anything else: reset, malformed response, protocol error.
     #[error("{0}")]
     Failed(String),
@@ -261,14 +265,24 @@ impl Upstream {
         self.requests.inc();
         match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(err)) if is_too_large(&err) => Err(SendError::BodyTooLarge),
-            Ok(Err(err)) if err.is_connect() => match saturated(&err) {
-                Some(s) => Err(SendError::Busy(s.clone())),
-                None => Err(SendError::Connect(chain(&err))),
-            },
-            Ok(Err(err)) => Err(SendError::Failed(chain(&err))),
+            Ok(Err(err)) => Err(classify(&err)),
             Err(_) => Err(SendError::Timeout(self.request_timeout)),
         }
+    }
+}
+
+/// What a failed exchange of hyper's client says about whose fault it was.
+fn classify(err: &hyper_util::client::legacy::Error) -> SendError {
+    if find_source::<TooLarge>(err).is_some() {
+        SendError::BodyTooLarge
+    } else if let Some(client) = find_source::<ClientBodyFailed>(err) {
+        SendError::ClientBody(chain(&*client.0))
+    } else if let Some(saturated) = find_source::<Saturated>(err) {
+        SendError::Busy(saturated.clone())
+    } else if err.is_connect() {
+        SendError::Connect(chain(err))
+    } else {
+        SendError::Failed(chain(err))
     }
 }
 
@@ -285,18 +299,6 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
         cur = e.source();
     }
     s
-}
-
-/// The [`Saturated`] error somewhere in `err`'s sources.
-fn saturated<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Saturated> {
-    let mut cur = Some(err);
-    while let Some(e) = cur {
-        if let Some(s) = e.downcast_ref::<Saturated>() {
-            return Some(s);
-        }
-        cur = e.source();
-    }
-    None
 }
 
 /// How the connector names an endpoint: `scheme://authority`, as the pool keys it.

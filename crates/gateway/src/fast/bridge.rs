@@ -213,7 +213,7 @@ async fn read_body(
         Err(_) => Err(GatewayError::SlowBody {
             after_ms: timeout.as_millis(),
             got: got.len() as u64,
-            expected,
+            expected: Some(expected),
         }),
     }
 }

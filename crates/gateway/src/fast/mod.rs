@@ -25,6 +25,7 @@ mod fields;
 mod pool;
 mod request;
 mod response;
+mod upload;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,6 +51,7 @@ use crate::upstream::{SendError, Upstream};
 use self::fields::{Fields, RequestRewrite};
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
+use self::upload::Upload;
 
 /// Read buffer growth step, for both hops.
 const BUF: usize = 8 * 1024;
@@ -550,7 +552,7 @@ impl Exchange<'_> {
                         err: GatewayError::SlowBody {
                             after_ms: limit.as_millis(),
                             got: buf.len() as u64,
-                            expected: body,
+                            expected: Some(body),
                         },
                         consumed: false,
                     })
@@ -601,9 +603,9 @@ impl Exchange<'_> {
             )
             .await
         } else {
+            let mut rest = Upload::new((&mut *io).take(streamed));
             let sent = tokio::time::timeout_at(deadline, async {
                 conn.stream.write_all(out).await?;
-                let mut rest = (&mut *io).take(streamed);
                 if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
@@ -615,8 +617,22 @@ impl Exchange<'_> {
             })
             .await;
             match sent {
+                // The upstream waited for the rest of the body, and so did the gateway.
+                Err(_) if rest.waiting_on_client() => {
+                    return Err(Failure::Answer {
+                        err: GatewayError::SlowBody {
+                            after_ms: self.upstream.request_timeout().as_millis(),
+                            got: body - streamed + rest.received(),
+                            expected: Some(body),
+                        },
+                        consumed: false,
+                    })
+                }
                 Err(_) => Err(NoHead::Timeout),
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // The client went away mid-body: nobody to answer.
+                Ok(Err(e))
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof || rest.client_failed() =>
+                {
                     return Err(Failure::Abort)
                 }
                 Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),

@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod client_bodies;
 mod errors;
 mod fast_path;
 mod protocols;

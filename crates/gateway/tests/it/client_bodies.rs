@@ -1,0 +1,149 @@
+//! Request bodies that the client breaks or stops sending, on the paths that stream them to the
+//! upstream: the answer blames the client (400 or 408), never the upstream (502 or 504), and the
+//! metrics count it as such.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{echo, endpoint, inspector, simple, Gw};
+
+/// A gateway in front of the echo back-end, with `upstream_extra` in its `[[upstreams]]` entry.
+async fn gateway(back: std::net::SocketAddr, upstream_extra: &str) -> Gw {
+    simple(
+        &format!("{}\n{upstream_extra}", endpoint(back)),
+        "",
+        "",
+        &[],
+    )
+    .await
+}
+
+/// Sends `raw` and returns the response head and what follows it, up to the first 4 KiB, as
+/// text; panics if nothing comes within 10 s.
+async fn exchange(gw: &Gw, raw: &[u8], then: &[u8]) -> String {
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(raw).await.unwrap();
+    conn.write_all(then).await.unwrap();
+    let mut got = vec![0u8; 4096];
+    let mut n = 0;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !String::from_utf8_lossy(&got[..n]).contains("}}") {
+            match conn.read(&mut got[n..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+    })
+    .await
+    .expect("answered in time");
+    String::from_utf8_lossy(&got[..n]).into_owned()
+}
+
+/// The `pms_gateway_requests_total` sample for `status`, or 0.
+async fn requests_with_status(gw: &Gw, status: u16) -> f64 {
+    let m = crate::admin::scrape(gw.admin).await;
+    let key = format!(r#"pms_gateway_requests_total{{route="all",status="{status}"}}"#);
+    crate::admin::value(&m, &key).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_malformed_chunked_body_is_a_400_not_an_upstream_failure() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = gateway(back.addr, "").await;
+    let got = exchange(
+        &gw,
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\nx-request-id: bad-chunk\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"zz\r\nabc\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 400"), "{got}");
+    assert!(got.contains(r#""code":"body_read_failed""#), "{got}");
+    assert!(
+        got.contains("chunk"),
+        "the message says what was wrong: {got}"
+    );
+    assert!(got.contains(r#""request_id":"bad-chunk""#), "{got}");
+    assert_eq!(requests_with_status(&gw, 400).await, 1.0);
+    assert_eq!(requests_with_status(&gw, 502).await, 0.0);
+}
+
+#[tokio::test]
+async fn a_chunked_body_that_stops_coming_is_a_408_not_a_504() {
+    // It answers once it has the whole body.
+    let back = inspector().await;
+    let gw = gateway(back.addr, "request_timeout_ms = 300").await;
+    let got = exchange(
+        &gw,
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"a\r\n0123456789\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+    assert!(
+        got.contains("10 bytes"),
+        "the message says how far it got: {got}"
+    );
+    assert_eq!(requests_with_status(&gw, 504).await, 0.0);
+}
+
+#[tokio::test]
+async fn a_streamed_body_that_stops_coming_is_a_408_not_a_504() {
+    // Over 64 KiB: the HTTP/1.1 fast path streams it instead of reading it first.
+    // It answers once it has the whole body.
+    let back = inspector().await;
+    let gw = gateway(back.addr, "request_timeout_ms = 300").await;
+    let head = b"POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: 200000\r\n\r\n";
+    let got = exchange(&gw, head, &[b'x'; 100_000]).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+    assert!(got.contains("100000 of 200000 bytes"), "{got}");
+    assert_eq!(requests_with_status(&gw, 504).await, 0.0);
+}
+
+#[tokio::test]
+async fn an_unsized_http2_body_that_stops_coming_is_a_408_not_a_504() {
+    // It answers once it has the whole body.
+    let back = inspector().await;
+    let gw = gateway(back.addr, "request_timeout_ms = 300").await;
+    let tcp = TcpStream::connect(gw.addr()).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    // No content-length: hyper's client streams it.
+    let request = http::Request::post("http://gw/echo").body(()).unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"0123456789"), false)
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert_eq!(response.status(), 408);
+    let mut data = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = data.data().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains(r#""code":"request_timeout""#), "{text}");
+    assert!(text.contains("10 bytes"), "{text}");
+}
+
+#[tokio::test]
+async fn a_slow_upstream_reading_a_streamed_body_is_still_a_504() {
+    // The client sent everything; the upstream is what keeps the answer from coming.
+    let slow = echo(false, false, Duration::from_secs(5)).await;
+    let gw = gateway(slow.addr, "request_timeout_ms = 300").await;
+    let got = exchange(
+        &gw,
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"a\r\n0123456789\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 504"), "{got}");
+    let head = b"POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: 100000\r\n\r\n";
+    let got = exchange(&gw, head, &[b'x'; 100_000]).await;
+    assert!(got.starts_with("HTTP/1.1 504"), "{got}");
+}
