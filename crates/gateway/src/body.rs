@@ -4,10 +4,12 @@
 //! and keeps the [`Progress`] that tells a client that stopped sending from an upstream that
 //! stopped answering.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -33,6 +35,16 @@ pub struct TooLarge {
 #[error("the client's request body failed")]
 pub struct ClientBodyFailed(#[source] pub BoxError);
 
+/// The client sent nothing of its request body for the body read timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request body stopped coming: nothing for {} ms after {received} bytes", .after.as_millis())]
+pub struct BodyStalled {
+    /// The body read timeout.
+    pub after: Duration,
+    /// Bytes received before it stopped.
+    pub received: u64,
+}
+
 /// How far a streamed request body has come, shared between the body (which hyper's client
 /// polls) and the request's task.
 #[derive(Debug, Default)]
@@ -55,25 +67,32 @@ impl Progress {
 }
 
 pin_project_lite::pin_project! {
-    /// Passes frames through until more than `limit` bytes have gone by, then fails. The inner
-    /// body's own errors come out as [`ClientBodyFailed`]; [`Progress`] follows it.
+    /// Passes frames through until more than `limit` bytes have gone by, then fails; fails too
+    /// when the client sends nothing for `idle` ([`BodyStalled`]). The inner body's own errors
+    /// come out as [`ClientBodyFailed`]; [`Progress`] follows it.
     pub struct Capped<B> {
         #[pin]
         inner: B,
         seen: u64,
         limit: u64,
         progress: Arc<Progress>,
+        idle: Duration,
+        // Made at the first wait for the client, pushed back as frames come.
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
     }
 }
 
 impl<B> Capped<B> {
     /// Wraps `inner`.
-    pub fn new(inner: B, limit: u64) -> Self {
+    pub fn new(inner: B, limit: u64, idle: Duration) -> Self {
         Self {
             inner,
             seen: 0,
             limit,
             progress: Arc::default(),
+            idle,
+            timer: None,
         }
     }
 
@@ -95,11 +114,28 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.project();
+        let mut this = self.project();
         let polled = this.inner.poll_frame(cx);
         this.progress
             .waiting
             .store(polled.is_pending(), Ordering::Relaxed);
+        if polled.is_pending() {
+            if this.timer.is_none() {
+                this.timer.set(Some(tokio::time::sleep(*this.idle)));
+            }
+            if let Some(timer) = this.timer.as_mut().as_pin_mut() {
+                if timer.poll(cx).is_ready() {
+                    return Poll::Ready(Some(Err(Box::new(BodyStalled {
+                        after: *this.idle,
+                        received: *this.seen,
+                    }))));
+                }
+            }
+            return Poll::Pending;
+        }
+        if let Some(timer) = this.timer.as_mut().as_pin_mut() {
+            timer.reset(tokio::time::Instant::now() + *this.idle);
+        }
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {

@@ -326,6 +326,7 @@ fn worker(
             jwt: common.jwt.clone(),
             max_body_bytes: common.limits.max_body_bytes,
             transform_max_body_bytes: common.transform_max_body_bytes,
+            body_read_timeout: common.limits.body_read_timeout,
             fast_pools,
         });
         let limits = &common.limits;

@@ -6,17 +6,17 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE};
 use http::uri::Authority;
 use http::{Request, Response, Version};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
 
-use crate::body::{Capped, ProxyBody};
+use crate::body::{find_source, BodyStalled, Capped, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::fast;
 use crate::headers::{self, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) jwt: Arc<JwtAuth>,
     pub(crate) max_body_bytes: u64,
     pub(crate) transform_max_body_bytes: usize,
+    /// Longest wait for the next part of a request body.
+    pub(crate) body_read_timeout: Duration,
     /// The fast path's connections to HTTP/1.1 upstreams (empty when it is switched off).
     pub(crate) fast_pools: fast::Pools,
 }
@@ -104,6 +106,7 @@ impl Shared {
                 reason: saturated.to_string(),
             },
             SendError::ClientBody(why) => GatewayError::BodyRead(why),
+            SendError::ClientStalled(stalled) => GatewayError::BodyStalled(stalled),
             SendError::Timeout(after) => GatewayError::Timeout {
                 upstream: upstream.name().to_string(),
                 after_ms: after.as_millis(),
@@ -167,15 +170,10 @@ impl Shared {
                         limit: limit as u64,
                     });
                 }
-                let json = Limited::new(body, limit).collect().await.map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        GatewayError::TooLarge {
-                            limit: limit as u64,
-                        }
-                    } else {
-                        GatewayError::BodyRead(e.to_string())
-                    }
-                })?;
+                let json = Capped::new(body, limit as u64, self.body_read_timeout)
+                    .collect()
+                    .await
+                    .map_err(|e| read_error(&*e, limit as u64))?;
                 let xml = transform::convert(&json.to_bytes(), layout)
                     .map_err(|e| GatewayError::BadBody(e.to_string()))?;
                 parts
@@ -193,7 +191,7 @@ impl Shared {
                 if declared.is_some_and(|n| n > limit) {
                     return Err(GatewayError::TooLarge { limit });
                 }
-                let capped = Capped::new(body, limit);
+                let capped = Capped::new(body, limit, self.body_read_timeout);
                 progress = Some(capped.progress());
                 capped.boxed_unsync()
             }
@@ -221,6 +219,19 @@ impl Shared {
             head,
             body.map_err(Into::into).boxed_unsync(),
         ))
+    }
+}
+
+/// Why a request body read whole (for the transform) did not come, as the answer to give.
+fn read_error(err: &(dyn std::error::Error + 'static), limit: u64) -> GatewayError {
+    if find_source::<TooLarge>(err).is_some() {
+        GatewayError::TooLarge { limit }
+    } else if let Some(stalled) = find_source::<BodyStalled>(err) {
+        GatewayError::BodyStalled(*stalled)
+    } else if let Some(failed) = find_source::<ClientBodyFailed>(err) {
+        GatewayError::BodyRead(crate::upstream::chain(&*failed.0))
+    } else {
+        GatewayError::BodyRead(crate::upstream::chain(err))
     }
 }
 

@@ -76,6 +76,9 @@ pub enum GatewayError {
         /// Bytes announced by `Content-Length`; `None` for a chunked or unsized body.
         expected: Option<u64>,
     },
+    /// The client sent nothing of its body for the body read timeout.
+    #[error(transparent)]
+    BodyStalled(#[from] crate::body::BodyStalled),
     /// The upstream could not be reached or failed.
     #[error("upstream {upstream} unavailable: {reason}")]
     BadGateway {
@@ -126,7 +129,7 @@ impl GatewayError {
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::SlowBody { .. } => StatusCode::REQUEST_TIMEOUT,
+            Self::SlowBody { .. } | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BadGateway { .. } => StatusCode::BAD_GATEWAY,
             Self::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Busy { .. } | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -147,7 +150,7 @@ impl GatewayError {
             Self::InvalidToken(_) => "invalid_token",
             Self::Forbidden { .. } => "forbidden",
             Self::TooLarge { .. } => "payload_too_large",
-            Self::SlowBody { .. } => "request_timeout",
+            Self::SlowBody { .. } | Self::BodyStalled(_) => "request_timeout",
             Self::BadGateway { .. } => "bad_gateway",
             Self::Timeout { .. } => "gateway_timeout",
             Self::Busy { .. } => "upstream_busy",

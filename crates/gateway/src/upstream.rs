@@ -30,7 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body::{find_source, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
+use crate::body::{find_source, BodyStalled, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
 
 /// Why a request to an upstream failed.
@@ -49,6 +49,9 @@ pub enum SendError {
     /// upstream's.
     #[error("{0}")]
     ClientBody(String),
+    /// The client stopped sending its streamed request body.
+    #[error("{0}")]
+    ClientStalled(BodyStalled),
     /// Anything else: reset, malformed response, protocol error.
     #[error("{0}")]
     Failed(String),
@@ -275,6 +278,8 @@ impl Upstream {
 fn classify(err: &hyper_util::client::legacy::Error) -> SendError {
     if find_source::<TooLarge>(err).is_some() {
         SendError::BodyTooLarge
+    } else if let Some(stalled) = find_source::<BodyStalled>(err) {
+        SendError::ClientStalled(*stalled)
     } else if let Some(client) = find_source::<ClientBodyFailed>(err) {
         SendError::ClientBody(chain(&*client.0))
     } else if let Some(saturated) = find_source::<Saturated>(err) {
@@ -287,7 +292,7 @@ fn classify(err: &hyper_util::client::legacy::Error) -> SendError {
 }
 
 /// An error and its sources, joined with ": ".
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut s = err.to_string();
     let mut cur = err.source();
     while let Some(e) = cur {

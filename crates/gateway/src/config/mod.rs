@@ -16,6 +16,7 @@ mod resolve;
 mod settings;
 
 use std::path::Path;
+use std::time::Duration;
 
 pub use raw::*;
 pub use settings::*;
@@ -39,6 +40,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
 pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 5_000;
 /// Default largest request body forwarded (streamed bodies are cut off past it).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
+/// Default longest wait for the next part of a request body (nginx's `client_body_timeout`).
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default largest body the JSON→XML transform reads.
 pub const DEFAULT_TRANSFORM_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Default root element of the generic JSON→XML layout.

@@ -68,6 +68,9 @@ impl RawConfig {
                 pms_net::serve::DEFAULT_HEADER_READ_TIMEOUT,
                 Duration::from_millis,
             ),
+            body_read_timeout: l
+                .body_read_timeout_ms
+                .map_or(DEFAULT_BODY_READ_TIMEOUT, Duration::from_millis),
             tls_handshake_timeout: l.tls_handshake_timeout_ms.map_or(
                 pms_net::serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
                 Duration::from_millis,
@@ -92,6 +95,9 @@ impl RawConfig {
         }
         if limits.header_read_timeout.is_zero() {
             p.add("limits.header_read_timeout_ms", "must be positive");
+        }
+        if limits.body_read_timeout.is_zero() {
+            p.add("limits.body_read_timeout_ms", "must be positive");
         }
 
         if self.listeners.is_empty() {

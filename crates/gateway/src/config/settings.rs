@@ -35,6 +35,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Time to receive a request head.
     pub header_read_timeout: Duration,
+    /// Longest wait for the next part of a request body.
+    pub body_read_timeout: Duration,
     /// Time to finish a TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Largest request head.

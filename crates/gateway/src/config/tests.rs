@@ -35,6 +35,7 @@ fn minimal_config_gets_defaults() {
     let s = resolve(MINIMAL, &[]).unwrap();
     assert_eq!(s.admin_listen.to_string(), DEFAULT_ADMIN_LISTEN);
     assert_eq!(s.limits.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(s.limits.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT);
     assert_eq!(s.upstreams[0].protocol, UpstreamProtocol::H1);
     assert_eq!(
         s.upstreams[0].request_timeout,
@@ -60,6 +61,8 @@ fn every_problem_is_reported_with_its_key() {
         r#"
 [admin]
 listen = "nowhere"
+[limits]
+body_read_timeout_ms = 0
 [[listeners]]
 listen = "127.0.0.1:99999"
 [[upstreams]]
@@ -80,6 +83,7 @@ transform = "xml-to-json"
     let joined = p.join("\n");
     for expected in [
         "gw.toml: admin.listen: \"nowhere\" is not an IP:port",
+        "gw.toml: limits.body_read_timeout_ms: must be positive",
         "gw.toml: listeners[0].listen:",
         "gw.toml: upstreams[0].protocol: \"h3\" is not a protocol",
         "gw.toml: upstreams[0].endpoints[0]: \"http://127.0.0.1:1/path\" must not carry a path",

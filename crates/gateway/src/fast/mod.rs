@@ -41,6 +41,7 @@ use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::body::BodyStalled;
 use crate::config::UpstreamSettings;
 use crate::headers::{self, X_REQUEST_ID};
 use crate::metrics::FastPathCounters;
@@ -603,7 +604,8 @@ impl Exchange<'_> {
             )
             .await
         } else {
-            let mut rest = Upload::new((&mut *io).take(streamed));
+            let idle = self.shared.body_read_timeout;
+            let mut rest = Upload::new((&mut *io).take(streamed), idle);
             let sent = tokio::time::timeout_at(deadline, async {
                 conn.stream.write_all(out).await?;
                 if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
@@ -629,6 +631,15 @@ impl Exchange<'_> {
                     })
                 }
                 Err(_) => Err(NoHead::Timeout),
+                Ok(Err(_)) if rest.stalled() => {
+                    return Err(Failure::Answer {
+                        err: GatewayError::BodyStalled(BodyStalled {
+                            after: idle,
+                            received: body - streamed + rest.received(),
+                        }),
+                        consumed: false,
+                    })
+                }
                 // The client went away mid-body: nobody to answer.
                 Ok(Err(e))
                     if e.kind() == std::io::ErrorKind::UnexpectedEof || rest.client_failed() =>

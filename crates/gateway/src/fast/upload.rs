@@ -1,13 +1,17 @@
 //! The client side of a request body the fast path streams to the upstream (one over 64 KiB):
-//! a reader that counts what it passes on and remembers whether its last read was waiting for
-//! the client. When the response does not come in time, that tells a client that stopped
-//! sending its body (408) from an upstream that stopped answering (504), and a client whose
-//! connection failed mid-body from an upstream that did.
+//! a reader that counts what it passes on, remembers whether its last read was waiting for the
+//! client, and gives up when the client sends nothing for the body read timeout. When the
+//! response does not come in time, that tells a client that stopped sending its body (408) from
+//! an upstream that stopped answering (504), and a client whose connection failed mid-body from
+//! an upstream that did.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, ReadBuf};
+use tokio::time::Sleep;
 
 /// Reads a request body from the client, keeping track as it goes.
 pub(super) struct Upload<R> {
@@ -15,15 +19,23 @@ pub(super) struct Upload<R> {
     received: u64,
     waiting: bool,
     failed: bool,
+    stalled: bool,
+    idle: Duration,
+    // Made at the first wait for the client, pushed back as bytes come.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl<R> Upload<R> {
-    pub(super) fn new(client: R) -> Self {
+    /// Reads from `client`, failing when it sends nothing for `idle`.
+    pub(super) fn new(client: R, idle: Duration) -> Self {
         Self {
             client,
             received: 0,
             waiting: false,
             failed: false,
+            stalled: false,
+            idle,
+            timer: None,
         }
     }
 
@@ -41,6 +53,11 @@ impl<R> Upload<R> {
     pub(super) fn client_failed(&self) -> bool {
         self.failed
     }
+
+    /// True when the client sent nothing for the idle time and reading gave up.
+    pub(super) fn stalled(&self) -> bool {
+        self.stalled
+    }
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
@@ -49,13 +66,33 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.client).poll_read(cx, buf);
-        self.waiting = polled.is_pending();
+        let polled = Pin::new(&mut this.client).poll_read(cx, buf);
+        this.waiting = polled.is_pending();
         match &polled {
-            Poll::Ready(Ok(())) => self.received += (buf.filled().len() - before) as u64,
-            Poll::Ready(Err(_)) => self.failed = true,
-            Poll::Pending => {}
+            Poll::Ready(Ok(())) => {
+                this.received += (buf.filled().len() - before) as u64;
+                if let Some(timer) = &mut this.timer {
+                    timer
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + this.idle);
+                }
+            }
+            Poll::Ready(Err(_)) => this.failed = true,
+            Poll::Pending => {
+                let idle = this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    this.stalled = true;
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client stopped sending its request body",
+                    )));
+                }
+            }
         }
         polled
     }
@@ -69,7 +106,7 @@ mod tests {
     #[tokio::test]
     async fn it_counts_and_says_who_it_waits_for() {
         let (mut client, gateway_end) = tokio::io::duplex(64);
-        let mut upload = Upload::new(gateway_end);
+        let mut upload = Upload::new(gateway_end, Duration::from_secs(60));
         client.write_all(b"0123456789").await.unwrap();
         let mut buf = [0u8; 32];
         assert_eq!(upload.read(&mut buf).await.unwrap(), 10);
@@ -102,11 +139,25 @@ mod tests {
 
     #[tokio::test]
     async fn it_notes_a_client_that_failed() {
-        let mut upload = Upload::new(Broken);
+        let mut upload = Upload::new(Broken, Duration::from_secs(60));
         let mut buf = [0u8; 8];
         assert!(upload.read(&mut buf).await.is_err());
         assert!(upload.client_failed());
         assert!(!upload.waiting_on_client());
         assert_eq!(upload.received(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn it_gives_up_on_a_client_that_stops_sending() {
+        let (mut client, gateway_end) = tokio::io::duplex(64);
+        let mut upload = Upload::new(gateway_end, Duration::from_secs(5));
+        client.write_all(b"0123").await.unwrap();
+        let mut buf = [0u8; 32];
+        assert_eq!(upload.read(&mut buf).await.unwrap(), 4);
+        let err = upload.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(upload.stalled());
+        assert!(!upload.client_failed());
+        assert_eq!(upload.received(), 4);
     }
 }

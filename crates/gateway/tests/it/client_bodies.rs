@@ -147,3 +147,69 @@ async fn a_slow_upstream_reading_a_streamed_body_is_still_a_504() {
     let got = exchange(&gw, head, &[b'x'; 100_000]).await;
     assert!(got.starts_with("HTTP/1.1 504"), "{got}");
 }
+
+/// A gateway in front of `back` that gives a client 300 ms between two parts of a body, and
+/// `request_timeout_ms` its default 30 s.
+async fn impatient(back: std::net::SocketAddr, route_extra: &str) -> Gw {
+    simple(
+        &endpoint(back),
+        route_extra,
+        "[limits]\nbody_read_timeout_ms = 300",
+        &[],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_body_that_stops_coming_is_cut_off_after_the_body_read_timeout() {
+    // Streamed by the fast path (over 64 KiB), and by hyper's client (chunked).
+    let back = inspector().await;
+    let gw = impatient(back.addr, "").await;
+    let head = b"POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: 200000\r\n\r\n";
+    let got = exchange(&gw, head, &[b'x'; 100_000]).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(
+        got.contains("stopped coming: nothing for 300 ms after 100000 bytes"),
+        "{got}"
+    );
+    let got = exchange(
+        &gw,
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"a\r\n0123456789\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("nothing for 300 ms after 10 bytes"), "{got}");
+
+    // On a transform route the body is read whole first.
+    let gw = impatient(back.addr, r#"transform = "json-to-xml""#).await;
+    let got = exchange(
+        &gw,
+        b"POST /x HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: 20\r\n\r\n",
+        b"{\"a\":",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("nothing for 300 ms after 5 bytes"), "{got}");
+}
+
+#[tokio::test]
+async fn a_body_that_stops_after_the_answer_started_closes_the_connection() {
+    // The echo back-end answers before the body is all there; the gateway relays the answer
+    // and, when the client sends nothing more, gives up on both connections instead of holding
+    // them open.
+    let back = echo(false, false, Duration::ZERO).await;
+    let gw = impatient(back.addr, "").await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    conn.write_all(
+        b"POST /echo HTTP/1.1\r\nhost: gw\r\ntransfer-encoding: chunked\r\n\r\na\r\n0123456789\r\n",
+    )
+    .await
+    .unwrap();
+    let got = crate::support::read_until_closed(&mut conn).await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(
+        got.contains("0123456789"),
+        "the part that came was relayed: {got}"
+    );
+}
