@@ -66,6 +66,56 @@ pub fn valid_value(value: &[u8]) -> bool {
         .all(|&b| b == b'\t' || (b >= b' ' && b != 0x7f))
 }
 
+/// Whether `value` is a `Host` a request may carry: `host[:port]` as RFC 3986 spells them (a
+/// name, an IPv4 address or a bracketed IPv6 literal), not empty, no user info, nothing else.
+/// Upstreams build links from `X-Forwarded-Host`; a space, a slash or an `@` in it is an attack,
+/// not a host.
+pub fn valid_host(value: &[u8]) -> bool {
+    !value.is_empty()
+        && value.iter().all(|&b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                        | b'%'
+                        | b':'
+                        | b'['
+                        | b']'
+                )
+        })
+}
+
+/// Checks the `Host` header of a request hyper's server read (RFC 9112 §3.2): an HTTP/1.1
+/// request must have one, and no request may have two or an invalid one. The error says which.
+pub fn check_host(version: http::Version, headers: &HeaderMap) -> Result<(), String> {
+    let mut hosts = headers.get_all(HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) if version == http::Version::HTTP_11 => {
+            Err("an HTTP/1.1 request needs a Host header".into())
+        }
+        (None, _) => Ok(()),
+        (Some(_), Some(_)) => Err("more than one Host header".into()),
+        (Some(host), None) if valid_host(host.as_bytes()) => Ok(()),
+        (Some(host), None) => Err(format!(
+            "Host {:?} is not a host[:port]",
+            String::from_utf8_lossy(host.as_bytes())
+        )),
+    }
+}
+
 /// Removes hop-by-hop headers, including every header `Connection` names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if headers.contains_key(CONNECTION) {
@@ -180,9 +230,13 @@ pub fn add_forwarded(
         X_FORWARDED_PROTO.clone(),
         HeaderValue::from_static(if tls { "https" } else { "http" }),
     );
-    let host = headers
-        .remove(HOST)
-        .or_else(|| authority.and_then(|a| HeaderValue::from_str(a.as_str()).ok()));
+    // The target's authority (HTTP/2's `:authority`, or an absolute-form target, whose `Host`
+    // RFC 9112 §3.2.2 says to ignore) before `Host`; never user info.
+    let host = headers.remove(HOST);
+    let host = authority
+        .and_then(|a| a.as_str().rsplit('@').next())
+        .and_then(|a| HeaderValue::from_str(a).ok())
+        .or(host);
     match host {
         Some(h) => {
             headers.insert(X_FORWARDED_HOST.clone(), h);
@@ -254,6 +308,42 @@ fn hex_u64(mut v: u64, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_names_addresses_and_ports_only() {
+        for ok in [
+            "gw",
+            "gw:8080",
+            "a.b-c_d~e",
+            "192.0.2.1:80",
+            "[::1]",
+            "[::1]:8443",
+            "x%41y",
+        ] {
+            assert!(valid_host(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "user@gw",
+            "gw/x",
+            "gw?q",
+            "gw#f",
+            "gw\t",
+            "é.example",
+            "a\"b",
+        ] {
+            assert!(!valid_host(bad.as_bytes()), "{bad:?}");
+        }
+        let mut h = HeaderMap::new();
+        assert!(check_host(http::Version::HTTP_11, &h).is_err());
+        assert!(check_host(http::Version::HTTP_10, &h).is_ok());
+        assert!(check_host(http::Version::HTTP_2, &h).is_ok());
+        h.append(HOST, HeaderValue::from_static("gw"));
+        assert!(check_host(http::Version::HTTP_11, &h).is_ok());
+        h.append(HOST, HeaderValue::from_static("gw"));
+        assert!(check_host(http::Version::HTTP_2, &h).is_err());
+    }
 
     #[test]
     fn addresses_are_written_as_display_writes_them() {

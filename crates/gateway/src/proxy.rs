@@ -67,23 +67,28 @@ impl Shared {
     async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
         let request_id = headers::request_id(req.headers());
-        let found = self.router.find(req.method(), req.uri().path());
-        let (metrics, result) = match found {
+        let routed = match headers::check_host(req.version(), req.headers()) {
+            Ok(()) => self
+                .router
+                .find(req.method(), req.uri().path())
+                .map_err(|why| {
+                    let path = req.uri().path().to_string();
+                    match why {
+                        NoRoute::BadPath => GatewayError::BadPath(path),
+                        NoRoute::NotFound => GatewayError::NoRoute {
+                            method: req.method().to_string(),
+                            path,
+                        },
+                    }
+                }),
+            Err(why) => Err(GatewayError::BadRequest(why)),
+        };
+        let (metrics, result) = match routed {
             Ok(i) => (
                 &self.route_metrics[i],
                 self.forward(i, conn, &request_id, req).await,
             ),
-            Err(why) => {
-                let path = req.uri().path().to_string();
-                let err = match why {
-                    NoRoute::BadPath => GatewayError::BadPath(path),
-                    NoRoute::NotFound => GatewayError::NoRoute {
-                        method: req.method().to_string(),
-                        path,
-                    },
-                };
-                (&self.unrouted, Err(err))
-            }
+            Err(err) => (&self.unrouted, Err(err)),
         };
         let resp = match result {
             Ok(resp) => resp,

@@ -197,6 +197,10 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
                 _ => return Parsed::Decline,
             }
         } else if is("host") {
+            // An invalid one: hyper's path says why.
+            if !crate::headers::valid_host(h.value) {
+                return Parsed::Decline;
+            }
             hosts += 1;
         } else if is("connection")
             && h.value

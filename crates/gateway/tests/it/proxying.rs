@@ -439,3 +439,69 @@ async fn round_robin_over_endpoints() {
     }
     assert_eq!(echoes, 2);
 }
+
+#[tokio::test]
+async fn the_host_header_is_checked_as_rfc_9112_says() {
+    let back = inspector().await;
+    for fast in [true, false] {
+        let gw = simple(
+            &endpoint(back.addr),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}"),
+            &[],
+        )
+        .await;
+        let refused = [
+            ("GET / HTTP/1.1\r\n", "needs a Host header"),
+            (
+                "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n",
+                "more than one Host",
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: a b\r\n",
+                r#"Host \"a b\" is not a host[:port]"#,
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: user@gw\r\n",
+                "is not a host[:port]",
+            ),
+            ("GET / HTTP/1.1\r\nHost: gw/x\r\n", "is not a host[:port]"),
+            ("GET / HTTP/1.1\r\nHost:\r\n", "is not a host[:port]"),
+        ];
+        for (head, why) in refused {
+            let raw = format!("{head}connection: close\r\n\r\n");
+            let (_, got) = raw_exchange(gw.addr(), raw.as_bytes(), Duration::from_secs(10)).await;
+            assert!(
+                got.starts_with("HTTP/1.1 400"),
+                "fast={fast} {head:?}: {got}"
+            );
+            assert!(got.contains(r#""code":"bad_request""#), "{got}");
+            assert!(got.contains(why), "fast={fast} {head:?}: {got}");
+        }
+        let fine = [
+            ("GET / HTTP/1.1\r\nHost: gw:8080\r\n", "gw:8080"),
+            ("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n", "[::1]:8080"),
+            ("GET / HTTP/1.1\r\nHost: 192.0.2.1\r\n", "192.0.2.1"),
+            // HTTP/1.0 may leave it out.
+            ("GET / HTTP/1.0\r\n", ""),
+            // An absolute-form target's authority wins over Host (RFC 9112 §3.2.2).
+            (
+                "GET http://x.example/ HTTP/1.1\r\nHost: y.example\r\n",
+                "x.example",
+            ),
+        ];
+        for (head, forwarded_host) in fine {
+            let raw = format!("{head}connection: close\r\n\r\n");
+            let (_, got) = raw_exchange(gw.addr(), raw.as_bytes(), Duration::from_secs(10)).await;
+            assert!(got.contains(" 200 OK\r\n"), "fast={fast} {head:?}: {got}");
+            let body = got.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+            let seen: serde_json::Value = serde_json::from_str(body).unwrap();
+            let h = &seen["headers"]["x-forwarded-host"];
+            if forwarded_host.is_empty() {
+                assert!(h.is_null(), "{head:?}: {h}");
+            } else {
+                assert_eq!(h[0], forwarded_host, "{head:?}");
+            }
+        }
+    }
+}
