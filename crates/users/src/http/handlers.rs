@@ -257,16 +257,25 @@ async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Resul
     Ok(user_id)
 }
 
-/// `limit`/`offset` from the query string; without them, everything.
+/// `limit`/`offset` from the query string; without them, everything. Each at most once: which
+/// of two would count is a guess the caller should not have to make.
 fn page(query: Option<&str>) -> Result<Page, ApiError> {
     let mut page = Page::ALL;
+    let (mut limit_seen, mut offset_seen) = (false, false);
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let field = match key {
-            "limit" => "limit",
-            "offset" => "offset",
+        let (field, seen) = match key {
+            "limit" => ("limit", &mut limit_seen),
+            "offset" => ("offset", &mut offset_seen),
             _ => continue,
         };
+        if std::mem::replace(seen, true) {
+            return Err(validate::FieldError {
+                field,
+                message: "given more than once".into(),
+            }
+            .into());
+        }
         let n: i64 = value.parse().map_err(|_| {
             ApiError::from(validate::FieldError {
                 field,
@@ -336,7 +345,16 @@ mod tests {
                 offset: 4
             }
         );
-        for bad in ["limit=0", "limit=1001", "offset=-1", "limit=x", "limit="] {
+        let bad = [
+            "limit=0",
+            "limit=1001",
+            "offset=-1",
+            "limit=x",
+            "limit=",
+            "limit=1&limit=2",
+            "offset=1&x=y&offset=1",
+        ];
+        for bad in bad {
             let e = page(Some(bad)).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
             assert!(e.field.is_some(), "{bad}");
