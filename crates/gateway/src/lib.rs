@@ -353,6 +353,7 @@ fn worker(
                 max_connections: limits.max_connections,
                 header_read_timeout: limits.header_read_timeout,
                 tls_handshake_timeout: limits.tls_handshake_timeout,
+                send_timeout: limits.send_timeout,
                 max_header_bytes: limits.max_header_bytes,
                 h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
                 grace: limits.shutdown_grace,

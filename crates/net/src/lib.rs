@@ -12,6 +12,7 @@
 //!   HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
+//! - [`stall`]: writes that give up on a client that stops reading.
 //!
 //! Why one crate: the gateway, the echo back-end, the services and the tests serve HTTP the same
 //! way; the details (ALPN choice, slowloris limits, drain on SIGTERM) are easy to get subtly
@@ -25,6 +26,7 @@ pub mod linger;
 pub mod listen;
 pub mod rewind;
 pub mod serve;
+pub mod stall;
 pub mod tls;
 
 pub use tls::{TlsError, ALPN_H2, ALPN_HTTP11};

@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::rewind::Rewind;
+use crate::stall::SendDeadline;
 
 /// Boxed error type the serve loop accepts from services and bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -59,6 +60,8 @@ pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Default cap on concurrent HTTP/2 streams per connection.
 pub const DEFAULT_H2_MAX_CONCURRENT_STREAMS: u32 = 250;
+/// Default longest a write to a client may wait for it to read (nginx's `send_timeout`).
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time in-flight requests get to finish after shutdown is signalled.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
@@ -76,6 +79,9 @@ pub struct ServeConfig {
     pub header_read_timeout: Duration,
     /// Time allowed for the TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Longest a write to the client may wait for it to read; the connection is closed after
+    /// it (see [`crate::stall`]).
+    pub send_timeout: Duration,
     /// Largest request head accepted, in bytes.
     pub max_header_bytes: usize,
     /// Most concurrent streams per HTTP/2 connection.
@@ -96,6 +102,7 @@ impl Default for ServeConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             h2_max_concurrent_streams: DEFAULT_H2_MAX_CONCURRENT_STREAMS,
             grace: DEFAULT_GRACE,
@@ -111,6 +118,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("http1_only", &self.http1_only)
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field("send_timeout", &self.send_timeout)
             .field("grace", &self.grace)
             .finish_non_exhaustive()
     }
@@ -304,6 +312,7 @@ where
         // Held until the connection ends, whoever serves it, so the drain waits for it.
         let watcher = graceful.watcher();
         let handshake_timeout = config.tls_handshake_timeout;
+        let send_timeout = config.send_timeout;
         observer.connection_opened();
         tokio::spawn(async move {
             let _permit = permit;
@@ -320,7 +329,8 @@ where
                         stop,
                         watcher,
                     };
-                    conn.run(Box::new(stream)).await;
+                    conn.run(Box::new(SendDeadline::new(stream, send_timeout)))
+                        .await;
                 }
                 Some(acceptor) => {
                     let Some(tls_stream) =
@@ -349,7 +359,8 @@ where
                             watcher,
                         }
                     };
-                    conn.run(tls_stream).await;
+                    conn.run(Box::new(SendDeadline::new(tls_stream, send_timeout)))
+                        .await;
                 }
             }
             observer.connection_closed();

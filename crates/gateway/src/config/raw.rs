@@ -90,6 +90,8 @@ pub struct RawLimits {
     pub header_read_timeout_ms: Option<u64>,
     /// Longest wait for the next part of a request body, in ms.
     pub body_read_timeout_ms: Option<u64>,
+    /// Longest a write to a client may wait for it to read, in ms.
+    pub send_timeout_ms: Option<u64>,
     /// Time to finish a TLS handshake, in ms.
     pub tls_handshake_timeout_ms: Option<u64>,
     /// Largest request head, in bytes.

@@ -71,6 +71,9 @@ impl RawConfig {
             body_read_timeout: l
                 .body_read_timeout_ms
                 .map_or(DEFAULT_BODY_READ_TIMEOUT, Duration::from_millis),
+            send_timeout: l
+                .send_timeout_ms
+                .map_or(pms_net::serve::DEFAULT_SEND_TIMEOUT, Duration::from_millis),
             tls_handshake_timeout: l.tls_handshake_timeout_ms.map_or(
                 pms_net::serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
                 Duration::from_millis,
@@ -98,6 +101,9 @@ impl RawConfig {
         }
         if limits.body_read_timeout.is_zero() {
             p.add("limits.body_read_timeout_ms", "must be positive");
+        }
+        if limits.send_timeout.is_zero() {
+            p.add("limits.send_timeout_ms", "must be positive");
         }
 
         if self.listeners.is_empty() {

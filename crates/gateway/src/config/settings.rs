@@ -37,6 +37,8 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// Longest wait for the next part of a request body.
     pub body_read_timeout: Duration,
+    /// Longest a write to a client may wait for it to read.
+    pub send_timeout: Duration,
     /// Time to finish a TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Largest request head.

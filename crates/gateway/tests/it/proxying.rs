@@ -505,3 +505,41 @@ async fn the_host_header_is_checked_as_rfc_9112_says() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
+    const BODY: usize = 4 << 20;
+    let back = echo(false, false, Duration::ZERO).await;
+    for fast in [true, false] {
+        let gw = simple(
+            &endpoint(back.addr),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}\nsend_timeout_ms = 300"),
+            &[],
+        )
+        .await;
+        let conn = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+        let (mut rx, mut tx) = conn.into_split();
+        // The echo back-end sends the 4 MiB back as they come; the client sends them all but
+        // reads nothing for a while.
+        let writer = tokio::spawn(async move {
+            let head = format!("POST /echo HTTP/1.1\r\nhost: gw\r\ncontent-length: {BODY}\r\n\r\n");
+            tx.write_all(head.as_bytes()).await?;
+            tx.write_all(&vec![b'x'; BODY]).await?;
+            Ok::<_, std::io::Error>(tx)
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), rx.read_to_end(&mut got)).await;
+        assert!(
+            read.is_ok(),
+            "fast={fast}: the gateway kept the connection open"
+        );
+        assert!(
+            got.len() < BODY,
+            "fast={fast}: got {} bytes, the whole answer: it waited",
+            got.len()
+        );
+        writer.abort();
+    }
+}
