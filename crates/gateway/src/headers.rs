@@ -71,32 +71,42 @@ pub fn valid_value(value: &[u8]) -> bool {
 /// Upstreams build links from `X-Forwarded-Host`; a space, a slash or an `@` in it is an attack,
 /// not a host.
 pub fn valid_host(value: &[u8]) -> bool {
-    !value.is_empty()
-        && value.iter().all(|&b| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'-' | b'.'
-                        | b'_'
-                        | b'~'
-                        | b'!'
-                        | b'$'
-                        | b'&'
-                        | b'\''
-                        | b'('
-                        | b')'
-                        | b'*'
-                        | b'+'
-                        | b','
-                        | b';'
-                        | b'='
-                        | b'%'
-                        | b':'
-                        | b'['
-                        | b']'
-                )
-        })
+    !value.is_empty() && value.iter().all(|&b| HOST_BYTES[usize::from(b)])
 }
+
+/// The bytes [`valid_host`] takes, as a table: it runs on every request, and the same test as a
+/// chain of comparisons took about 160 instructions for a 15-byte `Host` (callgrind).
+const HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < table.len() {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b'%'
+                    | b':'
+                    | b'['
+                    | b']'
+            );
+        i += 1;
+    }
+    table
+};
 
 /// Checks the `Host` header of a request hyper's server read (RFC 9112 §3.2): an HTTP/1.1
 /// request must have one, and no request may have two or an invalid one. The error says which.
