@@ -22,6 +22,7 @@
 
 pub(crate) mod bridge;
 mod fields;
+mod idle;
 mod pool;
 mod request;
 mod response;
@@ -50,6 +51,7 @@ use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
 use self::fields::{Fields, RequestRewrite};
+use self::idle::Idle;
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
@@ -219,12 +221,22 @@ impl FastPath {
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let mut bufs = Buffers::new();
+        let mut idle = Idle::new(self.header_read_timeout);
         loop {
             let head = match self
-                .read_head(&mut io, &mut bufs.buf, &mut bufs.fields, &mut stop)
+                .read_head(
+                    &mut io,
+                    &mut bufs.buf,
+                    &mut bufs.fields,
+                    &mut stop,
+                    &mut idle,
+                )
                 .await
             {
-                Read::Head(h) => h,
+                Read::Head(h) => {
+                    idle.request();
+                    h
+                }
                 Read::Closed => return None,
                 Read::Decline => return Some(self.hand_over(bufs.buf, io)),
                 Read::Refuse(err) => {
@@ -256,15 +268,16 @@ impl FastPath {
         Rewind::new(buf.freeze(), io)
     }
 
-    /// Waits for a complete request head at the start of `buf`: no time limit while the
-    /// connection is idle (but it ends when draining starts), the header-read limit once a head
-    /// has begun.
+    /// Waits for a complete request head at the start of `buf`: while the connection is idle,
+    /// until `idle` expires or draining starts; once a head has begun, for the header-read
+    /// limit.
     async fn read_head<IO>(
         &self,
         io: &mut IO,
         buf: &mut BytesMut,
         fields: &mut Fields,
         stop: &mut Stop,
+        idle: &mut Idle,
     ) -> Read
     where
         IO: AsyncRead + Unpin,
@@ -294,6 +307,7 @@ impl FastPath {
                 tokio::select! {
                     r = io.read_buf(buf) => r,
                     () = stop.wait() => return Read::Closed,
+                    () = idle.expired() => return Read::Closed,
                 }
             } else {
                 let until = *deadline

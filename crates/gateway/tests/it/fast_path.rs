@@ -839,3 +839,30 @@ upstream = "up"
         "both relayed by the fast path"
     );
 }
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_on_both_paths() {
+    // As hyper's path does after the header-read timeout; the fast path after one to two.
+    let back = echo(false, false, Duration::ZERO).await;
+    for fast in [true, false] {
+        let gw = simple(
+            &endpoint(back.addr),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}\nheader_read_timeout_ms = 300"),
+            &[],
+        )
+        .await;
+        let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+        // Busy for longer than the timeout: the connection stays.
+        for _ in 0..6 {
+            conn.write_all(b"GET /a HTTP/1.1\r\nhost: gw\r\n\r\n")
+                .await
+                .unwrap();
+            assert!(read_response(&mut conn).await.starts_with("HTTP/1.1 200"));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let rest = crate::support::read_until_closed(&mut conn).await;
+        assert_eq!(rest, "", "fast={fast}: closed without a word");
+        assert_eq!(fast_count(&gw, "relayed").await, if fast { 6 } else { 0 });
+    }
+}
