@@ -354,6 +354,7 @@ fn worker(
                 header_read_timeout: limits.header_read_timeout,
                 tls_handshake_timeout: limits.tls_handshake_timeout,
                 send_timeout: limits.send_timeout,
+                idle_timeout: limits.idle_timeout,
                 max_header_bytes: limits.max_header_bytes,
                 h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
                 grace: limits.shutdown_grace,

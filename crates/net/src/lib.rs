@@ -10,6 +10,7 @@
 //! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
 //!   on one port, connection limits, header-read timeouts and graceful drain; optionally an
 //!   HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
+//! - [`idle`]: closing connections that send no request for a while.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
 //! - [`stall`]: writes that give up on a client that stops reading.
@@ -22,6 +23,7 @@
 
 pub mod dev;
 pub mod fdlimit;
+pub mod idle;
 pub mod linger;
 pub mod listen;
 pub mod rewind;

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use crate::idle::{Activity, IdleTimer};
 use crate::rewind::Rewind;
 use crate::stall::SendDeadline;
 
@@ -62,6 +63,9 @@ pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_H2_MAX_CONCURRENT_STREAMS: u32 = 250;
 /// Default longest a write to a client may wait for it to read (nginx's `send_timeout`).
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time an HTTP/2 connection (or any connection hyper serves) may go without a new
+/// request before it is told to go away.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time in-flight requests get to finish after shutdown is signalled.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
@@ -82,6 +86,11 @@ pub struct ServeConfig {
     /// Longest a write to the client may wait for it to read; the connection is closed after
     /// it (see [`crate::stall`]).
     pub send_timeout: Duration,
+    /// How long a connection hyper serves may start no request before it is shut down
+    /// gracefully (HTTP/2 GOAWAY; in-flight requests finish), within one to two of these (see
+    /// [`crate::idle`]). Idle HTTP/1.1 keep-alives usually go sooner, after
+    /// `header_read_timeout`.
+    pub idle_timeout: Duration,
     /// Largest request head accepted, in bytes.
     pub max_header_bytes: usize,
     /// Most concurrent streams per HTTP/2 connection.
@@ -103,6 +112,7 @@ impl Default for ServeConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             send_timeout: DEFAULT_SEND_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             h2_max_concurrent_streams: DEFAULT_H2_MAX_CONCURRENT_STREAMS,
             grace: DEFAULT_GRACE,
@@ -119,6 +129,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("send_timeout", &self.send_timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .field("grace", &self.grace)
             .finish_non_exhaustive()
     }
@@ -313,6 +324,7 @@ where
         let watcher = graceful.watcher();
         let handshake_timeout = config.tls_handshake_timeout;
         let send_timeout = config.send_timeout;
+        let idle_timeout = config.idle_timeout;
         observer.connection_opened();
         tokio::spawn(async move {
             let _permit = permit;
@@ -328,6 +340,7 @@ where
                         fast,
                         stop,
                         watcher,
+                        idle_timeout,
                     };
                     conn.run(Box::new(SendDeadline::new(stream, send_timeout)))
                         .await;
@@ -348,6 +361,7 @@ where
                             fast: None,
                             stop,
                             watcher,
+                            idle_timeout,
                         }
                     } else {
                         Connection {
@@ -357,6 +371,7 @@ where
                             fast,
                             stop,
                             watcher,
+                            idle_timeout,
                         }
                     };
                     conn.run(Box::new(SendDeadline::new(tls_stream, send_timeout)))
@@ -467,6 +482,7 @@ struct Connection<'a, S, F> {
     fast: Option<Arc<F>>,
     stop: Stop,
     watcher: hyper_util::server::graceful::Watcher,
+    idle_timeout: Duration,
 }
 
 impl<S, B, F> Connection<'_, S, F>
@@ -491,11 +507,56 @@ where
             },
             None => Rewind::new(bytes::Bytes::new(), io),
         };
+        let mut idle = IdleTimer::new(self.idle_timeout);
+        let svc = Noted {
+            inner: self.svc,
+            activity: idle.activity(),
+        };
         let conn = self
             .builder
-            .serve_connection(TokioIo::new(io), self.svc)
+            .serve_connection(TokioIo::new(io), svc)
             .into_owned();
-        log_conn_end(peer, self.watcher.watch(conn).await);
+        let mut conn = std::pin::pin!(conn);
+        let mut stop = self.stop;
+        // Shut down gracefully when draining starts or the connection goes idle: no new
+        // requests (HTTP/2 GOAWAY), those in flight finish.
+        let mut ending = false;
+        let result = loop {
+            tokio::select! {
+                r = conn.as_mut() => break r,
+                () = stop.wait(), if !ending => {
+                    ending = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                () = idle.expired(), if !ending => {
+                    ending = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        };
+        // The drain counts this connection until here.
+        drop(self.watcher);
+        log_conn_end(peer, result);
+    }
+}
+
+/// A connection's service that notes each request for its [`IdleTimer`].
+struct Noted<S> {
+    inner: S,
+    activity: Activity,
+}
+
+impl<S, R> Service<R> for Noted<S>
+where
+    S: Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, req: R) -> Self::Future {
+        self.activity.request();
+        self.inner.call(req)
     }
 }
 

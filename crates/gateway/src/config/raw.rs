@@ -92,6 +92,8 @@ pub struct RawLimits {
     pub body_read_timeout_ms: Option<u64>,
     /// Longest a write to a client may wait for it to read, in ms.
     pub send_timeout_ms: Option<u64>,
+    /// How long a connection hyper serves (HTTP/2 above all) may start no request, in ms.
+    pub idle_timeout_ms: Option<u64>,
     /// Time to finish a TLS handshake, in ms.
     pub tls_handshake_timeout_ms: Option<u64>,
     /// Largest request head, in bytes.

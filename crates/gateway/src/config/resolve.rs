@@ -74,6 +74,9 @@ impl RawConfig {
             send_timeout: l
                 .send_timeout_ms
                 .map_or(pms_net::serve::DEFAULT_SEND_TIMEOUT, Duration::from_millis),
+            idle_timeout: l
+                .idle_timeout_ms
+                .map_or(pms_net::serve::DEFAULT_IDLE_TIMEOUT, Duration::from_millis),
             tls_handshake_timeout: l.tls_handshake_timeout_ms.map_or(
                 pms_net::serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
                 Duration::from_millis,
@@ -104,6 +107,9 @@ impl RawConfig {
         }
         if limits.send_timeout.is_zero() {
             p.add("limits.send_timeout_ms", "must be positive");
+        }
+        if limits.idle_timeout.is_zero() {
+            p.add("limits.idle_timeout_ms", "must be positive");
         }
 
         if self.listeners.is_empty() {

@@ -39,6 +39,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Longest a write to a client may wait for it to read.
     pub send_timeout: Duration,
+    /// How long a connection hyper serves may start no request before it is shut down.
+    pub idle_timeout: Duration,
     /// Time to finish a TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Largest request head.

@@ -37,6 +37,7 @@ fn minimal_config_gets_defaults() {
     assert_eq!(s.limits.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
     assert_eq!(s.limits.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT);
     assert_eq!(s.limits.send_timeout, pms_net::serve::DEFAULT_SEND_TIMEOUT);
+    assert_eq!(s.limits.idle_timeout, pms_net::serve::DEFAULT_IDLE_TIMEOUT);
     assert_eq!(s.upstreams[0].protocol, UpstreamProtocol::H1);
     assert_eq!(
         s.upstreams[0].request_timeout,
@@ -65,6 +66,7 @@ listen = "nowhere"
 [limits]
 body_read_timeout_ms = 0
 send_timeout_ms = 0
+idle_timeout_ms = 0
 [[listeners]]
 listen = "127.0.0.1:99999"
 [[upstreams]]
@@ -87,6 +89,7 @@ transform = "xml-to-json"
         "gw.toml: admin.listen: \"nowhere\" is not an IP:port",
         "gw.toml: limits.body_read_timeout_ms: must be positive",
         "gw.toml: limits.send_timeout_ms: must be positive",
+        "gw.toml: limits.idle_timeout_ms: must be positive",
         "gw.toml: listeners[0].listen:",
         "gw.toml: upstreams[0].protocol: \"h3\" is not a protocol",
         "gw.toml: upstreams[0].endpoints[0]: \"http://127.0.0.1:1/path\" must not carry a path",

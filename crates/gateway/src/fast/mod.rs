@@ -22,7 +22,6 @@
 
 pub(crate) mod bridge;
 mod fields;
-mod idle;
 mod pool;
 mod request;
 mod response;
@@ -36,6 +35,7 @@ use bytes::{Buf, BytesMut};
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
+use pms_net::idle::IdleTimer;
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
@@ -51,7 +51,6 @@ use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
 use self::fields::{Fields, RequestRewrite};
-use self::idle::Idle;
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
@@ -221,7 +220,8 @@ impl FastPath {
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let mut bufs = Buffers::new();
-        let mut idle = Idle::new(self.header_read_timeout);
+        // As hyper's path, which closes an idle connection after the header-read timeout.
+        let mut idle = IdleTimer::new(self.header_read_timeout);
         loop {
             let head = match self
                 .read_head(
@@ -277,7 +277,7 @@ impl FastPath {
         buf: &mut BytesMut,
         fields: &mut Fields,
         stop: &mut Stop,
-        idle: &mut Idle,
+        idle: &mut IdleTimer,
     ) -> Read
     where
         IO: AsyncRead + Unpin,

@@ -313,3 +313,32 @@ async fn plain_http_to_a_tls_port_is_told_to_use_tls() {
     assert_eq!(r.text(), "still TLS");
     assert_eq!(r.header("x-echo-tls"), Some("true"));
 }
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_sent_away_and_a_slow_stream_still_finishes() {
+    // Each response takes 700 ms; a connection that starts no stream for 300 ms (to 600) is
+    // sent GOAWAY, and the stream in flight still gets its answer.
+    let back = echo(false, false, Duration::from_millis(700)).await;
+    let gw = crate::support::simple(
+        &crate::support::endpoint(back.addr),
+        "",
+        "[limits]\nidle_timeout_ms = 300",
+        &[],
+    )
+    .await;
+    let tcp = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let request = http::Request::get("http://gw/slow").body(()).unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // Nothing more: the gateway ends the connection, and cleanly.
+    let ended = tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .expect("the idle connection was closed");
+    assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+}
