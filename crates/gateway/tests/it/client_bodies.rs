@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{echo, endpoint, inspector, simple, Gw};
+use crate::support::{echo, endpoint, h2_stalled_upload, inspector, simple, Gw};
 
 /// A gateway in front of the echo back-end, with `upstream_extra` in its `[[upstreams]]` entry.
 async fn gateway(back: std::net::SocketAddr, upstream_extra: &str) -> Gw {
@@ -108,25 +108,10 @@ async fn an_unsized_http2_body_that_stops_coming_is_a_408_not_a_504() {
     // It answers once it has the whole body.
     let back = inspector().await;
     let gw = gateway(back.addr, "request_timeout_ms = 300").await;
-    let tcp = TcpStream::connect(gw.addr()).await.unwrap();
-    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(conn);
     // No content-length: hyper's client streams it.
     let request = http::Request::post("http://gw/echo").body(()).unwrap();
-    let (response, mut body) = client.send_request(request, false).unwrap();
-    body.send_data(bytes::Bytes::from_static(b"0123456789"), false)
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(10), response)
-        .await
-        .expect("answered in time")
-        .unwrap();
-    assert_eq!(response.status(), 408);
-    let mut data = response.into_body();
-    let mut text = Vec::new();
-    while let Some(chunk) = data.data().await {
-        text.extend_from_slice(&chunk.unwrap());
-    }
-    let text = String::from_utf8(text).unwrap();
+    let (status, text) = h2_stalled_upload(gw.addr(), request, b"0123456789").await;
+    assert_eq!(status, 408);
     assert!(text.contains(r#""code":"request_timeout""#), "{text}");
     assert!(text.contains("10 bytes"), "{text}");
 }

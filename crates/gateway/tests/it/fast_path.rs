@@ -448,27 +448,12 @@ async fn every_response_framing_reaches_http2_clients_over_the_fast_pools() {
 async fn an_http2_body_that_stops_coming_gets_408_before_any_upstream_connection() {
     let back = inspector().await;
     let gw = gateway_with(back.addr, true, "request_timeout_ms = 300").await;
-    let tcp = TcpStream::connect(gw.addr()).await.unwrap();
-    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(conn);
     let request = http::Request::post("http://gw/echo")
         .header("content-length", "100")
         .body(())
         .unwrap();
-    let (response, mut body) = client.send_request(request, false).unwrap();
-    body.send_data(bytes::Bytes::from_static(b"0123456789"), false)
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(10), response)
-        .await
-        .expect("answered in time")
-        .unwrap();
-    assert_eq!(response.status(), 408);
-    let mut data = response.into_body();
-    let mut text = Vec::new();
-    while let Some(chunk) = data.data().await {
-        text.extend_from_slice(&chunk.unwrap());
-    }
-    let text = String::from_utf8(text).unwrap();
+    let (status, text) = crate::support::h2_stalled_upload(gw.addr(), request, b"0123456789").await;
+    assert_eq!(status, 408);
     assert!(text.contains("10 of 100 bytes"), "{text}");
     assert_eq!(fast_count(&gw, "bridged").await, 1);
     let m = crate::admin::scrape(gw.admin).await;

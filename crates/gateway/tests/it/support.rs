@@ -135,3 +135,29 @@ upstream = "up"
     );
     gateway(&toml, env).await
 }
+
+/// Sends `request` on a new HTTP/2 connection to `addr` with `first` as the start of its body,
+/// never ends the body, and returns the answer's status and body text; panics after 10 s.
+pub async fn h2_stalled_upload(
+    addr: SocketAddr,
+    request: http::Request<()>,
+    first: &'static [u8],
+) -> (http::StatusCode, String) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(first), false)
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered in time")
+        .unwrap();
+    let status = response.status();
+    let mut data = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = data.data().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    (status, String::from_utf8(text).unwrap())
+}
