@@ -89,7 +89,8 @@ pub struct ServeConfig {
     /// How long a connection hyper serves may start no request before it is shut down
     /// gracefully (HTTP/2 GOAWAY; in-flight requests finish), within one to two of these (see
     /// [`crate::idle`]). Idle HTTP/1.1 keep-alives usually go sooner, after
-    /// `header_read_timeout`.
+    /// `header_read_timeout`. Also an HTTP/2 client's silence before it is sent a PING, and the
+    /// time it has to answer before its connection is closed.
     pub idle_timeout: Duration,
     /// Largest request head accepted, in bytes.
     pub max_header_bytes: usize,
@@ -588,6 +589,11 @@ impl Builders {
             .keep_alive(true);
         base.http2()
             .timer(TokioTimer::new())
+            // A client that sends nothing for the idle timeout gets a PING, and one that does
+            // not answer it within as long again is gone: its connection is closed, streams in
+            // flight or not (a graceful GOAWAY would wait for those for good).
+            .keep_alive_interval(config.idle_timeout)
+            .keep_alive_timeout(config.idle_timeout)
             .max_concurrent_streams(config.h2_max_concurrent_streams)
             .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX));
         let cleartext = if config.http1_only {

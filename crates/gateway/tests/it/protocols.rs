@@ -342,3 +342,42 @@ async fn an_idle_http2_connection_is_sent_away_and_a_slow_stream_still_finishes(
         .expect("the idle connection was closed");
     assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
 }
+
+#[tokio::test]
+async fn an_http2_client_that_goes_silent_mid_stream_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The answer takes 20 s; the client asks, then neither reads nor answers anything, like a
+    // phone that lost its network. It gets a PING after 300 ms of silence, and when it does not
+    // answer it within 300 ms more its connection is closed: a GOAWAY would wait for the stream.
+    let back = echo(false, false, Duration::from_secs(20)).await;
+    let gw = crate::support::simple(
+        &crate::support::endpoint(back.addr),
+        "",
+        "[limits]\nidle_timeout_ms = 300",
+        &[],
+    )
+    .await;
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    // Preface, empty SETTINGS, and HEADERS for `GET http://gw/` on stream 1, END_STREAM and
+    // END_HEADERS set (HPACK: :method GET, :scheme http, :path /, :authority "gw").
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    let block = [0x82, 0x86, 0x84, 0x41, 0x02, b'g', b'w'];
+    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    raw.write_all(&out).await.unwrap();
+    let mut seen = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), raw.read_to_end(&mut seen)).await;
+    assert!(closed.is_ok(), "still open after 10 s");
+    // A PING frame (type 6, not an ACK) is among what came.
+    let mut at = 0;
+    let mut pinged = false;
+    while at + 9 <= seen.len() {
+        let len = usize::from(seen[at]) << 16
+            | usize::from(seen[at + 1]) << 8
+            | usize::from(seen[at + 2]);
+        pinged |= seen[at + 3] == 0x6 && seen[at + 4] & 0x1 == 0;
+        at += 9 + len;
+    }
+    assert!(pinged, "no PING among {} bytes", seen.len());
+}
