@@ -8,8 +8,8 @@
 //!   connections.
 //! - [`listen`]: binding listeners, several per port (`SO_REUSEPORT`) for thread-per-core servers.
 //! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
-//!   on one port, connection limits, header-read timeouts and graceful drain; optionally an
-//!   HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
+//!   on one port, connection limits, header-read, send and idle timeouts and graceful drain;
+//!   optionally an HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
 //! - [`idle`]: closing connections that send no request for a while.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).

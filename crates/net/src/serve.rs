@@ -4,7 +4,9 @@
 //! What it owns: TLS handshakes (with a time limit; a client speaking plain HTTP to a TLS port
 //! gets a plain-HTTP 400 saying so), choosing HTTP/1.1 or HTTP/2 per connection
 //! (h2c prior knowledge on cleartext, ALPN on TLS), the connection cap, header size and header-read
-//! time limits (slowloris), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
+//! time limits (slowloris), the send timeout (a client that stops reading, [`crate::stall`]), idle
+//! connections (GOAWAY after the idle timeout, HTTP/2 PINGs to a silent client,
+//! [`crate::idle`]), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
 //! closed, in-flight requests finished). What it must not do: look at requests — that is the
 //! service's job — or bind sockets: callers pass a bound listener (so tests can use port 0).
 //!
