@@ -41,6 +41,9 @@ use crate::store::{Store, StoreConfig, StoreError};
 
 /// Default largest request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+/// Default time a client has to send its whole request body (at most
+/// [`DEFAULT_MAX_BODY_BYTES`]), as the gateway gives it for bodies of that size.
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Default token lifetime (the original's was 10 minutes; an hour with `exp` always enforced).
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -60,6 +63,8 @@ pub struct UsersConfig {
     pub seed_password: Option<String>,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// Time a client has to send its whole request body.
+    pub body_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for UsersConfig {
@@ -104,6 +109,8 @@ pub struct Inner {
     pub verifier: Verifier,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// Time a client has to send its whole request body.
+    pub body_timeout: std::time::Duration,
     seed_password: Option<String>,
     ready: AtomicBool,
 }
@@ -148,6 +155,7 @@ impl App {
             signer: config.signer,
             verifier,
             max_body_bytes: config.max_body_bytes,
+            body_timeout: config.body_timeout,
             seed_password: config.seed_password,
             ready: AtomicBool::new(false),
         })))

@@ -208,6 +208,7 @@ pub fn config(
         },
         seed_password,
         max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
+        body_timeout: pms_users::DEFAULT_BODY_TIMEOUT,
     };
     Ok((config, generated))
 }

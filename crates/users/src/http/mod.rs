@@ -77,15 +77,16 @@ async fn request_id(mut req: Request, next: Next) -> Response {
     resp
 }
 
-/// Reads a JSON object body of at most `limit` bytes.
+/// Reads a JSON object body of at most `limit` bytes, sent within `timeout`.
 ///
 /// # Errors
-/// 415 for a non-JSON content type, 413 over the limit, 400 for bytes that are not a JSON object
-/// (with the parser's line and column).
+/// 415 for a non-JSON content type, 413 over the limit, 408 for a body not all there within
+/// `timeout`, 400 for bytes that are not a JSON object (with the parser's line and column).
 pub async fn json_object(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
+    timeout: std::time::Duration,
 ) -> Result<Map<String, Value>, ApiError> {
     if let Some(ct) = headers.get(CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
@@ -97,7 +98,7 @@ pub async fn json_object(
             ));
         }
     }
-    let bytes = read_limited(body, limit).await?;
+    let bytes = read_limited(body, limit, timeout).await?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::bad_body("the body must be a JSON object")),
@@ -109,8 +110,25 @@ pub async fn json_object(
     }
 }
 
-async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match http_body_util::Limited::new(body, limit).collect().await {
+/// The whole body, at most `limit` bytes, within `timeout`: a client that stops sending it gets a
+/// 408 instead of holding the request (and its connection) for good.
+async fn read_limited(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, ApiError> {
+    let read = http_body_util::Limited::new(body, limit).collect();
+    let Ok(read) = tokio::time::timeout(timeout, read).await else {
+        return Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive within {} ms",
+                timeout.as_millis()
+            ),
+        ));
+    };
+    match read {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

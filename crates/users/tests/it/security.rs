@@ -1,6 +1,8 @@
 //! The bad paths: forged identity headers, bad tokens, wrong roles and owners, malformed input,
 //! duplicates — each with a JSON error, and nothing half-written.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::support::{assert_error, registration, signer, Db, Stack, Via, SEED_PASSWORD};
@@ -494,4 +496,34 @@ fn base64url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+#[tokio::test]
+async fn a_body_that_stops_coming_is_a_408_not_a_request_held_for_good() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = stack().await;
+    let mut raw = tokio::net::TcpStream::connect(stack.users.addr())
+        .await
+        .unwrap();
+    raw.write_all(
+        b"POST /users/createUser HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+          content-length: 100\r\n\r\n{\"firstName\"",
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), raw.read(&mut got))
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    let got = String::from_utf8_lossy(&got[..n]);
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+    assert!(
+        got.contains(&format!(
+            "within {} ms",
+            crate::support::BODY_TIMEOUT.as_millis()
+        )),
+        "{got}"
+    );
 }

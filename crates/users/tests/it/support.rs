@@ -54,6 +54,10 @@ impl Database {
     }
 }
 
+/// How long the test service waits for a request body: short, for the test of a client that
+/// stops sending one, and ample for a body sent at once.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The users service's configuration for tests: cheap hashing, HS256, demo data.
 pub fn config(url: &str) -> UsersConfig {
     let mut store = StoreConfig::new(url);
@@ -69,6 +73,7 @@ pub fn config(url: &str) -> UsersConfig {
         },
         seed_password: Some(SEED_PASSWORD.into()),
         max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
+        body_timeout: BODY_TIMEOUT,
     }
 }
 
