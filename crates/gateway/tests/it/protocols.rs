@@ -314,18 +314,23 @@ async fn plain_http_to_a_tls_port_is_told_to_use_tls() {
     assert_eq!(r.header("x-echo-tls"), Some("true"));
 }
 
+/// A cleartext gateway in front of `back` with `idle_timeout_ms = 300`.
+async fn idle_after_300_ms(back: std::net::SocketAddr) -> crate::support::Gw {
+    crate::support::simple(
+        &crate::support::endpoint(back),
+        "",
+        "[limits]\nidle_timeout_ms = 300",
+        &[],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn an_idle_http2_connection_is_sent_away_and_a_slow_stream_still_finishes() {
     // Each response takes 700 ms; a connection that starts no stream for 300 ms (to 600) is
     // sent GOAWAY, and the stream in flight still gets its answer.
     let back = echo(false, false, Duration::from_millis(700)).await;
-    let gw = crate::support::simple(
-        &crate::support::endpoint(back.addr),
-        "",
-        "[limits]\nidle_timeout_ms = 300",
-        &[],
-    )
-    .await;
+    let gw = idle_after_300_ms(back.addr).await;
     let tcp = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
     let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
     let conn = tokio::spawn(conn);
@@ -350,13 +355,7 @@ async fn an_http2_client_that_goes_silent_mid_stream_is_disconnected() {
     // phone that lost its network. It gets a PING after 300 ms of silence, and when it does not
     // answer it within 300 ms more its connection is closed: a GOAWAY would wait for the stream.
     let back = echo(false, false, Duration::from_secs(20)).await;
-    let gw = crate::support::simple(
-        &crate::support::endpoint(back.addr),
-        "",
-        "[limits]\nidle_timeout_ms = 300",
-        &[],
-    )
-    .await;
+    let gw = idle_after_300_ms(back.addr).await;
     let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
     // Preface, empty SETTINGS, and HEADERS for `GET http://gw/` on stream 1, END_STREAM and
     // END_HEADERS set (HPACK: :method GET, :scheme http, :path /, :authority "gw").
