@@ -618,8 +618,8 @@ impl Exchange<'_> {
             )
             .await
         } else {
-            let idle = self.shared.body_read_timeout;
-            let mut rest = Upload::new((&mut *io).take(streamed), idle);
+            let body_timeout = self.shared.body_read_timeout;
+            let mut rest = Upload::new((&mut *io).take(streamed), body_timeout);
             let sent = tokio::time::timeout_at(deadline, async {
                 conn.stream.write_all(out).await?;
                 if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
@@ -648,7 +648,7 @@ impl Exchange<'_> {
                 Ok(Err(_)) if rest.stalled() => {
                     return Err(Failure::Answer {
                         err: GatewayError::BodyStalled(BodyStalled {
-                            after: idle,
+                            after: body_timeout,
                             received: body - streamed + rest.received(),
                         }),
                         consumed: false,
