@@ -4,7 +4,6 @@
 //! and keeps the [`Progress`] that tells a client that stopped sending from an upstream that
 //! stopped answering.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
+use pms_net::stall::Stall;
 
 /// Boxed error for bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -76,10 +76,7 @@ pin_project_lite::pin_project! {
         seen: u64,
         limit: u64,
         progress: Arc<Progress>,
-        idle: Duration,
-        // Made at the first wait for the client, pushed back as frames come.
-        #[pin]
-        timer: Option<tokio::time::Sleep>,
+        stall: Stall,
     }
 }
 
@@ -91,8 +88,7 @@ impl<B> Capped<B> {
             seen: 0,
             limit,
             progress: Arc::default(),
-            idle,
-            timer: None,
+            stall: Stall::new(idle),
         }
     }
 
@@ -114,27 +110,16 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let mut this = self.project();
+        let this = self.project();
         let polled = this.inner.poll_frame(cx);
         this.progress
             .waiting
             .store(polled.is_pending(), Ordering::Relaxed);
-        if polled.is_pending() {
-            if this.timer.is_none() {
-                this.timer.set(Some(tokio::time::sleep(*this.idle)));
-            }
-            if let Some(timer) = this.timer.as_mut().as_pin_mut() {
-                if timer.poll(cx).is_ready() {
-                    return Poll::Ready(Some(Err(Box::new(BodyStalled {
-                        after: *this.idle,
-                        received: *this.seen,
-                    }))));
-                }
-            }
-            return Poll::Pending;
-        }
-        if let Some(timer) = this.timer.as_mut().as_pin_mut() {
-            timer.reset(tokio::time::Instant::now() + *this.idle);
+        if this.stall.poll_expired(cx, polled.is_pending()) {
+            return Poll::Ready(Some(Err(Box::new(BodyStalled {
+                after: this.stall.timeout(),
+                received: *this.seen,
+            }))));
         }
         match polled {
             Poll::Ready(Some(Ok(frame))) => {

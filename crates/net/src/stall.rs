@@ -1,10 +1,12 @@
-//! Giving up on a client that stops reading: a connection wrapper whose writes fail when they
-//! have made no progress for the send timeout (nginx's `send_timeout`).
+//! Giving up on a peer that makes no progress: [`Stall`], the clock of a wait without progress,
+//! and [`SendDeadline`], a connection wrapper whose writes fail when they have made no progress
+//! for the send timeout (nginx's `send_timeout`). The gateway's request-body readers use the
+//! same clock for bodies that stop coming.
 //!
 //! Why: a client that asks for a response and then never reads it keeps the server's write
 //! waiting on a full socket buffer for good, and with it the connection, its task and (behind a
-//! proxy) an upstream connection. Reads are left alone: idle keep-alive connections and slow
-//! request heads and bodies have their own limits.
+//! proxy) an upstream connection. The connection wrapper leaves reads alone: idle keep-alive
+//! connections and slow request heads and bodies have their own limits.
 
 use std::future::Future;
 use std::io::IoSlice;
@@ -15,14 +17,64 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+/// The clock of a stall: how long something has been waiting without progress. Each poll of the
+/// watched operation reports whether it had to wait; the timer starts at the first wait after
+/// progress and is made once, so steady progress costs no timer operation at all.
+pub struct Stall {
+    timeout: Duration,
+    // Made at the first wait; set again at each wait that follows progress.
+    timer: Option<Pin<Box<Sleep>>>,
+    waiting: bool,
+}
+
+impl Stall {
+    /// A clock that runs out after `timeout` without progress.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            timer: None,
+            waiting: false,
+        }
+    }
+
+    /// The time without progress it allows.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether the last poll reported was a wait.
+    pub fn waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// Notes how a poll of the watched operation went (`pending`: it had to wait) and returns
+    /// true when the wait has now lasted the whole timeout. `cx` is woken when it does.
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>, pending: bool) -> bool {
+        if !pending {
+            self.waiting = false;
+            return false;
+        }
+        let timer = match &mut self.timer {
+            Some(timer) => {
+                if !self.waiting {
+                    timer.as_mut().reset(Instant::now() + self.timeout);
+                }
+                timer
+            }
+            None => self
+                .timer
+                .insert(Box::pin(tokio::time::sleep(self.timeout))),
+        };
+        self.waiting = true;
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
+
 /// A stream whose writes, flushes and shutdown fail with `TimedOut` after `timeout` without
 /// progress.
 pub struct SendDeadline<S> {
     inner: S,
-    timeout: Duration,
-    // Made at the first write that has to wait; set again at each wait that follows progress.
-    timer: Option<Pin<Box<Sleep>>>,
-    waiting: bool,
+    stall: Stall,
 }
 
 impl<S> SendDeadline<S> {
@@ -30,9 +82,7 @@ impl<S> SendDeadline<S> {
     pub fn new(inner: S, timeout: Duration) -> Self {
         Self {
             inner,
-            timeout,
-            timer: None,
-            waiting: false,
+            stall: Stall::new(timeout),
         }
     }
 
@@ -47,30 +97,16 @@ impl<S> SendDeadline<S> {
         cx: &mut Context<'_>,
         polled: Poll<std::io::Result<T>>,
     ) -> Poll<std::io::Result<T>> {
-        if polled.is_ready() {
-            self.waiting = false;
-            return polled;
-        }
-        let deadline = Instant::now() + self.timeout;
-        let timer = match &mut self.timer {
-            Some(timer) => {
-                if !self.waiting {
-                    timer.as_mut().reset(deadline);
-                }
-                timer
-            }
-            None => self
-                .timer
-                .insert(Box::pin(tokio::time::sleep_until(deadline))),
-        };
-        self.waiting = true;
-        if timer.as_mut().poll(cx).is_ready() {
+        if self.stall.poll_expired(cx, polled.is_pending()) {
             return Poll::Ready(Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!("the peer read nothing for {} ms", self.timeout.as_millis()),
+                format!(
+                    "the peer read nothing for {} ms",
+                    self.stall.timeout().as_millis()
+                ),
             )));
         }
-        Poll::Pending
+        polled
     }
 }
 

@@ -5,24 +5,20 @@
 //! an upstream that stopped answering (504), and a client whose connection failed mid-body from
 //! an upstream that did.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use pms_net::stall::Stall;
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::time::Sleep;
 
 /// Reads a request body from the client, keeping track as it goes.
 pub(super) struct Upload<R> {
     client: R,
     received: u64,
-    waiting: bool,
     failed: bool,
     stalled: bool,
-    idle: Duration,
-    // Made at the first wait for the client, pushed back as bytes come.
-    timer: Option<Pin<Box<Sleep>>>,
+    stall: Stall,
 }
 
 impl<R> Upload<R> {
@@ -31,11 +27,9 @@ impl<R> Upload<R> {
         Self {
             client,
             received: 0,
-            waiting: false,
             failed: false,
             stalled: false,
-            idle,
-            timer: None,
+            stall: Stall::new(idle),
         }
     }
 
@@ -46,7 +40,7 @@ impl<R> Upload<R> {
 
     /// True when the last read found nothing from the client yet.
     pub(super) fn waiting_on_client(&self) -> bool {
-        self.waiting
+        self.stall.waiting()
     }
 
     /// True when reading from the client failed.
@@ -69,30 +63,17 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
         let this = &mut *self;
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.client).poll_read(cx, buf);
-        this.waiting = polled.is_pending();
+        if this.stall.poll_expired(cx, polled.is_pending()) {
+            this.stalled = true;
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped sending its request body",
+            )));
+        }
         match &polled {
-            Poll::Ready(Ok(())) => {
-                this.received += (buf.filled().len() - before) as u64;
-                if let Some(timer) = &mut this.timer {
-                    timer
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + this.idle);
-                }
-            }
+            Poll::Ready(Ok(())) => this.received += (buf.filled().len() - before) as u64,
             Poll::Ready(Err(_)) => this.failed = true,
-            Poll::Pending => {
-                let idle = this.idle;
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-                if timer.as_mut().poll(cx).is_ready() {
-                    this.stalled = true;
-                    return Poll::Ready(Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the client stopped sending its request body",
-                    )));
-                }
-            }
+            Poll::Pending => {}
         }
         polled
     }
