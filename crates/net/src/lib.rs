@@ -11,6 +11,8 @@
 //!   on one port, connection limits, header-read, send and idle timeouts and graceful drain;
 //!   optionally an HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
 //! - [`idle`]: closing connections that send no request for a while.
+//! - [`deadline`]: a deadline that moves with each request, without a timer operation per
+//!   request.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
 //! - [`stall`]: writes that give up on a client that stops reading.
@@ -21,6 +23,7 @@
 
 #![deny(missing_docs)]
 
+pub mod deadline;
 pub mod dev;
 pub mod fdlimit;
 pub mod idle;

@@ -24,6 +24,7 @@ use http::{Method, Response};
 use http_body::{Body as _, Frame};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Incoming;
+use pms_net::deadline::Deadline;
 use tokio::io::AsyncReadExt;
 
 use super::fields::Fields;
@@ -105,7 +106,7 @@ async fn exchange(
     out.extend_from_slice(&body);
     upstream.count_request();
 
-    let deadline = tokio::time::Instant::now() + timeout;
+    let mut deadline = Deadline::new(tokio::time::Instant::now() + timeout);
     let head_request = parts.method == Method::HEAD;
     let retryable = request::idempotent(&parts.method);
     // Allocated when the response arrives (see `read_head`).
@@ -119,7 +120,7 @@ async fn exchange(
         &mut fields,
         head_request,
         retryable,
-        deadline,
+        &mut deadline,
     )
     .await
     {
@@ -147,7 +148,7 @@ async fn exchange(
         // At most GATHER, so it fits in usize.
         Framing::Length(n) if n <= GATHER as u64 => {
             let n = n as usize;
-            gather_response(&mut conn.stream, &mut up, n, deadline, upstream).await?;
+            gather_response(&mut conn.stream, &mut up, n, &mut deadline, upstream).await?;
             let data = body_bytes(&mut up, n);
             if head.reusable && up.is_empty() {
                 pool.checkin(conn);

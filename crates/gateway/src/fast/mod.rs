@@ -35,6 +35,7 @@ use bytes::{Buf, BytesMut};
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
+use pms_net::deadline::Deadline;
 use pms_net::idle::IdleTimer;
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
@@ -165,6 +166,8 @@ struct Buffers {
     up: BytesMut,
     /// Bytes on their way out, to either side.
     out: Vec<u8>,
+    /// The upstream's answer deadline: one timer for all the connection's requests.
+    deadline: Option<Deadline>,
 }
 
 impl Buffers {
@@ -174,6 +177,7 @@ impl Buffers {
             fields: Fields::default(),
             up: BytesMut::new(),
             out: Vec::new(),
+            deadline: None,
         }
     }
 
@@ -215,26 +219,33 @@ enum Failure {
 }
 
 impl FastPath {
-    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, mut stop: Stop) -> Option<Rewind<IO>>
+    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, stop: Stop) -> Option<Rewind<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let mut bufs = Buffers::new();
         // As hyper's path, which closes an idle connection after the header-read timeout.
         let mut idle = IdleTimer::new(self.header_read_timeout);
+        let activity = idle.activity();
+        let draining = stop.clone();
+        // What ends a connection between requests. One future for the connection's life, not
+        // one per request: each new one would register with the drain signal and the idle
+        // timer again, and take itself off them when dropped.
+        let mut stop = stop;
+        let ended = async {
+            tokio::select! {
+                () = stop.wait() => {}
+                () = idle.expired() => {}
+            }
+        };
+        let mut ended = std::pin::pin!(ended);
         loop {
             let head = match self
-                .read_head(
-                    &mut io,
-                    &mut bufs.buf,
-                    &mut bufs.fields,
-                    &mut stop,
-                    &mut idle,
-                )
+                .read_head(&mut io, &mut bufs.buf, &mut bufs.fields, ended.as_mut())
                 .await
             {
                 Read::Head(h) => {
-                    idle.request();
+                    activity.request();
                     h
                 }
                 Read::Closed => return None,
@@ -248,7 +259,7 @@ impl FastPath {
                 }
             };
             match self.forward(&mut io, info, head, &mut bufs).await {
-                Next::Continue if !stop.is_set() => bufs.shrink(),
+                Next::Continue if !draining.is_set() => bufs.shrink(),
                 Next::Handoff => return Some(self.hand_over(bufs.buf, io)),
                 Next::Continue | Next::Close => {
                     let _ = io.shutdown().await;
@@ -269,15 +280,14 @@ impl FastPath {
     }
 
     /// Waits for a complete request head at the start of `buf`: while the connection is idle,
-    /// until `idle` expires or draining starts; once a head has begun, for the header-read
-    /// limit.
+    /// until `ended` resolves (it must not have yet); once a head has begun, for the
+    /// header-read limit.
     async fn read_head<IO>(
         &self,
         io: &mut IO,
         buf: &mut BytesMut,
         fields: &mut Fields,
-        stop: &mut Stop,
-        idle: &mut IdleTimer,
+        mut ended: std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Read
     where
         IO: AsyncRead + Unpin,
@@ -305,9 +315,10 @@ impl FastPath {
             buf.reserve(BUF);
             let read = if buf.is_empty() {
                 tokio::select! {
+                    // The read first: `ended` is only polled when no request is there yet.
+                    biased;
                     r = io.read_buf(buf) => r,
-                    () = stop.wait() => return Read::Closed,
-                    () = idle.expired() => return Read::Closed,
+                    () = &mut ended => return Read::Closed,
                 }
             } else {
                 let until = *deadline
@@ -457,16 +468,17 @@ async fn send_whole(
     fields: &mut Fields,
     head_request: bool,
     retryable: bool,
-    deadline: tokio::time::Instant,
+    deadline: &mut Deadline,
 ) -> Result<response::Head, NoHead> {
     let mut retried = false;
     loop {
-        let sent = tokio::time::timeout_at(deadline, async {
-            conn.stream.write_all(request).await?;
-            // TLS holds written records until flushed.
-            conn.stream.flush().await
-        })
-        .await;
+        let sent = deadline
+            .run(async {
+                conn.stream.write_all(request).await?;
+                // TLS holds written records until flushed.
+                conn.stream.flush().await
+            })
+            .await;
         let got = match sent {
             Err(_) => Err(NoHead::Timeout),
             Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
@@ -505,10 +517,10 @@ async fn gather_response<S: AsyncRead + Unpin>(
     stream: &mut S,
     up: &mut BytesMut,
     n: usize,
-    deadline: tokio::time::Instant,
+    deadline: &mut Deadline,
     upstream: &Upstream,
 ) -> Result<(), GatewayError> {
-    match tokio::time::timeout_at(deadline, gather(stream, up, n)).await {
+    match deadline.run(gather(stream, up, n)).await {
         Ok(Ok(true)) => Ok(()),
         Ok(Ok(false)) => Err(bad_gateway(
             upstream,
@@ -553,6 +565,7 @@ impl Exchange<'_> {
             fields,
             up,
             out,
+            deadline,
         } = bufs;
         let body = self.head.body;
         if body > buf.len() as u64 && body <= GATHER as u64 {
@@ -602,7 +615,14 @@ impl Exchange<'_> {
         let consumed = streamed == 0;
         let retryable = inline && self.head.idempotent();
         self.upstream.count_request();
-        let deadline = tokio::time::Instant::now() + self.upstream.request_timeout();
+        let at = tokio::time::Instant::now() + self.upstream.request_timeout();
+        let deadline = match deadline {
+            Some(d) => {
+                d.set(at);
+                d
+            }
+            None => deadline.insert(Deadline::new(at)),
+        };
 
         let head_request = self.head.method == Method::HEAD;
         let got = if streamed == 0 {
@@ -620,18 +640,19 @@ impl Exchange<'_> {
         } else {
             let body_timeout = self.shared.body_read_timeout;
             let mut rest = Upload::new((&mut *io).take(streamed), body_timeout);
-            let sent = tokio::time::timeout_at(deadline, async {
-                conn.stream.write_all(out).await?;
-                if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the client closed before sending its whole body",
-                    ));
-                }
-                // TLS holds written records until flushed.
-                conn.stream.flush().await
-            })
-            .await;
+            let sent = deadline
+                .run(async {
+                    conn.stream.write_all(out).await?;
+                    if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the client closed before sending its whole body",
+                        ));
+                    }
+                    // TLS holds written records until flushed.
+                    conn.stream.flush().await
+                })
+                .await;
             match sent {
                 // The upstream waited for the rest of the body, and so did the gateway.
                 Err(_) if rest.waiting_on_client() => {
@@ -793,7 +814,7 @@ async fn read_head(
     up: &mut BytesMut,
     fields: &mut Fields,
     head_request: bool,
-    deadline: tokio::time::Instant,
+    deadline: &mut Deadline,
 ) -> Result<response::Head, NoHead> {
     up.clear();
     loop {
@@ -820,16 +841,13 @@ async fn read_head(
         }
         if up.capacity() == 0 {
             // An error here comes back from the read below.
-            if tokio::time::timeout_at(deadline, stream.readable())
-                .await
-                .is_err()
-            {
+            if deadline.run(stream.readable()).await.is_err() {
                 return Err(NoHead::Timeout);
             }
         }
         up.reserve(BUF);
         let empty = up.is_empty();
-        match tokio::time::timeout_at(deadline, stream.read_buf(up)).await {
+        match deadline.run(stream.read_buf(up)).await {
             Err(_) => return Err(NoHead::Timeout),
             Ok(Ok(0)) if empty => {
                 return Err(NoHead::Closed("connection closed before a response".into()))
