@@ -2,7 +2,7 @@
 //! one process). Handles for known label sets are created up front and cloned into the places that
 //! count, so the request path does no label allocation.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -195,6 +195,7 @@ impl Metrics {
             duration,
             requests: self.requests.clone(),
             route,
+            usual: Arc::default(),
         }
     }
 
@@ -242,24 +243,40 @@ impl Metrics {
     }
 }
 
+/// The statuses whose per-route counters are kept at hand (see [`RouteMetrics::observe`]).
+const USUAL_STATUSES: [u16; 14] = [
+    200, 201, 204, 304, 400, 401, 403, 404, 409, 429, 500, 502, 503, 504,
+];
+
 /// Per-route handles.
 #[derive(Debug, Clone)]
 pub struct RouteMetrics {
     route: Label,
     duration: Histogram,
     requests: Family<RouteStatus, Counter>,
+    /// The counters of [`USUAL_STATUSES`], each taken from `requests` the first time it counts.
+    usual: Arc<[OnceLock<Counter>; USUAL_STATUSES.len()]>,
 }
 
 impl RouteMetrics {
-    /// Records one answered request.
+    /// Records one answered request. A usual status is counted without a look-up in the
+    /// family (hashing the label set, a lock, the label's reference count): that was 2 % of a
+    /// relayed request's instructions. A series appears in `/metrics` once counted, either way.
     pub fn observe(&self, status: u16, seconds: f64) {
         self.duration.observe(seconds);
+        match USUAL_STATUSES.iter().position(|&s| s == status) {
+            Some(i) => self.usual[i].get_or_init(|| self.counter(status)).inc(),
+            None => self.counter(status).inc(),
+        };
+    }
+
+    fn counter(&self, status: u16) -> Counter {
         self.requests
             .get_or_create(&RouteStatus {
                 route: self.route.clone(),
                 status,
             })
-            .inc();
+            .clone()
     }
 }
 
@@ -286,5 +303,38 @@ impl pms_net::serve::Observer for ListenerObserver {
         } else {
             self.tls_failed.inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usual_and_other_statuses_are_counted_once_each_and_only_once_seen() {
+        let metrics = Metrics::new();
+        let route = metrics.route("users");
+        // Clones share the counters, as the workers' copies do.
+        let other_copy = route.clone();
+        route.observe(200, 0.001);
+        other_copy.observe(200, 0.001);
+        route.observe(418, 0.001);
+        route.observe(504, 0.001);
+        let text = metrics.render();
+        let count = |status: u16| {
+            let series =
+                format!("pms_gateway_requests_total{{route=\"users\",status=\"{status}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(series.as_str()))
+                .map(|n| n.parse::<u64>().expect("a count"))
+        };
+        assert_eq!(count(200), Some(2), "{text}");
+        assert_eq!(count(418), Some(1), "{text}");
+        assert_eq!(count(504), Some(1), "{text}");
+        assert_eq!(
+            count(201),
+            None,
+            "a status never answered has no series: {text}"
+        );
     }
 }
