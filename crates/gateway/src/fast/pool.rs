@@ -186,7 +186,6 @@ impl Pool {
     pub(super) async fn checkout(self: &Arc<Self>) -> Result<Conn, SendError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len();
         let ep = &self.endpoints[i];
-        let deadline = tokio::time::Instant::now() + self.queue_timeout;
         // Queued either way: a connection coming back serves this request as well as a new
         // one, and sooner when connecting is slow (a back-end's full accept queue drops SYNs,
         // and the retransmission comes a second later).
@@ -210,6 +209,8 @@ impl Pool {
             state.waiters.push_back(tx);
             (permit, rx)
         };
+        // Not read before: a request that finds an idle connection has no use for it.
+        let deadline = tokio::time::Instant::now() + self.queue_timeout;
         let permit = match permit {
             Some(p) => p,
             // At the cap: the first of a returned connection or a freed permit.
