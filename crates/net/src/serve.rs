@@ -4,10 +4,10 @@
 //! What it owns: TLS handshakes (with a time limit; a client speaking plain HTTP to a TLS port
 //! gets a plain-HTTP 400 saying so), choosing HTTP/1.1 or HTTP/2 per connection
 //! (h2c prior knowledge on cleartext, ALPN on TLS), the connection cap, header size and header-read
-//! time limits (slowloris), the send timeout (a client that stops reading, [`crate::stall`]), idle
-//! connections (GOAWAY after the idle timeout, HTTP/2 PINGs to a silent client,
-//! [`crate::idle`]), accept-error back-off, and the drain (HTTP/2 GOAWAY, idle keep-alives
-//! closed, in-flight requests finished). What it must not do: look at requests — that is the
+//! time limits (slowloris), the send timeout (a client that stops reading, [`crate::stall`], or
+//! grants an HTTP/2 response no window, `starve`), idle connections (GOAWAY after the idle
+//! timeout, HTTP/2 PINGs to a silent client, [`crate::idle`]), accept-error back-off, and the
+//! drain (HTTP/2 GOAWAY, idle keep-alives closed, in-flight requests finished). What it must not do: look at requests — that is the
 //! service's job — or bind sockets: callers pass a bound listener (so tests can use port 0).
 //!
 //! A server may also pass an [`Http1Fast`] handler ([`serve_with`]): HTTP/1.1 connections
@@ -34,6 +34,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::idle::{Activity, IdleTimer};
 use crate::rewind::Rewind;
 use crate::stall::SendDeadline;
+use crate::starve::{Starvation, Watched, Watching};
 
 /// Boxed error type the serve loop accepts from services and bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -86,7 +87,8 @@ pub struct ServeConfig {
     /// Time allowed for the TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Longest a write to the client may wait for it to read; the connection is closed after
-    /// it (see [`crate::stall`]).
+    /// it (see [`crate::stall`]). An HTTP/2 response that waits for flow-control window for
+    /// one to two of these closes its connection too (see `starve`).
     pub send_timeout: Duration,
     /// How long a connection hyper serves may start no request before it is shut down
     /// gracefully (HTTP/2 GOAWAY; in-flight requests finish), within one to two of these (see
@@ -344,6 +346,7 @@ where
                         stop,
                         watcher,
                         idle_timeout,
+                        send_timeout,
                     };
                     conn.run(Box::new(SendDeadline::new(stream, send_timeout)))
                         .await;
@@ -365,6 +368,7 @@ where
                             stop,
                             watcher,
                             idle_timeout,
+                            send_timeout,
                         }
                     } else {
                         Connection {
@@ -375,6 +379,7 @@ where
                             stop,
                             watcher,
                             idle_timeout,
+                            send_timeout,
                         }
                     };
                     conn.run(Box::new(SendDeadline::new(tls_stream, send_timeout)))
@@ -486,6 +491,7 @@ struct Connection<'a, S, F> {
     stop: Stop,
     watcher: hyper_util::server::graceful::Watcher,
     idle_timeout: Duration,
+    send_timeout: Duration,
 }
 
 impl<S, B, F> Connection<'_, S, F>
@@ -511,9 +517,11 @@ where
             None => Rewind::new(bytes::Bytes::new(), io),
         };
         let mut idle = IdleTimer::new(self.idle_timeout);
+        let starvation = Arc::new(Starvation::new(self.send_timeout));
         let svc = Noted {
             inner: self.svc,
             activity: idle.activity(),
+            starvation: starvation.clone(),
         };
         let conn = self
             .builder
@@ -521,12 +529,24 @@ where
             .into_owned();
         let mut conn = std::pin::pin!(conn);
         let mut stop = self.stop;
+        let starved = starvation.starved();
+        let mut starved = std::pin::pin!(starved);
         // Shut down gracefully when draining starts or the connection goes idle: no new
-        // requests (HTTP/2 GOAWAY), those in flight finish.
+        // requests (HTTP/2 GOAWAY), those in flight finish. A client that takes no data of a
+        // response for the send timeout is cut off at once: it would hold the stream, and a
+        // graceful shutdown, for good.
         let mut ending = false;
         let result = loop {
             tokio::select! {
                 r = conn.as_mut() => break r,
+                () = &mut starved => {
+                    tracing::debug!(
+                        %peer,
+                        after = ?starvation.period(),
+                        "an HTTP/2 response waited that long for flow-control window; closing the connection"
+                    );
+                    break Ok(());
+                }
                 () = stop.wait(), if !ending => {
                     ending = true;
                     conn.as_mut().graceful_shutdown();
@@ -543,23 +563,26 @@ where
     }
 }
 
-/// A connection's service that notes each request for its [`IdleTimer`].
+/// A connection's service: notes each request for its [`IdleTimer`], and puts HTTP/2 response
+/// bodies under its [`Starvation`] watch.
 struct Noted<S> {
     inner: S,
     activity: Activity,
+    starvation: Arc<Starvation>,
 }
 
-impl<S, R> Service<R> for Noted<S>
+impl<S, B> Service<Request<Incoming>> for Noted<S>
 where
-    S: Service<R>,
+    S: Service<Request<Incoming>, Response = Response<B>>,
 {
-    type Response = S::Response;
+    type Response = Response<Watched<B>>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Watching<S::Future>;
 
-    fn call(&self, req: R) -> Self::Future {
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
         self.activity.request();
-        self.inner.call(req)
+        let watch = (req.version() == http::Version::HTTP_2).then(|| self.starvation.clone());
+        Watching::new(self.inner.call(req), watch)
     }
 }
 

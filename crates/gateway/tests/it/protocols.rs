@@ -380,3 +380,70 @@ async fn an_http2_client_that_goes_silent_mid_stream_is_disconnected() {
     }
     assert!(pinged, "no PING among {} bytes", seen.len());
 }
+
+/// POSTs `text` on a new HTTP/2 connection to `addr` from a client that grants the gateway
+/// `window` bytes per stream; returns the response status and the connection's task.
+async fn h2_post(
+    addr: std::net::SocketAddr,
+    window: u32,
+    text: &'static str,
+) -> (
+    http::Response<h2::RecvStream>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) = h2::client::Builder::new()
+        .initial_window_size(window)
+        .handshake(tcp)
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let request = http::Request::post("http://gw/x").body(()).unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(text.as_bytes()), true)
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), response)
+        .await
+        .expect("answered")
+        .unwrap();
+    (response, conn)
+}
+
+#[tokio::test]
+async fn an_http2_client_that_takes_no_data_is_disconnected_but_a_slow_upstream_is_not() {
+    // `send_timeout_ms = 300`, and every answer takes 700 ms upstream.
+    let back = echo(false, false, Duration::from_millis(700)).await;
+    let gw = crate::support::simple(
+        &crate::support::endpoint(back.addr),
+        "",
+        "[limits]\nsend_timeout_ms = 300",
+        &[],
+    )
+    .await;
+
+    // Waiting for the upstream is not waiting for the client: the answer comes whole.
+    let (response, _conn) = h2_post(gw.addr(), 65_535, "all of it").await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(text, b"all of it");
+
+    // A client that grants no window gets the head (headers are not flow-controlled), never a
+    // byte of the body, and answers PINGs all along (the h2 crate does). Its connection is
+    // closed within two send timeouts; before, it stayed open for good, holding the stream.
+    let (response, conn) = h2_post(gw.addr(), 0, "never read").await;
+    assert_eq!(response.status(), 200);
+    let ended = tokio::time::timeout(Duration::from_secs(10), conn).await;
+    assert!(
+        ended.is_ok(),
+        "the starving client's connection is still open after 10 s"
+    );
+    let mut body = response.into_body();
+    assert!(
+        !matches!(body.data().await, Some(Ok(_))),
+        "no body data reached the starving client"
+    );
+}
