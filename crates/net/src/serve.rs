@@ -7,8 +7,9 @@
 //! time limits (slowloris), the send timeout (a client that stops reading, [`crate::stall`], or
 //! grants an HTTP/2 response no window, `starve`), idle connections (GOAWAY after the idle
 //! timeout, HTTP/2 PINGs to a silent client, [`crate::idle`]), accept-error back-off, and the
-//! drain (HTTP/2 GOAWAY, idle keep-alives closed, in-flight requests finished). What it must not do: look at requests — that is the
-//! service's job — or bind sockets: callers pass a bound listener (so tests can use port 0).
+//! drain (HTTP/2 GOAWAY, idle keep-alives closed, in-flight requests finished). What it must
+//! not do: look at requests — that is the service's job — or bind sockets: callers pass a bound
+//! listener (so tests can use port 0).
 //!
 //! A server may also pass an [`Http1Fast`] handler ([`serve_with`]): HTTP/1.1 connections
 //! (cleartext, or TLS without h2 in ALPN) go to it first, and it hands a connection to hyper,
