@@ -219,7 +219,7 @@ enum Failure {
 }
 
 impl FastPath {
-    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, stop: Stop) -> Option<Rewind<IO>>
+    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, mut stop: Stop) -> Option<Rewind<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
@@ -231,7 +231,6 @@ impl FastPath {
         // What ends a connection between requests. One future for the connection's life, not
         // one per request: each new one would register with the drain signal and the idle
         // timer again, and take itself off them when dropped.
-        let mut stop = stop;
         let ended = async {
             tokio::select! {
                 () = stop.wait() => {}
@@ -616,13 +615,8 @@ impl Exchange<'_> {
         let retryable = inline && self.head.idempotent();
         self.upstream.count_request();
         let at = tokio::time::Instant::now() + self.upstream.request_timeout();
-        let deadline = match deadline {
-            Some(d) => {
-                d.set(at);
-                d
-            }
-            None => deadline.insert(Deadline::new(at)),
-        };
+        let deadline = deadline.get_or_insert_with(|| Deadline::new(at));
+        deadline.set(at);
 
         let head_request = self.head.method == Method::HEAD;
         let got = if streamed == 0 {
