@@ -31,7 +31,7 @@ pub const MAX_PAGE: i64 = 1000;
 /// `POST /users/createUser`: self-service registration; always a CUSTOMER.
 pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready()?;
-    let body = json_object(&headers, body, s.max_body_bytes, s.body_timeout).await?;
+    let body = json_object(&s, &headers, body).await?;
     let new = validate::new_user(&body)?;
     let hash = s
         .passwords
@@ -47,7 +47,7 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
 /// answer after the same amount of hashing work.
 pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready()?;
-    let body = json_object(&headers, body, s.max_body_bytes, s.body_timeout).await?;
+    let body = json_object(&s, &headers, body).await?;
     let creds = validate::credentials(&body)?;
     let record = s.store.login_record(&creds.email).await?;
     let ok = s
@@ -119,7 +119,7 @@ pub async fn add_vehicle(
     body: Body,
 ) -> Answer {
     let user_id = own_customer_data(&s, &headers, &user_id).await?;
-    let body = json_object(&headers, body, s.max_body_bytes, s.body_timeout).await?;
+    let body = json_object(&s, &headers, body).await?;
     let vehicle = validate::vehicle(&body)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
     Ok(json(StatusCode::ACCEPTED, &vehicle))
@@ -148,7 +148,7 @@ pub async fn set_payment_method(
     body: Body,
 ) -> Answer {
     let user_id = own_customer_data(&s, &headers, &user_id).await?;
-    let body = json_object(&headers, body, s.max_body_bytes, s.body_timeout).await?;
+    let body = json_object(&s, &headers, body).await?;
     let method = validate::payment_change(&body)?;
     s.store.set_payment_method(user_id, method).await?;
     Ok(json(StatusCode::ACCEPTED, &payment_json(method)))
@@ -174,7 +174,7 @@ pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
     s.ready()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::CustomerManager])?;
-    let body = json_object(&headers, body, s.max_body_bytes, s.body_timeout).await?;
+    let body = json_object(&s, &headers, body).await?;
     let grant = validate::grant(&body)?;
     s.store.grant(&grant, who.id).await?;
     tracing::info!(

@@ -77,16 +77,16 @@ async fn request_id(mut req: Request, next: Next) -> Response {
     resp
 }
 
-/// Reads a JSON object body of at most `limit` bytes, sent within `timeout`.
+/// Reads a JSON object body within the service's limits: at most `max_body_bytes`, sent
+/// within `body_timeout`.
 ///
 /// # Errors
-/// 415 for a non-JSON content type, 413 over the limit, 408 for a body not all there within
-/// `timeout`, 400 for bytes that are not a JSON object (with the parser's line and column).
+/// 415 for a non-JSON content type, 413 over the size limit, 408 for a body not all there in
+/// time, 400 for bytes that are not a JSON object (with the parser's line and column).
 pub async fn json_object(
+    app: &App,
     headers: &HeaderMap,
     body: Body,
-    limit: usize,
-    timeout: std::time::Duration,
 ) -> Result<Map<String, Value>, ApiError> {
     if let Some(ct) = headers.get(CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
@@ -98,7 +98,7 @@ pub async fn json_object(
             ));
         }
     }
-    let bytes = read_limited(body, limit, timeout).await?;
+    let bytes = read_limited(body, app.max_body_bytes, app.body_timeout).await?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::bad_body("the body must be a JSON object")),
