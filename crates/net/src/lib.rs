@@ -16,7 +16,7 @@
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
 //! - [`stall`]: writes that give up on a client that stops reading.
-//! - `starve`: HTTP/2 connections whose client takes no data of a response.
+//! - `starve`: HTTP/2 responses whose client takes no data of them (their streams are reset).
 //!
 //! Why one crate: the gateway, the echo back-end, the services and the tests serve HTTP the same
 //! way; the details (ALPN choice, slowloris limits, drain on SIGTERM) are easy to get subtly

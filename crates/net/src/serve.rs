@@ -25,7 +25,7 @@ use std::time::Duration;
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use hyper::service::Service;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -35,7 +35,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::idle::{Activity, IdleTimer};
 use crate::rewind::Rewind;
 use crate::stall::SendDeadline;
-use crate::starve::{Starvation, Watched, Watching};
+use crate::starve::{Starvation, StreamExecutor, Watched, Watching};
 
 /// Boxed error type the serve loop accepts from services and bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -89,7 +89,7 @@ pub struct ServeConfig {
     pub tls_handshake_timeout: Duration,
     /// Longest a write to the client may wait for it to read; the connection is closed after
     /// it (see [`crate::stall`]). An HTTP/2 response that waits for flow-control window for
-    /// one to two of these closes its connection too (see `starve`).
+    /// one to two of these has its stream reset (see `starve`).
     pub send_timeout: Duration,
     /// How long a connection hyper serves may start no request before it is shut down
     /// gracefully (HTTP/2 GOAWAY; in-flight requests finish), within one to two of these (see
@@ -487,7 +487,7 @@ async fn refuse_plain_http(stream: &mut tokio::net::TcpStream) {
 struct Connection<'a, S, F> {
     info: ConnInfo,
     svc: S,
-    builder: &'a auto::Builder<TokioExecutor>,
+    builder: &'a auto::Builder<StreamExecutor>,
     fast: Option<Arc<F>>,
     stop: Stop,
     watcher: hyper_util::server::graceful::Watcher,
@@ -533,9 +533,10 @@ where
         let starved = starvation.starved();
         let mut starved = std::pin::pin!(starved);
         // Shut down gracefully when draining starts or the connection goes idle: no new
-        // requests (HTTP/2 GOAWAY), those in flight finish. A client that takes no data of a
-        // response for the send timeout is cut off at once: it would hold the stream, and a
-        // graceful shutdown, for good.
+        // requests (HTTP/2 GOAWAY), those in flight finish. The starvation watch resets the
+        // streams of HTTP/2 responses the client takes no data of for the send timeout (they
+        // would hold the stream, and a graceful shutdown, for good), and comes back only for
+        // one it could not reset alone: then the connection is cut off at once.
         let mut ending = false;
         let result = loop {
             tokio::select! {
@@ -544,7 +545,7 @@ where
                     tracing::debug!(
                         %peer,
                         after = ?starvation.period(),
-                        "an HTTP/2 response waited that long for flow-control window; closing the connection"
+                        "an HTTP/2 response that cannot be reset alone waited that long for flow-control window; closing the connection"
                     );
                     break Ok(());
                 }
@@ -597,17 +598,17 @@ fn log_conn_end(peer: SocketAddr, result: Result<(), BoxError>) {
 /// The three connection flavours, configured once per listener.
 struct Builders {
     /// Cleartext: HTTP/1.1 plus h2c prior knowledge, unless `http1_only`.
-    cleartext: auto::Builder<TokioExecutor>,
+    cleartext: auto::Builder<StreamExecutor>,
     /// TLS without h2 in ALPN.
-    h1: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<StreamExecutor>,
     /// TLS with h2 negotiated.
-    h2: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<StreamExecutor>,
     http1_only: bool,
 }
 
 impl Builders {
     fn new(config: &ServeConfig) -> Self {
-        let mut base = auto::Builder::new(TokioExecutor::new());
+        let mut base = auto::Builder::new(StreamExecutor);
         base.http1()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout)

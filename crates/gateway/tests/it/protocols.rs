@@ -381,36 +381,43 @@ async fn an_http2_client_that_goes_silent_mid_stream_is_disconnected() {
     assert!(pinged, "no PING among {} bytes", seen.len());
 }
 
-/// POSTs `text` on a new HTTP/2 connection to `addr` from a client that grants the gateway
-/// `window` bytes per stream; returns the response status and the connection's task.
-async fn h2_post(
+/// A new HTTP/2 connection to `addr` from a client that grants the gateway `window` bytes per
+/// stream, and the connection's task.
+async fn h2_connect(
     addr: std::net::SocketAddr,
     window: u32,
-    text: &'static str,
 ) -> (
-    http::Response<h2::RecvStream>,
+    h2::client::SendRequest<bytes::Bytes>,
     tokio::task::JoinHandle<Result<(), h2::Error>>,
 ) {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut client, conn) = h2::client::Builder::new()
+    let (client, conn) = h2::client::Builder::new()
         .initial_window_size(window)
         .handshake(tcp)
         .await
         .unwrap();
-    let conn = tokio::spawn(conn);
+    (client, tokio::spawn(conn))
+}
+
+/// POSTs `text` (nothing at all when empty) on `client`; returns the response head.
+async fn h2_post(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    text: &'static str,
+) -> http::Response<h2::RecvStream> {
     let request = http::Request::post("http://gw/x").body(()).unwrap();
-    let (response, mut body) = client.send_request(request, false).unwrap();
-    body.send_data(bytes::Bytes::from_static(text.as_bytes()), true)
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(10), response)
+    let (response, mut body) = client.send_request(request, text.is_empty()).unwrap();
+    if !text.is_empty() {
+        body.send_data(bytes::Bytes::from_static(text.as_bytes()), true)
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(10), response)
         .await
         .expect("answered")
-        .unwrap();
-    (response, conn)
+        .unwrap()
 }
 
 #[tokio::test]
-async fn an_http2_client_that_takes_no_data_is_disconnected_but_a_slow_upstream_is_not() {
+async fn an_http2_response_the_client_takes_no_data_of_is_reset_but_a_slow_upstream_is_not() {
     // `send_timeout_ms = 300`, and every answer takes 700 ms upstream.
     let back = echo(false, false, Duration::from_millis(700)).await;
     let gw = crate::support::simple(
@@ -422,7 +429,8 @@ async fn an_http2_client_that_takes_no_data_is_disconnected_but_a_slow_upstream_
     .await;
 
     // Waiting for the upstream is not waiting for the client: the answer comes whole.
-    let (response, _conn) = h2_post(gw.addr(), 65_535, "all of it").await;
+    let (mut client, _conn) = h2_connect(gw.addr(), 65_535).await;
+    let response = h2_post(&mut client, "all of it").await;
     assert_eq!(response.status(), 200);
     let mut body = response.into_body();
     let mut text = Vec::new();
@@ -431,19 +439,29 @@ async fn an_http2_client_that_takes_no_data_is_disconnected_but_a_slow_upstream_
     }
     assert_eq!(text, b"all of it");
 
-    // A client that grants no window gets the head (headers are not flow-controlled), never a
-    // byte of the body, and answers PINGs all along (the h2 crate does). Its connection is
-    // closed within two send timeouts; before, it stayed open for good, holding the stream.
-    let (response, conn) = h2_post(gw.addr(), 0, "never read").await;
+    // A client that grants its streams no window gets the head (headers are not flow-controlled)
+    // and never a byte of the body, and answers PINGs all along (the h2 crate does). Within two
+    // send timeouts the stream is reset; before, it stayed open for good, holding an upstream
+    // connection, and later the whole connection was closed for it.
+    let (mut client, conn) = h2_connect(gw.addr(), 0).await;
+    let response = h2_post(&mut client, "never read").await;
     assert_eq!(response.status(), 200);
-    let ended = tokio::time::timeout(Duration::from_secs(10), conn).await;
-    assert!(
-        ended.is_ok(),
-        "the starving client's connection is still open after 10 s"
-    );
     let mut body = response.into_body();
-    assert!(
-        !matches!(body.data().await, Some(Ok(_))),
-        "no body data reached the starving client"
-    );
+    let first = tokio::time::timeout(Duration::from_secs(10), body.data())
+        .await
+        .expect("the starved stream still open after 10 s");
+    match first {
+        Some(Err(e)) => assert_eq!(e.reason(), Some(h2::Reason::CANCEL), "{e}"),
+        other => panic!("expected the stream to be reset, got {other:?}"),
+    }
+
+    // The connection and its other streams carry on: an answer with no body needs no window.
+    let response = h2_post(&mut client, "").await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let end = tokio::time::timeout(Duration::from_secs(10), body.data())
+        .await
+        .expect("the empty answer ends");
+    assert!(end.is_none(), "{end:?}");
+    assert!(!conn.is_finished(), "the connection was closed");
 }
