@@ -1,8 +1,9 @@
-//! The body type the gateway moves in both directions, and the wrapper a streamed request body
-//! goes through on its way to hyper's client: it cuts the body off at the configured size without
-//! buffering it, marks the client's own stream failures so they are not taken for the upstream's,
-//! and keeps the [`Progress`] that tells a client that stopped sending from an upstream that
-//! stopped answering.
+//! The body type the gateway moves in both directions, and the wrappers bodies go through.
+//! A streamed request body, on its way to hyper's client ([`Capped`]): cut off at the configured
+//! size without buffering it, its client's own stream failures marked so they are not taken for
+//! the upstream's, and the [`Progress`] kept that tells a client that stopped sending from an
+//! upstream that stopped answering. A response body from hyper's client ([`FromUpstream`]):
+//! given up when the upstream sends nothing of it for the read timeout.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use pms_net::stall::Stall;
+use pms_net::stall::{ReadStalled, Stall};
 
 /// Boxed error for bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -147,6 +148,73 @@ where
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body from the upstream that fails with [`ReadStalled`] (and a warning in the
+    /// log) when the upstream sends nothing of it for `idle`, like nginx's `proxy_read_timeout`.
+    /// Without it, an upstream that sends a head and then stalls would hold the client's
+    /// request, and the upstream connection, for as long as the client waits.
+    pub struct FromUpstream<B> {
+        #[pin]
+        inner: B,
+        stall: Stall,
+        upstream: Arc<str>,
+    }
+}
+
+impl<B> FromUpstream<B> {
+    /// Wraps `inner`, the body of a response from `upstream`.
+    pub fn new(inner: B, idle: Duration, upstream: Arc<str>) -> Self {
+        Self {
+            inner,
+            stall: Stall::new(idle),
+            upstream,
+        }
+    }
+}
+
+impl<B> Body for FromUpstream<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        let polled = this.inner.poll_frame(cx);
+        if this.stall.poll_expired(cx, polled.is_pending()) {
+            let stalled = ReadStalled {
+                after: this.stall.timeout(),
+            };
+            warn_stalled(this.upstream, &stalled);
+            return Poll::Ready(Some(Err(Box::new(stalled))));
+        }
+        polled.map(|frame| frame.map(|f| f.map_err(Into::into)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Logs that `upstream` stopped sending a response body, which is then cut off: the one warning
+/// every path gives for it.
+pub(crate) fn warn_stalled(upstream: &str, stalled: &ReadStalled) {
+    tracing::warn!(
+        upstream,
+        after_ms = stalled.after.as_millis() as u64,
+        "the upstream stopped sending a response body; cutting the response off"
+    );
 }
 
 /// The first error of type `T` in `err`'s source chain, `err` itself included.

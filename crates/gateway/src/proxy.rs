@@ -16,7 +16,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
 
-use crate::body::{find_source, BodyStalled, Capped, ClientBodyFailed, ProxyBody, TooLarge};
+use crate::body::{
+    find_source, BodyStalled, Capped, ClientBodyFailed, FromUpstream, ProxyBody, TooLarge,
+};
 use crate::fast;
 use crate::headers::{self, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
@@ -220,10 +222,8 @@ impl Shared {
         let (mut head, body) = resp.into_parts();
         rewrite_response(&mut head.headers, head.version, request_id);
         head.version = http::Version::HTTP_11;
-        Ok(Response::from_parts(
-            head,
-            body.map_err(Into::into).boxed_unsync(),
-        ))
+        let body = FromUpstream::new(body, upstream.read_timeout(), upstream.shared_name());
+        Ok(Response::from_parts(head, body.boxed_unsync()))
     }
 }
 

@@ -79,11 +79,13 @@ type Connector = Limited<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 /// One configured upstream.
 pub struct Upstream {
-    name: String,
+    /// Shared with the bodies that log under it.
+    name: Arc<str>,
     endpoints: Vec<(Scheme, Authority)>,
     next: AtomicUsize,
     client: Client<Connector, ProxyBody>,
     request_timeout: Duration,
+    read_timeout: Duration,
     requests: Counter,
     opened: Counter,
     /// Per-endpoint permits, keyed by [`endpoint_key`] (shared with the fast path's pool).
@@ -182,7 +184,7 @@ impl Upstream {
             queue_timeout: s.queue_timeout,
         });
         Ok(Self {
-            name: s.name.clone(),
+            name: Arc::from(s.name.as_str()),
             endpoints: s
                 .endpoints
                 .iter()
@@ -191,6 +193,7 @@ impl Upstream {
             next: AtomicUsize::new(0),
             client,
             request_timeout: s.request_timeout,
+            read_timeout: s.read_timeout,
             requests,
             opened,
             slots,
@@ -232,9 +235,19 @@ impl Upstream {
         self.request_timeout
     }
 
+    /// Longest wait for the next bytes of a response body once its head has come.
+    pub(crate) fn read_timeout(&self) -> Duration {
+        self.read_timeout
+    }
+
     /// The upstream's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The upstream's name, to keep.
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
     }
 
     /// The absolute URI for `path_and_query` on the next endpoint (round-robin).

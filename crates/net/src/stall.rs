@@ -1,7 +1,9 @@
-//! Giving up on a peer that makes no progress: [`Stall`], the clock of a wait without progress,
-//! and [`SendDeadline`], a connection wrapper whose writes fail when they have made no progress
-//! for the send timeout (nginx's `send_timeout`). The gateway's request-body readers use the
-//! same clock for bodies that stop coming.
+//! Giving up on a peer that makes no progress: [`Stall`], the clock of a wait without progress;
+//! [`SendDeadline`], a connection wrapper whose writes fail when they have made no progress
+//! for the send timeout (nginx's `send_timeout`); and [`ReadDeadline`], a reader that fails
+//! when nothing has come for a read timeout (nginx's `proxy_read_timeout`, for a response body
+//! an upstream stops sending). The gateway's request-body readers use the same clock for bodies
+//! that stop coming.
 //!
 //! Why: a client that asks for a response and then never reads it keeps the server's write
 //! waiting on a full socket buffer for good, and with it the connection, its task and (behind a
@@ -154,6 +156,59 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for SendDeadline<S> {
     }
 }
 
+/// Nothing came from the peer for the read timeout: the error inside the `TimedOut`
+/// [`std::io::Error`] a [`ReadDeadline`] fails with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the peer sent nothing for {} ms", .after.as_millis())]
+pub struct ReadStalled {
+    /// The read timeout.
+    pub after: Duration,
+}
+
+impl ReadStalled {
+    /// The [`ReadStalled`] in `err`, if that is what it is.
+    pub fn of(err: &std::io::Error) -> Option<&Self> {
+        err.get_ref().and_then(|e| e.downcast_ref::<Self>())
+    }
+}
+
+/// A reader whose reads fail with `TimedOut` ([`ReadStalled`] inside) after `timeout` without
+/// a byte. Meant to be made for one stretch of reading (a response body), around a borrowed
+/// stream: the clock runs from the first read that has to wait, and a wait that ends in data
+/// starts it again. No timer is made while data is ready at every read.
+pub struct ReadDeadline<R> {
+    inner: R,
+    stall: Stall,
+}
+
+impl<R> ReadDeadline<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R, timeout: Duration) -> Self {
+        Self {
+            inner,
+            stall: Stall::new(timeout),
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for ReadDeadline<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if self.stall.poll_expired(cx, polled.is_pending()) {
+            let after = self.stall.timeout();
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                ReadStalled { after },
+            )));
+        }
+        polled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +227,38 @@ mod tests {
         let mut got = [0u8; 16];
         peer.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"0123456789abcdef");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_that_gets_nothing_fails_after_the_timeout_and_says_why() {
+        let (mut peer, ours) = tokio::io::duplex(64);
+        let mut reader = ReadDeadline::new(ours, Duration::from_secs(5));
+        let writer = tokio::spawn(async move {
+            // Slower than a read, faster than the timeout; then silence.
+            for piece in [&b"abc"[..], b"def"] {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                peer.write_all(piece).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(peer);
+        });
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        let err = loop {
+            match reader.read(&mut buf).await {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(got, b"abcdef");
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(
+            ReadStalled::of(&err),
+            Some(&ReadStalled {
+                after: Duration::from_secs(5)
+            })
+        );
+        writer.abort();
     }
 
     #[tokio::test(start_paused = true)]

@@ -223,6 +223,8 @@ pub struct RawUpstream {
     pub connect_timeout_ms: Option<u64>,
     /// Time to the response head, ms.
     pub request_timeout_ms: Option<u64>,
+    /// Longest wait for the next bytes of a response body, ms.
+    pub read_timeout_ms: Option<u64>,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: Option<usize>,
     /// How long idle connections are kept, ms.

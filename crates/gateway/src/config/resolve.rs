@@ -488,6 +488,10 @@ fn resolve_upstream(
     if request_timeout.is_zero() {
         p.add(&format!("{key}.request_timeout_ms"), "must be positive");
     }
+    let read_timeout = ms(raw.read_timeout_ms, DEFAULT_READ_TIMEOUT_MS);
+    if read_timeout.is_zero() {
+        p.add(&format!("{key}.read_timeout_ms"), "must be positive");
+    }
     let max_connections = raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
     if max_connections == 0 {
         p.add(&format!("{key}.max_connections"), "must be at least 1");
@@ -502,6 +506,7 @@ fn resolve_upstream(
         protocol,
         connect_timeout: ms(raw.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS),
         request_timeout,
+        read_timeout,
         pool_max_idle,
         pool_idle_timeout: ms(raw.pool_idle_timeout_ms, DEFAULT_POOL_IDLE_TIMEOUT_MS),
         max_connections,

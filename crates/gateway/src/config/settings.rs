@@ -113,6 +113,8 @@ pub struct UpstreamSettings {
     pub connect_timeout: Duration,
     /// Time to the response head.
     pub request_timeout: Duration,
+    /// Longest wait for the next bytes of a response body once the head has come.
+    pub read_timeout: Duration,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: usize,
     /// Idle connection lifetime.

@@ -43,6 +43,10 @@ fn minimal_config_gets_defaults() {
         s.upstreams[0].request_timeout,
         Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS)
     );
+    assert_eq!(
+        s.upstreams[0].read_timeout,
+        Duration::from_millis(DEFAULT_READ_TIMEOUT_MS)
+    );
     assert_eq!(s.routes[0].name, "/*");
     assert!(!s.routes[0].jwt);
     assert!(s.jwt.is_none());
@@ -77,6 +81,7 @@ protocol = "h3"
 name = "b"
 endpoints = ["http://127.0.0.1:2"]
 protocol = "h2"
+read_timeout_ms = 0
 [[routes]]
 match = { path = "users" , methods = ["G ET"] }
 upstream = "missing"
@@ -95,6 +100,7 @@ transform = "xml-to-json"
         "gw.toml: upstreams[0].endpoints[0]: \"http://127.0.0.1:1/path\" must not carry a path",
         "gw.toml: upstreams[0].endpoints[1]: \"ftp://x\" must be http://host:port",
         "gw.toml: upstreams[1].endpoints[0]: protocol h2 needs an https:// endpoint",
+        "gw.toml: upstreams[1].read_timeout_ms: must be positive",
         "gw.toml: routes[0].match: \"users\" must start with '/'",
         "gw.toml: routes[0].match.methods[0]: \"G ET\" is not a method",
         "gw.toml: routes[0].upstream: no upstream named \"missing\"",

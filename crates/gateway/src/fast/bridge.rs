@@ -16,6 +16,7 @@
 //! when the body has been read to its end. The trailers of a chunked response are dropped.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::stream;
@@ -25,6 +26,7 @@ use http_body::{Body as _, Frame};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Incoming;
 use pms_net::deadline::Deadline;
+use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::AsyncReadExt;
 
 use super::fields::Fields;
@@ -161,7 +163,8 @@ async fn exchange(
             if !matches!(framing, Framing::Length(_)) {
                 headers.remove(CONTENT_LENGTH);
             }
-            streamed(conn, pool.clone(), up, framing, head.reusable)
+            let upstream = (upstream.shared_name(), upstream.read_timeout());
+            streamed(conn, pool.clone(), up, framing, head.reusable, upstream)
         }
     };
     let mut resp = Response::new(body);
@@ -189,7 +192,7 @@ fn body_bytes(up: &mut BytesMut, n: usize) -> Bytes {
 async fn read_body(
     mut body: Incoming,
     expected: u64,
-    timeout: std::time::Duration,
+    timeout: Duration,
 ) -> Result<Bytes, GatewayError> {
     if body.is_end_stream() {
         return Ok(Bytes::new());
@@ -219,13 +222,15 @@ async fn read_body(
     }
 }
 
-/// A response body read from the upstream connection as the client takes it.
+/// A response body read from the upstream connection as the client takes it. `upstream` is the
+/// upstream's name and read timeout: a body it sends nothing of for that long fails.
 fn streamed(
     conn: Conn,
     pool: Arc<Pool>,
     buf: BytesMut,
     framing: Framing,
     reusable: bool,
+    upstream: (Arc<str>, Duration),
 ) -> ProxyBody {
     let left = match framing {
         Framing::Length(n) => Left::Length(n),
@@ -239,6 +244,8 @@ fn streamed(
         buf,
         left,
         reusable,
+        upstream: upstream.0,
+        read_timeout: upstream.1,
     };
     let frames = stream::unfold(body, |mut body| async move {
         let data = body.next().await?;
@@ -265,6 +272,8 @@ struct Streaming {
     buf: BytesMut,
     left: Left,
     reusable: bool,
+    upstream: Arc<str>,
+    read_timeout: Duration,
 }
 
 impl Streaming {
@@ -288,7 +297,11 @@ impl Streaming {
             }
             let conn = self.conn.as_mut()?;
             self.buf.reserve(BUF);
-            match conn.stream.read_buf(&mut self.buf).await {
+            let read = {
+                let mut from = ReadDeadline::new(&mut conn.stream, self.read_timeout);
+                from.read_buf(&mut self.buf).await
+            };
+            match read {
                 Ok(0) if matches!(self.left, Left::UntilClose) => {
                     self.conn = None;
                     return None;
@@ -300,6 +313,9 @@ impl Streaming {
                 Ok(_) => {}
                 Err(e) => {
                     self.conn = None;
+                    if let Some(stalled) = ReadStalled::of(&e) {
+                        crate::body::warn_stalled(&self.upstream, stalled);
+                    }
                     return Some(Err(e.into()));
                 }
             }

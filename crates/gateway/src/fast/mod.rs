@@ -40,6 +40,7 @@ use pms_net::idle::IdleTimer;
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
+use pms_net::stall::{ReadDeadline, ReadStalled};
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -548,6 +549,16 @@ impl Exchange<'_> {
         }
     }
 
+    /// A response body that failed once its head was sent: the client connection is closed,
+    /// the body cut short. An upstream that stopped sending is worth a warning; a client that
+    /// went away, or an upstream that closed, is not.
+    fn cut_off(&self, err: &std::io::Error) -> Failure {
+        if let Some(stalled) = ReadStalled::of(err) {
+            crate::body::warn_stalled(self.upstream.name(), stalled);
+        }
+        Failure::Abort
+    }
+
     /// Sends the request (head, then the body from `buf` and the client) and relays the
     /// response; `answered` gets its status and when its head was ready.
     async fn run<IO>(
@@ -711,6 +722,7 @@ impl Exchange<'_> {
         out.extend_from_slice(b"\r\n");
         up.advance(head.len);
 
+        let read_timeout = self.upstream.read_timeout();
         match framing {
             Framing::Empty => {
                 write(io, out).await?;
@@ -731,10 +743,10 @@ impl Exchange<'_> {
                 write(io, out).await?;
                 let left = n - first as u64;
                 if left > 0 {
-                    let mut rest = (&mut conn.stream).take(left);
+                    let mut rest = ReadDeadline::new((&mut conn.stream).take(left), read_timeout);
                     let copied = tokio::io::copy(&mut rest, io)
                         .await
-                        .map_err(|_| Failure::Abort)?;
+                        .map_err(|e| self.cut_off(&e))?;
                     if copied < left {
                         return Err(Failure::Abort);
                     }
@@ -753,11 +765,13 @@ impl Exchange<'_> {
                 out.extend_from_slice(&up[..n]);
                 up.advance(n);
                 write(io, out).await?;
+                let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
                 while !scanner.is_done() {
                     up.clear();
                     up.reserve(BUF);
-                    match conn.stream.read_buf(up).await {
-                        Ok(0) | Err(_) => return Err(Failure::Abort),
+                    match from.read_buf(up).await {
+                        Ok(0) => return Err(Failure::Abort),
+                        Err(e) => return Err(self.cut_off(&e)),
                         Ok(_) => {}
                     }
                     let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
@@ -771,12 +785,13 @@ impl Exchange<'_> {
                     chunk(up, out);
                 }
                 write(io, out).await?;
+                let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
                 loop {
                     up.clear();
                     up.reserve(BUF);
-                    match conn.stream.read_buf(up).await {
+                    match from.read_buf(up).await {
                         Ok(0) => break,
-                        Err(_) => return Err(Failure::Abort),
+                        Err(e) => return Err(self.cut_off(&e)),
                         Ok(_) => {}
                     }
                     out.clear();

@@ -282,6 +282,24 @@ async fn canned_connection(mut conn: TcpStream) {
                 }
                 continue;
             }
+            // Bodies that stop coming partway and stay open: longer than the fast path reads
+            // whole (70,000 of 100,000 bytes), chunked (one chunk), and until close (10 bytes).
+            (_, "/large-stalls" | "/chunked-stalls" | "/close-stalls") => {
+                let mut response: Vec<u8> = match path.as_str() {
+                    "/large-stalls" => b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n".to_vec(),
+                    "/chunked-stalls" => {
+                        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n".to_vec()
+                    }
+                    _ => b"HTTP/1.1 200 OK\r\n\r\n0123456789".to_vec(),
+                };
+                if path == "/large-stalls" {
+                    response.extend(std::iter::repeat_n(b'L', 70_000));
+                }
+                if conn.write_all(&response).await.is_ok() {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                return;
+            }
             // Announces 100 bytes, sends 10, closes.
             (_, "/cut-short") => (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789", true),
             _ => (b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n", false),
@@ -849,5 +867,91 @@ async fn an_idle_keep_alive_connection_is_closed_on_both_paths() {
         let rest = crate::support::read_until_closed(&mut conn).await;
         assert_eq!(rest, "", "fast={fast}: closed without a word");
         assert_eq!(fast_count(&gw, "relayed").await, if fast { 6 } else { 0 });
+    }
+}
+
+/// What each of the canned upstream's stalling paths sends of its body before it stops.
+const STALLS: [(&str, &str); 3] = [
+    ("/large-stalls", "70,000 bytes of L"),
+    ("/chunked-stalls", "hello"),
+    ("/close-stalls", "0123456789"),
+];
+
+#[tokio::test]
+async fn a_response_body_the_upstream_stops_sending_is_cut_off_after_the_read_timeout() {
+    let canned = canned_upstream().await;
+    for fast in [true, false] {
+        let gw = gateway_with(canned.addr, fast, "read_timeout_ms = 300").await;
+        for (path, sent) in STALLS {
+            let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+            conn.write_all(format!("GET {path} HTTP/1.1\r\nhost: gw\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            // Before, the connection stayed open for as long as the upstream held it.
+            let text = crate::support::read_until_closed(&mut conn).await;
+            let at = format!("fast path {fast}, {path}");
+            assert!(text.starts_with("HTTP/1.1 200"), "{at}: {text:.200}");
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            // What the upstream sent went through, and the client can tell that the response
+            // is cut short: fewer bytes than announced, or no last chunk.
+            if path == "/large-stalls" {
+                assert!(head.contains("content-length: 100000"), "{at}: {head}");
+                assert_eq!(body.len(), 70_000, "{at}: {sent}");
+                assert!(body.bytes().all(|b| b == b'L'), "{at}");
+            } else {
+                assert!(head.contains("transfer-encoding: chunked"), "{at}: {head}");
+                assert!(body.contains(sent), "{at}: {body:?}");
+                assert!(!body.ends_with("0\r\n\r\n"), "{at}: {body:?}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_http2_response_the_upstream_stops_sending_is_reset_after_the_read_timeout() {
+    let canned = canned_upstream().await;
+    // With the fast path the request goes out over its pools (the bridge); without, through
+    // hyper's client.
+    for fast in [true, false] {
+        let gw = gateway_with(canned.addr, fast, "read_timeout_ms = 300").await;
+        let tcp = TcpStream::connect(gw.addr()).await.unwrap();
+        let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+        let conn = tokio::spawn(conn);
+        for (path, sent) in STALLS {
+            let at = format!("fast path {fast}, {path}");
+            let request = http::Request::get(format!("http://gw{path}"))
+                .body(())
+                .unwrap();
+            let (response, _) = client.send_request(request, true).unwrap();
+            let response = response.await.unwrap();
+            assert_eq!(response.status(), 200, "{at}");
+            let mut body = response.into_body();
+            let mut got = Vec::new();
+            let ended = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    match body.data().await {
+                        Some(Ok(data)) => {
+                            let _ = body.flow_control().release_capacity(data.len());
+                            got.extend_from_slice(&data);
+                        }
+                        Some(Err(e)) => return Some(e),
+                        None => return None,
+                    }
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{at}: the stream is still open after 10 s"));
+            assert!(ended.is_some(), "{at}: the body ended as if complete");
+            let got = String::from_utf8(got).unwrap();
+            if path == "/large-stalls" {
+                assert_eq!(got, "L".repeat(70_000), "{at}: {sent}");
+            } else {
+                assert_eq!(got, sent, "{at}");
+            }
+        }
+        assert!(
+            !conn.is_finished(),
+            "fast path {fast}: the connection was closed"
+        );
     }
 }
