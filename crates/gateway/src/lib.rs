@@ -29,6 +29,7 @@ pub mod body;
 pub mod config;
 mod fast;
 pub mod headers;
+mod health;
 pub mod jwt;
 pub mod metrics;
 mod openfiles;

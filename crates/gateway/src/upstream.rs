@@ -2,7 +2,8 @@
 //! keep-alive pool per endpoint (HTTP/1.1) or multiplexing streams on one connection (HTTP/2).
 //!
 //! Owns protocol choice toward the back-end (h1, h2 over TLS, h2c, or ALPN's pick), TLS trust,
-//! connect and response-head timeouts, round-robin over endpoints, the cap on connections per
+//! connect and response-head timeouts, round-robin over endpoints (skipping those that could
+//! not be connected to lately, see [`crate::health`]), the cap on connections per
 //! endpoint (a request past it waits for a pooled connection to come free, up to the queue
 //! timeout), and the mapping of client failures to [`SendError`]. It does not touch headers or
 //! decide statuses; the proxy does.
@@ -16,18 +17,20 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
+use http_body::Body as _;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
+
+use crate::health::Health;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body::{find_source, BodyStalled, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
@@ -82,7 +85,8 @@ pub struct Upstream {
     /// Shared with the bodies that log under it.
     name: Arc<str>,
     endpoints: Vec<(Scheme, Authority)>,
-    next: AtomicUsize,
+    /// Which endpoints to skip for now, and whose turn it is (shared with the fast path's pool).
+    health: Arc<Health>,
     client: Client<Connector, ProxyBody>,
     request_timeout: Duration,
     read_timeout: Duration,
@@ -176,12 +180,15 @@ impl Upstream {
                 .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
                 .collect(),
         );
+        let health = Arc::new(Health::new(s.endpoints.len(), s.fail_timeout));
         let client = cb.build(Limited {
             inner: https,
             opened: opened.clone(),
             slots: slots.clone(),
             limit,
             queue_timeout: s.queue_timeout,
+            health: Arc::clone(&health),
+            keys: s.endpoints.iter().map(endpoint_key).collect(),
         });
         Ok(Self {
             name: Arc::from(s.name.as_str()),
@@ -190,7 +197,7 @@ impl Upstream {
                 .iter()
                 .filter_map(|u| Some((u.scheme()?.clone(), u.authority()?.clone())))
                 .collect(),
-            next: AtomicUsize::new(0),
+            health,
             client,
             request_timeout: s.request_timeout,
             read_timeout: s.read_timeout,
@@ -206,6 +213,11 @@ impl Upstream {
     /// unless the upstream is `h1` or `auto` and has https endpoints).
     pub(crate) fn fast_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
         self.fast_tls.clone()
+    }
+
+    /// Which endpoints to skip for now, and whose turn it is.
+    pub(crate) fn health(&self) -> Arc<Health> {
+        Arc::clone(&self.health)
     }
 
     /// The endpoint's name in errors (`scheme://authority`) and its connection permits.
@@ -250,7 +262,8 @@ impl Upstream {
         Arc::clone(&self.name)
     }
 
-    /// The absolute URI for `path_and_query` on the next endpoint (round-robin).
+    /// The absolute URI for `path_and_query` on the next endpoint (round-robin, skipping those
+    /// that could not be connected to lately).
     ///
     /// # Errors
     /// [`SendError::NoEndpoint`] when the upstream has none (config validation prevents it).
@@ -258,7 +271,15 @@ impl Upstream {
         &self,
         path_and_query: Option<&http::uri::PathAndQuery>,
     ) -> Result<Uri, SendError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len().max(1);
+        self.target_on(self.health.pick(), path_and_query)
+    }
+
+    /// The absolute URI for `path_and_query` on endpoint `i`.
+    fn target_on(
+        &self,
+        i: usize,
+        path_and_query: Option<&http::uri::PathAndQuery>,
+    ) -> Result<Uri, SendError> {
         let (scheme, authority) = self.endpoints.get(i).ok_or(SendError::NoEndpoint)?;
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(scheme.clone());
@@ -271,7 +292,9 @@ impl Upstream {
         Uri::from_parts(parts).map_err(|e| SendError::Failed(format!("bad target URI: {e}")))
     }
 
-    /// Sends `req` (absolute URI, headers prepared) and waits for the response head.
+    /// Sends `req` (absolute URI, headers prepared) and waits for the response head. A request
+    /// with no body whose endpoint cannot be connected to goes to the others in turn: nothing
+    /// of it was sent. (One with a body cannot: hyper's client has taken the body.)
     ///
     /// # Errors
     /// [`SendError`] saying what went wrong; the proxy maps it to 502, 504 or 413.
@@ -279,11 +302,69 @@ impl Upstream {
         // The client negotiates HTTP/2 per connection; HTTP/1.1 here means "let it choose".
         *req.version_mut() = Version::HTTP_11;
         self.requests.inc();
+        let again = (self.endpoints.len() > 1 && req.body().is_end_stream())
+            .then(|| (self.endpoint_of(req.uri()), HeadCopy::of(&req)));
+        let mut why = match self.attempt(req).await {
+            Err(SendError::Connect(why)) => why,
+            other => return other,
+        };
+        let Some((Some(first), copy)) = again else {
+            return Err(SendError::Connect(why));
+        };
+        for i in self.health.after(first) {
+            if self.health.is_down(i) {
+                continue;
+            }
+            let uri = self.target_on(i, copy.uri.path_and_query())?;
+            match self.attempt(copy.to(uri)).await {
+                Err(SendError::Connect(again)) => why = again,
+                other => return other,
+            }
+        }
+        Err(SendError::Connect(why))
+    }
+
+    /// The index of the endpoint `uri` points at.
+    fn endpoint_of(&self, uri: &Uri) -> Option<usize> {
+        self.endpoints.iter().position(|(scheme, authority)| {
+            Some(scheme) == uri.scheme() && Some(authority) == uri.authority()
+        })
+    }
+
+    /// One exchange of hyper's client, up to the response head.
+    async fn attempt(&self, req: Request<ProxyBody>) -> Result<Response<Incoming>, SendError> {
         match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(err)) => Err(classify(&err)),
             Err(_) => Err(SendError::Timeout(self.request_timeout)),
         }
+    }
+}
+
+/// What is needed to send a request with no body again.
+struct HeadCopy {
+    method: http::Method,
+    uri: Uri,
+    headers: http::HeaderMap,
+}
+
+impl HeadCopy {
+    fn of(req: &Request<ProxyBody>) -> Self {
+        Self {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            headers: req.headers().clone(),
+        }
+    }
+
+    /// The request again, to `uri`.
+    fn to(&self, uri: Uri) -> Request<ProxyBody> {
+        let mut req = Request::new(ProxyBody::default());
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = uri;
+        *req.version_mut() = Version::HTTP_11;
+        *req.headers_mut() = self.headers.clone();
+        req
     }
 }
 
@@ -338,6 +419,10 @@ pub struct Limited<C> {
     slots: Arc<HashMap<String, Arc<Semaphore>>>,
     limit: usize,
     queue_timeout: Duration,
+    /// Told of each connect and its outcome.
+    health: Arc<Health>,
+    /// The endpoints' keys, in the order `health` counts them.
+    keys: Arc<[String]>,
 }
 
 impl<C> tower_service::Service<Uri> for Limited<C>
@@ -362,6 +447,7 @@ where
         std::mem::swap(&mut inner, &mut self.inner);
         let opened = self.opened.clone();
         let (limit, queue_timeout) = (self.limit, self.queue_timeout);
+        let (health, keys) = (Arc::clone(&self.health), Arc::clone(&self.keys));
         Box::pin(async move {
             let permit = match slot {
                 Some(slot) => {
@@ -382,7 +468,14 @@ where
                 // Not one of the configured endpoints (cannot happen: targets come from them).
                 None => None,
             };
-            let conn = inner.call(uri).await.map_err(Into::into)?;
+            let made = inner.call(uri).await.map_err(Into::into);
+            if let Some(i) = keys.iter().position(|k| *k == key) {
+                match &made {
+                    Ok(_) => health.connected(i, &key),
+                    Err(e) => health.failed(i, &key, &chain(&**e)),
+                }
+            }
+            let conn = made?;
             opened.inc();
             Ok(Held {
                 inner: conn,

@@ -30,6 +30,8 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Default longest wait for the next bytes of a response body once its head has come (nginx's
 /// `proxy_read_timeout`).
 pub const DEFAULT_READ_TIMEOUT_MS: u64 = 60_000;
+/// Default time an endpoint that could not be connected to is skipped (nginx's `fail_timeout`).
+pub const DEFAULT_FAIL_TIMEOUT_MS: u64 = 10_000;
 /// Default idle connections kept per upstream endpoint.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
 /// Default time an idle upstream connection is kept. Shorter than the 10 s after which PMS

@@ -225,6 +225,8 @@ pub struct RawUpstream {
     pub request_timeout_ms: Option<u64>,
     /// Longest wait for the next bytes of a response body, ms.
     pub read_timeout_ms: Option<u64>,
+    /// How long an endpoint that could not be connected to is skipped, ms.
+    pub fail_timeout_ms: Option<u64>,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: Option<usize>,
     /// How long idle connections are kept, ms.

@@ -492,6 +492,10 @@ fn resolve_upstream(
     if read_timeout.is_zero() {
         p.add(&format!("{key}.read_timeout_ms"), "must be positive");
     }
+    let fail_timeout = ms(raw.fail_timeout_ms, DEFAULT_FAIL_TIMEOUT_MS);
+    if fail_timeout.is_zero() {
+        p.add(&format!("{key}.fail_timeout_ms"), "must be positive");
+    }
     let max_connections = raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
     if max_connections == 0 {
         p.add(&format!("{key}.max_connections"), "must be at least 1");
@@ -507,6 +511,7 @@ fn resolve_upstream(
         connect_timeout: ms(raw.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS),
         request_timeout,
         read_timeout,
+        fail_timeout,
         pool_max_idle,
         pool_idle_timeout: ms(raw.pool_idle_timeout_ms, DEFAULT_POOL_IDLE_TIMEOUT_MS),
         max_connections,

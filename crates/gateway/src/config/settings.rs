@@ -115,6 +115,8 @@ pub struct UpstreamSettings {
     pub request_timeout: Duration,
     /// Longest wait for the next bytes of a response body once the head has come.
     pub read_timeout: Duration,
+    /// How long an endpoint that could not be connected to is skipped (with more than one).
+    pub fail_timeout: Duration,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: usize,
     /// Idle connection lifetime.

@@ -47,6 +47,10 @@ fn minimal_config_gets_defaults() {
         s.upstreams[0].read_timeout,
         Duration::from_millis(DEFAULT_READ_TIMEOUT_MS)
     );
+    assert_eq!(
+        s.upstreams[0].fail_timeout,
+        Duration::from_millis(DEFAULT_FAIL_TIMEOUT_MS)
+    );
     assert_eq!(s.routes[0].name, "/*");
     assert!(!s.routes[0].jwt);
     assert!(s.jwt.is_none());
@@ -82,6 +86,7 @@ name = "b"
 endpoints = ["http://127.0.0.1:2"]
 protocol = "h2"
 read_timeout_ms = 0
+fail_timeout_ms = 0
 [[routes]]
 match = { path = "users" , methods = ["G ET"] }
 upstream = "missing"
@@ -101,6 +106,7 @@ transform = "xml-to-json"
         "gw.toml: upstreams[0].endpoints[1]: \"ftp://x\" must be http://host:port",
         "gw.toml: upstreams[1].endpoints[0]: protocol h2 needs an https:// endpoint",
         "gw.toml: upstreams[1].read_timeout_ms: must be positive",
+        "gw.toml: upstreams[1].fail_timeout_ms: must be positive",
         "gw.toml: routes[0].match: \"users\" must start with '/'",
         "gw.toml: routes[0].match.methods[0]: \"G ET\" is not a method",
         "gw.toml: routes[0].upstream: no upstream named \"missing\"",

@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -34,6 +34,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{UpstreamProtocol, UpstreamSettings};
+use crate::health::Health;
 use crate::upstream::{Saturated, SendError, Upstream};
 
 /// One endpoint: where to connect, what to send as `Host`, and its idle connections.
@@ -92,7 +93,8 @@ pub(super) struct Pool {
     /// hyper without trying again, so an unreachable upstream does not cost them two connect
     /// timeouts.
     learn_failed: Mutex<Option<Instant>>,
-    next: AtomicUsize,
+    /// Which endpoints to skip for now, and whose turn it is (shared with hyper's client).
+    health: Arc<Health>,
     max_idle: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
@@ -140,7 +142,7 @@ impl Pool {
             endpoints,
             speaks: AtomicU8::new(if learns { SPEAKS_UNKNOWN } else { SPEAKS_HTTP1 }),
             learn_failed: Mutex::new(None),
-            next: AtomicUsize::new(0),
+            health: upstream.health(),
             max_idle: s.pool_max_idle,
             idle_timeout: s.pool_idle_timeout,
             connect_timeout: s.connect_timeout,
@@ -177,14 +179,40 @@ impl Pool {
         }
     }
 
-    /// A connection to the next endpoint (round-robin): an idle one that is still open, or a
-    /// new one once the endpoint has a permit free.
+    /// A connection to the next endpoint (round-robin, skipping those that could not be
+    /// connected to lately): an idle one that is still open, or a new one once the endpoint has
+    /// a permit free. When connecting fails, the other endpoints are tried in turn.
     ///
     /// # Errors
     /// [`SendError::Busy`] when no permit came within the queue timeout, [`SendError::Connect`]
-    /// when connecting failed or timed out.
+    /// when connecting failed or timed out (everywhere it was tried).
     pub(super) async fn checkout(self: &Arc<Self>) -> Result<Conn, SendError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len();
+        let first = self.health.pick();
+        match self.checkout_at(first).await {
+            Err(SendError::Connect(why)) if self.endpoints.len() > 1 => {
+                // Boxed: the rare path's future stays out of every request's.
+                Box::pin(self.fail_over(first, why)).await
+            }
+            other => other,
+        }
+    }
+
+    /// Tries the endpoints after `first`, where connecting failed with `why`, in turn.
+    async fn fail_over(self: &Arc<Self>, first: usize, mut why: String) -> Result<Conn, SendError> {
+        for i in self.health.after(first) {
+            if self.health.is_down(i) {
+                continue;
+            }
+            match self.checkout_at(i).await {
+                Err(SendError::Connect(again)) => why = again,
+                other => return other,
+            }
+        }
+        Err(SendError::Connect(why))
+    }
+
+    /// [`Pool::checkout`] on endpoint `i`, without trying others.
+    async fn checkout_at(self: &Arc<Self>, i: usize) -> Result<Conn, SendError> {
         let ep = &self.endpoints[i];
         // Queued either way: a connection coming back serves this request as well as a new
         // one, and sooner when connecting is slow (a back-end's full accept queue drops SYNs,
@@ -302,17 +330,21 @@ impl Pool {
         let ep = &self.endpoints[i];
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
         let too_slow = || {
-            SendError::Connect(format!(
+            format!(
                 "{}: no connection within {:?}",
                 ep.key, self.connect_timeout
-            ))
+            )
+        };
+        let failed = |why: String| {
+            self.health.failed(i, &ep.key, &why);
+            SendError::Connect(why)
         };
         let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(ep.authority.as_str()))
             .await
         {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(SendError::Connect(format!("{}: {e}", ep.key))),
-            Err(_) => return Err(too_slow()),
+            Ok(Err(e)) => return Err(failed(format!("{}: {e}", ep.key))),
+            Err(_) => return Err(failed(too_slow())),
         };
         let _ = tcp.set_nodelay(true);
         let stream = match &ep.tls {
@@ -334,12 +366,13 @@ impl Pool {
                         }
                         Stream::Tls(Box::new(s))
                     }
-                    Ok(Err(e)) => return Err(SendError::Connect(format!("{}: TLS: {e}", ep.key))),
-                    Err(_) => return Err(too_slow()),
+                    Ok(Err(e)) => return Err(failed(format!("{}: TLS: {e}", ep.key))),
+                    Err(_) => return Err(failed(too_slow())),
                 }
             }
         };
         self.opened.inc();
+        self.health.connected(i, &ep.key);
         Ok(Conn {
             stream,
             fresh: true,

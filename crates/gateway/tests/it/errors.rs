@@ -100,3 +100,38 @@ async fn upstream_certificates_are_verified_unless_told_otherwise() {
         .unwrap();
     assert_eq!(c.call("POST", "/x", &[], "hi").await.unwrap().status(), 200);
 }
+
+/// Two endpoints, the first of which refuses connections: no request fails. The first request
+/// each worker sends finds it in turn, and goes on to the next endpoint (nothing of it was sent);
+/// later ones skip it. hyper's client, which takes a request's body, sends only requests
+/// without one again, so on that path the first request is a GET.
+#[tokio::test]
+async fn an_endpoint_that_refuses_connections_is_skipped_and_its_requests_go_to_the_others() {
+    let closed = pms_testkit::listener().await.local_addr().unwrap(); // dropped: nothing listens
+    let back = echo(false, false, Duration::ZERO).await;
+    for fast in [true, false] {
+        let gw = simple(
+            &format!(r#"endpoints = ["http://{closed}", "http://{}"]"#, back.addr),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}"),
+            &[],
+        )
+        .await;
+        for proto in [Proto::H1c, Proto::H2c] {
+            let at = format!("fast path {fast}, {proto:?}");
+            let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+            let (method, body) = if fast { ("POST", "first") } else { ("GET", "") };
+            let r = c.call(method, "/first", &[], body).await.unwrap();
+            assert_eq!(
+                (r.status().as_u16(), r.text()),
+                (200, body.to_string()),
+                "{at}"
+            );
+            for i in 0..6 {
+                let body = format!("body {i}");
+                let r = c.call("POST", "/next", &[], body.clone()).await.unwrap();
+                assert_eq!((r.status().as_u16(), r.text()), (200, body), "{at}");
+            }
+        }
+    }
+}
