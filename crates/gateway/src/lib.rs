@@ -8,10 +8,12 @@
 //! - [`headers`]: hop-by-hop removal, `X-Forwarded-*`, `Via`, request ids.
 //! - [`transform`]: the streaming JSON→XML converter.
 //! - [`upstream`]: one pooled client per upstream (h1, h2 over TLS, h2c, ALPN auto).
+//! - `health`: which endpoints of an upstream to skip for now (connects that failed).
 //! - `proxy`: the request path tying the above together.
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
-//! - [`body`]: the streamed body type and the size cap.
+//! - [`body`]: the streamed body type, the size cap and the upstream read timeout.
+//! - [`access`]: the access log (a JSON line per answered request, written off the request path).
 //! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop.
 //! - `openfiles`: the connection caps fitted into the open-file limit at start.
 //!
@@ -24,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+pub mod access;
 mod admin;
 pub mod body;
 pub mod config;
@@ -76,6 +79,9 @@ pub enum StartError {
     /// A worker thread or its runtime could not be started.
     #[error("worker: {0}")]
     Worker(std::io::Error),
+    /// The access log could not be opened.
+    #[error(transparent)]
+    AccessLog(#[from] access::OpenError),
 }
 
 /// The gateway's sockets, bound before anything runs: the admin listener, and for each public
@@ -84,14 +90,23 @@ pub enum StartError {
 pub struct Bound {
     public: Vec<(config::ListenerSettings, Vec<std::net::TcpListener>)>,
     admin: std::net::TcpListener,
+    /// The access log, opened first: a path that cannot be written stops the gateway before
+    /// it binds anything.
+    access_log: Option<access::Output>,
 }
 
 impl Bound {
-    /// Binds the admin listener and every public listener of `settings`.
+    /// Opens the access log, if any, then binds the admin listener and every public listener
+    /// of `settings`.
     ///
     /// # Errors
-    /// The first address that cannot be bound.
+    /// An access log that cannot be opened, or the first address that cannot be bound.
     pub fn bind(settings: &Settings) -> Result<Self, StartError> {
+        let access_log = settings
+            .access_log
+            .as_ref()
+            .map(access::Output::open)
+            .transpose()?;
         let bind = |name: &str, addr: SocketAddr, n: usize| {
             pms_net::listen::bind_many(addr, n).map_err(|error| StartError::Bind {
                 name: name.to_string(),
@@ -104,7 +119,11 @@ impl Bound {
         for l in &settings.listeners {
             public.push((l.clone(), bind(&l.name, l.listen, settings.workers)?));
         }
-        Ok(Self { public, admin })
+        Ok(Self {
+            public,
+            admin,
+            access_log,
+        })
     }
 
     /// The bound public addresses, by listener name, in config order.
@@ -132,6 +151,7 @@ struct Common {
     router: Arc<router::Router>,
     route_metrics: Vec<metrics::RouteMetrics>,
     jwt: Arc<jwt::JwtAuth>,
+    access_log: Option<access::AccessLog>,
     upstreams: Vec<config::UpstreamSettings>,
     limits: config::Limits,
     transform_max_body_bytes: usize,
@@ -183,11 +203,20 @@ pub async fn run(
         .iter()
         .map(|r| metrics.route(&r.name))
         .collect();
+    let (access_log, access_writer) = match bound.access_log {
+        Some(out) => {
+            let (log, writer) = access::AccessLog::start(out, metrics.access_log_dropped())
+                .map_err(StartError::Worker)?;
+            (Some(log), Some(writer))
+        }
+        None => (None, None),
+    };
     let common = Arc::new(Common {
         metrics: metrics.clone(),
         router: Arc::new(router::Router::new(settings.routes)),
         route_metrics,
         jwt,
+        access_log,
         upstreams: settings.upstreams,
         limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
@@ -238,6 +267,7 @@ pub async fn run(
         for (_, done) in started {
             let _ = done.await;
         }
+        finish_access_log(access_writer).await;
         return Err(e);
     }
 
@@ -272,7 +302,15 @@ pub async fn run(
     }
     let _ = admin_stop_tx.send(true);
     let _ = admin_task.await;
+    finish_access_log(access_writer).await;
     Ok(outcome)
+}
+
+/// Has the access log's writer write what is queued and end.
+async fn finish_access_log(writer: Option<access::Writer>) {
+    if let Some(writer) = writer {
+        let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+    }
 }
 
 /// Resolves once the watch says stop.
@@ -329,6 +367,7 @@ fn worker(
             transform_max_body_bytes: common.transform_max_body_bytes,
             body_read_timeout: common.limits.body_read_timeout,
             fast_pools,
+            access_log: common.access_log.clone(),
         });
         let limits = &common.limits;
         let fast = limits.http1_fast_path.then(|| {

@@ -77,6 +77,7 @@ pub struct Metrics {
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
     fast_path: Family<Outcome, Counter>,
+    access_log_dropped: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -147,8 +148,15 @@ impl Metrics {
              heads it refused (not HTTP, or over the size limit)",
             fast_path.clone(),
         );
+        let access_log_dropped = Counter::default();
+        registry.register(
+            "access_log_dropped",
+            "Access log lines dropped because the writer fell behind",
+            access_log_dropped.clone(),
+        );
         Self {
             registry,
+            access_log_dropped,
             requests,
             duration,
             upstream_requests,
@@ -158,6 +166,11 @@ impl Metrics {
             tls_handshakes,
             fast_path,
         }
+    }
+
+    /// The counter of access log lines dropped.
+    pub fn access_log_dropped(&self) -> Counter {
+        self.access_log_dropped.clone()
     }
 
     /// The fast path's counters.

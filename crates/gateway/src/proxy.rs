@@ -2,6 +2,7 @@
 //! upstream → response. Bodies stream in both directions unless the route transforms them; every
 //! failure becomes a [`GatewayError`] answered by `respond`.
 
+use crate::access::{AccessLog, Entry};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) body_read_timeout: Duration,
     /// The fast path's connections to HTTP/1.1 upstreams (empty when it is switched off).
     pub(crate) fast_pools: fast::Pools,
+    /// Where a line per answered request goes, if anywhere.
+    pub(crate) access_log: Option<AccessLog>,
 }
 
 /// The per-connection service.
@@ -69,6 +72,14 @@ impl Shared {
     async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
         let request_id = headers::request_id(req.headers());
+        // What the access log needs of the request, which `forward` takes.
+        let logged = self.access_log.as_ref().map(|_| {
+            let target = match req.uri().path_and_query() {
+                Some(pq) => pq.as_str().to_owned(),
+                None => req.uri().to_string(),
+            };
+            (req.method().clone(), target, req.version())
+        });
         let routed = match headers::check_host(req.version(), req.headers()) {
             Ok(()) => self
                 .router
@@ -85,6 +96,7 @@ impl Shared {
                 }),
             Err(why) => Err(GatewayError::BadRequest(why)),
         };
+        let route = routed.as_ref().ok().copied();
         let (metrics, result) = match routed {
             Ok(i) => (
                 &self.route_metrics[i],
@@ -99,8 +111,27 @@ impl Shared {
                 err.into_response(&request_id)
             }
         };
-        metrics.observe(resp.status().as_u16(), started.elapsed().as_secs_f64());
+        let (status, elapsed) = (resp.status().as_u16(), started.elapsed());
+        metrics.observe(status, elapsed.as_secs_f64());
+        if let (Some(log), Some((method, target, version))) = (&self.access_log, logged) {
+            log.record(&Entry {
+                client: conn.peer.ip(),
+                method: method.as_str(),
+                target: &target,
+                protocol: protocol(version),
+                status,
+                started,
+                duration: elapsed,
+                route: self.route_name(route),
+                request_id: request_id.to_str().unwrap_or("-"),
+            });
+        }
         resp
+    }
+
+    /// The name of route `index`, for the access log.
+    pub(crate) fn route_name(&self, index: Option<usize>) -> Option<&str> {
+        index.map(|i| self.router.route(i).name.as_str())
     }
 
     pub(crate) fn upstream_error(&self, upstream: &Upstream, err: SendError) -> GatewayError {
@@ -224,6 +255,17 @@ impl Shared {
         head.version = http::Version::HTTP_11;
         let body = FromUpstream::new(body, upstream.read_timeout(), upstream.shared_name());
         Ok(Response::from_parts(head, body.boxed_unsync()))
+    }
+}
+
+/// How the access log names an HTTP version.
+fn protocol(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Owns protocol choice toward the back-end (h1, h2 over TLS, h2c, or ALPN's pick), TLS trust,
 //! connect and response-head timeouts, round-robin over endpoints (skipping those that could
-//! not be connected to lately, see [`crate::health`]), the cap on connections per
+//! not be connected to lately, see `health`), the cap on connections per
 //! endpoint (a request past it waits for a pooled connection to come free, up to the queue
 //! timeout), and the mapping of client failures to [`SendError`]. It does not touch headers or
 //! decide statuses; the proxy does.

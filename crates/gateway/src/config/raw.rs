@@ -36,6 +36,16 @@ pub struct RawConfig {
     /// The route table.
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    /// The access log; none without it.
+    pub access_log: Option<RawAccessLog>,
+}
+
+/// `[access_log]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    /// `-` for standard output, or a file to append to (relative to the config file).
+    pub path: String,
 }
 
 impl RawConfig {

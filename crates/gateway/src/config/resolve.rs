@@ -207,6 +207,18 @@ impl RawConfig {
             p.add("routes", "at least one [[routes]] entry is required");
         }
 
+        let access_log = self.access_log.and_then(|a| match a.path.as_str() {
+            "-" => Some(crate::access::Target::Stdout),
+            "" => {
+                p.add(
+                    "access_log.path",
+                    "must be \"-\" (standard output) or a file",
+                );
+                None
+            }
+            path => Some(crate::access::Target::File(rel(Path::new(path)))),
+        });
+
         if !p.list.is_empty() {
             return Err(ConfigError { problems: p.list });
         }
@@ -219,6 +231,7 @@ impl RawConfig {
             transform,
             upstreams,
             routes,
+            access_log,
         })
     }
 }

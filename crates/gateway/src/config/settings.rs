@@ -26,6 +26,8 @@ pub struct Settings {
     pub upstreams: Vec<UpstreamSettings>,
     /// Routes, in file order.
     pub routes: Vec<RouteSettings>,
+    /// Where the access log goes; `None`: no access log.
+    pub access_log: Option<crate::access::Target>,
 }
 
 /// Resolved `[limits]`.

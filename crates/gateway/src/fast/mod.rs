@@ -31,6 +31,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::access::Entry;
 use bytes::{Buf, BytesMut};
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Method, StatusCode, Version};
@@ -388,6 +389,11 @@ impl FastPath {
             claims: claims.as_ref(),
         };
         let host_at = head.write_upstream(buf, fields, &rewrite, out);
+        // The access log's copy of the target, before the head leaves the buffer.
+        let target = shared
+            .access_log
+            .as_ref()
+            .map(|_| head.target(buf).to_owned());
         buf.advance(head.len);
         self.counters.relayed.inc();
         let metrics = &shared.route_metrics[index];
@@ -402,15 +408,34 @@ impl FastPath {
         // Set when the response head is ready: the duration metric ends there on both paths.
         let mut answered = None;
         let result = exchange.run(io, bufs, &mut answered).await;
+        let log = |status: u16, took: Duration| {
+            if let (Some(log), Some(target)) = (&shared.access_log, &target) {
+                log.record(&Entry {
+                    client: info.peer.ip(),
+                    method: head.method.as_str(),
+                    target,
+                    protocol: "HTTP/1.1",
+                    status,
+                    started,
+                    duration: took,
+                    route: shared.route_name(Some(index)),
+                    request_id: request_id.to_str().unwrap_or("-"),
+                });
+            }
+        };
         if let Some((status, at)) = answered {
-            metrics.observe(status, at.duration_since(started).as_secs_f64());
+            let took = at.duration_since(started);
+            metrics.observe(status, took.as_secs_f64());
+            log(status, took);
         }
         match result {
             Ok(()) if head.keep_alive => Next::Continue,
             Ok(()) => Next::Close,
             Err(Failure::Answer { err, consumed }) => {
                 proxy::log_error(&request_id, &err);
-                metrics.observe(err.status().as_u16(), started.elapsed().as_secs_f64());
+                let (status, took) = (err.status().as_u16(), started.elapsed());
+                metrics.observe(status, took.as_secs_f64());
+                log(status, took);
                 let keep = consumed && head.keep_alive;
                 match answer(io, err, &request_id, keep, &mut bufs.out).await {
                     true if keep => Next::Continue,

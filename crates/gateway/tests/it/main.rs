@@ -1,6 +1,7 @@
 //! Gateway integration tests: real listeners on port 0, real echo/inspector back-ends, real
 //! HTTP/1.1, HTTP/2 and TLS clients. One binary, one module per theme.
 
+mod access_log;
 mod admin;
 mod auth;
 mod client_bodies;

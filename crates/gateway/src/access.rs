@@ -1,0 +1,341 @@
+//! The access log: one JSON line per request answered, on both paths, written to stdout or
+//! appended to a file (`[access_log]` in the config; off without it).
+//!
+//! Requests never wait for the log. Each worker formats its line and hands it to a bounded
+//! queue; one writer thread takes what has gathered every [`FLUSH_EVERY`] and writes it with one
+//! buffered write. A request therefore costs a formatted line and a queue push, and wakes no
+//! thread. When the queue is full (the disk cannot keep up), lines are dropped and counted
+//! (`pms_gateway_access_log_dropped_total`) instead of slowing the gateway down. At shutdown
+//! the writer drains the queue, flushes and ends ([`Writer::finish`]).
+//!
+//! The file is opened when the gateway binds its sockets ([`Output::open`]), so a path that
+//! cannot be written stops it before it listens; the writer starts with the workers.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+
+/// How often the writer thread takes the lines gathered.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// Lines the queue holds: at 50,000 requests a second, a tenth of a second's worth three times
+/// over.
+const QUEUE: usize = 16_384;
+
+/// Where the lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Standard output.
+    Stdout,
+    /// A file, appended to (created if missing). Rotate it with copy-and-truncate.
+    File(PathBuf),
+}
+
+/// The access log could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("access_log.path: cannot open {}: {error}", .path.display())]
+pub struct OpenError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub error: std::io::Error,
+}
+
+/// Where the lines go, opened.
+pub struct Output(Box<dyn std::io::Write + Send>);
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Output")
+    }
+}
+
+impl Output {
+    /// Opens `target`: a file for appending (created if missing), or standard output.
+    ///
+    /// # Errors
+    /// When the file cannot be opened.
+    pub fn open(target: &Target) -> Result<Self, OpenError> {
+        Ok(Self(match target {
+            Target::Stdout => Box::new(std::io::stdout()),
+            Target::File(path) => Box::new(append(path)?),
+        }))
+    }
+}
+
+/// What one request's line says.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// The client's address.
+    pub client: IpAddr,
+    /// Request method.
+    pub method: &'a str,
+    /// Request target: path and query.
+    pub target: &'a str,
+    /// `HTTP/1.1` or `HTTP/2.0`.
+    pub protocol: &'a str,
+    /// Response status.
+    pub status: u16,
+    /// When the request head had been read.
+    pub started: Instant,
+    /// From the request head read to the response head ready.
+    pub duration: Duration,
+    /// The route's name; `None` when no route took the request.
+    pub route: Option<&'a str>,
+    /// The request id, as sent upstream and in error bodies.
+    pub request_id: &'a str,
+}
+
+/// The workers' end: formats lines and queues them. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AccessLog {
+    lines: SyncSender<String>,
+    dropped: Counter,
+}
+
+/// The writer thread, to be finished at shutdown.
+#[derive(Debug)]
+pub struct Writer {
+    thread: JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+}
+
+impl AccessLog {
+    /// Starts the writer thread on `out`. Lines that find the queue full are counted in
+    /// `dropped`.
+    ///
+    /// # Errors
+    /// When the thread cannot start.
+    pub fn start(out: Output, dropped: Counter) -> std::io::Result<(Self, Writer)> {
+        let (lines, rx) = mpsc::sync_channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("pms-access-log".into())
+            .spawn(move || write_lines(&rx, out.0, &stopping))?;
+        Ok((Self { lines, dropped }, Writer { thread, stop }))
+    }
+
+    /// Logs `entry`.
+    pub fn record(&self, entry: &Entry<'_>) {
+        let now = SystemTime::now();
+        let started = now.checked_sub(entry.started.elapsed()).unwrap_or(now);
+        let line = format_line(started, entry);
+        match self.lines.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.inc();
+            }
+            // The writer is gone (its output failed for good); nothing more to do.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+impl Writer {
+    /// Has the writer write what is queued and end, and waits for it (at most a flush period
+    /// and the write). Call when no more requests are answered: lines queued later are lost.
+    pub fn finish(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
+}
+
+fn append(path: &Path) -> Result<std::fs::File, OpenError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| OpenError {
+            path: path.to_path_buf(),
+            error,
+        })
+}
+
+/// The writer thread: every [`FLUSH_EVERY`], everything queued in one buffered write; at the
+/// end (`stop` set, or every sender gone), the rest.
+fn write_lines(rx: &Receiver<String>, out: Box<dyn std::io::Write + Send>, stop: &AtomicBool) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        let ended = loop {
+            match rx.try_recv() {
+                Ok(line) => {
+                    if out.write_all(line.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+                Err(TryRecvError::Empty) => break false,
+                Err(TryRecvError::Disconnected) => break true,
+            }
+        };
+        if let Err(e) = out.flush() {
+            tracing::error!(error = %e, "cannot write the access log; it stops here");
+            return;
+        }
+        if ended || stopping {
+            return;
+        }
+        std::thread::park_timeout(FLUSH_EVERY);
+    }
+}
+
+/// One line, for a request that came at `time`: a JSON object and a newline.
+fn format_line(time: SystemTime, e: &Entry<'_>) -> String {
+    let mut line = String::with_capacity(192 + e.target.len());
+    line.push_str("{\"time\":\"");
+    rfc3339_millis(time, &mut line);
+    let _ = write!(line, "\",\"client\":\"{}\",\"method\":", e.client);
+    json_string(e.method, &mut line);
+    line.push_str(",\"target\":");
+    json_string(e.target, &mut line);
+    let _ = write!(
+        line,
+        ",\"protocol\":\"{}\",\"status\":{},\"duration_ms\":{:.3},\"route\":",
+        e.protocol,
+        e.status,
+        e.duration.as_secs_f64() * 1000.0
+    );
+    match e.route {
+        Some(route) => json_string(route, &mut line),
+        None => line.push_str("null"),
+    }
+    line.push_str(",\"request_id\":");
+    json_string(e.request_id, &mut line);
+    line.push_str("}\n");
+    line
+}
+
+/// `s` as a JSON string.
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `t` as RFC 3339 UTC with milliseconds, e.g. `2026-11-24T21:20:00.123Z`.
+fn rfc3339_millis(t: SystemTime, out: &mut String) {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    );
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`,
+/// for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64, millis: u64) -> String {
+        let mut s = String::new();
+        rfc3339_millis(
+            UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis),
+            &mut s,
+        );
+        s
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        // `date -u -d @951782400`: the leap day of a year divisible by 400.
+        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.007Z");
+        assert_eq!(at(1_795_555_200, 123), "2026-11-24T21:20:00.123Z");
+        assert_eq!(at(4_102_444_799, 999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn a_line_is_one_json_object_with_every_field() {
+        let entry = Entry {
+            client: "::1".parse().unwrap(),
+            method: "GET",
+            target: "/a \"quoted\"\\path\u{1}?q=1",
+            protocol: "HTTP/2.0",
+            status: 404,
+            started: Instant::now(),
+            duration: Duration::from_micros(1_234),
+            route: None,
+            request_id: "abc",
+        };
+        let line = format_line(UNIX_EPOCH, &entry);
+        assert!(
+            line.ends_with("}\n") && line.matches('\n').count() == 1,
+            "{line}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["time"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(v["client"], "::1");
+        assert_eq!(v["method"], "GET");
+        assert_eq!(v["target"], entry.target);
+        assert_eq!(v["protocol"], "HTTP/2.0");
+        assert_eq!(v["status"], 404);
+        assert_eq!(v["duration_ms"], 1.234);
+        assert_eq!(v["route"], serde_json::Value::Null);
+        assert_eq!(v["request_id"], "abc");
+    }
+
+    #[test]
+    fn lines_that_find_the_queue_full_are_counted_not_waited_for() {
+        let (lines, rx) = mpsc::sync_channel(1);
+        let log = AccessLog {
+            lines,
+            dropped: Counter::default(),
+        };
+        let entry = Entry {
+            client: "127.0.0.1".parse().unwrap(),
+            method: "GET",
+            target: "/",
+            protocol: "HTTP/1.1",
+            status: 200,
+            started: Instant::now(),
+            duration: Duration::ZERO,
+            route: Some("all"),
+            request_id: "r",
+        };
+        for _ in 0..3 {
+            log.record(&entry);
+        }
+        assert_eq!(log.dropped.get(), 2);
+        assert!(rx.try_recv().unwrap().contains("\"route\":\"all\""));
+    }
+}
