@@ -2,7 +2,6 @@
 //! upstream → response. Bodies stream in both directions unless the route transforms them; every
 //! failure becomes a [`GatewayError`] answered by `respond`.
 
-use crate::access::{AccessLog, Entry};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
 
+use crate::access::{AccessLog, Entry};
 use crate::body::{
     find_source, BodyStalled, Capped, ClientBodyFailed, FromUpstream, ProxyBody, TooLarge,
 };

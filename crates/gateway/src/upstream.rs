@@ -29,12 +29,11 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
-
-use crate::health::Health;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body::{find_source, BodyStalled, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
+use crate::health::Health;
 
 /// Why a request to an upstream failed.
 #[derive(Debug, thiserror::Error)]

@@ -31,7 +31,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::access::Entry;
 use bytes::{Buf, BytesMut};
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{Method, StatusCode, Version};
@@ -45,6 +44,7 @@ use pms_net::stall::{ReadDeadline, ReadStalled};
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::access::Entry;
 use crate::body::BodyStalled;
 use crate::config::UpstreamSettings;
 use crate::headers::{self, X_REQUEST_ID};
