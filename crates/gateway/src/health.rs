@@ -6,10 +6,13 @@
 //!
 //! One [`Health`] per upstream and worker, shared by the fast path's pool and hyper's client:
 //! each worker learns of a dead endpoint from its own first failed connect. With one endpoint
-//! there is nowhere else to go, and nothing is recorded.
+//! there is nowhere else to go, and nothing is marked; every failed connect is counted either
+//! way (`pms_gateway_upstream_connect_failures_total`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
 
 /// Which endpoints of one upstream are skipped, and until when.
 #[derive(Debug)]
@@ -24,17 +27,21 @@ pub(crate) struct Health {
     marked: AtomicUsize,
     /// Round-robin position.
     next: AtomicUsize,
+    /// Connects that failed, all endpoints together.
+    failures: Counter,
 }
 
 impl Health {
-    /// All `endpoints` up; one that fails is skipped for `fail_timeout`.
-    pub(crate) fn new(endpoints: usize, fail_timeout: Duration) -> Self {
+    /// All `endpoints` up; one that fails is skipped for `fail_timeout`, and counted in
+    /// `failures`.
+    pub(crate) fn new(endpoints: usize, fail_timeout: Duration, failures: Counter) -> Self {
         Self {
             fail_timeout,
             base: Instant::now(),
             down_until: (0..endpoints.max(1)).map(|_| AtomicU64::new(0)).collect(),
             marked: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
+            failures,
         }
     }
 
@@ -67,6 +74,7 @@ impl Health {
 
     /// Records that connecting to endpoint `i` (named `name` in the log) failed with `why`.
     pub(crate) fn failed(&self, i: usize, name: &str, why: &str) {
+        self.failures.inc();
         if self.down_until.len() < 2 {
             return;
         }
@@ -120,7 +128,7 @@ mod tests {
 
     #[test]
     fn endpoints_take_turns_until_one_fails_then_it_is_skipped() {
-        let h = Health::new(3, Duration::from_secs(60));
+        let h = Health::new(3, Duration::from_secs(60), Counter::default());
         let turns: Vec<_> = (0..6).map(|_| h.pick()).collect();
         assert_eq!(turns, [0, 1, 2, 0, 1, 2]);
         h.failed(1, "b", "refused");
@@ -137,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_failed_endpoint_comes_back_after_the_fail_timeout() {
-        let h = Health::new(2, Duration::from_millis(1));
+        let h = Health::new(2, Duration::from_millis(1), Counter::default());
         h.failed(0, "a", "refused");
         std::thread::sleep(Duration::from_millis(5));
         let turns: Vec<_> = (0..2).map(|_| h.pick()).collect();
@@ -146,7 +154,7 @@ mod tests {
 
     #[test]
     fn with_every_endpoint_failed_requests_still_go_somewhere() {
-        let h = Health::new(2, Duration::from_secs(60));
+        let h = Health::new(2, Duration::from_secs(60), Counter::default());
         h.failed(0, "a", "refused");
         h.failed(1, "b", "refused");
         let turns: Vec<_> = (0..2).map(|_| h.pick()).collect();
@@ -156,7 +164,7 @@ mod tests {
 
     #[test]
     fn after_a_failure_the_other_endpoints_up_are_tried_each_once() {
-        let h = Health::new(4, Duration::from_secs(60));
+        let h = Health::new(4, Duration::from_secs(60), Counter::default());
         h.failed(3, "d", "refused");
         // A request started at 2 and failed there: 3 is skipped, then 0 and 1.
         h.failed(2, "c", "refused");
@@ -166,9 +174,10 @@ mod tests {
 
     #[test]
     fn one_endpoint_is_never_skipped() {
-        let h = Health::new(1, Duration::from_secs(60));
+        let h = Health::new(1, Duration::from_secs(60), Counter::default());
         h.failed(0, "a", "refused");
         assert_eq!(h.pick(), 0);
         assert_eq!(h.marked.load(Ordering::Relaxed), 0);
+        assert_eq!(h.failures.get(), 1, "counted all the same");
     }
 }

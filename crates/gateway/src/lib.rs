@@ -339,8 +339,8 @@ fn worker(
     rt.block_on(async move {
         let mut upstreams = Vec::new();
         for u in &common.upstreams {
-            let (requests, opened) = common.metrics.upstream(&u.name);
-            match upstream::Upstream::new(u, common.workers, requests, opened) {
+            let counters = common.metrics.upstream(&u.name);
+            match upstream::Upstream::new(u, common.workers, counters) {
                 Ok(up) => upstreams.push(up),
                 Err(error) => {
                     let _ = ready_tx.send(Err(StartError::Upstream {

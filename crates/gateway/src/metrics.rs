@@ -66,6 +66,17 @@ pub struct FastPathCounters {
     pub refused: Counter,
 }
 
+/// One upstream's counters.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamCounters {
+    /// Requests sent.
+    pub requests: Counter,
+    /// Connections opened.
+    pub opened: Counter,
+    /// Connections that could not be made.
+    pub connect_failures: Counter,
+}
+
 /// The registry and the metric families.
 pub struct Metrics {
     registry: Registry,
@@ -73,6 +84,7 @@ pub struct Metrics {
     duration: Family<RouteOnly, Histogram>,
     upstream_requests: Family<UpstreamOnly, Counter>,
     upstream_opened: Family<UpstreamOnly, Counter>,
+    upstream_connect_failures: Family<UpstreamOnly, Counter>,
     connections_active: Family<ListenerOnly, Gauge>,
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
@@ -102,6 +114,7 @@ impl Metrics {
         );
         let upstream_requests = Family::<UpstreamOnly, Counter>::default();
         let upstream_opened = Family::<UpstreamOnly, Counter>::default();
+        let upstream_connect_failures = Family::<UpstreamOnly, Counter>::default();
         let connections_active = Family::<ListenerOnly, Gauge>::default();
         let connections_total = Family::<ListenerOnly, Counter>::default();
         let tls_handshakes = Family::<ListenerResult, Counter>::default();
@@ -125,6 +138,12 @@ impl Metrics {
             "upstream_connections_opened",
             "Upstream connections opened",
             upstream_opened.clone(),
+        );
+        registry.register(
+            "upstream_connect_failures",
+            "Connections to an upstream that could not be made (refused, unreachable, connect \
+             or TLS handshake timed out)",
+            upstream_connect_failures.clone(),
         );
         registry.register(
             "connections_active",
@@ -161,6 +180,7 @@ impl Metrics {
             duration,
             upstream_requests,
             upstream_opened,
+            upstream_connect_failures,
             connections_active,
             connections_total,
             tls_handshakes,
@@ -217,14 +237,20 @@ impl Metrics {
         self.route("(none)")
     }
 
-    /// Handles for one upstream: (requests sent, connections opened).
-    pub fn upstream(&self, name: &str) -> (Counter, Counter) {
+    /// Handles for one upstream.
+    pub fn upstream(&self, name: &str) -> UpstreamCounters {
         let key = UpstreamOnly {
             upstream: Label(name.into()),
         };
+        // One statement per handle, as in `listener`.
         let requests = self.upstream_requests.get_or_create(&key).clone();
         let opened = self.upstream_opened.get_or_create(&key).clone();
-        (requests, opened)
+        let connect_failures = self.upstream_connect_failures.get_or_create(&key).clone();
+        UpstreamCounters {
+            requests,
+            opened,
+            connect_failures,
+        }
     }
 
     /// A connection observer for one listener.

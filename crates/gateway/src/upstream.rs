@@ -34,6 +34,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::body::{find_source, BodyStalled, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
 use crate::health::Health;
+use crate::metrics::UpstreamCounters;
 
 /// Why a request to an upstream failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,16 +111,20 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// Builds one worker's client and pool for `s`, holding `1/workers` of its connection cap
-    /// per endpoint; `requests`/`opened` count traffic for metrics.
+    /// per endpoint; `counters` count its traffic for metrics.
     ///
     /// # Errors
     /// When the TLS trust cannot be loaded.
     pub fn new(
         s: &UpstreamSettings,
         workers: usize,
-        requests: Counter,
-        opened: Counter,
+        counters: UpstreamCounters,
     ) -> Result<Self, pms_net::TlsError> {
+        let UpstreamCounters {
+            requests,
+            opened,
+            connect_failures,
+        } = counters;
         if matches!(s.trust, pms_net::tls::Trust::InsecureSkipVerify) {
             tracing::warn!(
                 upstream = %s.name,
@@ -179,7 +184,11 @@ impl Upstream {
                 .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
                 .collect(),
         );
-        let health = Arc::new(Health::new(s.endpoints.len(), s.fail_timeout));
+        let health = Arc::new(Health::new(
+            s.endpoints.len(),
+            s.fail_timeout,
+            connect_failures,
+        ));
         let client = cb.build(Limited {
             inner: https,
             opened: opened.clone(),

@@ -31,6 +31,10 @@ async fn unreachable_upstream_is_502_json() {
             "{e}"
         );
     }
+    // With one endpoint nothing is skipped, but every failed connect is counted.
+    let m = crate::admin::scrape(gw.admin).await;
+    let failures = r#"pms_gateway_upstream_connect_failures_total{upstream="up"}"#;
+    assert_eq!(crate::admin::value(&m, failures), Some(2.0), "{m}");
 }
 
 #[tokio::test]
@@ -133,5 +137,12 @@ async fn an_endpoint_that_refuses_connections_is_skipped_and_its_requests_go_to_
                 assert_eq!((r.status().as_u16(), r.text()), (200, body), "{at}");
             }
         }
+        // The failed connects are counted.
+        let m = crate::admin::scrape(gw.admin).await;
+        let failures = r#"pms_gateway_upstream_connect_failures_total{upstream="up"}"#;
+        assert!(
+            crate::admin::value(&m, failures).is_some_and(|n| n >= 1.0),
+            "fast path {fast}:\n{m}"
+        );
     }
 }
