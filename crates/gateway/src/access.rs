@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus_client::metrics::counter::Counter;
 
@@ -193,7 +193,7 @@ fn write_lines(rx: &Receiver<String>, out: Box<dyn std::io::Write + Send>, stop:
 fn format_line(time: SystemTime, e: &Entry<'_>) -> String {
     let mut line = String::with_capacity(192 + e.target.len());
     line.push_str("{\"time\":\"");
-    rfc3339_millis(time, &mut line);
+    pms_net::utc::write_rfc3339(&mut line, time, true);
     let _ = write!(line, "\",\"client\":\"{}\",\"method\":", e.client);
     json_string(e.method, &mut line);
     line.push_str(",\"target\":");
@@ -231,58 +231,9 @@ fn json_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-/// `t` as RFC 3339 UTC with milliseconds, e.g. `2026-11-24T21:20:00.123Z`.
-fn rfc3339_millis(t: SystemTime, out: &mut String) {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60,
-        since.subsec_millis()
-    );
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's `civil_from_days`,
-/// for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(secs: u64, millis: u64) -> String {
-        let mut s = String::new();
-        rfc3339_millis(
-            UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis),
-            &mut s,
-        );
-        s
-    }
-
-    #[test]
-    fn times_are_rfc3339_utc_with_milliseconds() {
-        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
-        // `date -u -d @951782400`: the leap day of a year divisible by 400.
-        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.007Z");
-        assert_eq!(at(1_795_555_200, 123), "2026-11-24T21:20:00.123Z");
-        assert_eq!(at(4_102_444_799, 999), "2099-12-31T23:59:59.999Z");
-    }
 
     #[test]
     fn a_line_is_one_json_object_with_every_field() {
@@ -297,7 +248,7 @@ mod tests {
             route: None,
             request_id: "abc",
         };
-        let line = format_line(UNIX_EPOCH, &entry);
+        let line = format_line(std::time::UNIX_EPOCH, &entry);
         assert!(
             line.ends_with("}\n") && line.matches('\n').count() == 1,
             "{line}"

@@ -15,8 +15,10 @@
 //!   request.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
-//! - [`stall`]: writes that give up on a client that stops reading.
+//! - [`stall`]: writes that give up on a client that stops reading, reads that give up on a
+//!   peer that stops sending.
 //! - `starve`: HTTP/2 responses whose client takes no data of them (their streams are reset).
+//! - [`utc`]: RFC 3339 UTC timestamps for logs and reports.
 //!
 //! Why one crate: the gateway, the echo back-end, the services and the tests serve HTTP the same
 //! way; the details (ALPN choice, slowloris limits, drain on SIGTERM) are easy to get subtly
@@ -35,5 +37,6 @@ pub mod serve;
 pub mod stall;
 mod starve;
 pub mod tls;
+pub mod utc;
 
 pub use tls::{TlsError, ALPN_H2, ALPN_HTTP11};

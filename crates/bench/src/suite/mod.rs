@@ -472,31 +472,9 @@ fn commit() -> Option<String> {
 
 /// Now, UTC, as `2026-11-23T10:04:05Z`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    utc(secs)
-}
-
-/// Unix seconds as an RFC 3339 UTC timestamp (days → civil date, Howard Hinnant's method).
-fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let mut s = String::new();
+    pms_net::utc::write_rfc3339(&mut s, std::time::SystemTime::now(), false);
+    s
 }
 
 /// A duration for people: `45 s`, `12 min`, `3.5 h`.
@@ -534,12 +512,5 @@ mod tests {
             e.contains("ballerina-rest") && e.contains("async-delay"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn timestamps_are_utc_civil_dates() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_795_392_245), "2026-11-23T00:04:05Z");
     }
 }
