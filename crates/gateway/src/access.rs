@@ -5,14 +5,14 @@
 //! queue; one writer thread takes what has gathered every [`FLUSH_EVERY`] and writes it with one
 //! buffered write. A request therefore costs a formatted line and a queue push, and wakes no
 //! thread. When the queue is full (the disk cannot keep up), lines are dropped and counted
-//! (`pms_gateway_access_log_dropped_total`) instead of slowing the gateway down. At shutdown
+//! (`pms_gateway_access_log_dropped_total`) instead of slowing the gateway down; so are lines
+//! after a write failed for good (a full disk), which ends the writer with one logged error. At shutdown
 //! the writer drains the queue, flushes and ends ([`Writer::finish`]).
 //!
 //! The file is opened when the gateway binds its sockets ([`Output::open`]), so a path that
 //! cannot be written stops it before it listens; the writer starts with the workers.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,11 +131,10 @@ impl AccessLog {
         let line = format_line(started, entry);
         match self.lines.try_send(line) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
+            // The writer is behind, or gone (its output failed for good).
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.dropped.inc();
             }
-            // The writer is gone (its output failed for good); nothing more to do.
-            Err(TrySendError::Disconnected(_)) => {}
         }
     }
 }
@@ -162,28 +161,32 @@ fn append(path: &Path) -> Result<std::fs::File, OpenError> {
 }
 
 /// The writer thread: every [`FLUSH_EVERY`], everything queued in one buffered write; at the
-/// end (`stop` set, or every sender gone), the rest.
+/// end (`stop` set, or every sender gone), the rest. A write that fails (a full disk) ends the
+/// access log with one error in the log; the gateway goes on, and later lines are dropped.
 fn write_lines(rx: &Receiver<String>, out: Box<dyn std::io::Write + Send>, stop: &AtomicBool) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    if let Err(e) = pump(rx, &mut out, stop) {
+        tracing::error!(error = %e, "cannot write the access log; it stops here");
+    }
+}
+
+fn pump(
+    rx: &Receiver<String>,
+    out: &mut impl std::io::Write,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
     loop {
         let stopping = stop.load(Ordering::Acquire);
         let ended = loop {
             match rx.try_recv() {
-                Ok(line) => {
-                    if out.write_all(line.as_bytes()).is_err() {
-                        return;
-                    }
-                }
+                Ok(line) => out.write_all(line.as_bytes())?,
                 Err(TryRecvError::Empty) => break false,
                 Err(TryRecvError::Disconnected) => break true,
             }
         };
-        if let Err(e) = out.flush() {
-            tracing::error!(error = %e, "cannot write the access log; it stops here");
-            return;
-        }
+        out.flush()?;
         if ended || stopping {
-            return;
+            return Ok(());
         }
         std::thread::park_timeout(FLUSH_EVERY);
     }
@@ -263,6 +266,74 @@ mod tests {
         assert_eq!(v["duration_ms"], 1.234);
         assert_eq!(v["route"], serde_json::Value::Null);
         assert_eq!(v["request_id"], "abc");
+    }
+
+    /// An output the test can read back, or one that fails every write.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<std::sync::Mutex<Vec<u8>>>, bool);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.1 {
+                return Err(std::io::Error::other("disk full"));
+            }
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn entry(request_id: &str) -> Entry<'_> {
+        Entry {
+            client: "127.0.0.1".parse().unwrap(),
+            method: "GET",
+            target: "/",
+            protocol: "HTTP/1.1",
+            status: 200,
+            started: Instant::now(),
+            duration: Duration::ZERO,
+            route: Some("all"),
+            request_id,
+        }
+    }
+
+    #[test]
+    fn every_line_queued_is_written_in_order_by_the_time_the_writer_finishes() {
+        let seen = Shared::default();
+        let out = Output(Box::new(seen.clone()));
+        let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
+        let ids: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
+        for id in &ids {
+            log.record(&entry(id));
+        }
+        // The log is still held: `finish` must not wait for it to be dropped.
+        writer.finish();
+        let text = String::from_utf8(seen.0.lock().unwrap().clone()).unwrap();
+        let written: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["request_id"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(written, ids);
+        assert_eq!(log.dropped.get(), 0);
+    }
+
+    #[test]
+    fn a_failing_output_ends_the_writer_and_requests_go_on() {
+        let out = Output(Box::new(Shared(Arc::default(), true)));
+        let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
+        log.record(&entry("a"));
+        writer.finish();
+        // Nothing left to take the lines: recording neither blocks nor panics, and counts them.
+        for _ in 0..(QUEUE + 10) {
+            log.record(&entry("b"));
+        }
+        assert_eq!(log.dropped.get(), (QUEUE + 10) as u64);
     }
 
     #[test]

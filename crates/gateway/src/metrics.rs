@@ -170,7 +170,8 @@ impl Metrics {
         let access_log_dropped = Counter::default();
         registry.register(
             "access_log_dropped",
-            "Access log lines dropped because the writer fell behind",
+            "Access log lines dropped because the writer fell behind, or stopped after a write \
+             failed",
             access_log_dropped.clone(),
         );
         Self {
