@@ -343,17 +343,7 @@ mod tests {
             lines,
             dropped: Counter::default(),
         };
-        let entry = Entry {
-            client: "127.0.0.1".parse().unwrap(),
-            method: "GET",
-            target: "/",
-            protocol: "HTTP/1.1",
-            status: 200,
-            started: Instant::now(),
-            duration: Duration::ZERO,
-            route: Some("all"),
-            request_id: "r",
-        };
+        let entry = entry("r");
         for _ in 0..3 {
             log.record(&entry);
         }
