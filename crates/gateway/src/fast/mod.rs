@@ -255,7 +255,7 @@ impl FastPath {
                     self.counters.refused.inc();
                     // Boxed, like the linger below: rare paths, kept out of the state every
                     // connection's task carries.
-                    Box::pin(refuse(&mut io, err, &mut bufs.buf, &mut bufs.out)).await;
+                    Box::pin(self.refuse(&mut io, info, err, &mut bufs.buf, &mut bufs.out)).await;
                     return None;
                 }
             };
@@ -272,6 +272,40 @@ impl FastPath {
                     return None;
                 }
             }
+        }
+    }
+
+    /// Answers a request head the fast path cannot read, logs it, then closes: nothing after
+    /// a broken head can be trusted. The access log gets `-` for the method and the target,
+    /// which such a head may not have.
+    async fn refuse<IO>(
+        &self,
+        io: &mut IO,
+        info: ConnInfo,
+        err: GatewayError,
+        buf: &mut BytesMut,
+        out: &mut Vec<u8>,
+    ) where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let request_id = headers::request_id(&http::HeaderMap::new());
+        tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
+        if let Some(log) = &self.shared.access_log {
+            log.record(&Entry {
+                client: info.peer.ip(),
+                method: "-",
+                target: "-",
+                protocol: "HTTP/1.1",
+                status: err.status().as_u16(),
+                started: Instant::now(),
+                duration: Duration::ZERO,
+                route: None,
+                request_id: request_id.to_str().unwrap_or("-"),
+            });
+        }
+        if answer(io, err, &request_id, false, out).await {
+            let _ = io.shutdown().await;
+            linger(io, buf).await;
         }
     }
 
@@ -908,20 +942,6 @@ async fn gather<S: AsyncRead + Unpin>(
         }
     }
     Ok(true)
-}
-
-/// Answers a request head the fast path cannot read, then closes: nothing after a broken head
-/// can be trusted.
-async fn refuse<IO>(io: &mut IO, err: GatewayError, buf: &mut BytesMut, out: &mut Vec<u8>)
-where
-    IO: AsyncRead + AsyncWrite + Unpin,
-{
-    let request_id = headers::request_id(&http::HeaderMap::new());
-    tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
-    if answer(io, err, &request_id, false, out).await {
-        let _ = io.shutdown().await;
-        linger(io, buf).await;
-    }
 }
 
 /// `HTTP/1.1 <code> <reason>` and CRLF.

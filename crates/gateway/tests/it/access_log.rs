@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use pms_testkit::client::{Proto, TestClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{echo, gateway};
 
@@ -64,11 +65,19 @@ path = "{}"
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // A head the gateway cannot read is answered, and logged, too.
+    let mut raw = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nhost: gw\r\nbad header\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), raw.read_to_string(&mut answer)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
 
     // Written while the gateway runs, within a flush period or so.
-    pms_testkit::assert_eventually("three new lines in the access log", 1000, || {
+    pms_testkit::assert_eventually("four new lines in the access log", 1000, || {
         let n = lines(&path).len();
-        async move { n == 4 }
+        async move { n == 5 }
     })
     .await;
     let got = lines(&path);
@@ -110,6 +119,21 @@ path = "{}"
             &200.into()
         ),
         "{b}"
+    );
+    let refused = got
+        .iter()
+        .find(|l| l["status"] == 400)
+        .unwrap_or_else(|| panic!("no line for the refused head: {got:?}"));
+    assert_eq!(
+        (&refused["method"], &refused["target"], &refused["route"]),
+        (&"-".into(), &"-".into(), &serde_json::Value::Null),
+        "{refused}"
+    );
+    assert!(
+        refused["request_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{refused}"
     );
     let c = by_id("log-3");
     assert_eq!(
