@@ -108,7 +108,14 @@ async fn exchange(
     out.extend_from_slice(&body);
     upstream.count_request();
 
-    let mut deadline = Deadline::new(tokio::time::Instant::now() + timeout);
+    let at = tokio::time::Instant::now() + timeout;
+    let mut deadline = match conn.deadline.take() {
+        Some(mut d) => {
+            d.set(at);
+            d
+        }
+        None => Deadline::new(at),
+    };
     let head_request = parts.method == Method::HEAD;
     let retryable = request::idempotent(&parts.method);
     // Allocated when the response arrives (see `read_head`).
@@ -140,8 +147,11 @@ async fn exchange(
     let mut headers = fields.to_header_map(&up);
     up.advance(head.len);
     proxy::rewrite_response(&mut headers, version, request_id);
+    // The deadline goes back with the connection (after a retry, the fresh one) for its next
+    // request.
     let body = match head.framing {
         Framing::Empty => {
+            conn.deadline = Some(deadline);
             if head.reusable && up.is_empty() {
                 pool.checkin(conn);
             }
@@ -151,6 +161,7 @@ async fn exchange(
         Framing::Length(n) if n <= GATHER as u64 => {
             let n = n as usize;
             gather_response(&mut conn.stream, &mut up, n, &mut deadline, upstream).await?;
+            conn.deadline = Some(deadline);
             let data = body_bytes(&mut up, n);
             if head.reusable && up.is_empty() {
                 pool.checkin(conn);
@@ -164,6 +175,7 @@ async fn exchange(
                 headers.remove(CONTENT_LENGTH);
             }
             let upstream = (upstream.shared_name(), upstream.read_timeout());
+            conn.deadline = Some(deadline);
             streamed(conn, pool.clone(), up, framing, head.reusable, upstream)
         }
     };

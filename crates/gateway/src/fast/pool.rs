@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use pms_net::deadline::Deadline;
 use prometheus_client::metrics::counter::Counter;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
@@ -67,6 +68,10 @@ pub(super) struct Conn {
     pub(super) fresh: bool,
     /// Index of its endpoint in the pool.
     pub(super) endpoint: usize,
+    /// The answer deadline of the bridged requests it serves, kept with it between them: one
+    /// timer for the connection's life rather than one per request (see [`Deadline`]). The
+    /// fast path keeps its deadlines with the client connection instead.
+    pub(super) deadline: Option<Deadline>,
     idle_since: Instant,
     _permit: OwnedSemaphorePermit,
 }
@@ -377,6 +382,7 @@ impl Pool {
             stream,
             fresh: true,
             endpoint: i,
+            deadline: None,
             idle_since: Instant::now(),
             _permit: permit,
         })

@@ -265,6 +265,11 @@ async fn canned_connection(mut conn: TcpStream) {
                 }
                 continue;
             }
+            // Answers after a quarter of a second.
+            (_, "/late") => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                (b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nlate", false)
+            }
             // Announces 100 bytes, sends 10, and then nothing for a long time.
             (_, "/stalls") => {
                 let head = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789";
@@ -460,6 +465,34 @@ async fn every_response_framing_reaches_http2_clients_over_the_fast_pools() {
         assert_eq!(r.json()["error"]["code"], "gateway_timeout");
     }
     assert_eq!(fast_count(&gw, "bridged").await, sent);
+}
+
+/// Bridged requests on one upstream connection share its answer timer, set for the first of
+/// them: each later request still gets its whole `request_timeout_ms`.
+#[tokio::test]
+async fn each_bridged_request_on_a_reused_connection_gets_its_whole_timeout() {
+    let back = canned_upstream().await;
+    let gw = gateway_with(back.addr, true, "request_timeout_ms = 400").await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
+    // Waits for its answer, so the connection's timer is made, for 400 ms from now.
+    let r = c.call("GET", "/late", &[], "").await.unwrap();
+    assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "late"));
+    // These start after that, and are still waiting when it goes off.
+    for _ in 0..2 {
+        let r = c.call("GET", "/late", &[], "").await.unwrap();
+        assert_eq!((r.status().as_u16(), r.text().as_str()), (200, "late"));
+    }
+    let m = crate::admin::scrape(gw.admin).await;
+    let opened = r#"pms_gateway_upstream_connections_opened_total{upstream="up"}"#;
+    assert_eq!(
+        crate::admin::value(&m, opened),
+        Some(1.0),
+        "the three went over one connection:\n{m}"
+    );
+    // And the timer still ends a request that gets no answer.
+    let r = c.call("GET", "/stalls", &[], "").await.unwrap();
+    assert_eq!(r.status(), 504);
+    assert_eq!(fast_count(&gw, "bridged").await, 4);
 }
 
 #[tokio::test]
