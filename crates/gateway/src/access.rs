@@ -10,7 +10,9 @@
 //! the writer drains the queue, flushes and ends ([`Writer::finish`]).
 //!
 //! The file is opened when the gateway binds its sockets ([`Output::open`]), so a path that
-//! cannot be written stops it before it listens; the writer starts with the workers.
+//! cannot be written stops it before it listens; the writer starts with the workers. On
+//! `SIGUSR1` (as nginx's `-s reopen`) the writer flushes and opens the path again, so a log
+//! rotated by renaming goes on in a new file ([`Reopen`]).
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -35,7 +37,8 @@ const QUEUE: usize = 16_384;
 pub enum Target {
     /// Standard output.
     Stdout,
-    /// A file, appended to (created if missing). Rotate it with copy-and-truncate.
+    /// A file, appended to (created if missing). Rotate it by renaming it and sending
+    /// `SIGUSR1`, or with copy-and-truncate.
     File(PathBuf),
 }
 
@@ -50,7 +53,10 @@ pub struct OpenError {
 }
 
 /// Where the lines go, opened.
-pub struct Output(Box<dyn std::io::Write + Send>);
+pub struct Output {
+    target: Target,
+    sink: Box<dyn std::io::Write + Send>,
+}
 
 impl std::fmt::Debug for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,10 +70,19 @@ impl Output {
     /// # Errors
     /// When the file cannot be opened.
     pub fn open(target: &Target) -> Result<Self, OpenError> {
-        Ok(Self(match target {
+        let sink: Box<dyn std::io::Write + Send> = match target {
             Target::Stdout => Box::new(std::io::stdout()),
             Target::File(path) => Box::new(append(path)?),
-        }))
+        };
+        Ok(Self {
+            target: target.clone(),
+            sink,
+        })
+    }
+
+    /// Whether this is a file, which [`Reopen`] opens again.
+    pub fn is_file(&self) -> bool {
+        matches!(self.target, Target::File(_))
     }
 }
 
@@ -106,6 +121,24 @@ pub struct AccessLog {
 pub struct Writer {
     thread: JoinHandle<()>,
     stop: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
+}
+
+/// Has the writer open its file again (after the lines it holds went to the old one), for
+/// log rotation. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Reopen {
+    thread: std::thread::Thread,
+    asked: Arc<AtomicBool>,
+}
+
+impl Reopen {
+    /// Asks for it; the writer does it within a flush period. A path that cannot be opened
+    /// then is logged as an error, and the lines keep going to the file open before.
+    pub fn ask(&self) {
+        self.asked.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
 }
 
 impl AccessLog {
@@ -117,11 +150,22 @@ impl AccessLog {
     pub fn start(out: Output, dropped: Counter) -> std::io::Result<(Self, Writer)> {
         let (lines, rx) = mpsc::sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
+        let reopen = Arc::new(AtomicBool::new(false));
+        let flags = Flags {
+            stop: Arc::clone(&stop),
+            reopen: Arc::clone(&reopen),
+        };
         let thread = std::thread::Builder::new()
             .name("pms-access-log".into())
-            .spawn(move || write_lines(&rx, out.0, &stopping))?;
-        Ok((Self { lines, dropped }, Writer { thread, stop }))
+            .spawn(move || write_lines(&rx, out, &flags))?;
+        Ok((
+            Self { lines, dropped },
+            Writer {
+                thread,
+                stop,
+                reopen,
+            },
+        ))
     }
 
     /// Logs `entry`.
@@ -140,6 +184,14 @@ impl AccessLog {
 }
 
 impl Writer {
+    /// A handle that has the writer open its file again.
+    pub fn reopen(&self) -> Reopen {
+        Reopen {
+            thread: self.thread.thread().clone(),
+            asked: Arc::clone(&self.reopen),
+        }
+    }
+
     /// Has the writer write what is queued and end, and waits for it (at most a flush period
     /// and the write). Call when no more requests are answered: lines queued later are lost.
     pub fn finish(self) {
@@ -160,23 +212,56 @@ fn append(path: &Path) -> Result<std::fs::File, OpenError> {
         })
 }
 
+/// What the workers' side asks of the writer thread.
+struct Flags {
+    /// Write the rest and end.
+    stop: Arc<AtomicBool>,
+    /// Open the file again.
+    reopen: Arc<AtomicBool>,
+}
+
+/// Why [`pump`] returned.
+enum Pumped {
+    /// Everything is written: stop was asked, or every sender is gone.
+    Ended,
+    /// Everything queued so far is written, and the file is to be opened again.
+    Reopen,
+}
+
 /// The writer thread: every [`FLUSH_EVERY`], everything queued in one buffered write; at the
 /// end (`stop` set, or every sender gone), the rest. A write that fails (a full disk) ends the
 /// access log with one error in the log; the gateway goes on, and later lines are dropped.
-fn write_lines(rx: &Receiver<String>, out: Box<dyn std::io::Write + Send>, stop: &AtomicBool) {
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-    if let Err(e) = pump(rx, &mut out, stop) {
-        tracing::error!(error = %e, "cannot write the access log; it stops here");
+fn write_lines(rx: &Receiver<String>, out: Output, flags: &Flags) {
+    let buffered = |sink| std::io::BufWriter::with_capacity(64 * 1024, sink);
+    let mut sink = buffered(out.sink);
+    loop {
+        match pump(rx, &mut sink, flags) {
+            Ok(Pumped::Ended) => return,
+            Ok(Pumped::Reopen) => match Output::open(&out.target) {
+                Ok(new) => {
+                    sink = buffered(new.sink);
+                    tracing::info!("access log reopened");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot reopen the access log; writing on to the file open before");
+                }
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write the access log; it stops here");
+                return;
+            }
+        }
     }
 }
 
 fn pump(
     rx: &Receiver<String>,
     out: &mut impl std::io::Write,
-    stop: &AtomicBool,
-) -> std::io::Result<()> {
+    flags: &Flags,
+) -> std::io::Result<Pumped> {
     loop {
-        let stopping = stop.load(Ordering::Acquire);
+        let stopping = flags.stop.load(Ordering::Acquire);
+        let reopen = flags.reopen.swap(false, Ordering::AcqRel);
         let ended = loop {
             match rx.try_recv() {
                 Ok(line) => out.write_all(line.as_bytes())?,
@@ -186,7 +271,10 @@ fn pump(
         };
         out.flush()?;
         if ended || stopping {
-            return Ok(());
+            return Ok(Pumped::Ended);
+        }
+        if reopen {
+            return Ok(Pumped::Reopen);
         }
         std::thread::park_timeout(FLUSH_EVERY);
     }
@@ -303,7 +391,10 @@ mod tests {
     #[test]
     fn every_line_queued_is_written_in_order_by_the_time_the_writer_finishes() {
         let seen = Shared::default();
-        let out = Output(Box::new(seen.clone()));
+        let out = Output {
+            target: Target::Stdout,
+            sink: Box::new(seen.clone()),
+        };
         let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
         let ids: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
         for id in &ids {
@@ -325,7 +416,10 @@ mod tests {
 
     #[test]
     fn a_failing_output_ends_the_writer_and_requests_go_on() {
-        let out = Output(Box::new(Shared(Arc::default(), true)));
+        let out = Output {
+            target: Target::Stdout,
+            sink: Box::new(Shared(Arc::default(), true)),
+        };
         let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
         log.record(&entry("a"));
         writer.finish();
@@ -334,6 +428,66 @@ mod tests {
             log.record(&entry("b"));
         }
         assert_eq!(log.dropped.get(), (QUEUE + 10) as u64);
+    }
+
+    /// `path`'s lines, by request id.
+    fn ids_in(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["request_id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reopen_after_a_rename_sends_the_next_lines_to_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let rotated = dir.path().join("access.log.1");
+        let out = Output::open(&Target::File(path.clone())).unwrap();
+        assert!(out.is_file());
+        let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
+        let reopen = writer.reopen();
+        log.record(&entry("before"));
+        // Rotation as logrotate does it without copytruncate: rename, then signal.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ids_in(&path).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(FLUSH_EVERY / 4);
+        }
+        std::fs::rename(&path, &rotated).unwrap();
+        // Queued before the reopen is asked: still the old file's.
+        log.record(&entry("queued"));
+        reopen.ask();
+        while !path.exists() && Instant::now() < deadline {
+            std::thread::sleep(FLUSH_EVERY / 4);
+        }
+        log.record(&entry("after"));
+        writer.finish();
+        assert_eq!(ids_in(&rotated), ["before", "queued"]);
+        assert_eq!(ids_in(&path), ["after"]);
+    }
+
+    #[test]
+    fn a_reopen_that_fails_keeps_writing_to_the_file_open_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("logs");
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join("access.log");
+        let out = Output::open(&Target::File(path.clone())).unwrap();
+        let (log, writer) = AccessLog::start(out, Counter::default()).unwrap();
+        let moved = dir.path().join("moved");
+        // The directory goes away: the path cannot be opened again.
+        std::fs::rename(&sub, &moved).unwrap();
+        writer.reopen().ask();
+        std::thread::sleep(FLUSH_EVERY * 3);
+        log.record(&entry("still"));
+        writer.finish();
+        assert_eq!(ids_in(&moved.join("access.log")), ["still"]);
+        assert!(!path.exists());
+        assert_eq!(log.dropped.get(), 0);
     }
 
     #[test]

@@ -49,6 +49,7 @@ use std::sync::Arc;
 
 use pms_net::serve::{self, Drain, ServeConfig};
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 pub use config::Settings;
 
@@ -205,9 +206,11 @@ pub async fn run(
         .collect();
     let (access_log, access_writer) = match bound.access_log {
         Some(out) => {
+            let file = out.is_file();
             let (log, writer) = access::AccessLog::start(out, metrics.access_log_dropped())
                 .map_err(StartError::Worker)?;
-            (Some(log), Some(writer))
+            let reopen = file.then(|| writer.reopen());
+            (Some(log), Some((writer, reopen.and_then(reopen_on_signal))))
         }
         None => (None, None),
     };
@@ -306,10 +309,32 @@ pub async fn run(
     Ok(outcome)
 }
 
-/// Has the access log's writer write what is queued and end.
-async fn finish_access_log(writer: Option<access::Writer>) {
-    if let Some(writer) = writer {
+/// Has the access log's writer write what is queued and end, and stops its `SIGUSR1` task.
+async fn finish_access_log(writer: Option<(access::Writer, Option<JoinHandle<()>>)>) {
+    if let Some((writer, signals)) = writer {
+        if let Some(task) = signals {
+            task.abort();
+        }
         let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+    }
+}
+
+/// Has the access log open its file again on every `SIGUSR1` (log rotation by renaming, as
+/// nginx's `-s reopen`), until the task is aborted. The handler is in place when this returns,
+/// before any request is served: a `SIGUSR1` without one would end the process.
+fn reopen_on_signal(reopen: access::Reopen) -> Option<JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::user_defined1()) {
+        Ok(mut usr1) => Some(tokio::spawn(async move {
+            while usr1.recv().await.is_some() {
+                tracing::info!("SIGUSR1: reopening the access log");
+                reopen.ask();
+            }
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot handle SIGUSR1: the access log cannot be reopened");
+            None
+        }
     }
 }
 

@@ -158,6 +158,76 @@ path = "{}"
 }
 
 #[tokio::test]
+async fn sigusr1_reopens_the_access_log_after_it_was_renamed() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let rotated = dir.path().join("access.log.1");
+    let gw = gateway(
+        &format!(
+            r#"
+[admin]
+listen = "127.0.0.1:0"
+[[listeners]]
+listen = "127.0.0.1:0"
+[[upstreams]]
+name = "echo"
+endpoints = ["http://{}"]
+[[routes]]
+match = {{ path_prefix = "/" }}
+upstream = "echo"
+[access_log]
+path = "{}"
+"#,
+            back.addr,
+            path.display()
+        ),
+        &[],
+    )
+    .await;
+    let ids = |p: &std::path::Path| -> Vec<String> {
+        lines(p)
+            .iter()
+            .map(|l| l["request_id"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let r = c
+        .call("GET", "/", &[("x-request-id", "old-1")], "")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    pms_testkit::assert_eventually("the first line", 1000, || {
+        let n = lines(&path).len();
+        async move { n == 1 }
+    })
+    .await;
+
+    // As logrotate does without copytruncate: rename, then signal. The gateway answered a
+    // request, so its handler is in place (without one, SIGUSR1 would end this process).
+    std::fs::rename(&path, &rotated).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-USR1", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    pms_testkit::assert_eventually("a new access.log", 1000, || {
+        let there = path.exists();
+        async move { there }
+    })
+    .await;
+    let r = c
+        .call("GET", "/", &[("x-request-id", "new-1")], "")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(c);
+    gw.spawned.shutdown().await.unwrap();
+    assert_eq!(ids(&rotated), ["old-1"]);
+    assert_eq!(ids(&path), ["new-1"]);
+}
+
+#[tokio::test]
 async fn an_access_log_that_cannot_be_opened_stops_the_gateway_before_it_binds() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no/such/dir/access.log");
