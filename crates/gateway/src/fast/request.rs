@@ -63,7 +63,7 @@ impl Head {
     ) -> usize {
         out.put_slice(self.method.as_str().as_bytes());
         out.put_u8(b' ');
-        out.put_slice(self.target(buf).as_bytes());
+        out.put_slice(&buf[self.target.clone()]);
         out.put_slice(b" HTTP/1.1\r\n");
         let host_at = out.len();
         fields::write_request(fields, buf, rewrite, out);
