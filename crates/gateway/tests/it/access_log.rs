@@ -16,23 +16,18 @@ fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn every_answered_request_gets_a_line_on_both_paths() {
-    let back = echo(false, false, Duration::ZERO).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.log");
-    // A line already there is kept: the file is appended to.
-    std::fs::write(&path, "{\"earlier\":true}\n").unwrap();
-    let gw = gateway(
-        &format!(
-            r#"
+/// A gateway config with one route, `api` (paths under `/api`), to `upstream` (`host:port`),
+/// and the access log in `path`.
+fn config(upstream: &str, path: &std::path::Path) -> String {
+    format!(
+        r#"
 [admin]
 listen = "127.0.0.1:0"
 [[listeners]]
 listen = "127.0.0.1:0"
 [[upstreams]]
 name = "echo"
-endpoints = ["http://{}"]
+endpoints = ["http://{upstream}"]
 [[routes]]
 name = "api"
 match = {{ path_prefix = "/api" }}
@@ -40,12 +35,18 @@ upstream = "echo"
 [access_log]
 path = "{}"
 "#,
-            back.addr,
-            path.display()
-        ),
-        &[],
+        path.display()
     )
-    .await;
+}
+
+#[tokio::test]
+async fn every_answered_request_gets_a_line_on_both_paths() {
+    let back = echo(false, false, Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    // A line already there is kept: the file is appended to.
+    std::fs::write(&path, "{\"earlier\":true}\n").unwrap();
+    let gw = gateway(&config(&back.addr.to_string(), &path), &[]).await;
 
     // HTTP/1.1 takes the fast path; HTTP/2, and a request no route takes, hyper's.
     let mut h1 = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
@@ -163,28 +164,7 @@ async fn sigusr1_reopens_the_access_log_after_it_was_renamed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let rotated = dir.path().join("access.log.1");
-    let gw = gateway(
-        &format!(
-            r#"
-[admin]
-listen = "127.0.0.1:0"
-[[listeners]]
-listen = "127.0.0.1:0"
-[[upstreams]]
-name = "echo"
-endpoints = ["http://{}"]
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "echo"
-[access_log]
-path = "{}"
-"#,
-            back.addr,
-            path.display()
-        ),
-        &[],
-    )
-    .await;
+    let gw = gateway(&config(&back.addr.to_string(), &path), &[]).await;
     let ids = |p: &std::path::Path| -> Vec<String> {
         lines(p)
             .iter()
@@ -193,7 +173,7 @@ path = "{}"
     };
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let r = c
-        .call("GET", "/", &[("x-request-id", "old-1")], "")
+        .call("GET", "/api/1", &[("x-request-id", "old-1")], "")
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
@@ -217,7 +197,7 @@ path = "{}"
     })
     .await;
     let r = c
-        .call("GET", "/", &[("x-request-id", "new-1")], "")
+        .call("GET", "/api/2", &[("x-request-id", "new-1")], "")
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
@@ -231,23 +211,7 @@ path = "{}"
 async fn an_access_log_that_cannot_be_opened_stops_the_gateway_before_it_binds() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no/such/dir/access.log");
-    let text = format!(
-        r#"
-[admin]
-listen = "127.0.0.1:0"
-[[listeners]]
-listen = "127.0.0.1:0"
-[[upstreams]]
-name = "u"
-endpoints = ["http://127.0.0.1:1"]
-[[routes]]
-match = {{ path_prefix = "/" }}
-upstream = "u"
-[access_log]
-path = "{}"
-"#,
-        missing.display()
-    );
+    let text = config("127.0.0.1:1", &missing);
     let settings = pms_gateway::config::parse(&text, "test.toml")
         .and_then(|raw| raw.resolve("test.toml", std::path::Path::new("."), &|_| None))
         .unwrap();
