@@ -481,8 +481,20 @@ mod tests {
         let moved = dir.path().join("moved");
         // The directory goes away: the path cannot be opened again.
         std::fs::rename(&sub, &moved).unwrap();
-        writer.reopen().ask();
-        std::thread::sleep(FLUSH_EVERY * 3);
+        let reopen = writer.reopen();
+        // The writer takes a second request only once it has finished with the first: so the
+        // failed reopen is over (and did not end the writer) when the line is recorded.
+        for _ in 0..2 {
+            reopen.ask();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while reopen.asked.load(Ordering::Acquire) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the writer stopped taking requests"
+                );
+                std::thread::sleep(FLUSH_EVERY / 4);
+            }
+        }
         log.record(&entry("still"));
         writer.finish();
         assert_eq!(ids_in(&moved.join("access.log")), ["still"]);
