@@ -209,8 +209,12 @@ pub async fn run(
             let file = out.is_file();
             let (log, writer) = access::AccessLog::start(out, metrics.access_log_dropped())
                 .map_err(StartError::Worker)?;
-            let reopen = file.then(|| writer.reopen());
-            (Some(log), Some((writer, reopen.and_then(reopen_on_signal))))
+            let signals = if file {
+                reopen_on_signal(writer.reopen())
+            } else {
+                None
+            };
+            (Some(log), Some((writer, signals)))
         }
         None => (None, None),
     };
