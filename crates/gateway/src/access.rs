@@ -120,8 +120,7 @@ pub struct AccessLog {
 #[derive(Debug)]
 pub struct Writer {
     thread: JoinHandle<()>,
-    stop: Arc<AtomicBool>,
-    reopen: Arc<AtomicBool>,
+    flags: Arc<Flags>,
 }
 
 /// Has the writer open its file again (after the lines it holds went to the old one), for
@@ -129,14 +128,14 @@ pub struct Writer {
 #[derive(Debug, Clone)]
 pub struct Reopen {
     thread: std::thread::Thread,
-    asked: Arc<AtomicBool>,
+    flags: Arc<Flags>,
 }
 
 impl Reopen {
     /// Asks for it; the writer does it within a flush period. A path that cannot be opened
     /// then is logged as an error, and the lines keep going to the file open before.
     pub fn ask(&self) {
-        self.asked.store(true, Ordering::Release);
+        self.flags.reopen.store(true, Ordering::Release);
         self.thread.unpark();
     }
 }
@@ -149,23 +148,12 @@ impl AccessLog {
     /// When the thread cannot start.
     pub fn start(out: Output, dropped: Counter) -> std::io::Result<(Self, Writer)> {
         let (lines, rx) = mpsc::sync_channel(QUEUE);
-        let stop = Arc::new(AtomicBool::new(false));
-        let reopen = Arc::new(AtomicBool::new(false));
-        let flags = Flags {
-            stop: Arc::clone(&stop),
-            reopen: Arc::clone(&reopen),
-        };
+        let flags = Arc::new(Flags::default());
+        let shared = Arc::clone(&flags);
         let thread = std::thread::Builder::new()
             .name("pms-access-log".into())
-            .spawn(move || write_lines(&rx, out, &flags))?;
-        Ok((
-            Self { lines, dropped },
-            Writer {
-                thread,
-                stop,
-                reopen,
-            },
-        ))
+            .spawn(move || write_lines(&rx, out, &shared))?;
+        Ok((Self { lines, dropped }, Writer { thread, flags }))
     }
 
     /// Logs `entry`.
@@ -188,14 +176,14 @@ impl Writer {
     pub fn reopen(&self) -> Reopen {
         Reopen {
             thread: self.thread.thread().clone(),
-            asked: Arc::clone(&self.reopen),
+            flags: Arc::clone(&self.flags),
         }
     }
 
     /// Has the writer write what is queued and end, and waits for it (at most a flush period
     /// and the write). Call when no more requests are answered: lines queued later are lost.
     pub fn finish(self) {
-        self.stop.store(true, Ordering::Release);
+        self.flags.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
         let _ = self.thread.join();
     }
@@ -212,12 +200,13 @@ fn append(path: &Path) -> Result<std::fs::File, OpenError> {
         })
 }
 
-/// What the workers' side asks of the writer thread.
+/// What the gateway asks of the writer thread.
+#[derive(Debug, Default)]
 struct Flags {
     /// Write the rest and end.
-    stop: Arc<AtomicBool>,
+    stop: AtomicBool,
     /// Open the file again.
-    reopen: Arc<AtomicBool>,
+    reopen: AtomicBool,
 }
 
 /// Why [`pump`] returned.
@@ -487,7 +476,7 @@ mod tests {
         for _ in 0..2 {
             reopen.ask();
             let deadline = Instant::now() + Duration::from_secs(10);
-            while reopen.asked.load(Ordering::Acquire) {
+            while reopen.flags.reopen.load(Ordering::Acquire) {
                 assert!(
                     Instant::now() < deadline,
                     "the writer stopped taking requests"
