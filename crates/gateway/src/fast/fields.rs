@@ -1,8 +1,14 @@
-//! Header lines of a head parsed in place — where each name and value lies in the read buffer —
-//! and the rewritten lines the fast path sends on. The rules are the hyper path's
-//! ([`proxy::rewrite_request`], [`proxy::rewrite_response`] and the `jwt` module's identity
-//! headers), applied line by line instead of through a `HeaderMap`: no allocation per header on
-//! the path every relayed request takes. The tests run both on the same heads and compare.
+//! Header lines of a head parsed in place — where each name and value lies in the read buffer,
+//! and what the gateway makes of the name — and the rewritten lines the fast path sends on. The
+//! rules are the hyper path's ([`proxy::rewrite_request`], [`proxy::rewrite_response`] and the
+//! `jwt` module's identity headers), applied line by line instead of through a `HeaderMap`: no
+//! allocation per header on the path every relayed request takes. The tests run both on the same
+//! heads and compare.
+//!
+//! Each name is classified once, when its head is parsed ([`Kind`]); the rules then compare one
+//! byte per line. Lines that go on unchanged are copied as they came, runs of neighbouring lines
+//! in one copy: the client's spelling of a name is kept (header names are case-insensitive, RFC
+//! 9110 §5.1), as nginx and HAProxy keep it.
 //!
 //! [`proxy::rewrite_request`]: crate::proxy::rewrite_request
 //! [`proxy::rewrite_response`]: crate::proxy::rewrite_response
@@ -16,11 +22,99 @@ use pms_net::serve::ConnInfo;
 use crate::headers::{self, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
 
+/// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
+/// the identity headers, whose names come from the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Other,
+    Host,
+    ContentLength,
+    Connection,
+    TransferEncoding,
+    Upgrade,
+    /// `Keep-Alive`, `Proxy-Connection`, `TE` and `Trailer`: hop-by-hop and nothing more.
+    HopByHop,
+    Expect,
+    Authorization,
+    XForwardedFor,
+    XForwardedProto,
+    XForwardedHost,
+    Via,
+    XRequestId,
+}
+
+impl Kind {
+    /// The kind of a header named `name`, in any case.
+    pub(super) fn of(name: &[u8]) -> Kind {
+        let is = |known: &[u8]| same_name(name, known);
+        // The length picks one or two candidates; most names are compared with none.
+        match name.len() {
+            2 if is(b"te") => Kind::HopByHop,
+            3 if is(b"via") => Kind::Via,
+            4 if is(b"host") => Kind::Host,
+            6 if is(b"expect") => Kind::Expect,
+            7 if is(b"upgrade") => Kind::Upgrade,
+            7 if is(b"trailer") => Kind::HopByHop,
+            10 if is(b"connection") => Kind::Connection,
+            10 if is(b"keep-alive") => Kind::HopByHop,
+            12 if is(b"x-request-id") => Kind::XRequestId,
+            13 if is(b"authorization") => Kind::Authorization,
+            14 if is(b"content-length") => Kind::ContentLength,
+            15 if is(b"x-forwarded-for") => Kind::XForwardedFor,
+            16 if is(b"proxy-connection") => Kind::HopByHop,
+            16 if is(b"x-forwarded-host") => Kind::XForwardedHost,
+            17 if is(b"x-forwarded-proto") => Kind::XForwardedProto,
+            17 if is(b"transfer-encoding") => Kind::TransferEncoding,
+            _ => Kind::Other,
+        }
+    }
+
+    /// Hop-by-hop by definition: `Connection` and [`headers::HOP_BY_HOP`].
+    fn hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            Kind::Connection | Kind::TransferEncoding | Kind::Upgrade | Kind::HopByHop
+        )
+    }
+
+    /// Set by the gateway on every request, whatever the client sent (`Host` is the endpoint's).
+    fn replaced(self) -> bool {
+        matches!(
+            self,
+            Kind::Host
+                | Kind::XForwardedFor
+                | Kind::XForwardedProto
+                | Kind::XForwardedHost
+                | Kind::Via
+                | Kind::XRequestId
+        )
+    }
+}
+
+/// Whether `name` is `known` (lowercase letters and `-`) in any case. Each arm of
+/// [`Kind::of`] compares a known length, so this unrolls into a few word compares;
+/// `eq_ignore_ascii_case` went byte by byte.
+#[inline(always)]
+fn same_name(name: &[u8], known: &[u8]) -> bool {
+    name.len() == known.len()
+        && name.iter().zip(known).all(|(&b, &k)| {
+            if k.is_ascii_lowercase() {
+                b | 0x20 == k
+            } else {
+                b == k
+            }
+        })
+}
+
 /// One header line: where its name and value are in the buffer its head was parsed from.
 #[derive(Debug, Clone)]
 struct Field {
     name: Range<usize>,
     value: Range<usize>,
+    kind: Kind,
+    /// Where the line ends, CRLF included, when it can go on as it came: optional whitespace
+    /// after the value, then CRLF. `None` for a line ended by a bare LF, which goes on rewritten.
+    end: Option<usize>,
 }
 
 /// The header lines of the head at the start of a buffer, in order. Each connection keeps one
@@ -38,12 +132,16 @@ impl Fields {
         self.connection = false;
     }
 
-    /// Records `h`, which httparse found in `buf`.
-    pub(super) fn push(&mut self, buf: &[u8], h: &httparse::Header<'_>) {
-        self.connection |= h.name.eq_ignore_ascii_case("connection");
+    /// Records `h`, which httparse found in `buf`, of kind `kind` (see [`Kind::of`]).
+    pub(super) fn push(&mut self, buf: &[u8], h: &httparse::Header<'_>, kind: Kind) {
+        self.connection |= kind == Kind::Connection;
+        let value = within(buf, h.value);
+        let end = line_end(buf, value.end);
         self.lines.push(Field {
             name: within(buf, h.name.as_bytes()),
-            value: within(buf, h.value),
+            value,
+            kind,
+            end,
         });
     }
 
@@ -57,7 +155,16 @@ impl Fields {
             .map(|f| (&buf[f.name.clone()], &buf[f.value.clone()]))
     }
 
-    /// The first value of `name` (lowercase), if the head has one.
+    /// The first value of a line of `kind`, if the head has one.
+    pub(super) fn first<'a>(&self, buf: &'a [u8], kind: Kind) -> Option<&'a [u8]> {
+        self.lines
+            .iter()
+            .find(|f| f.kind == kind)
+            .map(|f| &buf[f.value.clone()])
+    }
+
+    /// The first value of `name` (any case), if the head has one.
+    #[cfg(test)]
     pub(super) fn get<'a>(&'a self, buf: &'a [u8], name: &str) -> Option<&'a [u8]> {
         self.iter(buf)
             .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
@@ -70,27 +177,29 @@ impl Fields {
             return Listed(Vec::new());
         }
         let mut names: Vec<&[u8]> = self
-            .iter(buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .flat_map(|(_, v)| headers::connection_tokens(v))
+            .lines
+            .iter()
+            .filter(|f| f.kind == Kind::Connection)
+            .flat_map(|f| headers::connection_tokens(&buf[f.value.clone()]))
             .collect();
         names.sort_unstable_by(|a, b| cmp_ignoring_case(a, b));
         names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
         Listed(names)
     }
 
-    /// The first end-to-end value of `name`, as text (what the hyper path reads after it has
-    /// removed the hop-by-hop headers).
+    /// The first end-to-end value of `name`, of kind `kind`, as text (what the hyper path reads
+    /// after it has removed the hop-by-hop headers).
     fn end_to_end_text<'a>(
-        &'a self,
+        &self,
         buf: &'a [u8],
         listed: &Listed<'_>,
+        kind: Kind,
         name: &HeaderName,
     ) -> Option<&'a str> {
         if listed.contains(name.as_str().as_bytes()) {
             return None;
         }
-        headers::text(self.get(buf, name.as_str())?)
+        headers::text(self.first(buf, kind)?)
     }
 
     /// The lines as a `HeaderMap`, for hyper. httparse takes the same names (tokens) and values
@@ -109,6 +218,24 @@ impl Fields {
     }
 }
 
+/// Where a header line whose value ends at `value_end` ends, CRLF included: after optional
+/// spaces and tabs (httparse leaves them out of the value) and CRLF. `None` when a bare LF ends
+/// it instead, or anything else follows.
+fn line_end(buf: &[u8], value_end: usize) -> Option<usize> {
+    // Nearly every line: CRLF right after the value.
+    if buf.get(value_end..value_end + 2) == Some(b"\r\n") {
+        return Some(value_end + 2);
+    }
+    let rest = buf.get(value_end..)?;
+    let blank = rest
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(rest.len());
+    rest.get(blank..blank + 2)
+        .filter(|crlf| *crlf == b"\r\n")
+        .map(|_| value_end + blank + 2)
+}
+
 /// The header names a head's `Connection` lines list, sorted ignoring case. Each line's lookup
 /// costs a logarithm, so a head of many lines and many listed names costs about as much as
 /// sorting them (scanning all names for every line would cost their product).
@@ -121,11 +248,6 @@ impl Listed<'_> {
                 .0
                 .binary_search_by(|t| cmp_ignoring_case(t, name))
                 .is_ok()
-    }
-
-    /// Whether a line of this name is hop-by-hop: by definition, or listed.
-    fn hop_by_hop(&self, name: &[u8]) -> bool {
-        headers::is_hop_by_hop(name) || self.contains(name)
     }
 }
 
@@ -149,51 +271,48 @@ pub(super) fn within(buf: &[u8], part: &[u8]) -> Range<usize> {
     }
 }
 
-/// `name: value` and CRLF, the name in lowercase as the hyper path sends it.
-fn line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-    let at = out.len();
-    own_line(name, value, out);
-    lowercase(&mut out[at..at + name.len()]);
+/// The lines that go on unchanged, written in order: neighbours in the buffer are gathered and
+/// copied in one go, and a line that cannot go as it came is written out afresh.
+struct Kept<'a> {
+    buf: &'a [u8],
+    /// Kept lines not written yet, next to each other in `buf`.
+    run: Range<usize>,
 }
 
-/// `name: value` and CRLF, for a name already in lowercase (one of the gateway's own).
+impl<'a> Kept<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Kept { buf, run: 0..0 }
+    }
+
+    fn keep(&mut self, f: &Field, out: &mut Vec<u8>) {
+        match f.end {
+            Some(end) if !self.run.is_empty() && self.run.end == f.name.start => self.run.end = end,
+            Some(end) => {
+                self.flush(out);
+                self.run = f.name.start..end;
+            }
+            None => {
+                self.flush(out);
+                own_line(&self.buf[f.name.clone()], &self.buf[f.value.clone()], out);
+            }
+        }
+    }
+
+    fn flush(&mut self, out: &mut Vec<u8>) {
+        if let Some(lines) = self.buf.get(self.run.clone()) {
+            out.extend_from_slice(lines);
+        }
+        self.run = 0..0;
+    }
+}
+
+/// `name: value` and CRLF.
 fn own_line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
-}
-
-/// Makes `name` ASCII lowercase eight bytes at a time, the last eight overlapping the ones
-/// before when its length is not a multiple of eight (lowercasing twice changes nothing). Byte
-/// by byte, this was a third of the instructions spent writing header lines.
-fn lowercase(name: &mut [u8]) {
-    let Some(last) = name.len().checked_sub(8) else {
-        name.make_ascii_lowercase();
-        return;
-    };
-    for at in (0..last).step_by(8).chain(std::iter::once(last)) {
-        if let Some(word) = name.get_mut(at..at + 8) {
-            let mut bytes = [0; 8];
-            bytes.copy_from_slice(word);
-            word.copy_from_slice(&lowercase8(u64::from_le_bytes(bytes)).to_le_bytes());
-        }
-    }
-}
-
-/// The eight bytes of `x` with `A`–`Z` made lowercase and every other byte (non-ASCII ones
-/// too) left as it is. Each byte's low seven bits are offset so that their top bit says
-/// whether they reached `A` and whether they passed `Z`; no sum carries into the next byte.
-fn lowercase8(x: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const TOP: u64 = 0x8080_8080_8080_8080;
-    let low = x & !TOP;
-    let from_a = low + ONES * (0x80 - u64::from(b'A'));
-    let past_z = low + ONES * (0x7f - u64::from(b'Z'));
-    let upper = from_a & !past_z & !x & TOP;
-    // 0x80 >> 2 is 0x20, the case bit.
-    x | (upper >> 2)
 }
 
 /// What goes into a request's header lines on the way upstream.
@@ -204,16 +323,6 @@ pub(super) struct RequestRewrite<'a> {
     /// The verified claims, on an authenticated route.
     pub(super) claims: Option<&'a Claims>,
 }
-
-/// Request headers the gateway sets itself, whatever the client sent.
-const REPLACED: [&str; 6] = [
-    "host",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "via",
-    "x-request-id",
-];
 
 /// Writes the request's header lines as they go upstream, `Host` aside (the caller sends the
 /// endpoint's): the client's end-to-end lines, then the identity headers, `X-Forwarded-*`,
@@ -227,19 +336,21 @@ pub(super) fn write_request(
     out: &mut Vec<u8>,
 ) {
     let listed = fields.listed(buf);
-    for (name, value) in fields.iter(buf) {
-        let gone = REPLACED
-            .iter()
-            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+    let mut kept = Kept::new(buf);
+    for f in &fields.lines {
+        let name = &buf[f.name.clone()];
+        let gone = f.kind.replaced()
+            || f.kind.hop_by_hop()
             || rw
                 .jwt
                 .identity_headers()
                 .any(|h| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
-            || listed.hop_by_hop(name);
+            || listed.contains(name);
         if !gone {
-            line(name, value, out);
+            kept.keep(f, out);
         }
     }
+    kept.flush(out);
     if let Some(claims) = rw.claims {
         for (header, value) in rw.jwt.identity(claims) {
             let name = header.as_str().as_bytes();
@@ -250,7 +361,7 @@ pub(super) fn write_request(
     }
     out.extend_from_slice(b"x-forwarded-for: ");
     headers::write_forwarded_for(
-        fields.end_to_end_text(buf, &listed, &X_FORWARDED_FOR),
+        fields.end_to_end_text(buf, &listed, Kind::XForwardedFor, &X_FORWARDED_FOR),
         rw.conn.peer.ip(),
         out,
     );
@@ -258,7 +369,10 @@ pub(super) fn write_request(
     let proto: &[u8] = if rw.conn.tls { b"https" } else { b"http" };
     own_line(X_FORWARDED_PROTO.as_str().as_bytes(), proto, out);
     let host = http::header::HOST.as_str().as_bytes();
-    if let Some(host) = fields.get(buf, "host").filter(|_| !listed.contains(host)) {
+    if let Some(host) = fields
+        .first(buf, Kind::Host)
+        .filter(|_| !listed.contains(host))
+    {
         own_line(X_FORWARDED_HOST.as_str().as_bytes(), host, out);
     }
     via(
@@ -288,16 +402,19 @@ pub(super) fn write_response(
 ) {
     let listed = fields.listed(buf);
     let mut has_id = false;
-    for (name, value) in fields.iter(buf) {
-        if listed.hop_by_hop(name)
-            || name.eq_ignore_ascii_case(b"via")
-            || (chunked && name.eq_ignore_ascii_case(b"content-length"))
+    let mut kept = Kept::new(buf);
+    for f in &fields.lines {
+        if f.kind.hop_by_hop()
+            || f.kind == Kind::Via
+            || (chunked && f.kind == Kind::ContentLength)
+            || listed.contains(&buf[f.name.clone()])
         {
             continue;
         }
-        has_id |= name.eq_ignore_ascii_case(X_REQUEST_ID.as_str().as_bytes());
-        line(name, value, out);
+        has_id |= f.kind == Kind::XRequestId;
+        kept.keep(f, out);
     }
+    kept.flush(out);
     via(fields, buf, &listed, headers::via_token(version), out);
     if !has_id {
         own_line(X_REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), out);
@@ -311,7 +428,7 @@ pub(super) fn write_response(
 fn via(fields: &Fields, buf: &[u8], listed: &Listed<'_>, token: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"via: ");
     headers::write_via(
-        fields.end_to_end_text(buf, listed, &http::header::VIA),
+        fields.end_to_end_text(buf, listed, Kind::Via, &http::header::VIA),
         token,
         out,
     );
@@ -329,35 +446,145 @@ mod tests {
     use crate::proxy;
 
     #[test]
-    fn lowercasing_eight_at_a_time_matches_byte_by_byte() {
-        // Every byte value in every lane, next to letters of both cases.
-        for b in 0..=255u8 {
-            for lane in 0..8 {
-                let mut word = *b"aZ@[`{Az";
-                word[lane] = b;
-                let x = u64::from_le_bytes(word);
-                assert_eq!(
-                    lowercase8(x).to_le_bytes().to_vec(),
-                    word.to_ascii_lowercase(),
-                    "{word:?}"
-                );
+    fn names_are_classified_in_any_case() {
+        let known = [
+            ("te", Kind::HopByHop),
+            ("via", Kind::Via),
+            ("host", Kind::Host),
+            ("expect", Kind::Expect),
+            ("upgrade", Kind::Upgrade),
+            ("trailer", Kind::HopByHop),
+            ("connection", Kind::Connection),
+            ("keep-alive", Kind::HopByHop),
+            ("x-request-id", Kind::XRequestId),
+            ("authorization", Kind::Authorization),
+            ("content-length", Kind::ContentLength),
+            ("x-forwarded-for", Kind::XForwardedFor),
+            ("proxy-connection", Kind::HopByHop),
+            ("x-forwarded-host", Kind::XForwardedHost),
+            ("x-forwarded-proto", Kind::XForwardedProto),
+            ("transfer-encoding", Kind::TransferEncoding),
+        ];
+        for (name, kind) in known {
+            let upper = name.to_ascii_uppercase();
+            let mixed: String = name
+                .chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i % 2 == 0 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            for spelling in [name, &upper, &mixed] {
+                assert_eq!(Kind::of(spelling.as_bytes()), kind, "{spelling}");
+            }
+            // One byte off, one byte more or less: nothing the gateway knows.
+            let mut off = name.as_bytes().to_vec();
+            off[0] = b'z';
+            for other in [
+                &off[..],
+                &name.as_bytes()[1..],
+                format!("{name}s").as_bytes(),
+            ] {
+                assert_eq!(Kind::of(other), Kind::Other, "{other:?}");
             }
         }
-        let names = [
-            "",
-            "A",
-            "Host",
-            "ABCDEFG",
-            "ABCDEFGH",
-            "ABCDEFGHI",
-            "Content-Length",
-            "X-FORWARDED-FOR-AND-MORE",
-            "x-échø-Ä",
-        ];
-        for name in names {
-            let mut bytes = name.as_bytes().to_vec();
-            lowercase(&mut bytes);
-            assert_eq!(bytes, name.as_bytes().to_ascii_lowercase(), "{name}");
+        // Any byte anywhere: the same answer as comparing ignoring ASCII case.
+        for (name, _) in known {
+            for at in 0..name.len() {
+                for b in 0..=255u8 {
+                    let mut other = name.as_bytes().to_vec();
+                    other[at] = b;
+                    assert_eq!(
+                        same_name(&other, name.as_bytes()),
+                        other.eq_ignore_ascii_case(name.as_bytes()),
+                        "{other:?}"
+                    );
+                }
+            }
+        }
+        // The hyper path's notion of hop-by-hop is the same.
+        for (name, kind) in known {
+            assert_eq!(
+                kind.hop_by_hop(),
+                headers::is_hop_by_hop(name.as_bytes()),
+                "{name}"
+            );
+        }
+        for name in headers::HOP_BY_HOP {
+            assert!(Kind::of(name.as_bytes()).hop_by_hop(), "{name}");
+        }
+        assert_eq!(Kind::of(b""), Kind::Other);
+        assert_eq!(Kind::of(b"x-userid"), Kind::Other);
+    }
+
+    /// The request's header lines as the fast path writes them, for a head it takes.
+    fn request_lines(raw: &[u8]) -> String {
+        let mut fields = Fields::default();
+        let request::Parsed::Take(_) = request::parse(raw, &mut fields) else {
+            panic!("the fast path does not take {raw:?}");
+        };
+        let jwt = jwt();
+        let request_id = HeaderValue::from_static("the-id");
+        let rewrite = RequestRewrite {
+            conn: CONN,
+            request_id: &request_id,
+            jwt: &jwt,
+            claims: None,
+        };
+        let mut out = Vec::new();
+        write_request(&fields, raw, &rewrite, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// What the gateway adds after the client's lines, for `CONN` and no forwarding headers.
+    const ADDED: &str = "x-forwarded-for: 192.0.2.7\r\nx-forwarded-proto: https\r\n\
+                         x-forwarded-host: gw\r\nvia: 1.1 pms\r\nx-request-id: the-id\r\n";
+
+    #[test]
+    fn kept_lines_go_on_as_they_came() {
+        // Spelling, spaces around the value: byte for byte.
+        let raw = b"POST / HTTP/1.1\r\nHost: gw\r\nX-Mixed-CASE:  v  \r\nContent-Length: 0\r\n\
+                    x-tab:\tt\t\r\nX-Empty:\r\n\r\n";
+        assert_eq!(
+            request_lines(raw),
+            format!(
+                "X-Mixed-CASE:  v  \r\nContent-Length: 0\r\nx-tab:\tt\t\r\nX-Empty:\r\n{ADDED}"
+            )
+        );
+        // Lines that go leave a gap; the ones around it still go in order.
+        let raw = b"GET / HTTP/1.1\r\nA: 1\r\nKeep-Alive: 5\r\nHost: gw\r\nB: 2\r\n\
+                    Connection: x-c\r\nx-c: 3\r\nC: 4\r\n\r\n";
+        assert_eq!(
+            request_lines(raw),
+            format!("A: 1\r\nB: 2\r\nC: 4\r\n{ADDED}")
+        );
+        // A repeated Content-Length goes once, and the lines after it still go.
+        let raw = b"POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\ncontent-length: 1\r\n\
+                    X-After: a\r\n\r\n";
+        assert_eq!(
+            request_lines(raw),
+            format!("Content-Length: 1\r\nX-After: a\r\n{ADDED}")
+        );
+    }
+
+    #[test]
+    fn lines_ended_by_a_bare_lf_go_on_with_crlf() {
+        for raw in [
+            &b"GET / HTTP/1.1\nHost: gw\nX-A: 1\nX-B:  2 \n\n"[..],
+            b"GET / HTTP/1.1\r\nHost: gw\r\nX-A: 1\nX-B: 2\r\n\n",
+            b"GET / HTTP/1.1\r\nHost: gw\r\nX-A: 1\r\nX-B: 2\n\r\n",
+        ] {
+            let lines = request_lines(raw);
+            assert!(lines.starts_with("X-A: 1\r\nX-B: "), "{raw:?}: {lines:?}");
+            assert!(
+                !lines.replace("\r\n", "").contains('\n'),
+                "{raw:?}: {lines:?}"
+            );
+            assert!(lines.ends_with(ADDED), "{raw:?}: {lines:?}");
         }
     }
 
@@ -384,14 +611,8 @@ mod tests {
         };
         let mut set: Set = parsed
             .iter()
-            .map(|h| {
-                assert_eq!(
-                    h.name,
-                    h.name.to_ascii_lowercase(),
-                    "names go out in lowercase"
-                );
-                (h.name.to_owned(), h.value.to_vec())
-            })
+            // The fast path keeps the client's spelling; `HeaderMap` keeps lowercase.
+            .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
             .collect();
         set.sort();
         set
@@ -473,6 +694,9 @@ mod tests {
              x-forwarded-for: 10.0.0.1\r\nvia: 1.1 edge\r\nx-request-id: abc\r\n\r\n",
             // Values that are not text are not extended.
             "GET / HTTP/1.1\r\nhost: gw\r\nx-forwarded-for: 10.0.0.1 é\r\nvia: 1.1 é\r\n\r\n",
+            // Bare LFs, names in any case.
+            "GET / HTTP/1.1\nHost: gw\nX-A: 1\nConnection: X-A\nX-B:  2 \nVIA: 1.0 a\n\n",
+            "GET / HTTP/1.1\r\nHOST: gw\r\nX-Forwarded-For: 10.0.0.1\nX-C: 3\r\n\r\n",
             // Forged identity headers.
             "GET / HTTP/1.1\r\nhost: gw\r\nX-UserId: 1\r\nx-userrole: ADMIN\r\nx-userrole: X\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: gw\r\nconnection: x-userid\r\nx-userid: 1\r\n\r\n",
@@ -554,6 +778,8 @@ mod tests {
              keep-alive: 5\r\ncontent-length: 0\r\n\r\n",
             "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\nupgrade: x\r\n\r\n",
             "HTTP/1.1 200 OK\r\nvia: 1.1 é\r\nset-cookie: a=1\r\nset-cookie: b=2\r\n\r\n",
+            "HTTP/1.1 200 OK\nContent-Length: 0\nX-A: 1\nKeep-Alive: 5\nX-B: 2\n\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Request-ID: u\nVIA: 1.0 a\r\n\r\n",
         ];
         for raw in cases {
             for chunked in [false, true] {

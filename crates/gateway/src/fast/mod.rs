@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use http::header::{HeaderValue, AUTHORIZATION};
+use http::header::HeaderValue;
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use pms_net::deadline::Deadline;
@@ -47,13 +47,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::access::Entry;
 use crate::body::BodyStalled;
 use crate::config::UpstreamSettings;
-use crate::headers::{self, X_REQUEST_ID};
+use crate::headers;
 use crate::metrics::FastPathCounters;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
-use self::fields::{Fields, RequestRewrite};
+use self::fields::{Fields, Kind, RequestRewrite};
 use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
@@ -398,9 +398,9 @@ impl FastPath {
         };
         let upstream = &shared.upstreams[route.upstream];
         let started = Instant::now();
-        let request_id = headers::request_id_from(fields.get(buf, X_REQUEST_ID.as_str()));
+        let request_id = headers::request_id_from(fields.first(buf, Kind::XRequestId));
         let claims = if route.jwt {
-            let authorization = fields.get(buf, AUTHORIZATION.as_str());
+            let authorization = fields.first(buf, Kind::Authorization);
             match shared
                 .jwt
                 .authenticate_with(authorization, &route.roles)

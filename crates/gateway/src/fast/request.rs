@@ -11,7 +11,7 @@ use bytes::BufMut;
 use http::header::HeaderMap;
 use http::Method;
 
-use super::fields::{self, Fields, RequestRewrite};
+use super::fields::{self, Fields, Kind, RequestRewrite};
 
 /// Most header lines a request may have on the fast path (hyper's default limit is 100; a
 /// request with more is declined and hyper takes it).
@@ -185,31 +185,31 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
     let mut hosts = 0;
     let mut keep_alive = true;
     for h in req.headers.iter() {
-        let name = h.name.as_bytes();
-        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-        if is("transfer-encoding") || is("expect") || is("upgrade") {
-            return Parsed::Decline;
-        }
-        if is("content-length") {
-            match (content_length(h.value), body) {
+        let kind = Kind::of(h.name.as_bytes());
+        match kind {
+            Kind::TransferEncoding | Kind::Expect | Kind::Upgrade => return Parsed::Decline,
+            Kind::ContentLength => match (content_length(h.value), body) {
                 (Some(n), None) => body = Some(n),
                 (Some(n), Some(m)) if n == m => continue, // a repeat: forward one
                 _ => return Parsed::Decline,
+            },
+            Kind::Host => {
+                // An invalid one: hyper's path says why.
+                if !crate::headers::valid_host(h.value) {
+                    return Parsed::Decline;
+                }
+                hosts += 1;
             }
-        } else if is("host") {
-            // An invalid one: hyper's path says why.
-            if !crate::headers::valid_host(h.value) {
-                return Parsed::Decline;
+            Kind::Connection
+                if h.value
+                    .split(|b| *b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) =>
+            {
+                keep_alive = false;
             }
-            hosts += 1;
-        } else if is("connection")
-            && h.value
-                .split(|b| *b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-        {
-            keep_alive = false;
+            _ => {}
         }
-        fields.push(buf, h);
+        fields.push(buf, h, kind);
     }
     if hosts != 1 {
         return Parsed::Decline;
@@ -406,8 +406,8 @@ mod tests {
         insert_host(&mut out, at, "127.0.0.1:9000");
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\ncontent-length: 0\r\nb: 2\r\na: 1\r\n\
-             b: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
+            "PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\n\
+             B: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
              x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n"
         );
     }

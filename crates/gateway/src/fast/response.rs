@@ -5,7 +5,7 @@
 
 use http::StatusCode;
 
-use super::fields::Fields;
+use super::fields::{Fields, Kind};
 use super::request::content_length;
 
 /// Most header lines an upstream response may have.
@@ -68,28 +68,33 @@ pub(super) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Pars
     let mut chunked = None;
     let mut close = minor == 0;
     for h in resp.headers.iter() {
-        let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            let n = content_length(h.value);
-            match length {
-                None => length = Some(n),
-                Some(first) => lengths_agree &= first == n,
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            // The last coding decides; a later header line continues the list.
-            let last = h.value.rsplit(|b| *b == b',').next().unwrap_or_default();
-            chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for t in h.value.split(|b| *b == b',') {
-                let t = t.trim_ascii();
-                if t.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if minor == 0 && t.eq_ignore_ascii_case(b"keep-alive") {
-                    close = false;
+        let kind = Kind::of(h.name.as_bytes());
+        match kind {
+            Kind::ContentLength => {
+                let n = content_length(h.value);
+                match length {
+                    None => length = Some(n),
+                    Some(first) => lengths_agree &= first == n,
                 }
             }
+            Kind::TransferEncoding => {
+                // The last coding decides; a later header line continues the list.
+                let last = h.value.rsplit(|b| *b == b',').next().unwrap_or_default();
+                chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            }
+            Kind::Connection => {
+                for t in h.value.split(|b| *b == b',') {
+                    let t = t.trim_ascii();
+                    if t.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if minor == 0 && t.eq_ignore_ascii_case(b"keep-alive") {
+                        close = false;
+                    }
+                }
+            }
+            _ => {}
         }
-        fields.push(buf, h);
+        fields.push(buf, h, kind);
     }
     let no_body = head_request
         || status.is_informational()
