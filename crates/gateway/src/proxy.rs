@@ -83,7 +83,7 @@ impl Shared {
         let routed = match headers::check_host(req.version(), req.headers()) {
             Ok(()) => self
                 .router
-                .find(req.method(), req.uri().path())
+                .find(req.method(), req.uri().path().as_bytes())
                 .map_err(|why| {
                     let path = req.uri().path().to_string();
                     match why {

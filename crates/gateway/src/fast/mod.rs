@@ -427,7 +427,7 @@ impl FastPath {
         let target = shared
             .access_log
             .as_ref()
-            .map(|_| head.target(buf).to_owned());
+            .map(|_| String::from_utf8_lossy(head.target(buf)).into_owned());
         buf.advance(head.len);
         self.counters.relayed.inc();
         let metrics = &shared.route_metrics[index];

@@ -24,6 +24,8 @@ pub(super) struct Head {
     pub(super) method: Method,
     /// Origin-form target, path and query: where it is in the buffer.
     target: Range<usize>,
+    /// Where its path ends: at the `?` of the query, or with the target.
+    path_end: usize,
     /// Length of the head in bytes, blank line included.
     pub(super) len: usize,
     /// Body length (`Content-Length`, 0 without one).
@@ -33,16 +35,15 @@ pub(super) struct Head {
 }
 
 impl Head {
-    /// The target (path and query) in `buf`, the buffer the head was parsed from.
-    pub(super) fn target<'a>(&self, buf: &'a [u8]) -> &'a str {
-        // httparse read it as text.
-        std::str::from_utf8(&buf[self.target.clone()]).unwrap_or_default()
+    /// The target (path and query) in `buf`, the buffer the head was parsed from: text (httparse
+    /// read it as text), left as bytes.
+    pub(super) fn target<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.target.clone()]
     }
 
     /// The path, without the query.
-    pub(super) fn path<'a>(&self, buf: &'a [u8]) -> &'a str {
-        let target = self.target(buf);
-        target.split_once('?').map_or(target, |(p, _)| p)
+    pub(super) fn path<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.target.start..self.path_end]
     }
 
     /// Whether sending it twice does no more than sending it once: see [`idempotent`].
@@ -179,7 +180,9 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
         }
         _ => return Parsed::Decline,
     };
+    let path_end = target.bytes().position(|b| b == b'?');
     let target = fields::within(buf, target.as_bytes());
+    let path_end = path_end.map_or(target.end, |at| target.start + at);
     fields.clear();
     let mut body = None;
     let mut hosts = 0;
@@ -217,6 +220,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
     Parsed::Take(Head {
         method,
         target,
+        path_end,
         len,
         body: body.unwrap_or(0),
         keep_alive,
@@ -228,11 +232,21 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
 /// anything else is handed to it (it copies the target, so asking it every time costs an
 /// allocation per request).
 fn valid_target(target: &str) -> bool {
-    let plain =
-        |b: u8| matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x5F | 0x61..=0x7A | 0x7C | 0x7E);
-    (target.len() <= 8192 && target.bytes().all(plain))
+    (target.len() <= 8192 && target.bytes().all(|b| PLAIN[usize::from(b)]))
         || http::uri::PathAndQuery::try_from(target).is_ok()
 }
+
+/// The bytes `http::uri::PathAndQuery` takes in a path and in a query alike, as a table: one
+/// load per byte.
+const PLAIN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x5F | 0x61..=0x7A | 0x7C | 0x7E);
+        b += 1;
+    }
+    table
+};
 
 /// A `Content-Length` value: digits only, no sign, no spaces, no list.
 pub(super) fn content_length(v: &[u8]) -> Option<u64> {
@@ -269,8 +283,16 @@ mod tests {
         let (h, fields) = take(raw);
         let buf = raw.as_bytes();
         assert_eq!(h.method, Method::POST);
-        assert_eq!(h.target(buf), "/a/b?x=1");
-        assert_eq!(h.path(buf), "/a/b");
+        assert_eq!(h.target(buf), b"/a/b?x=1");
+        assert_eq!(h.path(buf), b"/a/b");
+        for (raw, path) in [
+            ("GET /x HTTP/1.1\r\nhost: gw\r\n\r\n", &b"/x"[..]),
+            ("GET /a?b?c HTTP/1.1\r\nhost: gw\r\n\r\n", b"/a"),
+            ("GET /? HTTP/1.1\r\nhost: gw\r\n\r\n", b"/"),
+        ] {
+            let (h, _) = take(raw);
+            assert_eq!(h.path(raw.as_bytes()), path, "{raw:?}");
+        }
         assert_eq!(h.body, 5);
         assert_eq!(
             h.len,
