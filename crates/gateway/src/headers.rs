@@ -273,15 +273,67 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
     id
 }
 
-/// [`request_id`] from the client's `X-Request-Id` value, if it sent one.
-pub fn request_id_from(client: Option<&[u8]>) -> HeaderValue {
-    let mut id = client
-        .filter(|v| acceptable_request_id(v))
-        .and_then(|v| HeaderValue::from_bytes(v).ok())
-        .unwrap_or_else(fresh_request_id);
-    id.set_sensitive(true);
-    id
+/// A request id held inline, for the fast path: the client's `X-Request-Id` value when
+/// acceptable, else a fresh one, as [`request_id`] picks them, without the allocation a
+/// `HeaderValue` makes (a malloc and a free on every request). Error answers and logs take
+/// [`RequestId::to_header_value`].
+#[derive(Clone, Copy)]
+pub struct RequestId {
+    len: usize,
+    bytes: [u8; MAX_REQUEST_ID_LEN],
 }
+
+impl RequestId {
+    /// The client's id (its first `X-Request-Id` value, if any) when acceptable, else a new one.
+    pub fn from_client(client: Option<&[u8]>) -> Self {
+        let mut bytes = [0; MAX_REQUEST_ID_LEN];
+        match client.filter(|v| acceptable_request_id(v)) {
+            Some(v) => {
+                bytes[..v.len()].copy_from_slice(v);
+                RequestId {
+                    len: v.len(),
+                    bytes,
+                }
+            }
+            None => {
+                let mut fresh = [0; FRESH_LEN];
+                fresh_id(&mut fresh);
+                bytes[..FRESH_LEN].copy_from_slice(&fresh);
+                RequestId {
+                    len: FRESH_LEN,
+                    bytes,
+                }
+            }
+        }
+    }
+
+    /// The id's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The id as text (it is ASCII either way).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or("-")
+    }
+
+    /// As [`request_id`] gives it: a sensitive header value.
+    pub fn to_header_value(&self) -> HeaderValue {
+        let mut id = HeaderValue::from_bytes(self.as_bytes())
+            .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
+        id.set_sensitive(true);
+        id
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+/// Length of a fresh id.
+const FRESH_LEN: usize = 32;
 
 /// 1–128 characters of `A-Za-z0-9-_.:/+=`.
 fn acceptable_request_id(b: &[u8]) -> bool {
@@ -297,6 +349,13 @@ fn acceptable_request_id(b: &[u8]) -> bool {
 /// with no syscall per request (a v4 UUID would read the OS random source every time) and no
 /// counter shared between threads (whose cache line would move between cores on every request).
 fn fresh_request_id() -> HeaderValue {
+    let mut id = [0; FRESH_LEN];
+    fresh_id(&mut id);
+    HeaderValue::from_bytes(&id).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// Writes a fresh id: see [`fresh_request_id`].
+fn fresh_id(buf: &mut [u8; FRESH_LEN]) {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
@@ -317,10 +376,8 @@ fn fresh_request_id() -> HeaderValue {
         next.set(n.wrapping_add(1));
         n
     });
-    let mut buf = [0u8; 32];
     buf[..16].copy_from_slice(prefix);
     hex_u64(n, &mut buf[16..]);
-    HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 fn hex_u64(mut v: u64, out: &mut [u8]) {

@@ -19,7 +19,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pms_auth::Claims;
 use pms_net::serve::ConnInfo;
 
-use crate::headers::{self, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO, X_REQUEST_ID};
+use crate::headers::{
+    self, RequestId, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO, X_REQUEST_ID,
+};
 use crate::jwt::JwtAuth;
 
 /// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
@@ -318,7 +320,7 @@ fn own_line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
 /// What goes into a request's header lines on the way upstream.
 pub(super) struct RequestRewrite<'a> {
     pub(super) conn: ConnInfo,
-    pub(super) request_id: &'a HeaderValue,
+    pub(super) request_id: &'a RequestId,
     pub(super) jwt: &'a JwtAuth,
     /// The verified claims, on an authenticated route.
     pub(super) claims: Option<&'a Claims>,
@@ -396,7 +398,7 @@ pub(super) fn write_response(
     fields: &Fields,
     buf: &[u8],
     version: http::Version,
-    request_id: &HeaderValue,
+    request_id: &RequestId,
     chunked: bool,
     out: &mut Vec<u8>,
 ) {
@@ -528,7 +530,7 @@ mod tests {
             panic!("the fast path does not take {raw:?}");
         };
         let jwt = jwt();
-        let request_id = HeaderValue::from_static("the-id");
+        let request_id = RequestId::from_client(Some(b"the-id"));
         let rewrite = RequestRewrite {
             conn: CONN,
             request_id: &request_id,
@@ -655,14 +657,15 @@ mod tests {
         let request::Parsed::Take(_) = request::parse(buf, &mut fields) else {
             panic!("the fast path does not take {raw:?}");
         };
-        let request_id = HeaderValue::from_static("the-id");
+        let request_id = RequestId::from_client(Some(b"the-id"));
 
         let mut map = fields.to_header_map(buf);
         jwt.strip_identity(&mut map);
         if let Some(c) = claims {
             jwt.inject(c, &mut map);
         }
-        proxy::rewrite_request(&mut map, CONN, http::Version::HTTP_11, None, &request_id);
+        let id = request_id.to_header_value();
+        proxy::rewrite_request(&mut map, CONN, http::Version::HTTP_11, None, &id);
 
         let mut out = Vec::new();
         let rewrite = RequestRewrite {
@@ -729,11 +732,31 @@ mod tests {
                 panic!("{raw:?}");
             };
             let map = fields.to_header_map(buf);
-            assert_eq!(
-                headers::request_id_from(fields.get(buf, "x-request-id")),
-                headers::request_id(&map),
-                "{raw:?}"
-            );
+            let id = RequestId::from_client(fields.first(buf, Kind::XRequestId));
+            assert_eq!(id.to_header_value(), headers::request_id(&map), "{raw:?}");
+            assert!(id.to_header_value().is_sensitive());
+        }
+        // Not acceptable, or absent: a fresh id either way, of the same shape.
+        let long = format!(
+            "GET / HTTP/1.1\r\nhost: gw\r\nx-request-id: {}\r\n\r\n",
+            "a".repeat(129)
+        );
+        for raw in [
+            "GET / HTTP/1.1\r\nhost: gw\r\nx-request-id: a b\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\nx-request-id:\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\n\r\n",
+            &long,
+        ] {
+            let buf = raw.as_bytes();
+            let mut fields = Fields::default();
+            let request::Parsed::Take(_) = request::parse(buf, &mut fields) else {
+                panic!("{raw:?}");
+            };
+            let fast = RequestId::from_client(fields.first(buf, Kind::XRequestId));
+            let hyper = headers::request_id(&fields.to_header_map(buf));
+            assert_eq!(fast.as_bytes().len(), 32, "{raw:?}");
+            assert_eq!(fast.as_bytes()[..16], hyper.as_bytes()[..16], "{raw:?}");
+            assert_ne!(fast.as_bytes(), hyper.as_bytes(), "{raw:?}");
         }
     }
 
@@ -744,10 +767,14 @@ mod tests {
         let response::Parsed::Head(_) = response::parse(buf, false, &mut fields) else {
             panic!("not a response head: {raw:?}");
         };
-        let request_id = HeaderValue::from_static("the-id");
+        let request_id = RequestId::from_client(Some(b"the-id"));
 
         let mut map = fields.to_header_map(buf);
-        proxy::rewrite_response(&mut map, http::Version::HTTP_11, &request_id);
+        proxy::rewrite_response(
+            &mut map,
+            http::Version::HTTP_11,
+            &request_id.to_header_value(),
+        );
         if chunked {
             map.remove(http::header::CONTENT_LENGTH);
             map.insert(

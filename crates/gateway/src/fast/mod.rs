@@ -47,7 +47,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::access::Entry;
 use crate::body::BodyStalled;
 use crate::config::UpstreamSettings;
-use crate::headers;
+use crate::headers::{self, RequestId};
 use crate::metrics::FastPathCounters;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
@@ -398,7 +398,7 @@ impl FastPath {
         };
         let upstream = &shared.upstreams[route.upstream];
         let started = Instant::now();
-        let request_id = headers::request_id_from(fields.first(buf, Kind::XRequestId));
+        let request_id = RequestId::from_client(fields.first(buf, Kind::XRequestId));
         let claims = if route.jwt {
             let authorization = fields.first(buf, Kind::Authorization);
             match shared
@@ -453,7 +453,7 @@ impl FastPath {
                     started,
                     duration: took,
                     route: shared.route_name(Some(index)),
-                    request_id: request_id.to_str().unwrap_or("-"),
+                    request_id: request_id.as_str(),
                 });
             }
         };
@@ -466,6 +466,7 @@ impl FastPath {
             Ok(()) if head.keep_alive => Next::Continue,
             Ok(()) => Next::Close,
             Err(Failure::Answer { err, consumed }) => {
+                let request_id = request_id.to_header_value();
                 proxy::log_error(&request_id, &err);
                 let (status, took) = (err.status().as_u16(), started.elapsed());
                 metrics.observe(status, took.as_secs_f64());
@@ -497,7 +498,7 @@ struct Exchange<'a> {
     head: &'a request::Head,
     /// Where the `Host` line goes in the upstream head: see [`request::insert_host`].
     host_at: usize,
-    request_id: &'a HeaderValue,
+    request_id: &'a RequestId,
     pool: &'a Arc<Pool>,
     upstream: &'a Upstream,
 }

@@ -411,7 +411,7 @@ mod tests {
         let raw = "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n";
         let (h, fields) = take(raw);
         let jwt = crate::jwt::JwtAuth::new(None).unwrap();
-        let request_id = http::HeaderValue::from_static("rid");
+        let request_id = crate::headers::RequestId::from_client(Some(b"rid"));
         let rewrite = RequestRewrite {
             conn: pms_net::serve::ConnInfo {
                 peer: "10.1.2.3:5000".parse().unwrap(),
