@@ -277,7 +277,7 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
 /// acceptable, else a fresh one, as [`request_id`] picks them, without the allocation a
 /// `HeaderValue` makes (a malloc and a free on every request). Error answers and logs take
 /// [`RequestId::to_header_value`].
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct RequestId {
     len: usize,
     bytes: [u8; MAX_REQUEST_ID_LEN],
@@ -286,25 +286,23 @@ pub struct RequestId {
 impl RequestId {
     /// The client's id (its first `X-Request-Id` value, if any) when acceptable, else a new one.
     pub fn from_client(client: Option<&[u8]>) -> Self {
-        let mut bytes = [0; MAX_REQUEST_ID_LEN];
+        let mut id = RequestId {
+            len: 0,
+            bytes: [0; MAX_REQUEST_ID_LEN],
+        };
         match client.filter(|v| acceptable_request_id(v)) {
             Some(v) => {
-                bytes[..v.len()].copy_from_slice(v);
-                RequestId {
-                    len: v.len(),
-                    bytes,
-                }
+                id.bytes[..v.len()].copy_from_slice(v);
+                id.len = v.len();
             }
             None => {
-                let mut fresh = [0; FRESH_LEN];
-                fresh_id(&mut fresh);
-                bytes[..FRESH_LEN].copy_from_slice(&fresh);
-                RequestId {
-                    len: FRESH_LEN,
-                    bytes,
+                if let Some(fresh) = id.bytes.first_chunk_mut() {
+                    fresh_id(fresh);
+                    id.len = FRESH_LEN;
                 }
             }
         }
+        id
     }
 
     /// The id's bytes.
@@ -334,6 +332,7 @@ impl std::fmt::Debug for RequestId {
 
 /// Length of a fresh id.
 const FRESH_LEN: usize = 32;
+const _: () = assert!(FRESH_LEN <= MAX_REQUEST_ID_LEN);
 
 /// 1–128 characters of `A-Za-z0-9-_.:/+=`.
 fn acceptable_request_id(b: &[u8]) -> bool {
@@ -539,6 +538,30 @@ mod tests {
             b.as_bytes()[..16],
             "same process prefix"
         );
+    }
+
+    #[test]
+    fn inline_ids_keep_what_header_value_ids_keep() {
+        let longest = [b'a'; MAX_REQUEST_ID_LEN];
+        for kept in [&b"x"[..], b"a-b_c.d:e/f+g=", &longest] {
+            let id = RequestId::from_client(Some(kept));
+            assert_eq!(id.as_bytes(), kept);
+            let mut h = HeaderMap::new();
+            h.insert(&X_REQUEST_ID, HeaderValue::from_bytes(kept).unwrap());
+            assert_eq!(id.to_header_value(), request_id(&h));
+        }
+        let too_long = [b'a'; MAX_REQUEST_ID_LEN + 1];
+        for replaced in [
+            None,
+            Some(&b""[..]),
+            Some(b"a b"),
+            Some(b"\xc3\xa9"),
+            Some(&too_long),
+        ] {
+            let id = RequestId::from_client(replaced);
+            assert_eq!(id.as_bytes().len(), 32, "{replaced:?}");
+            assert!(id.as_str().bytes().all(|b| b.is_ascii_hexdigit()), "{id:?}");
+        }
     }
 
     #[test]
