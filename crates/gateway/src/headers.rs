@@ -342,18 +342,19 @@ fn acceptable_request_id(b: &[u8]) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"-_.:/+=".contains(c))
 }
 
-/// A new id: 16 hex digits of a per-process random prefix, then 16 of a per-thread sequence
-/// whose top 24 bits are the thread's own number. Unique within the process by construction
-/// (for the first 2^24 threads that make ids, 2^40 ids each) and across processes by the prefix,
-/// with no syscall per request (a v4 UUID would read the OS random source every time) and no
-/// counter shared between threads (whose cache line would move between cores on every request).
+/// A fresh id as a header value: see [`fresh_id`].
 fn fresh_request_id() -> HeaderValue {
     let mut id = [0; FRESH_LEN];
     fresh_id(&mut id);
     HeaderValue::from_bytes(&id).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
-/// Writes a fresh id: see [`fresh_request_id`].
+/// Writes a new id: 16 hex digits of a per-process random prefix, then 16 of a per-thread
+/// sequence whose top 24 bits are the thread's own number. Unique within the process by
+/// construction (for the first 2^24 threads that make ids, 2^40 ids each) and across processes by
+/// the prefix, with no syscall per request (a v4 UUID would read the OS random source every time)
+/// and no counter shared between threads (whose cache line would move between cores on every
+/// request).
 fn fresh_id(buf: &mut [u8; FRESH_LEN]) {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -109,13 +109,8 @@ async fn exchange(
     upstream.count_request();
 
     let at = tokio::time::Instant::now() + timeout;
-    let mut deadline = match conn.deadline.take() {
-        Some(mut d) => {
-            d.set(at);
-            d
-        }
-        None => Deadline::new(at),
-    };
+    let mut deadline = conn.deadline.take().unwrap_or_else(|| Deadline::new(at));
+    deadline.set(at);
     let head_request = parts.method == Method::HEAD;
     let retryable = request::idempotent(&parts.method);
     // Allocated when the response arrives (see `read_head`).
