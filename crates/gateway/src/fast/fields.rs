@@ -19,9 +19,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pms_auth::Claims;
 use pms_net::serve::ConnInfo;
 
-use crate::headers::{
-    self, RequestId, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO, X_REQUEST_ID,
-};
+use crate::headers::{self, RequestId, X_FORWARDED_FOR, X_FORWARDED_HOST, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
 
 /// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
@@ -71,6 +69,11 @@ impl Kind {
         }
     }
 
+    /// This kind's bit in [`Fields`]' set of kinds.
+    fn bit(self) -> u16 {
+        1 << self as u16
+    }
+
     /// Hop-by-hop by definition: `Connection` and [`headers::HOP_BY_HOP`].
     fn hop_by_hop(self) -> bool {
         matches!(
@@ -92,6 +95,9 @@ impl Kind {
         )
     }
 }
+
+// Every kind has a bit of `Fields::kinds` (`XRequestId` is the last).
+const _: () = assert!((Kind::XRequestId as u16) < u16::BITS as u16);
 
 /// Whether `name` is `known` (lowercase letters and `-`) in any case. Each arm of
 /// [`Kind::of`] compares a known length, so this unrolls into a few word compares;
@@ -124,19 +130,20 @@ struct Field {
 #[derive(Debug, Default)]
 pub(super) struct Fields {
     lines: Vec<Field>,
-    /// Whether one of them is `Connection` (most heads have none).
-    connection: bool,
+    /// The kinds among them, one bit each ([`Kind::bit`]): most heads have no `Connection`,
+    /// `Via` or `X-Forwarded-For`, and looking for one then scans nothing.
+    kinds: u16,
 }
 
 impl Fields {
     pub(super) fn clear(&mut self) {
         self.lines.clear();
-        self.connection = false;
+        self.kinds = 0;
     }
 
     /// Records `h`, which httparse found in `buf`, of kind `kind` (see [`Kind::of`]).
     pub(super) fn push(&mut self, buf: &[u8], h: &httparse::Header<'_>, kind: Kind) {
-        self.connection |= kind == Kind::Connection;
+        self.kinds |= kind.bit();
         let value = within(buf, h.value);
         let end = line_end(buf, value.end);
         self.lines.push(Field {
@@ -159,10 +166,18 @@ impl Fields {
 
     /// The first value of a line of `kind`, if the head has one.
     pub(super) fn first<'a>(&self, buf: &'a [u8], kind: Kind) -> Option<&'a [u8]> {
+        if !self.has(kind) {
+            return None;
+        }
         self.lines
             .iter()
             .find(|f| f.kind == kind)
             .map(|f| &buf[f.value.clone()])
+    }
+
+    /// Whether a line is of `kind`.
+    fn has(&self, kind: Kind) -> bool {
+        self.kinds & kind.bit() != 0
     }
 
     /// The first value of `name` (any case), if the head has one.
@@ -175,7 +190,7 @@ impl Fields {
 
     /// The names the `Connection` lines list (nothing, and no allocation, without one).
     fn listed<'a>(&'a self, buf: &'a [u8]) -> Listed<'a> {
-        if !self.connection {
+        if !self.has(Kind::Connection) {
             return Listed(Vec::new());
         }
         let mut names: Vec<&[u8]> = self
@@ -368,8 +383,11 @@ pub(super) fn write_request(
         out,
     );
     out.extend_from_slice(b"\r\n");
-    let proto: &[u8] = if rw.conn.tls { b"https" } else { b"http" };
-    own_line(X_FORWARDED_PROTO.as_str().as_bytes(), proto, out);
+    out.extend_from_slice(if rw.conn.tls {
+        b"x-forwarded-proto: https\r\n"
+    } else {
+        b"x-forwarded-proto: http\r\n"
+    });
     let host = http::header::HOST.as_str().as_bytes();
     if let Some(host) = fields
         .first(buf, Kind::Host)
