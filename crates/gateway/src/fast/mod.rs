@@ -945,8 +945,12 @@ async fn gather<S: AsyncRead + Unpin>(
     Ok(true)
 }
 
-/// `HTTP/1.1 <code> <reason>` and CRLF.
+/// `HTTP/1.1 <code> <reason>` and CRLF; the usual one in one copy.
 fn status_line(status: StatusCode, out: &mut Vec<u8>) {
+    if status == StatusCode::OK {
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        return;
+    }
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
@@ -993,4 +997,24 @@ where
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
     io.write_all(out).await.is_ok() && io.flush().await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_carry_the_code_and_its_reason() {
+        for (code, line) in [
+            (200, "HTTP/1.1 200 OK\r\n"),
+            (201, "HTTP/1.1 201 Created\r\n"),
+            (404, "HTTP/1.1 404 Not Found\r\n"),
+            (599, "HTTP/1.1 599 Unknown\r\n"),
+        ] {
+            let mut out = b"before ".to_vec();
+            let status = StatusCode::from_u16(code).expect("a valid code");
+            status_line(status, &mut out);
+            assert_eq!(String::from_utf8_lossy(&out), format!("before {line}"));
+        }
+    }
 }
