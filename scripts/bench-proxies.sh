@@ -281,6 +281,30 @@ for t in ["direct", "nginx", "haproxy", "pms", "relay"]:
 PY
 }
 
+# pms (and the relay) round by round, per scenario: the ratio to the better peer and to nginx
+# (the TLS and HTTP/2 targets are set against nginx), so a median can be told from a spread.
+rounds() {
+  python3 - "$SAMPLES" "$@" <<'PY'
+import collections, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+rps = collections.defaultdict(dict)
+for rnd, s, t, r, *_ in rows:
+    rps[(s, t)][int(rnd)] = float(r)
+print("Round by round, ÷ better peer / ÷ nginx:")
+print()
+for s in sys.argv[2:]:
+    for t in ("pms", "relay"):
+        cells = []
+        for rnd in sorted(rps[(s, t)]):
+            peers = [rps[(s, p)].get(rnd, 0.0) for p in ("nginx", "haproxy")]
+            if max(peers) > 0 and peers[0] > 0:
+                mine = rps[(s, t)][rnd]
+                cells.append("%.2f/%.2f" % (mine / max(peers), mine / peers[0]))
+        if cells:
+            print("- %s, %s: %s" % (s, t, " ".join(cells)))
+PY
+}
+
 {
   echo "# Reverse proxies side by side — $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
@@ -303,6 +327,8 @@ PY
       echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $anon | $rss |"
     done < <(summary "$s")
   done
+  echo
+  rounds "${scenarios[@]}"
   echo
   echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, read after the scenario's first round; freed memory stays with the allocator, so each scenario's figure includes the ones above it). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
 } | tee "${OUT:-/dev/null}"
