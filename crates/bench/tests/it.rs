@@ -31,6 +31,7 @@ async fn echo_with(tls: Option<Arc<rustls::ServerConfig>>, delay: Duration) -> E
             tls,
             ..ServeConfig::default()
         },
+        ..pms_echo::EchoConfig::default()
     };
     tokio::spawn(pms_echo::run(listener, config, async move {
         let _ = stopped.await;

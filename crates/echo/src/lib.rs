@@ -7,9 +7,12 @@
 //! `x-echo-tls` (`true`/`false`). An optional delay is a timer, not a blocked thread, on every
 //! protocol (the original ignored it on HTTP/2).
 //!
-//! Serving (TLS, ALPN, h2c detection, drain) is `pms_net::serve`; this crate only answers.
+//! Serving (TLS, ALPN, h2c detection, drain) is `pms_net::serve`; this crate only answers:
+//! plain HTTP/1.1 requests from the bytes read ([`fast`]), everything else through hyper.
 
 #![deny(missing_docs)]
+
+mod fast;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,12 +32,25 @@ pub const HEADER_PROTOCOL: &str = "x-echo-protocol";
 pub const HEADER_TLS: &str = "x-echo-tls";
 
 /// How the echo back-end answers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EchoConfig {
     /// Delay before every response.
     pub delay: Duration,
     /// TLS and protocol settings of the listener.
     pub serve: ServeConfig,
+    /// Answer plain HTTP/1.1 requests without hyper (see the `fast` module); `false` sends
+    /// every request through hyper, as before there was a fast path.
+    pub fast_path: bool,
+}
+
+impl Default for EchoConfig {
+    fn default() -> Self {
+        Self {
+            delay: Duration::ZERO,
+            serve: ServeConfig::default(),
+            fast_path: true,
+        }
+    }
 }
 
 /// Serves the echo on `listener` until `shutdown` resolves.
@@ -44,13 +60,22 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
     let delay = config.delay;
-    serve::serve(
+    let fast = config.fast_path.then(|| {
+        Arc::new(fast::FastEcho {
+            delay,
+            header_read_timeout: config.serve.header_read_timeout,
+            body_read_timeout: config.serve.idle_timeout,
+            max_header_bytes: config.serve.max_header_bytes,
+        })
+    });
+    serve::serve_with(
         listener,
         config.serve,
         move |conn: ConnInfo| Echo {
             delay,
             tls: conn.tls,
         },
+        fast,
         Arc::new(NoObserver),
         shutdown,
     )

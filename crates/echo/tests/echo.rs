@@ -24,6 +24,7 @@ async fn spawn(tls: bool, http1_only: bool, delay: Duration) -> Spawned<Drain> {
             http1_only,
             ..ServeConfig::default()
         },
+        ..EchoConfig::default()
     };
     Spawned::start(|l, stop| pms_echo::run(l, config, stop)).await
 }

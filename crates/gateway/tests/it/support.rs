@@ -99,6 +99,7 @@ pub async fn echo(tls: bool, http1_only: bool, delay: Duration) -> Spawned<Drain
             http1_only,
             ..ServeConfig::default()
         },
+        ..pms_echo::EchoConfig::default()
     };
     Spawned::start(|l, stop| pms_echo::run(l, config, stop)).await
 }

@@ -28,6 +28,10 @@ pub struct Args {
     /// Delay every response by this many milliseconds (a timer, not a blocked thread).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Send every request through hyper, without the HTTP/1.1 fast path: the echo as the
+    /// benchmark runs before it had one measured it.
+    #[arg(long)]
+    no_fast_path: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -52,13 +56,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             http1_only: args.http1_only,
             ..ServeConfig::default()
         },
+        fast_path: !args.no_fast_path,
     };
     super::runtime()?.block_on(async {
         let shutdown = super::shutdown_signal();
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        tracing::info!(addr = %args.listen, tls = config.serve.tls.is_some(), http1_only = args.http1_only, delay_ms = args.delay_ms, "echo listening");
+        tracing::info!(addr = %args.listen, tls = config.serve.tls.is_some(), http1_only = args.http1_only, delay_ms = args.delay_ms, fast_path = config.fast_path, "echo listening");
         let drain = pms_echo::run(listener, config, shutdown).await;
         tracing::info!(?drain, "echo stopped");
         Ok(())

@@ -84,10 +84,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         };
         let echo = tokio::spawn(pms_echo::run(
             echo_listener,
-            pms_echo::EchoConfig {
-                delay: std::time::Duration::ZERO,
-                serve: ServeConfig::default(),
-            },
+            pms_echo::EchoConfig::default(),
             stopped(stop_rx.clone()),
         ));
         let users = tokio::spawn(pms_users::run(
