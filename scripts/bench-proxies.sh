@@ -15,8 +15,12 @@
 # With --ceiling, cleartext HTTP/1.1 also runs through a TCP relay that parses nothing
 # (crates/gateway/examples/tcp_relay.rs): what no HTTP proxy on this machine can beat.
 #
+# The echo's CPU per request is in the table too: it shares the cores, so a costlier back-end
+# pulls every proxy's ratio towards 1. --hyper-echo runs it with --no-fast-path (every request
+# through hyper), as the runs before 28 did.
+#
 #   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--size BYTES] [--rounds N]
-#                            [--ceiling] [--out FILE]
+#                            [--ceiling] [--hyper-echo] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +31,7 @@ ROUNDS=1
 SIZE=500
 OUT=""
 CEILING=0
+ECHO_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) DURATION="$2"; shift 2 ;;
@@ -35,7 +40,8 @@ while [ $# -gt 0 ]; do
     --size) SIZE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --ceiling) CEILING=1; shift ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--out FILE]" >&2; exit 64 ;;
+    --hyper-echo) ECHO_ARGS=(--no-fast-path); shift ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--hyper-echo] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -93,7 +99,8 @@ wrk.headers["Content-Type"] = "application/json"
 local f = io.open("$WORK/body.json", "rb"); wrk.body = f:read("*a"); f:close()
 LUA
 
-"$PMS" echo --listen 127.0.0.1:$ECHO_PORT 2>/dev/null & PIDS+=($!)
+"$PMS" echo --listen 127.0.0.1:$ECHO_PORT "${ECHO_ARGS[@]}" 2>/dev/null & PIDS+=($!)
+ECHO_PID=$!
 
 mkdir -p "$WORK/nginx"
 cat > "$WORK/nginx.conf" <<NGX
@@ -185,11 +192,13 @@ cpu_per_request() {
   us_per_request "$(( $(cpu_ticks "$pid") - before ))" "$requests"
 }
 
-# wrk, warm-up then the measured run: prints "req/s p99_ms non2xx cpu_us_per_request"
+# wrk, warm-up then the measured run: prints
+# "req/s p99_ms non2xx cpu_us_per_request echo_cpu_us_per_request"
 run_wrk() {
-  local url=$1 pid=$2 before out
+  local url=$1 pid=$2 before echo_before out
   wrk -t2 -c"$CONNECTIONS" -d"${WARMUP}s" -s "$WORK/post.lua" "$url" >/dev/null 2>&1 || true
   before=$( [ -n "$pid" ] && cpu_ticks "$pid" || echo 0)
+  echo_before=$(cpu_ticks "$ECHO_PID")
   out=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/post.lua" "$url" 2>/dev/null | awk '
     /requests in/ { n = $1 }
     /Requests\/sec/ { rps = $2 }
@@ -197,22 +206,23 @@ run_wrk() {
     /Non-2xx/ { bad = $NF }
     END { printf "%s %s %s %d\n", (rps == "" ? 0 : rps), (p99 == "" ? "-" : p99), (bad == "" ? 0 : bad), n }')
   set -- $out
-  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
+  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4") $(cpu_per_request "$ECHO_PID" "$echo_before" "$4")"
 }
 
 # h2load over TLS with ALPN h2, warm-up then the measured run: prints
-# "req/s - non2xx cpu_us_per_request" (h2load reports no percentiles)
+# "req/s - non2xx cpu_us_per_request echo_cpu_us_per_request" (h2load reports no percentiles)
 run_h2load() {
-  local url=$1 pid=$2 before out
+  local url=$1 pid=$2 before echo_before out
   h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
   before=$( [ -n "$pid" ] && cpu_ticks "$pid" || echo 0)
+  echo_before=$(cpu_ticks "$ECHO_PID")
   out=$(h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
     /^finished in/ { rps = $4 }
     /^requests:/ { n = $8 }
     /^status codes:/ { gsub(",", ""); bad = $5 + $7 + $9 }
     END { printf "%s %s %s %d\n", (rps == "" ? 0 : rps), "-", (bad == "" ? 0 : bad), n }')
   set -- $out
-  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4")"
+  echo "$1 $2 $3 $(cpu_per_request "$pid" "$before" "$4") $(cpu_per_request "$ECHO_PID" "$echo_before" "$4")"
 }
 
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
@@ -233,7 +243,7 @@ URL["relay,h1c->h1c"]="http://127.0.0.1:19401/passthrough"
 
 declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [relay]=$RELAY_PID)
 
-# Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb", one per line.
+# Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb echo_cpu_us", one per line.
 SAMPLES=$WORK/samples.txt
 for round in $(seq "$ROUNDS"); do
   for s in "${scenarios[@]}"; do
@@ -242,9 +252,9 @@ for round in $(seq "$ROUNDS"); do
       [ -n "$url" ] || continue
       echo "round $round/$ROUNDS: $s via $t ($DURATION s)..." >&2
       pid=${PID_OF[$t]:-}
-      if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b c < <(run_h2load "$url" "$pid"); else read -r r p b c < <(run_wrk "$url" "$pid"); fi
+      if [ "$s" = "h2(TLS)->h1c" ]; then read -r r p b c e < <(run_h2load "$url" "$pid"); else read -r r p b c e < <(run_wrk "$url" "$pid"); fi
       anon=$( [ -n "$pid" ] && anon_mb "$pid" || echo -)
-      echo "$round $s $t ${r:-0} ${p:--} ${b:-0} ${c:--} $anon" >> "$SAMPLES"
+      echo "$round $s $t ${r:-0} ${p:--} ${b:-0} ${c:--} $anon ${e:--}" >> "$SAMPLES"
     done
   done
 done
@@ -256,9 +266,9 @@ import collections, statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 scenario = sys.argv[2]
 by = collections.defaultdict(dict)
-for rnd, s, t, rps, p99, bad, cpu, anon in rows:
+for rnd, s, t, rps, p99, bad, cpu, anon, echo in rows:
     if s == scenario:
-        by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon)
+        by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon, echo)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 for t in ["direct", "nginx", "haproxy", "pms", "relay"]:
@@ -273,11 +283,12 @@ for t in ["direct", "nginx", "haproxy", "pms", "relay"]:
     p99s = [float(v[1]) for v in by[t].values() if v[1] != "-"]
     bad = sum(v[2] for v in by[t].values())
     cpus = [float(v[3]) for v in by[t].values() if v[3] != "-"]
+    echoes = [float(v[5]) for v in by[t].values() if v[5] != "-"]
     first = by[t][min(by[t], key=int)][4]
     rr = "%.2f (%.2f–%.2f)" % (med(ratios), min(ratios), max(ratios)) if ratios else "-"
-    print("%s|%.0f|%s|%d|%s|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
-                                      "%.1f" % med(cpus) if cpus else "-",
-                                      first))
+    print("%s|%.0f|%s|%d|%s|%s|%s|%s" % (t, rps, "%.2f" % med(p99s) if p99s else "-", bad, rr,
+                                         "%.1f" % med(cpus) if cpus else "-",
+                                         "%.1f" % med(echoes) if echoes else "-", first))
 PY
 }
 
@@ -312,11 +323,12 @@ PY
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
   echo "Hot-code layout: $LAYOUT."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo "Back-end: pms echo ${ECHO_ARGS[*]:-(HTTP/1.1 fast path)}."
   echo
-  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | anonymous MB | peak RSS MB |"
-  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | echo CPU µs/request | anonymous MB | peak RSS MB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   for s in "${scenarios[@]}"; do
-    while IFS='|' read -r t r p b ratio cpu anon; do
+    while IFS='|' read -r t r p b ratio cpu echo_cpu anon; do
       case $t in
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
@@ -324,11 +336,11 @@ PY
         relay) rss=$(peak_rss "$RELAY_PID") ;;
         *) rss="-" ;;
       esac
-      echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $anon | $rss |"
+      echo "| $s | $t | $r | $p | $b | $ratio | $cpu | $echo_cpu | $anon | $rss |"
     done < <(summary "$s")
   done
   echo
   rounds "${scenarios[@]}"
   echo
-  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, read after the scenario's first round; freed memory stays with the allocator, so each scenario's figure includes the ones above it). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores."
+  echo "Ratios are taken within a round (same minute, same machine state). Peak RSS is each process's high-water mark over the whole run (nginx: master + workers); it counts the program's code pages, which the kernel maps in 64 KB runs around every page touched. Anonymous MB is the heap and stacks alone (RssAnon, read after the scenario's first round; freed memory stays with the allocator, so each scenario's figure includes the ones above it). h2load reports no percentiles, hence no p99 for HTTP/2. Proxy CPU is the proxy's user + system time over the measured part of each run divided by the requests it carried (median over the rounds): the cost that decides throughput when client, proxy and back-end share the cores. Echo CPU is the same for the back-end, behind that target."
 } | tee "${OUT:-/dev/null}"
