@@ -23,6 +23,7 @@ use std::ops::Range;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BytesMut};
+use pms_net::head::read_head_bytes;
 use pms_net::idle::IdleTimer;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
@@ -160,23 +161,9 @@ impl FastEcho {
                 }
             }
             buf.reserve(BUF);
-            let read = if buf.is_empty() {
-                tokio::select! {
-                    biased;
-                    r = io.read_buf(buf) => r,
-                    () = &mut ended => return Read::Closed,
-                }
-            } else {
-                let until = *deadline
-                    .get_or_insert_with(|| tokio::time::Instant::now() + self.header_read_timeout);
-                match tokio::time::timeout_at(until, io.read_buf(buf)).await {
-                    Ok(r) => r,
-                    Err(_) => return Read::Closed,
-                }
-            };
-            match read {
-                Ok(0) | Err(_) => return Read::Closed,
-                Ok(_) => {}
+            let limit = self.header_read_timeout;
+            if !read_head_bytes(io, buf, ended.as_mut(), &mut deadline, limit).await {
+                return Read::Closed;
             }
         }
     }

@@ -8,7 +8,8 @@
 //! protocol (the original ignored it on HTTP/2).
 //!
 //! Serving (TLS, ALPN, h2c detection, drain) is `pms_net::serve`; this crate only answers:
-//! plain HTTP/1.1 requests from the bytes read ([`fast`]), everything else through hyper.
+//! plain HTTP/1.1 requests from the bytes read (the `fast` module), everything else through
+//! hyper.
 
 #![deny(missing_docs)]
 

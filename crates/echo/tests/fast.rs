@@ -111,10 +111,26 @@ async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Answer {
     }
 }
 
+/// A fresh connection to `echo` with `bytes` sent on it.
+async fn send(echo: &Spawned<Drain>, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream
+}
+
+/// Everything `stream` gets until the server closes it, which must happen within `within`.
+async fn until_closed(stream: &mut TcpStream, within: Duration) -> Vec<u8> {
+    let mut got = Vec::new();
+    tokio::time::timeout(within, stream.read_to_end(&mut got))
+        .await
+        .expect("the server closes the connection in time")
+        .expect("read");
+    got
+}
+
 /// Sends `request` on a fresh connection and reads `count` answers.
 async fn exchange(echo: &Spawned<Drain>, request: &[u8], count: usize) -> Vec<Answer> {
-    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-    stream.write_all(request).await.unwrap();
+    let mut stream = send(echo, request).await;
     let mut buf = Vec::new();
     let mut answers = Vec::new();
     for _ in 0..count {
@@ -182,11 +198,8 @@ async fn heads_the_fast_path_leaves_get_hyper_answers() {
         &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"[..],
         b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
     ] {
-        let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-        stream.write_all(bad).await.unwrap();
-        let mut got = Vec::new();
-        let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut got)).await;
-        assert!(read.is_ok(), "the connection is closed");
+        let mut stream = send(&echo, bad).await;
+        let got = until_closed(&mut stream, PATIENCE).await;
         let got = String::from_utf8_lossy(&got);
         assert!(got.starts_with("HTTP/1.1 400 "), "{got:?}");
     }
@@ -216,11 +229,11 @@ async fn a_head_over_the_limit_goes_to_hyper_which_refuses_it() {
 #[tokio::test]
 async fn a_body_comes_back_before_all_of_it_has_arrived() {
     let echo = spawn(true, ServeConfig::default()).await;
-    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-    stream
-        .write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01234")
-        .await
-        .unwrap();
+    let mut stream = send(
+        &echo,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01234",
+    )
+    .await;
     // The head and the first half come back while the second half is not sent yet.
     let mut buf = Vec::new();
     let first = tokio::time::timeout(PATIENCE, async {
@@ -266,12 +279,7 @@ async fn connection_close_is_answered_then_the_connection_ends() {
         (a.body.as_slice(), header(&a, "connection")),
         (&b"ok"[..], Some("close"))
     );
-    let mut more = Vec::new();
-    let n = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut more))
-        .await
-        .expect("closed in time")
-        .unwrap();
-    assert_eq!(n, 0);
+    assert!(until_closed(&mut stream, PATIENCE).await.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -281,17 +289,13 @@ async fn a_client_silent_mid_body_is_closed_after_the_idle_timeout() {
         ..ServeConfig::default()
     };
     let echo = spawn(true, serve).await;
-    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-    stream
-        .write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n012")
-        .await
-        .unwrap();
+    let mut stream = send(
+        &echo,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n012",
+    )
+    .await;
     let started = tokio::time::Instant::now();
-    let mut got = Vec::new();
-    tokio::time::timeout(Duration::from_secs(300), stream.read_to_end(&mut got))
-        .await
-        .expect("closed")
-        .unwrap();
+    let got = until_closed(&mut stream, Duration::from_secs(300)).await;
     let got = String::from_utf8_lossy(&got);
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got:?}");
     assert!(got.ends_with("\r\n\r\n012"), "only what came: {got:?}");
@@ -305,14 +309,9 @@ async fn a_client_silent_mid_body_is_closed_after_the_idle_timeout() {
 #[tokio::test(start_paused = true)]
 async fn a_head_that_stops_coming_is_closed_after_the_header_read_timeout() {
     let echo = spawn(true, ServeConfig::default()).await;
-    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-    stream.write_all(b"POST / HTTP/1.1\r\nHo").await.unwrap();
+    let mut stream = send(&echo, b"POST / HTTP/1.1\r\nHo").await;
     let started = tokio::time::Instant::now();
-    let mut got = Vec::new();
-    tokio::time::timeout(Duration::from_secs(300), stream.read_to_end(&mut got))
-        .await
-        .expect("closed")
-        .unwrap();
+    let got = until_closed(&mut stream, Duration::from_secs(300)).await;
     assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
     assert!(started.elapsed() >= ServeConfig::default().header_read_timeout);
 }
@@ -320,11 +319,7 @@ async fn a_head_that_stops_coming_is_closed_after_the_header_read_timeout() {
 #[tokio::test]
 async fn an_idle_fast_path_connection_does_not_hold_up_the_drain() {
     let echo = spawn(true, ServeConfig::default()).await;
-    let mut stream = TcpStream::connect(echo.addr).await.unwrap();
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = send(&echo, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").await;
     let mut buf = Vec::new();
     answer(&mut stream, &mut buf).await;
     // With the connection still open and idle, the drain ends at once, not after the grace.

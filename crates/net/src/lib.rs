@@ -11,6 +11,7 @@
 //!   on one port, connection limits, header-read, send and idle timeouts and graceful drain;
 //!   optionally an HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
 //! - [`idle`]: closing connections that send no request for a while.
+//! - [`head`]: how long a fast path waits for the bytes of a request head.
 //! - [`deadline`]: a deadline that moves with each request, without a timer operation per
 //!   request.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
@@ -29,6 +30,7 @@
 pub mod deadline;
 pub mod dev;
 pub mod fdlimit;
+pub mod head;
 pub mod idle;
 pub mod linger;
 pub mod listen;

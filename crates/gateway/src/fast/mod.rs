@@ -36,6 +36,7 @@ use http::header::HeaderValue;
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use pms_net::deadline::Deadline;
+use pms_net::head::read_head_bytes;
 use pms_net::idle::IdleTimer;
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
@@ -348,24 +349,9 @@ impl FastPath {
                 }
             }
             buf.reserve(BUF);
-            let read = if buf.is_empty() {
-                tokio::select! {
-                    // The read first: `ended` is only polled when no request is there yet.
-                    biased;
-                    r = io.read_buf(buf) => r,
-                    () = &mut ended => return Read::Closed,
-                }
-            } else {
-                let until = *deadline
-                    .get_or_insert_with(|| tokio::time::Instant::now() + self.header_read_timeout);
-                match tokio::time::timeout_at(until, io.read_buf(buf)).await {
-                    Ok(r) => r,
-                    Err(_) => return Read::Closed,
-                }
-            };
-            match read {
-                Ok(0) | Err(_) => return Read::Closed,
-                Ok(_) => {}
+            let header_read_timeout = self.header_read_timeout;
+            if !read_head_bytes(io, buf, ended.as_mut(), &mut deadline, header_read_timeout).await {
+                return Read::Closed;
             }
         }
     }
