@@ -23,8 +23,7 @@ use std::ops::Range;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BytesMut};
-use pms_net::head::read_head_bytes;
-use pms_net::idle::IdleTimer;
+use pms_net::head::{between_requests, read_head_bytes};
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -92,23 +91,15 @@ enum Read {
 }
 
 impl FastEcho {
-    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, mut stop: Stop) -> Option<Rewind<IO>>
+    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, stop: Stop) -> Option<Rewind<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let mut buf = BytesMut::with_capacity(BUF);
         let mut out = Vec::with_capacity(256);
         let mut date = Date::default();
-        let mut idle = IdleTimer::new(self.header_read_timeout);
-        let activity = idle.activity();
         let draining = stop.clone();
-        // One future for the connection's life: what ends it between requests.
-        let ended = async {
-            tokio::select! {
-                () = stop.wait() => {}
-                () = idle.expired() => {}
-            }
-        };
+        let (ended, activity) = between_requests(stop, self.header_read_timeout);
         let mut ended = std::pin::pin!(ended);
         loop {
             let head = match self.read_head(&mut io, &mut buf, ended.as_mut()).await {

@@ -1,9 +1,10 @@
 //! How long a fast path ([`crate::serve::Http1Fast`]) waits for the bytes of a request head.
 //!
 //! Between requests a keep-alive connection may stay idle until something ends it (the drain,
-//! the idle timer); once a head has begun it must be complete within the header-read limit, as
-//! on hyper's path, or a client sending one byte at a time would hold its connection for ever
-//! (slowloris). The gateway's and the echo's fast paths both read heads this way.
+//! the idle timer: [`between_requests`]); once a head has begun it must be complete within the
+//! header-read limit, as on hyper's path, or a client sending one byte at a time would hold its
+//! connection for ever (slowloris: [`read_head_bytes`]). The gateway's and the echo's fast paths
+//! both read heads this way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +13,29 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
+
+use crate::idle::{Activity, IdleTimer};
+use crate::serve::Stop;
+
+/// What ends a keep-alive connection between requests: the drain starting (`stop`), or a whole
+/// `period` without a request (noted through the [`Activity`]), as hyper's path closes an idle
+/// connection after the header-read timeout. Make one for the connection's life, not one per
+/// request: each new one would register with the drain signal and the timer again, and take
+/// itself off them when dropped.
+pub fn between_requests(
+    mut stop: Stop,
+    period: Duration,
+) -> (impl Future<Output = ()> + Send, Activity) {
+    let mut idle = IdleTimer::new(period);
+    let activity = idle.activity();
+    let ended = async move {
+        tokio::select! {
+            () = stop.wait() => {}
+            () = idle.expired() => {}
+        }
+    };
+    (ended, activity)
+}
 
 /// Reads more of a request head into `buf`. With none of a head yet (`buf` empty) it waits until
 /// `ended` resolves; once a head has begun, until `deadline`, which the first such read sets to

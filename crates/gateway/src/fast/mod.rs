@@ -36,8 +36,7 @@ use http::header::HeaderValue;
 use http::{Method, StatusCode, Version};
 use http_body_util::BodyExt;
 use pms_net::deadline::Deadline;
-use pms_net::head::read_head_bytes;
-use pms_net::idle::IdleTimer;
+use pms_net::head::{between_requests, read_head_bytes};
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
@@ -222,24 +221,13 @@ enum Failure {
 }
 
 impl FastPath {
-    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, mut stop: Stop) -> Option<Rewind<IO>>
+    async fn connection<IO>(&self, mut io: IO, info: ConnInfo, stop: Stop) -> Option<Rewind<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let mut bufs = Buffers::new();
-        // As hyper's path, which closes an idle connection after the header-read timeout.
-        let mut idle = IdleTimer::new(self.header_read_timeout);
-        let activity = idle.activity();
         let draining = stop.clone();
-        // What ends a connection between requests. One future for the connection's life, not
-        // one per request: each new one would register with the drain signal and the idle
-        // timer again, and take itself off them when dropped.
-        let ended = async {
-            tokio::select! {
-                () = stop.wait() => {}
-                () = idle.expired() => {}
-            }
-        };
+        let (ended, activity) = between_requests(stop, self.header_read_timeout);
         let mut ended = std::pin::pin!(ended);
         loop {
             let head = match self
