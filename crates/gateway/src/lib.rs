@@ -158,6 +158,8 @@ struct Common {
     transform_max_body_bytes: usize,
     /// Worker threads: each holds this share of an upstream's `max_connections`.
     workers: usize,
+    /// How the workers drive their sockets.
+    io: config::IoDriver,
 }
 
 /// One worker's listeners: settings, socket, listener-wide permits, metrics observer.
@@ -228,6 +230,7 @@ pub async fn run(
         limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
         workers: settings.workers.max(1),
+        io: settings.io,
     });
 
     // Deal each listener's sockets out to the workers.
@@ -355,10 +358,25 @@ fn worker(
     ready_tx: tokio::sync::oneshot::Sender<Result<(), StartError>>,
     done_tx: tokio::sync::oneshot::Sender<Drain>,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let ring = match common.io {
+        config::IoDriver::Epoll => None,
+        config::IoDriver::IoUring => match pms_uring::install(pms_uring::DEFAULT_ENTRIES) {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                let e = std::io::Error::new(e.kind(), format!("runtime.io = \"io_uring\": {e}"));
+                let _ = ready_tx.send(Err(StartError::Worker(e)));
+                return;
+            }
+        },
+    };
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if ring.is_some() {
+        // What the connections queued on the ring goes to the kernel in one call, when the
+        // worker has nothing left to run.
+        builder.on_thread_park(pms_uring::before_park);
+    }
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = ready_tx.send(Err(StartError::Worker(e)));
@@ -366,6 +384,13 @@ fn worker(
         }
     };
     rt.block_on(async move {
+        if let Some(ring) = ring {
+            tokio::spawn(async move {
+                if let Err(e) = pms_uring::drive(ring).await {
+                    tracing::error!(error = %e, "io_uring completions can no longer be taken");
+                }
+            });
+        }
         let mut upstreams = Vec::new();
         for u in &common.upstreams {
             let counters = common.metrics.upstream(&u.name);

@@ -349,8 +349,20 @@ where
                         idle_timeout,
                         send_timeout,
                     };
-                    conn.run(Box::new(SendDeadline::new(stream, send_timeout)))
-                        .await;
+                    let io: BoxIo = if pms_uring::installed() {
+                        // This worker drives its cleartext connections through its io_uring.
+                        match pms_uring::UringTcp::from_tokio(stream) {
+                            Ok(s) => Box::new(SendDeadline::new(s, send_timeout)),
+                            Err(e) => {
+                                tracing::warn!(error = %e, %peer, "cannot move the connection to io_uring");
+                                observer.connection_closed();
+                                return;
+                            }
+                        }
+                    } else {
+                        Box::new(SendDeadline::new(stream, send_timeout))
+                    };
+                    conn.run(io).await;
                 }
                 Some(acceptor) => {
                     let Some(tls_stream) =

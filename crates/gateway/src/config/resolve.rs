@@ -58,6 +58,17 @@ impl RawConfig {
             }
             Some(n) => n,
         };
+        let io = match self.runtime.io.as_deref() {
+            None | Some("epoll") => IoDriver::Epoll,
+            Some("io_uring") => IoDriver::IoUring,
+            Some(other) => {
+                p.add(
+                    "runtime.io",
+                    format!("{other:?} is not one of \"epoll\", \"io_uring\""),
+                );
+                IoDriver::Epoll
+            }
+        };
 
         let l = &self.limits;
         let limits = Limits {
@@ -225,6 +236,7 @@ impl RawConfig {
         Ok(Settings {
             admin_listen: admin_listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9901))),
             workers,
+            io,
             limits,
             listeners,
             jwt,

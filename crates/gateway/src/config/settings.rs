@@ -7,6 +7,17 @@ use http::{HeaderName, Method};
 
 use crate::transform::XmlLayout;
 
+/// How the worker threads drive their sockets (`runtime.io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoDriver {
+    /// tokio's reactor: readiness from `epoll`, a system call per read and write.
+    #[default]
+    Epoll,
+    /// One io_uring per worker for cleartext client connections and cleartext HTTP/1.1
+    /// upstream connections (see `pms_uring`); everything else stays on `epoll`.
+    IoUring,
+}
+
 /// The validated, loaded configuration.
 #[derive(Debug)]
 pub struct Settings {
@@ -14,6 +25,8 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// Worker threads (at least one).
     pub workers: usize,
+    /// How the workers drive their sockets.
+    pub io: IoDriver,
     /// Shared limits.
     pub limits: Limits,
     /// Public listeners.

@@ -30,6 +30,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use pms_net::deadline::Deadline;
+use pms_uring::UringTcp;
 use prometheus_client::metrics::counter::Counter;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
@@ -353,6 +354,11 @@ impl Pool {
         };
         let _ = tcp.set_nodelay(true);
         let stream = match &ep.tls {
+            // On a worker with an io_uring, cleartext upstream connections are driven by it.
+            None if pms_uring::installed() => match UringTcp::from_tokio(tcp) {
+                Ok(s) => Stream::Uring(s),
+                Err(e) => return Err(failed(format!("{}: io_uring: {e}", ep.key))),
+            },
             None => Stream::Plain(tcp),
             Some((connector, name)) => {
                 match tokio::time::timeout_at(deadline, connector.connect(name.clone(), tcp)).await
@@ -414,6 +420,7 @@ impl Pool {
 /// An upstream connection, cleartext or TLS.
 pub(super) enum Stream {
     Plain(TcpStream),
+    Uring(UringTcp),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
@@ -421,9 +428,10 @@ impl Stream {
     /// Waits until a read may find bytes: cleartext, until the socket is readable (or has an
     /// error to report); over TLS at once, since rustls may already hold plaintext that the TCP
     /// socket's readiness would not announce.
-    pub(super) async fn readable(&self) -> io::Result<()> {
+    pub(super) async fn readable(&mut self) -> io::Result<()> {
         match self {
             Self::Plain(s) => s.readable().await,
+            Self::Uring(s) => s.readable().await,
             Self::Tls(_) => Ok(()),
         }
     }
@@ -437,6 +445,7 @@ impl Stream {
             Self::Plain(s) => {
                 matches!(s.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
             }
+            Self::Uring(s) => s.idle_and_open(),
             Self::Tls(s) => {
                 let mut buf = ReadBuf::new(&mut probe);
                 let mut cx = Context::from_waker(Waker::noop());
@@ -456,6 +465,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Uring(s) => Pin::new(s).poll_read(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -469,6 +479,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Uring(s) => Pin::new(s).poll_write(cx, buf),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -476,6 +487,7 @@ impl AsyncWrite for Stream {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Uring(s) => Pin::new(s).poll_flush(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
@@ -483,6 +495,7 @@ impl AsyncWrite for Stream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Uring(s) => Pin::new(s).poll_shutdown(cx),
             Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }

@@ -1,0 +1,283 @@
+//! The thread's ring: operations queued by streams, submitted in one `io_uring_enter` just
+//! before the runtime parks, and their completions handed back through per-operation slots.
+//!
+//! Ownership rule that makes the `unsafe` pushes sound: a buffer given to the kernel stays
+//! where it is until that operation's completion has been reaped. While the stream that owns it
+//! lives, the stream does not touch it (it knows the operation is in flight); when the stream is
+//! dropped first, the buffer moves into the slot ([`Slot::Orphan`]) and is freed on completion.
+//! Where no driver is left to take it (the thread is exiting), the buffer is leaked instead.
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, squeue, IoUring};
+
+/// `user_data` of cancel requests, whose completions nobody waits for.
+const CANCEL: u64 = u64::MAX;
+
+/// Ids of rings, so a stream can tell its own thread's driver from another's.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static DRIVER: RefCell<Option<Driver>> = const { RefCell::new(None) };
+}
+
+/// Where one operation stands.
+enum Slot {
+    Free,
+    /// Queued or submitted; the task to wake on completion.
+    Waiting(Option<Waker>),
+    /// Completed with this result (bytes, or a negated errno), not yet taken.
+    Done(i32),
+    /// Its stream is gone; the buffer is freed when the completion comes.
+    Orphan(Vec<u8>),
+}
+
+pub(crate) struct Driver {
+    id: u64,
+    ring: IoUring,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Entries pushed since the last submit.
+    queued: bool,
+    /// Wakers collected while reaping, woken once the driver is no longer borrowed.
+    wake: Vec<Waker>,
+}
+
+impl Driver {
+    fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            let mut sq = self.ring.submission();
+            if !sq.is_full() {
+                // SAFETY: every entry pushed here points at a buffer owned under the module's
+                // rule (kept in place until its completion is reaped), or at no buffer.
+                #[allow(unsafe_code)]
+                let pushed = unsafe { sq.push(entry) };
+                if pushed.is_ok() {
+                    self.queued = true;
+                    return Ok(());
+                }
+            }
+            drop(sq);
+            self.ring.submit()?;
+            self.queued = false;
+        }
+    }
+
+    fn submit(&mut self) {
+        if self.queued {
+            // An error here (EBUSY while the completion queue overflows) leaves the entries
+            // queued; the next park tries again.
+            if self.ring.submit().is_ok() {
+                self.queued = false;
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        let Self {
+            ring,
+            slots,
+            free,
+            wake,
+            ..
+        } = self;
+        for cqe in ring.completion() {
+            let data = cqe.user_data();
+            if data == CANCEL {
+                continue;
+            }
+            let Some(slot) = slots.get_mut(data as usize) else {
+                continue;
+            };
+            match std::mem::replace(slot, Slot::Free) {
+                Slot::Waiting(waker) => {
+                    *slot = Slot::Done(cqe.result());
+                    wake.extend(waker);
+                }
+                Slot::Orphan(buf) => {
+                    drop(buf);
+                    free.push(data as u32);
+                }
+                other => *slot = other,
+            }
+        }
+    }
+
+    fn take_slot(&mut self) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = Slot::Waiting(None);
+            return i;
+        }
+        self.slots.push(Slot::Waiting(None));
+        (self.slots.len() - 1) as u32
+    }
+}
+
+/// Builds a ring of `entries` submission entries for this thread and installs it. Returns a
+/// descriptor of the ring (a duplicate, owned), which [`crate::drive`] watches for
+/// completions.
+pub(crate) fn install(entries: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    let ring = IoUring::builder().build(entries)?;
+    let fd = ring.as_fd().try_clone_to_owned()?;
+    DRIVER.with(|d| {
+        *d.borrow_mut() = Some(Driver {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            queued: false,
+            wake: Vec::new(),
+        })
+    });
+    Ok(fd)
+}
+
+/// Runs `f` on this thread's driver if it is the one with `id` (any, for `None`), then wakes
+/// the tasks whose operations completed meanwhile. `None` when there is no such driver.
+fn with<R>(id: Option<u64>, f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+    let (out, wake) = DRIVER
+        .try_with(|d| {
+            let mut d = d.try_borrow_mut().ok()?;
+            let d = d.as_mut()?;
+            if id.is_some_and(|id| id != d.id) {
+                return None;
+            }
+            let out = f(d);
+            Some((out, std::mem::take(&mut d.wake)))
+        })
+        .ok()
+        .flatten()?;
+    let mut wake = wake;
+    for w in wake.drain(..) {
+        w.wake();
+    }
+    // Give the (now empty) vector back, to keep its capacity.
+    let _ = DRIVER.try_with(|d| {
+        if let Ok(mut d) = d.try_borrow_mut() {
+            if let Some(d) = d.as_mut() {
+                if d.wake.is_empty() {
+                    d.wake = wake;
+                }
+            }
+        }
+    });
+    Some(out)
+}
+
+/// The id of this thread's driver, if it has one.
+pub(crate) fn current() -> Option<u64> {
+    with(None, |d| d.id)
+}
+
+/// Submits what is queued and takes what has completed: the runtime's before-park hook.
+pub(crate) fn submit_and_reap() {
+    with(None, |d| {
+        d.submit();
+        d.reap();
+    });
+}
+
+/// Takes what has completed (the ring's file descriptor said so).
+pub(crate) fn reap() {
+    with(None, Driver::reap);
+}
+
+/// The error for a stream used on a thread whose driver is not its own.
+pub(crate) fn foreign() -> io::Error {
+    io::Error::other("io_uring stream used outside the worker thread that created it")
+}
+
+/// Queues `entry` (built with the slot's `user_data`) and returns its slot.
+pub(crate) fn start(id: u64, entry: impl FnOnce(u64) -> squeue::Entry) -> io::Result<u32> {
+    with(Some(id), |d| {
+        let slot = d.take_slot();
+        match d.push(&entry(u64::from(slot))) {
+            Ok(()) => Ok(slot),
+            Err(e) => {
+                d.slots[slot as usize] = Slot::Free;
+                d.free.push(slot);
+                Err(e)
+            }
+        }
+    })
+    .unwrap_or_else(|| Err(foreign()))
+}
+
+/// The result of the operation in `slot` once it has completed (the slot is then free again);
+/// until then `cx`'s waker is kept to be woken.
+pub(crate) fn poll(id: u64, slot: u32, cx: &mut Context<'_>) -> Poll<io::Result<i32>> {
+    with(Some(id), |d| match &mut d.slots[slot as usize] {
+        Slot::Done(res) => {
+            let res = *res;
+            d.slots[slot as usize] = Slot::Free;
+            d.free.push(slot);
+            Poll::Ready(Ok(res))
+        }
+        Slot::Waiting(w) => {
+            match w {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *w = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        }
+        Slot::Free | Slot::Orphan(_) => Poll::Ready(Err(io::Error::other(
+            "io_uring operation polled after it was taken",
+        ))),
+    })
+    .unwrap_or_else(|| Poll::Ready(Err(foreign())))
+}
+
+/// Whether the operation in `slot` has completed, without waiting or registering a waker.
+pub(crate) fn is_done(id: u64, slot: u32) -> bool {
+    with(Some(id), |d| {
+        matches!(d.slots[slot as usize], Slot::Done(_))
+    })
+    .unwrap_or(true)
+}
+
+/// Gives up the operations of a stream being dropped. Queued entries are submitted first, so
+/// writes that fit the socket's buffer go out as they would on `close`; operations that are
+/// still not complete then (a read waiting for data, a write waiting for the peer to read) are
+/// cancelled, and their buffers kept until the kernel is done with them. `Err` gives the
+/// buffers back when there is no driver to take them: the caller must leak them.
+pub(crate) fn abandon(id: u64, ops: [(Option<u32>, Vec<u8>); 2]) -> Result<(), [Vec<u8>; 2]> {
+    let mut ops = Some(ops);
+    let done = with(Some(id), |d| {
+        let Some(ops) = ops.take() else {
+            return;
+        };
+        d.submit();
+        d.reap();
+        let mut cancels = false;
+        for (slot, buf) in ops {
+            let Some(slot) = slot else {
+                continue;
+            };
+            let s = &mut d.slots[slot as usize];
+            if matches!(s, Slot::Waiting(_)) {
+                *s = Slot::Orphan(buf);
+                let cancel = opcode::AsyncCancel::new(u64::from(slot))
+                    .build()
+                    .user_data(CANCEL);
+                // Cancel entries carry no buffer. If the queue cannot take one now, the
+                // operation stays in flight until the peer acts; its buffer stays owned.
+                cancels |= d.push(&cancel).is_ok();
+            } else {
+                *s = Slot::Free;
+                d.free.push(slot);
+            }
+        }
+        if cancels {
+            d.submit();
+        }
+    });
+    match (done, ops) {
+        (Some(()), _) => Ok(()),
+        (None, Some([(_, a), (_, b)])) => Err([a, b]),
+        (None, None) => Ok(()),
+    }
+}

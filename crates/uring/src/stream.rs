@@ -1,0 +1,307 @@
+//! [`UringTcp`]: a TCP stream whose reads and writes are io_uring operations on its thread's
+//! ring, behind tokio's `AsyncRead` and `AsyncWrite`.
+//!
+//! Reads go into the stream's own buffer and are copied out. Writes are copied into the
+//! stream's own buffer and reported done as soon as they are queued; the next write, a flush or
+//! a shutdown waits for the kernel to have taken them, and reports an error it met. So a
+//! request's write upstream and the read of its answer leave in the same `io_uring_enter`.
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpStream as StdTcpStream};
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use io_uring::{opcode, types};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::driver;
+
+/// Bytes one read may bring.
+const READ_BUF: usize = 16 * 1024;
+/// Most bytes one write takes.
+const MAX_WRITE: usize = 256 * 1024;
+/// A write buffer grown past this is shrunk back once it is free.
+const KEEP_WRITE: usize = 64 * 1024;
+
+/// A TCP stream served by this thread's io_uring. Made with [`UringTcp::from_tokio`] or
+/// [`UringTcp::from_std`] on a thread where [`crate::install`] ran; used anywhere else, its
+/// reads and writes fail with an error (they never touch another thread's ring).
+#[derive(Debug)]
+pub struct UringTcp {
+    sock: Option<StdTcpStream>,
+    driver: u64,
+    rd: ReadSide,
+    wr: WriteSide,
+}
+
+#[derive(Debug)]
+struct ReadSide {
+    /// Capacity `READ_BUF`; its length is how much the last read brought.
+    buf: Vec<u8>,
+    start: usize,
+    op: Option<u32>,
+    eof: bool,
+}
+
+#[derive(Debug)]
+struct WriteSide {
+    buf: Vec<u8>,
+    /// How much of `buf` the kernel has taken.
+    sent: usize,
+    op: Option<u32>,
+}
+
+impl UringTcp {
+    /// Takes over a tokio stream (it leaves tokio's reactor). Fails when this thread has no
+    /// ring.
+    pub fn from_tokio(stream: tokio::net::TcpStream) -> io::Result<Self> {
+        Self::from_std(stream.into_std()?)
+    }
+
+    /// Takes over a std stream. Fails when this thread has no ring.
+    pub fn from_std(sock: StdTcpStream) -> io::Result<Self> {
+        let driver = driver::current().ok_or_else(driver::foreign)?;
+        // The ring waits for readiness itself; a blocking socket lets it (a non-blocking one
+        // could hand EAGAIN back instead).
+        sock.set_nonblocking(false)?;
+        Ok(Self {
+            sock: Some(sock),
+            driver,
+            rd: ReadSide {
+                buf: Vec::with_capacity(READ_BUF),
+                start: 0,
+                op: None,
+                eof: false,
+            },
+            wr: WriteSide {
+                buf: Vec::new(),
+                sent: 0,
+                op: None,
+            },
+        })
+    }
+
+    fn sock(&self) -> io::Result<&StdTcpStream> {
+        self.sock
+            .as_ref()
+            .ok_or_else(|| io::Error::other("socket already released"))
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.sock()?.peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock()?.local_addr()
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.sock()?.set_nodelay(on)
+    }
+
+    /// Waits until a read would not wait: bytes buffered or the end of the stream (`Ok`), or
+    /// an error the read met.
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_fill(cx)
+    }
+
+    /// Waits until a read would not wait; see [`Self::poll_read_ready`].
+    pub async fn readable(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_read_ready(cx)).await
+    }
+
+    /// Whether an idle connection is still open: nothing has arrived and the peer has not
+    /// closed. Keeps a read in flight, so the answer is current without a system call, and
+    /// what does arrive is kept for the next read.
+    pub fn idle_and_open(&mut self) -> bool {
+        if self.rd.start < self.rd.buf.len() || self.rd.eof {
+            return false;
+        }
+        match self.rd.op {
+            Some(slot) => !driver::is_done(self.driver, slot),
+            None => self.start_read().is_ok(),
+        }
+    }
+
+    fn start_read(&mut self) -> io::Result<()> {
+        let fd = types::Fd(self.sock()?.as_raw_fd());
+        let ptr = self.rd.buf.as_mut_ptr();
+        let len = self.rd.buf.capacity() as u32;
+        let slot = driver::start(self.driver, |data| {
+            opcode::Recv::new(fd, ptr, len).build().user_data(data)
+        })?;
+        self.rd.op = Some(slot);
+        Ok(())
+    }
+
+    /// Brings bytes into the read buffer unless it has some, or the stream has ended.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if self.rd.start < self.rd.buf.len() || self.rd.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let Some(slot) = self.rd.op else {
+                self.start_read()?;
+                continue;
+            };
+            let res = ready!(driver::poll(self.driver, slot, cx))?;
+            self.rd.op = None;
+            match res {
+                0 => self.rd.eof = true,
+                n if n > 0 => {
+                    // SAFETY: the kernel wrote `n` bytes (at most the capacity it was given)
+                    // at the start of the buffer, and its operation is over.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        self.rd.buf.set_len(n as usize)
+                    };
+                    self.rd.start = 0;
+                }
+                e if -e == EINTR || -e == EAGAIN => {}
+                e => return Poll::Ready(Err(io::Error::from_raw_os_error(-e))),
+            }
+        }
+    }
+
+    /// Waits for the kernel to take everything written so far, sending what a short write
+    /// left.
+    fn poll_written(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if let Some(slot) = self.wr.op {
+                let res = ready!(driver::poll(self.driver, slot, cx))?;
+                self.wr.op = None;
+                match res {
+                    n if n >= 0 => self.wr.sent += n as usize,
+                    e if -e == EINTR || -e == EAGAIN => {}
+                    e => {
+                        self.wr.buf.clear();
+                        self.wr.sent = 0;
+                        return Poll::Ready(Err(io::Error::from_raw_os_error(-e)));
+                    }
+                }
+            }
+            if self.wr.sent >= self.wr.buf.len() {
+                self.wr.buf.clear();
+                self.wr.sent = 0;
+                if self.wr.buf.capacity() > KEEP_WRITE {
+                    self.wr.buf.shrink_to(KEEP_WRITE);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            self.start_write()?;
+        }
+    }
+
+    fn start_write(&mut self) -> io::Result<()> {
+        let fd = types::Fd(self.sock()?.as_raw_fd());
+        let rest = &self.wr.buf[self.wr.sent..];
+        let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
+        let slot = driver::start(self.driver, |data| {
+            opcode::Send::new(fd, ptr, len)
+                .flags(MSG_NOSIGNAL)
+                .build()
+                .user_data(data)
+        })?;
+        self.wr.op = Some(slot);
+        Ok(())
+    }
+}
+
+const EINTR: i32 = 4;
+const EAGAIN: i32 = 11;
+const MSG_NOSIGNAL: i32 = 0x4000;
+
+impl AsyncRead for UringTcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if out.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(this.poll_fill(cx))?;
+        let have = &this.rd.buf[this.rd.start..];
+        let n = have.len().min(out.remaining());
+        out.put_slice(&have[..n]);
+        this.rd.start += n;
+        if this.rd.start == this.rd.buf.len() {
+            this.rd.buf.clear();
+            this.rd.start = 0;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for UringTcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_written(cx))?;
+        let mut taken = 0;
+        for b in bufs {
+            let n = b.len().min(MAX_WRITE - taken);
+            this.wr.buf.extend_from_slice(&b[..n]);
+            taken += n;
+            if taken == MAX_WRITE {
+                break;
+            }
+        }
+        if taken > 0 {
+            this.start_write()?;
+        }
+        Poll::Ready(Ok(taken))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_written(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_written(cx))?;
+        match this.sock()?.shutdown(Shutdown::Write) {
+            Err(e) if e.kind() != io::ErrorKind::NotConnected => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl Drop for UringTcp {
+    fn drop(&mut self) {
+        if self.rd.op.is_none() && self.wr.op.is_none() {
+            return;
+        }
+        let ops = [
+            (self.rd.op.take(), std::mem::take(&mut self.rd.buf)),
+            (self.wr.op.take(), std::mem::take(&mut self.wr.buf)),
+        ];
+        if let Err(bufs) = driver::abandon(self.driver, ops) {
+            // No driver to hand them to (the thread is exiting, or this is not its thread):
+            // the kernel may still write into the buffers, and a queued entry may still name
+            // the descriptor, so neither may be freed or reused.
+            std::mem::forget(bufs);
+            std::mem::forget(self.sock.take());
+        }
+    }
+}
