@@ -79,3 +79,6 @@ pub async fn drive(ring: Ring) -> io::Result<()> {
         guard.clear_ready();
     }
 }
+
+#[cfg(test)]
+mod tests;

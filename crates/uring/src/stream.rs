@@ -115,15 +115,24 @@ impl UringTcp {
     }
 
     /// Whether an idle connection is still open: nothing has arrived and the peer has not
-    /// closed. Keeps a read in flight, so the answer is current without a system call, and
-    /// what does arrive is kept for the next read.
+    /// closed. Asks the socket itself (a peek that does not wait) unless a read is in flight,
+    /// whose completion says it; what has arrived stays for the next read.
     pub fn idle_and_open(&mut self) -> bool {
         if self.rd.start < self.rd.buf.len() || self.rd.eof {
             return false;
         }
-        match self.rd.op {
-            Some(slot) => !driver::is_done(self.driver, slot),
-            None => self.start_read().is_ok(),
+        if let Some(slot) = self.rd.op {
+            driver::reap();
+            return !driver::is_done(self.driver, slot);
+        }
+        let Ok(sock) = self.sock() else {
+            return false;
+        };
+        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+        match rustix::net::recv(sock, &mut [0u8; 1], flags) {
+            Err(rustix::io::Errno::AGAIN) => true,
+            // Ended (0), sent something unasked (1), or failed.
+            _ => false,
         }
     }
 

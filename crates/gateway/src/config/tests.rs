@@ -54,6 +54,23 @@ fn minimal_config_gets_defaults() {
     assert_eq!(s.routes[0].name, "/*");
     assert!(!s.routes[0].jwt);
     assert!(s.jwt.is_none());
+    assert_eq!(s.io, IoDriver::Epoll);
+}
+
+#[test]
+fn runtime_io_picks_the_socket_driver() {
+    let with = |io: &str| format!("[runtime]\nio = \"{io}\"\n{MINIMAL}");
+    assert_eq!(
+        resolve(&with("io_uring"), &[]).unwrap().io,
+        IoDriver::IoUring
+    );
+    assert_eq!(resolve(&with("epoll"), &[]).unwrap().io, IoDriver::Epoll);
+    let p = problems(&with("uring"));
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].contains("runtime.io") && p[0].contains("\"uring\""),
+        "{p:?}"
+    );
 }
 
 #[test]

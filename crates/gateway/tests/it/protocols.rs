@@ -27,6 +27,11 @@ struct Case {
 }
 
 async fn check(case: Case) {
+    check_on(case, "").await;
+}
+
+/// [`check`] with `runtime` lines added to the gateway's config.
+async fn check_on(case: Case, runtime: &str) {
     let backend = echo(case.echo_tls, case.echo_http1_only, Duration::ZERO).await;
     let scheme = if case.echo_tls { "https" } else { "http" };
     let listener_tls = if case.listener_tls {
@@ -38,6 +43,9 @@ async fn check(case: Case) {
         r#"
 [admin]
 listen = "127.0.0.1:0"
+
+[runtime]
+{runtime}
 
 [[listeners]]
 listen = "127.0.0.1:0"
@@ -464,4 +472,98 @@ async fn an_http2_response_the_client_takes_no_data_of_is_reset_but_a_slow_upstr
         .expect("the empty answer ends");
     assert!(end.is_none(), "{end:?}");
     assert!(!conn.is_finished(), "the connection was closed");
+}
+
+/// The cleartext scenarios again with `runtime.io = "io_uring"`: client connections on a
+/// cleartext listener and cleartext HTTP/1.1 upstream connections then go through the worker's
+/// ring, under the fast path, hyper's HTTP/2 server and the bridge alike.
+mod io_uring {
+    use super::*;
+
+    const IO_URING: &str = r#"io = "io_uring""#;
+
+    #[tokio::test]
+    async fn h1c_to_h1c() {
+        check_on(
+            Case {
+                client: Proto::H1c,
+                listener_tls: false,
+                upstream: "h1",
+                echo_tls: false,
+                echo_http1_only: false,
+                want_client: Version::HTTP_11,
+                want_backend: "HTTP/1.1",
+            },
+            IO_URING,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn h2c_client_to_h1c() {
+        check_on(
+            Case {
+                client: Proto::H2c,
+                listener_tls: false,
+                upstream: "h1",
+                echo_tls: false,
+                echo_http1_only: false,
+                want_client: Version::HTTP_2,
+                want_backend: "HTTP/1.1",
+            },
+            IO_URING,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn h2_tls_client_to_h1c() {
+        check_on(
+            Case {
+                client: Proto::H2Tls,
+                listener_tls: true,
+                upstream: "h1",
+                echo_tls: false,
+                echo_http1_only: false,
+                want_client: Version::HTTP_2,
+                want_backend: "HTTP/1.1",
+            },
+            IO_URING,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn h1_tls_client_to_h1c() {
+        check_on(
+            Case {
+                client: Proto::H1Tls,
+                listener_tls: true,
+                upstream: "h1",
+                echo_tls: false,
+                echo_http1_only: false,
+                want_client: Version::HTTP_11,
+                want_backend: "HTTP/1.1",
+            },
+            IO_URING,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn h1c_to_h2c() {
+        check_on(
+            Case {
+                client: Proto::H1c,
+                listener_tls: false,
+                upstream: "h2c",
+                echo_tls: false,
+                echo_http1_only: false,
+                want_client: Version::HTTP_11,
+                want_backend: "HTTP/2.0",
+            },
+            IO_URING,
+        )
+        .await;
+    }
 }

@@ -31,6 +31,7 @@ pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
         .replace("{cert}", &c.cert.display().to_string())
         .replace("{key}", &c.key.display().to_string())
         .replace("{ca}", &c.ca.display().to_string());
+    let text = with_io_driver(&text);
     let env: HashMap<String, String> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -52,6 +53,27 @@ pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
         spawned,
         addrs,
         admin,
+    }
+}
+
+/// `PMS_TEST_IO=io_uring` runs every gateway of the suite with `runtime.io = "io_uring"`
+/// (`scripts/test.sh` runs the suite once on each driver); a config that sets `runtime.io`
+/// itself keeps its own.
+fn with_io_driver(toml: &str) -> String {
+    let Ok(io) = std::env::var("PMS_TEST_IO") else {
+        return toml.to_string();
+    };
+    if toml.lines().any(|l| l.trim_start().starts_with("io =")) {
+        return toml.to_string();
+    }
+    let line = format!("io = {io:?}");
+    match toml.find("[runtime]") {
+        Some(at) => {
+            let end = at + "[runtime]".len();
+            format!("{}\n{line}{}", &toml[..end], &toml[end..])
+        }
+        // A table of its own at the top, before any `[table]` header.
+        None => format!("[runtime]\n{line}\n{toml}"),
     }
 }
 
