@@ -365,13 +365,19 @@ where
                     conn.run(io).await;
                 }
                 Some(acceptor) => {
-                    let Some(tls_stream) =
-                        accept_tls(&acceptor, stream, handshake_timeout, &*observer, peer).await
+                    let Some((io, h2)) = accept_tls(
+                        &acceptor,
+                        stream,
+                        handshake_timeout,
+                        send_timeout,
+                        &*observer,
+                        peer,
+                    )
+                    .await
                     else {
                         observer.connection_closed();
                         return;
                     };
-                    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(crate::ALPN_H2);
                     let conn = if h2 && !builders.http1_only {
                         Connection {
                             info,
@@ -395,8 +401,7 @@ where
                             send_timeout,
                         }
                     };
-                    conn.run(Box::new(SendDeadline::new(tls_stream, send_timeout)))
-                        .await;
+                    conn.run(io).await;
                 }
             }
             observer.connection_closed();
@@ -415,7 +420,10 @@ where
 }
 
 /// The TLS handshake on `stream`, within `timeout`, counted by `observer`. A client whose first
-/// byte starts an HTTP method instead gets [`refuse_plain_http`]'s answer, and no handshake.
+/// byte starts an HTTP method instead gets [`refuse_plain_http`]'s answer, and no handshake. On
+/// a worker with an io_uring the connection moves to it after that first look, handshake
+/// included. Returns the connection ready to serve (its writes under `send_timeout`) and
+/// whether ALPN picked HTTP/2.
 ///
 /// The stream comes back boxed. rustls' connection state is over a kilobyte, and a future keeps
 /// an `async fn`'s arguments, and locals it has moved from, for its whole life: inline, the
@@ -426,9 +434,10 @@ async fn accept_tls(
     acceptor: &tokio_rustls::TlsAcceptor,
     mut stream: tokio::net::TcpStream,
     timeout: Duration,
+    send_timeout: Duration,
     observer: &dyn Observer,
     peer: SocketAddr,
-) -> Option<Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>> {
+) -> Option<(BoxIo, bool)> {
     // One deadline for the first byte and the handshake after it. Boxed like the handshake, so
     // that these futures' timers do not sit in every TLS task.
     let deadline = tokio::time::Instant::now() + timeout;
@@ -451,10 +460,33 @@ async fn accept_tls(
             return None;
         }
     }
+    if !pms_uring::installed() {
+        return handshake(acceptor, stream, deadline, send_timeout, observer, peer).await;
+    }
+    match pms_uring::UringTcp::from_tokio(stream) {
+        Ok(s) => handshake(acceptor, s, deadline, send_timeout, observer, peer).await,
+        Err(e) => {
+            observer.tls_handshake(false);
+            tracing::warn!(error = %e, %peer, "cannot move the connection to io_uring");
+            None
+        }
+    }
+}
+
+/// The handshake itself, for [`accept_tls`], on either kind of socket.
+async fn handshake<S: Io>(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: S,
+    deadline: tokio::time::Instant,
+    send_timeout: Duration,
+    observer: &dyn Observer,
+    peer: SocketAddr,
+) -> Option<(BoxIo, bool)> {
     match Box::pin(tokio::time::timeout_at(deadline, acceptor.accept(stream))).await {
         Ok(Ok(s)) => {
             observer.tls_handshake(true);
-            Some(Box::new(s))
+            let h2 = s.get_ref().1.alpn_protocol() == Some(crate::ALPN_H2);
+            Some((Box::new(SendDeadline::new(s, send_timeout)), h2))
         }
         Ok(Err(err)) => {
             observer.tls_handshake(false);

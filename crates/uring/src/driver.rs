@@ -67,7 +67,9 @@ impl Driver {
     }
 
     fn submit(&mut self) {
-        if self.queued {
+        // Completions waiting to be posted (the ring does not interrupt the thread for them,
+        // see `install`) are posted by any `io_uring_enter`.
+        if self.queued || self.ring.submission().taskrun() {
             // An error here (EBUSY while the completion queue overflows) leaves the entries
             // queued; the next park tries again.
             if self.ring.submit().is_ok() {
@@ -121,7 +123,16 @@ impl Driver {
 /// completions.
 pub(crate) fn install(entries: u32) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
-    let ring = IoUring::builder().build(entries)?;
+    // COOP_TASKRUN: a completion does not interrupt the running thread (an inter-processor
+    // interrupt, paid by whoever sent the bytes); it is posted the next time the thread enters
+    // the kernel, which a busy worker does all the time, and a sleeping one is woken for.
+    // TASKRUN_FLAG says when such completions wait, so `submit` can post them before the
+    // worker parks. SINGLE_ISSUER: only this thread ever submits.
+    let ring = IoUring::builder()
+        .setup_coop_taskrun()
+        .setup_taskrun_flag()
+        .setup_single_issuer()
+        .build(entries)?;
     let fd = ring.as_fd().try_clone_to_owned()?;
     DRIVER.with(|d| {
         *d.borrow_mut() = Some(Driver {

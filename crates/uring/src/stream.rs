@@ -2,9 +2,10 @@
 //! ring, behind tokio's `AsyncRead` and `AsyncWrite`.
 //!
 //! Reads go into the stream's own buffer and are copied out. Writes are copied into the
-//! stream's own buffer and reported done as soon as they are queued; the next write, a flush or
-//! a shutdown waits for the kernel to have taken them, and reports an error it met. So a
-//! request's write upstream and the read of its answer leave in the same `io_uring_enter`.
+//! stream's own buffer and reported done as soon as they are queued; the next write or a
+//! shutdown waits for the kernel to have taken them, and reports an error it met (a flush
+//! reports one without waiting). So a request's write upstream and the read of its answer
+//! leave in the same `io_uring_enter`.
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream as StdTcpStream};
@@ -205,13 +206,31 @@ impl UringTcp {
         }
     }
 
+    /// Takes a completed write's result without waiting: an error it met, or what a short
+    /// write left, which is sent again.
+    fn settle_write(&mut self) -> io::Result<()> {
+        match self.wr.op {
+            Some(slot) if driver::is_done(self.driver, slot) => {
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                match self.poll_written(&mut cx) {
+                    Poll::Ready(r) => r,
+                    // A short write's rest is now in flight.
+                    Poll::Pending => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn start_write(&mut self) -> io::Result<()> {
         let fd = types::Fd(self.sock()?.as_raw_fd());
         let rest = &self.wr.buf[self.wr.sent..];
         let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
         let slot = driver::start(self.driver, |data| {
             opcode::Send::new(fd, ptr, len)
-                .flags(MSG_NOSIGNAL)
+                // MSG_WAITALL: the ring sends the whole buffer, waiting for room as needed,
+                // rather than completing a short write.
+                .flags(MSG_NOSIGNAL | MSG_WAITALL)
                 .build()
                 .user_data(data)
         })?;
@@ -223,6 +242,7 @@ impl UringTcp {
 const EINTR: i32 = 4;
 const EAGAIN: i32 = 11;
 const MSG_NOSIGNAL: i32 = 0x4000;
+const MSG_WAITALL: i32 = 0x100;
 
 impl AsyncRead for UringTcp {
     fn poll_read(
@@ -282,8 +302,12 @@ impl AsyncWrite for UringTcp {
         true
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_written(cx)
+    /// Everything written is with the ring already, and goes to the kernel before the worker
+    /// next waits, so a flush does not wait for it (waiting would cost a round through the
+    /// ring between a request's write and the read of its answer). It reports an error a
+    /// completed write met; the next write waits for the one in flight.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.get_mut().settle_write())
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -13,8 +13,9 @@ pub enum IoDriver {
     /// tokio's reactor: readiness from `epoll`, a system call per read and write.
     #[default]
     Epoll,
-    /// One io_uring per worker for cleartext client connections and cleartext HTTP/1.1
-    /// upstream connections (see `pms_uring`); everything else stays on `epoll`.
+    /// One io_uring per worker for client connections (cleartext and TLS) and the fast path's
+    /// cleartext HTTP/1.1 upstream connections (see `pms_uring`); hyper's client and the admin
+    /// listener stay on `epoll`.
     IoUring,
 }
 
