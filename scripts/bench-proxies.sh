@@ -19,11 +19,12 @@
 # pulls every proxy's ratio towards 1. --hyper-echo runs it with --no-fast-path (every request
 # through hyper), as the runs before 28 did.
 #
-# With --io-uring a second gateway runs beside the first, the same config with
-# `runtime.io = "io_uring"`, as target pms-uring.
+# The gateway runs with its default socket driver (runtime.io = "auto": io_uring where the kernel
+# allows it). With --epoll a second gateway runs beside it, the same config with
+# `runtime.io = "epoll"`, as target pms-epoll.
 #
 #   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--size BYTES] [--rounds N]
-#                            [--ceiling] [--hyper-echo] [--io-uring] [--out FILE]
+#                            [--ceiling] [--hyper-echo] [--epoll] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,7 @@ ROUNDS=1
 SIZE=500
 OUT=""
 CEILING=0
-IO_URING=0
+EPOLL=0
 ECHO_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,9 +45,9 @@ while [ $# -gt 0 ]; do
     --size) SIZE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --ceiling) CEILING=1; shift ;;
-    --io-uring) IO_URING=1; shift ;;
+    --epoll) EPOLL=1; shift ;;
     --hyper-echo) ECHO_ARGS=(--no-fast-path); shift ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--hyper-echo] [--io-uring] [--out FILE]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--hyper-echo] [--epoll] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -170,12 +171,12 @@ PMS_PID=$!
 
 RELAY_PID=""
 ports=($ECHO_PORT 19101 19102 19201 19202 19301 19302)
-URING_PID=""
-if [ "$IO_URING" = 1 ]; then
-  { printf '[runtime]\nio = "io_uring"\n'
-    sed 's/19301/19501/; s/19302/19502/; s/19901/19902/' "$WORK/gateway.toml"; } > "$WORK/gateway-uring.toml"
-  "$PMS" gateway --config "$WORK/gateway-uring.toml" 2>/dev/null & PIDS+=($!)
-  URING_PID=$!
+EPOLL_PID=""
+if [ "$EPOLL" = 1 ]; then
+  { printf '[runtime]\nio = "epoll"\n'
+    sed 's/19301/19501/; s/19302/19502/; s/19901/19902/' "$WORK/gateway.toml"; } > "$WORK/gateway-epoll.toml"
+  "$PMS" gateway --config "$WORK/gateway-epoll.toml" 2>/dev/null & PIDS+=($!)
+  EPOLL_PID=$!
   ports+=(19501 19502)
 fi
 if [ "$CEILING" = 1 ]; then
@@ -240,7 +241,7 @@ run_h2load() {
 
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
 targets=("direct" "nginx" "haproxy" "pms")
-[ "$IO_URING" = 1 ] && targets+=("pms-uring")
+[ "$EPOLL" = 1 ] && targets+=("pms-epoll")
 [ "$CEILING" = 1 ] && targets+=("relay")
 declare -A URL
 URL["direct,h1c->h1c"]="http://127.0.0.1:$ECHO_PORT/passthrough"
@@ -254,11 +255,11 @@ URL["nginx,h2(TLS)->h1c"]="https://127.0.0.1:19102/passthrough"
 URL["haproxy,h2(TLS)->h1c"]="https://127.0.0.1:19202/passthrough"
 URL["pms,h2(TLS)->h1c"]="https://127.0.0.1:19302/passthrough"
 URL["relay,h1c->h1c"]="http://127.0.0.1:19401/passthrough"
-URL["pms-uring,h1c->h1c"]="http://127.0.0.1:19501/passthrough"
-URL["pms-uring,h1(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
-URL["pms-uring,h2(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
+URL["pms-epoll,h1c->h1c"]="http://127.0.0.1:19501/passthrough"
+URL["pms-epoll,h1(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
+URL["pms-epoll,h2(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
 
-declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [pms-uring]=$URING_PID [relay]=$RELAY_PID)
+declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [pms-epoll]=$EPOLL_PID [relay]=$RELAY_PID)
 
 # Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb echo_cpu_us", one per line.
 SAMPLES=$WORK/samples.txt
@@ -288,7 +289,7 @@ for rnd, s, t, rps, p99, bad, cpu, anon, echo in rows:
         by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon, echo)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
-for t in ["direct", "nginx", "haproxy", "pms", "pms-uring", "relay"]:
+for t in ["direct", "nginx", "haproxy", "pms", "pms-epoll", "relay"]:
     if t not in by:
         continue
     ratios = []
@@ -321,7 +322,7 @@ for rnd, s, t, r, *_ in rows:
 print("Round by round, ÷ better peer / ÷ nginx:")
 print()
 for s in sys.argv[2:]:
-    for t in ("pms", "pms-uring", "relay"):
+    for t in ("pms", "pms-epoll", "relay"):
         cells = []
         for rnd in sorted(rps[(s, t)]):
             peers = [rps[(s, p)].get(rnd, 0.0) for p in ("nginx", "haproxy")]
@@ -350,7 +351,7 @@ PY
         nginx) rss=$(peak_rss "$NGINX_PID") ;;
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
-        pms-uring) rss=$(peak_rss "$URING_PID") ;;
+        pms-epoll) rss=$(peak_rss "$EPOLL_PID") ;;
         relay) rss=$(peak_rss "$RELAY_PID") ;;
         *) rss="-" ;;
       esac

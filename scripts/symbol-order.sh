@@ -98,8 +98,9 @@ profile() {
 }
 
 # Both socket drivers (runtime.io): the functions either one runs hot are laid out together.
+{ printf '[runtime]\nio = "epoll"\n'; cat "$WORK/gateway.toml"; } > "$WORK/gateway-epoll.toml"
 { printf '[runtime]\nio = "io_uring"\n'; cat "$WORK/gateway.toml"; } > "$WORK/gateway-uring.toml"
-profile "$WORK/gateway.toml" "$WORK/callgrind.out" || exit 1
+profile "$WORK/gateway-epoll.toml" "$WORK/callgrind.out" || exit 1
 profiles=("$WORK/callgrind.out")
 if profile "$WORK/gateway-uring.toml" "$WORK/callgrind-uring.out"; then
   profiles+=("$WORK/callgrind-uring.out")

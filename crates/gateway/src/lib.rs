@@ -368,6 +368,13 @@ fn worker(
                 return;
             }
         },
+        config::IoDriver::Auto => match pms_uring::install(pms_uring::DEFAULT_ENTRIES) {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                tracing::warn!(error = %e, "io_uring unavailable; this worker drives its sockets with epoll (runtime.io = \"epoll\" says so quietly)");
+                None
+            }
+        },
     };
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();

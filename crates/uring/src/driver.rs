@@ -118,6 +118,18 @@ impl Driver {
     }
 }
 
+impl Drop for Driver {
+    /// The thread is ending with operations in flight: closing the ring cancels them, but not
+    /// before this returns, so their buffers are leaked rather than freed under the kernel.
+    fn drop(&mut self) {
+        for slot in self.slots.drain(..) {
+            if let Slot::Orphan(buf) = slot {
+                std::mem::forget(buf);
+            }
+        }
+    }
+}
+
 /// Builds a ring of `entries` submission entries for this thread and installs it. Returns a
 /// descriptor of the ring (a duplicate, owned), which [`crate::drive`] watches for
 /// completions.

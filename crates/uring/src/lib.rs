@@ -23,7 +23,7 @@ pub use stream::UringTcp;
 
 /// Submission entries per ring; in-flight operations are not bounded by it (a full queue is
 /// submitted at once).
-pub const DEFAULT_ENTRIES: u32 = 1024;
+pub const DEFAULT_ENTRIES: u32 = 256;
 
 /// Builds this thread's ring. Fails where the kernel has no io_uring or refuses it (as
 /// `kernel.io_uring_disabled`, or a seccomp filter, may).

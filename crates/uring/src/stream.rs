@@ -22,8 +22,6 @@ use crate::driver;
 const READ_BUF: usize = 16 * 1024;
 /// Most bytes one write takes.
 const MAX_WRITE: usize = 256 * 1024;
-/// A write buffer grown past this is shrunk back once it is free.
-const KEEP_WRITE: usize = 64 * 1024;
 
 /// A TCP stream served by this thread's io_uring. Made with [`UringTcp::from_tokio`] or
 /// [`UringTcp::from_std`] on a thread where [`crate::install`] ran; used anywhere else, its
@@ -38,7 +36,8 @@ pub struct UringTcp {
 
 #[derive(Debug)]
 struct ReadSide {
-    /// Capacity `READ_BUF`; its length is how much the last read brought.
+    /// Capacity `READ_BUF` while a read is in flight or bytes are held, none otherwise; its
+    /// length is how much the last read brought.
     buf: Vec<u8>,
     start: usize,
     op: Option<u32>,
@@ -48,7 +47,7 @@ struct ReadSide {
 #[derive(Debug)]
 struct WriteSide {
     buf: Vec<u8>,
-    /// How much of `buf` the kernel has taken.
+    /// How much of `buf` the kernel has taken. `buf` is freed once it has taken it all.
     sent: usize,
     op: Option<u32>,
 }
@@ -70,7 +69,7 @@ impl UringTcp {
             sock: Some(sock),
             driver,
             rd: ReadSide {
-                buf: Vec::with_capacity(READ_BUF),
+                buf: Vec::new(),
                 start: 0,
                 op: None,
                 eof: false,
@@ -139,6 +138,9 @@ impl UringTcp {
 
     fn start_read(&mut self) -> io::Result<()> {
         let fd = types::Fd(self.sock()?.as_raw_fd());
+        if self.rd.buf.capacity() == 0 {
+            self.rd.buf = Vec::with_capacity(READ_BUF);
+        }
         let ptr = self.rd.buf.as_mut_ptr();
         let len = self.rd.buf.capacity() as u32;
         let slot = driver::start(self.driver, |data| {
@@ -188,18 +190,17 @@ impl UringTcp {
                     n if n >= 0 => self.wr.sent += n as usize,
                     e if -e == EINTR || -e == EAGAIN => {}
                     e => {
-                        self.wr.buf.clear();
+                        self.wr.buf = Vec::new();
                         self.wr.sent = 0;
                         return Poll::Ready(Err(io::Error::from_raw_os_error(-e)));
                     }
                 }
             }
             if self.wr.sent >= self.wr.buf.len() {
-                self.wr.buf.clear();
+                // Freed, not kept: the allocator hands the same memory to the next connection
+                // that writes, so a thousand idle connections hold no write buffers.
+                self.wr.buf = Vec::new();
                 self.wr.sent = 0;
-                if self.wr.buf.capacity() > KEEP_WRITE {
-                    self.wr.buf.shrink_to(KEEP_WRITE);
-                }
                 return Poll::Ready(Ok(()));
             }
             self.start_write()?;
@@ -260,7 +261,9 @@ impl AsyncRead for UringTcp {
         out.put_slice(&have[..n]);
         this.rd.start += n;
         if this.rd.start == this.rd.buf.len() {
-            this.rd.buf.clear();
+            // Freed like the write buffer: a connection between reads holds none (one waiting
+            // for the peer does, with its read in flight).
+            this.rd.buf = Vec::new();
             this.rd.start = 0;
         }
         Poll::Ready(Ok(()))

@@ -88,7 +88,7 @@ fn default_admin_listen() -> String {
 pub struct RawRuntime {
     /// Worker threads, each with its own runtime, listeners and upstream pools; 0 = one per core.
     pub workers: Option<usize>,
-    /// How sockets are driven: `epoll` (tokio's reactor) or `io_uring`.
+    /// How sockets are driven: `auto`, `epoll` (tokio's reactor) or `io_uring`.
     pub io: Option<String>,
 }
 

@@ -59,14 +59,15 @@ impl RawConfig {
             Some(n) => n,
         };
         let io = match self.runtime.io.as_deref() {
-            None | Some("epoll") => IoDriver::Epoll,
+            None | Some("auto") => IoDriver::Auto,
+            Some("epoll") => IoDriver::Epoll,
             Some("io_uring") => IoDriver::IoUring,
             Some(other) => {
                 p.add(
                     "runtime.io",
-                    format!("{other:?} is not one of \"epoll\", \"io_uring\""),
+                    format!("{other:?} is not one of \"auto\", \"epoll\", \"io_uring\""),
                 );
-                IoDriver::Epoll
+                IoDriver::Auto
             }
         };
 

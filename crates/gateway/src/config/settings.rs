@@ -10,8 +10,10 @@ use crate::transform::XmlLayout;
 /// How the worker threads drive their sockets (`runtime.io`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoDriver {
-    /// tokio's reactor: readiness from `epoll`, a system call per read and write.
+    /// io_uring where the kernel allows it, else epoll.
     #[default]
+    Auto,
+    /// tokio's reactor: readiness from `epoll`, a system call per read and write.
     Epoll,
     /// One io_uring per worker for client connections (cleartext and TLS) and the fast path's
     /// cleartext HTTP/1.1 upstream connections (see `pms_uring`); hyper's client and the admin

@@ -54,7 +54,7 @@ fn minimal_config_gets_defaults() {
     assert_eq!(s.routes[0].name, "/*");
     assert!(!s.routes[0].jwt);
     assert!(s.jwt.is_none());
-    assert_eq!(s.io, IoDriver::Epoll);
+    assert_eq!(s.io, IoDriver::Auto);
 }
 
 #[test]
@@ -65,6 +65,7 @@ fn runtime_io_picks_the_socket_driver() {
         IoDriver::IoUring
     );
     assert_eq!(resolve(&with("epoll"), &[]).unwrap().io, IoDriver::Epoll);
+    assert_eq!(resolve(&with("auto"), &[]).unwrap().io, IoDriver::Auto);
     let p = problems(&with("uring"));
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(

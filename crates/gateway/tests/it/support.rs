@@ -56,9 +56,9 @@ pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
     }
 }
 
-/// `PMS_TEST_IO=io_uring` runs every gateway of the suite with `runtime.io = "io_uring"`
-/// (`scripts/test.sh` runs the suite once on each driver); a config that sets `runtime.io`
-/// itself keeps its own.
+/// `PMS_TEST_IO=epoll` (or any other `runtime.io` value) runs every gateway of the suite with
+/// it instead of the default, `auto` (`scripts/test.sh` runs the suite once more with epoll);
+/// a config that sets `runtime.io` itself keeps its own.
 fn with_io_driver(toml: &str) -> String {
     let Ok(io) = std::env::var("PMS_TEST_IO") else {
         return toml.to_string();
