@@ -360,19 +360,16 @@ fn worker(
 ) {
     let ring = match common.io {
         config::IoDriver::Epoll => None,
-        config::IoDriver::IoUring => match pms_uring::install(pms_uring::DEFAULT_ENTRIES) {
+        io => match pms_uring::install(pms_uring::DEFAULT_ENTRIES) {
             Ok(ring) => Some(ring),
+            Err(e) if io == config::IoDriver::Auto => {
+                tracing::warn!(error = %e, "io_uring unavailable; this worker drives its sockets with epoll (runtime.io = \"epoll\" says so quietly)");
+                None
+            }
             Err(e) => {
                 let e = std::io::Error::new(e.kind(), format!("runtime.io = \"io_uring\": {e}"));
                 let _ = ready_tx.send(Err(StartError::Worker(e)));
                 return;
-            }
-        },
-        config::IoDriver::Auto => match pms_uring::install(pms_uring::DEFAULT_ENTRIES) {
-            Ok(ring) => Some(ring),
-            Err(e) => {
-                tracing::warn!(error = %e, "io_uring unavailable; this worker drives its sockets with epoll (runtime.io = \"epoll\" says so quietly)");
-                None
             }
         },
     };

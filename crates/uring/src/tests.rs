@@ -46,6 +46,16 @@ async fn within<T>(f: impl Future<Output = T>) -> T {
         .expect("did not finish within 10 s")
 }
 
+/// Waits (10 s at most) until the idle check sees something arrive or the peer close.
+async fn no_longer_idle(ours: &mut UringTcp) {
+    within(async {
+        while ours.idle_and_open() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
 #[test]
 fn bytes_go_both_ways_unchanged_in_any_size() {
     run(|| async {
@@ -123,24 +133,14 @@ fn idle_check_sees_data_and_close_and_keeps_the_data() {
         assert!(ours.idle_and_open(), "a quiet connection is open");
         assert!(ours.idle_and_open(), "and stays so when asked again");
         peer.write_all(b"x").await.expect("write");
-        within(async {
-            while ours.idle_and_open() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
+        no_longer_idle(&mut ours).await;
         let mut got = [0u8; 1];
         ours.read_exact(&mut got).await.expect("read");
         assert_eq!(&got, b"x", "the byte that arrived while idle is kept");
 
         assert!(ours.idle_and_open());
         drop(peer);
-        within(async {
-            while ours.idle_and_open() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
+        no_longer_idle(&mut ours).await;
         assert_eq!(ours.read(&mut [0u8; 4]).await.expect("read"), 0);
     });
 }
@@ -153,12 +153,7 @@ fn idle_check_with_a_read_in_flight_sees_the_close() {
         assert!(ours.poll_read_ready(&mut cx).is_pending());
         assert!(ours.idle_and_open());
         drop(peer);
-        within(async {
-            while ours.idle_and_open() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
+        no_longer_idle(&mut ours).await;
         assert_eq!(ours.read(&mut [0u8; 4]).await.expect("read"), 0);
     });
 }
