@@ -6,16 +6,12 @@
 //! - [`validate`]: request bodies and their rules, as pure functions naming the bad field.
 //! - [`password`]: argon2id hashing off the async threads.
 //! - [`store`]: the database: pool, migrations, queries, demo data, error mapping.
-//! - [`http`]: routes, caller verification, handlers, the JSON error format.
+//! - [`http`]: routes and handlers.
 //!
-//! Why the service verifies tokens itself: the original trusted `X-UserId`/`X-UserRole` headers,
-//! so anyone who reached it past the gateway could be anyone. Here every protected endpoint
-//! verifies the bearer token with the same `pms-auth` code the gateway uses, and identity headers
-//! are ignored.
-//!
-//! Why readiness is separate from start-up: the service serves as soon as it is bound and answers
-//! 503 until the schema is migrated; a database that is down at start, or goes away later, never
-//! takes the process down, and it recovers by itself when the database returns.
+//! Caller verification, the JSON error format, the connection pool, readiness and serving are
+//! the service kit's (`pms-service`), shared with the other domain services: the service
+//! verifies every bearer token itself, never trusts identity headers, serves 503 until its
+//! schema is migrated and recovers by itself when the database returns.
 
 #![deny(missing_docs)]
 
@@ -26,24 +22,19 @@ pub mod store;
 pub mod validate;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::service::TowerToHyperService;
 use pms_auth::{Signer, Verifier, VerifierConfig};
-use pms_net::serve::{Drain, NoObserver, ServeConfig};
+use pms_net::serve::{Drain, ServeConfig};
+use pms_service::http::BodyLimits;
+use pms_service::Readiness;
 use tokio::net::TcpListener;
 
-use crate::http::error::ApiError;
 use crate::password::{HashParams, PasswordError, Passwords};
 use crate::store::{Store, StoreConfig, StoreError};
 
-/// Default largest request body.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
-/// Default time a client has to send its whole request body (at most
-/// [`DEFAULT_MAX_BODY_BYTES`]), as the gateway gives it for bodies of that size.
-pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub use pms_service::http::{DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES};
 /// Default token lifetime (the original's was 10 minutes; an hour with `exp` always enforced).
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -107,36 +98,17 @@ pub struct Inner {
     pub signer: Signer,
     /// Token verification.
     pub verifier: Verifier,
-    /// Largest request body.
-    pub max_body_bytes: usize,
-    /// Time a client has to send its whole request body.
-    pub body_timeout: std::time::Duration,
+    /// Request body limits.
+    pub limits: BodyLimits,
+    /// 503 until the schema is migrated and the demo data seeded.
+    pub ready: Readiness,
     seed_password: Option<String>,
-    ready: AtomicBool,
 }
 
 impl std::ops::Deref for App {
     type Target = Inner;
     fn deref(&self) -> &Inner {
         &self.0
-    }
-}
-
-impl Inner {
-    /// 503 until the schema is in place.
-    ///
-    /// # Errors
-    /// When [`App::init`] has not succeeded yet.
-    pub fn ready(&self) -> Result<(), ApiError> {
-        if self.ready.load(Ordering::Acquire) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
-                ::http::StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
-                "the users service is starting (database not reached yet)",
-            ))
-        }
     }
 }
 
@@ -154,10 +126,12 @@ impl App {
             passwords,
             signer: config.signer,
             verifier,
-            max_body_bytes: config.max_body_bytes,
-            body_timeout: config.body_timeout,
+            limits: BodyLimits {
+                max_bytes: config.max_body_bytes,
+                timeout: config.body_timeout,
+            },
+            ready: Readiness::new("users"),
             seed_password: config.seed_password,
-            ready: AtomicBool::new(false),
         })))
     }
 
@@ -179,7 +153,7 @@ impl App {
                 seeded = self.store.seed_if_empty(&hash).await?;
             }
         }
-        self.0.ready.store(true, Ordering::Release);
+        self.ready.set();
         let store = self.store.clone();
         tokio::spawn(async move {
             match store.warm().await {
@@ -195,27 +169,15 @@ impl App {
     /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
     pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
         let app = self.clone();
-        tokio::spawn(async move {
-            let mut wait = Duration::from_millis(250);
-            loop {
-                match app.init().await {
-                    Ok(seeded) => {
-                        tracing::info!(seeded, "users service ready");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, retry_in = ?wait, "users service not ready");
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(Duration::from_secs(5));
-                    }
-                }
-            }
+        pms_service::ready::retry_in_background("users", move || {
+            let app = app.clone();
+            async move { app.init().await }
         })
     }
 
     /// Whether [`App::init`] has succeeded.
     pub fn is_ready(&self) -> bool {
-        self.0.ready.load(Ordering::Acquire)
+        self.ready.is_ready()
     }
 }
 
@@ -226,15 +188,7 @@ pub async fn run(
     serve: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
-    let service = TowerToHyperService::new(http::router(app.clone()));
-    let drain = pms_net::serve::serve(
-        listener,
-        serve,
-        move |_| service.clone(),
-        Arc::new(NoObserver),
-        shutdown,
-    )
-    .await;
+    let drain = pms_service::serve(listener, http::router(app.clone()), serve, shutdown).await;
     app.store.close().await;
     drain
 }

@@ -4,67 +4,8 @@
 
 use serde::Serialize;
 
-/// Declares a closed set of names with `as_str`, `parse` and a JSON form equal to the name.
-macro_rules! names {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vdoc])* $variant),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The name as the API and the database spell it.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-
-            /// The value with exactly this name.
-            pub fn parse(text: &str) -> Option<Self> {
-                match text {
-                    $($text => Some($name::$variant),)+
-                    _ => None,
-                }
-            }
-
-            /// The accepted names, for error messages.
-            pub fn expected() -> String {
-                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-names! {
-    /// What a user may do; carried in the token's `role` claim.
-    Role {
-        /// Reads the user list.
-        Supervisor => "SUPERVISOR",
-        /// A driver: manages their own vehicles, payment method and wallet.
-        Customer => "CUSTOMER",
-        /// Lists users and grants PARKY coins.
-        CustomerManager => "CUSTOMER_MANAGER",
-        /// Manages parks (in the parks service).
-        ParkManager => "PARK_MANAGER",
-    }
-}
+use pms_service::names;
+pub use pms_service::vocab::{EnergySource, Role, UserStatus, VehicleType};
 
 names! {
     /// How a customer pays (a label only; nothing is charged against it).
@@ -77,42 +18,6 @@ names! {
         Paypal => "PAYPAL",
         /// Not chosen yet; a user can never go back to it.
         NotDefined => "NOT_DEFINED",
-    }
-}
-
-names! {
-    /// Whether an account may log in.
-    UserStatus {
-        /// May log in.
-        Enabled => "ENABLED",
-        /// Switched off.
-        Disabled => "DISABLED",
-        /// Blocked (for example for unpaid sessions).
-        Blocked => "BLOCKED",
-    }
-}
-
-names! {
-    /// Kind of vehicle.
-    VehicleType {
-        /// A car.
-        Automobile => "AUTOMOBILE",
-        /// A motorcycle.
-        Motorcycle => "MOTORCYCLE",
-    }
-}
-
-names! {
-    /// What a vehicle runs on.
-    EnergySource {
-        /// Petrol or diesel.
-        Fuel => "FUEL",
-        /// Liquefied petroleum gas.
-        Gpl => "GPL",
-        /// Battery electric.
-        Electric => "ELECTRIC",
-        /// Plug-in hybrid.
-        PlugInHybrid => "PLUG_IN_HYBRID",
     }
 }
 

@@ -6,6 +6,7 @@
 //! Numbers are accepted as JSON numbers or numeric strings (`"123456789"`), as the original
 //! service's JSON mapper accepted them; enumerations only by their exact names.
 
+use pms_service::fields::{enumeration, integer, required_int, required_str};
 use serde_json::{Map, Value};
 
 use crate::model::{EnergySource, PaymentMethod, Vehicle, VehicleType};
@@ -25,21 +26,10 @@ pub const MAX_GRANT_USERS: usize = 1000;
 /// Largest absolute PARKY amount in one grant.
 pub const MAX_GRANT_AMOUNT: i64 = 1_000_000;
 
-/// A field that is missing, of the wrong type, or breaks a rule.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct FieldError {
-    /// The JSON field (or path parameter) at fault.
-    pub field: &'static str,
-    /// What is wrong with it.
-    pub message: String,
-}
+pub use pms_service::FieldError;
 
 fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
-    FieldError {
-        field,
-        message: message.into(),
-    }
+    FieldError::new(field, message)
 }
 
 /// `POST /users/createUser`. Its `Debug` output never shows the password.
@@ -318,39 +308,12 @@ pub fn email(text: &str) -> Result<String, FieldError> {
     }
 }
 
-/// A Portuguese plate: `LL-NN-NN`, `NN-LL-NN`, `NN-NN-LL` or `LL-NN-LL` (letters A–Z, digits
-/// 0–9). Lower-case input is upper-cased.
+/// A Portuguese plate (the kit's [`pms_service::vocab::plate`]), upper-cased.
 ///
 /// # Errors
 /// When it has another shape.
 pub fn plate(text: &str) -> Result<String, FieldError> {
-    let upper = text.trim().to_ascii_uppercase();
-    let groups: Vec<&str> = upper.split('-').collect();
-    let kind = |g: &str| -> Option<char> {
-        if g.len() != 2 {
-            None
-        } else if g.bytes().all(|b| b.is_ascii_uppercase()) {
-            Some('L')
-        } else if g.bytes().all(|b| b.is_ascii_digit()) {
-            Some('N')
-        } else {
-            None
-        }
-    };
-    let shape: Option<String> = if groups.len() == 3 {
-        groups.iter().map(|g| kind(g)).collect()
-    } else {
-        None
-    };
-    match shape.as_deref() {
-        Some("LNN" | "NLN" | "NNL" | "LNL") => Ok(upper),
-        _ => Err(bad(
-            "licensePlateNumber",
-            format!(
-                "{text:?} is not a Portuguese plate (AA-00-00, 00-AA-00, 00-00-AA or AA-00-AA)"
-            ),
-        )),
-    }
+    pms_service::vocab::plate(text).map_err(|m| bad("licensePlateNumber", m))
 }
 
 fn nif(body: &Map<String, Value>) -> Result<i64, FieldError> {
@@ -375,43 +338,6 @@ fn name(body: &Map<String, Value>, field: &'static str) -> Result<String, FieldE
         return Err(bad(field, "must not contain control characters"));
     }
     Ok(text.to_owned())
-}
-
-fn required_str<'a>(
-    body: &'a Map<String, Value>,
-    field: &'static str,
-) -> Result<&'a str, FieldError> {
-    match body.get(field) {
-        Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(bad(field, "is required")),
-        Some(_) => Err(bad(field, "must be a string")),
-    }
-}
-
-fn required_int(body: &Map<String, Value>, field: &'static str) -> Result<i64, FieldError> {
-    match body.get(field) {
-        None | Some(Value::Null) => Err(bad(field, "is required")),
-        Some(v) => integer(v).ok_or_else(|| bad(field, "must be an integer")),
-    }
-}
-
-/// An integer from a JSON number or a numeric string.
-fn integer(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-fn enumeration<T>(
-    body: &Map<String, Value>,
-    field: &'static str,
-    parse: fn(&str) -> Option<T>,
-    expected: fn() -> String,
-) -> Result<T, FieldError> {
-    let text = required_str(body, field)?;
-    parse(text).ok_or_else(|| bad(field, format!("{text:?} is not one of {}", expected())))
 }
 
 #[cfg(test)]

@@ -12,26 +12,23 @@
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
-use super::auth::{caller, Caller};
-use super::error::ApiError;
-use super::json_object;
+use pms_service::http::{json, json_bytes, json_object, Answer};
+use pms_service::{caller, ApiError, Caller};
+
 use crate::model::{PaymentMethod, Role, UserStatus};
 use crate::store::users::Page;
 use crate::validate;
 use crate::App;
-
-type Answer = Result<Response, ApiError>;
 
 /// Most users one `getAllUsers` page may ask for.
 pub const MAX_PAGE: i64 = 1000;
 
 /// `POST /users/createUser`: self-service registration; always a CUSTOMER.
 pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready()?;
-    let body = json_object(&s, &headers, body).await?;
+    s.ready.check()?;
+    let body = json_object(&s.limits, &headers, body).await?;
     let new = validate::new_user(&body)?;
     let hash = s
         .passwords
@@ -46,8 +43,8 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
 /// `POST /users/login`: `{token, name}`. An unknown e-mail and a wrong password get the same
 /// answer after the same amount of hashing work.
 pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready()?;
-    let body = json_object(&s, &headers, body).await?;
+    s.ready.check()?;
+    let body = json_object(&s.limits, &headers, body).await?;
     let creds = validate::credentials(&body)?;
     let record = s.store.login_record(&creds.email).await?;
     let ok = s
@@ -87,7 +84,7 @@ pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
 /// `GET /users/getAllUsers[?limit=N&offset=M]`: every user (or one page), in id order,
 /// serialized as the rows stream in.
 pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
-    s.ready()?;
+    s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::Supervisor, Role::CustomerManager])?;
     let page = page(q.as_deref())?;
@@ -119,7 +116,7 @@ pub async fn add_vehicle(
     body: Body,
 ) -> Answer {
     let user_id = own_customer_data(&s, &headers, &user_id).await?;
-    let body = json_object(&s, &headers, body).await?;
+    let body = json_object(&s.limits, &headers, body).await?;
     let vehicle = validate::vehicle(&body)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
     Ok(json(StatusCode::ACCEPTED, &vehicle))
@@ -148,7 +145,7 @@ pub async fn set_payment_method(
     body: Body,
 ) -> Answer {
     let user_id = own_customer_data(&s, &headers, &user_id).await?;
-    let body = json_object(&s, &headers, body).await?;
+    let body = json_object(&s.limits, &headers, body).await?;
     let method = validate::payment_change(&body)?;
     s.store.set_payment_method(user_id, method).await?;
     Ok(json(StatusCode::ACCEPTED, &payment_json(method)))
@@ -171,10 +168,10 @@ pub async fn payment_method(
 
 /// `POST /users/parkies`: grants or deducts coins to several users at once, all or nothing.
 pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready()?;
+    s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::CustomerManager])?;
-    let body = json_object(&s, &headers, body).await?;
+    let body = json_object(&s.limits, &headers, body).await?;
     let grant = validate::grant(&body)?;
     s.store.grant(&grant, who.id).await?;
     tracing::info!(
@@ -192,7 +189,7 @@ pub async fn wallet(
     Path(user_id): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    s.ready()?;
+    s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
     let user_id = validate::user_id_param(&user_id)?;
     if who.id != user_id {
@@ -209,48 +206,20 @@ pub async fn wallet(
 
 /// `GET /userReport/top10Parky`: the ten customers with the most coins.
 pub async fn top10(State(s): State<App>, headers: HeaderMap) -> Answer {
-    s.ready()?;
+    s.ready.check()?;
     let _who: Caller = caller(&s.verifier, &headers).await?;
     Ok(json(StatusCode::OK, &s.store.top10().await?))
 }
 
-/// `GET /healthz`: the process is alive.
-pub async fn healthz() -> Response {
-    json_bytes(StatusCode::OK, br#"{"status":"ok"}"#.to_vec())
-}
-
 /// `GET /readyz`: migrated and the database answers.
 pub async fn readyz(State(s): State<App>) -> Answer {
-    s.ready()?;
-    s.store.ping().await?;
-    Ok(json_bytes(
-        StatusCode::OK,
-        br#"{"status":"ready"}"#.to_vec(),
-    ))
-}
-
-/// No route for the path.
-pub async fn no_route(uri: http::Uri) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "no_route",
-        format!("no endpoint at {}", uri.path()),
-    )
-}
-
-/// The path exists, the method does not.
-pub async fn wrong_method(method: http::Method, uri: http::Uri) -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        format!("{method} is not allowed on {}", uri.path()),
-    )
+    pms_service::http::readyz(&s.ready, &s.store).await
 }
 
 /// The prologue of the endpoints for a customer's own data: ready, a verified caller, a valid
 /// `{userId}`, and the caller is that CUSTOMER. Returns the user id.
 async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Result<i64, ApiError> {
-    s.ready()?;
+    s.ready.check()?;
     let who = caller(&s.verifier, headers).await?;
     let user_id = validate::user_id_param(user_id)?;
     who.require_self(user_id, &[Role::Customer])?;
@@ -301,34 +270,12 @@ fn payment_json(method: PaymentMethod) -> serde_json::Value {
     serde_json::json!({ "paymentMethod": method })
 }
 
-/// `value` as a JSON response.
-fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => json_bytes(status, body),
-        Err(e) => internal(e).into_response(),
-    }
-}
-
-fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
-    (
-        status,
-        [(http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
-}
-
 fn not_found(user_id: i64) -> ApiError {
     crate::store::StoreError::UserNotFound(user_id).into()
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
-    tracing::error!(error = %e, "internal error");
-    ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
-        "internal error; it has been logged",
-    )
+    ApiError::internal(e)
 }
 
 #[cfg(test)]

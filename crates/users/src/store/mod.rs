@@ -1,188 +1,28 @@
-//! Storage: one [`Store`] over SQLite (the embedded default) or PostgreSQL, chosen by the URL.
+//! Storage: the users service's [`Store`], on the service kit's database handle (SQLite or
+//! PostgreSQL, chosen by the URL; the pool, the macros and the retries are the kit's).
 //!
-//! What it owns: the connection pool and its per-connection settings, the migrations (one
-//! directory per backend, the same tables, constraints and names in both), mapping database
-//! failures to [`StoreError`] (which constraint clashed, "the database is unreachable", …) and
-//! retrying transactions that lost a lock race. What it must not do: HTTP, or any rule a
-//! constraint could not express (that is [`crate::validate`]).
+//! What it owns: the users migrations (one directory per backend, the same tables, constraints
+//! and names in both) and mapping database failures to [`StoreError`] (which constraint clashed,
+//! "the database is unreachable", …). What it must not do: HTTP, or any rule a constraint could
+//! not express (that is [`crate::validate`]).
 //!
-//! One set of queries serves both backends: all placeholders are `$N`, which SQLite accepts too,
-//! and every column is `TEXT` or a 64-bit integer. Each query is written once and compiled once
-//! per backend (`with_pool!`), so it runs on that backend's own driver. (Until 2026-11 this was
-//! sqlx's `Any` driver, which converts every row into its own representation first, an
-//! allocation per text column: about 8 % of the service's CPU under load.) Why these integrity
+//! Every column is `TEXT` or a 64-bit integer. Why these integrity
 //! rules live in the schema (unique e-mail ignoring case, NIF, plate; `parkies >= 0`; at most
 //! three vehicles through a checked counter): they then hold under concurrency and for every
 //! writer, not only for this code path.
 //!
-//! Layout: [`pool`] keeps the connections, [`users`] has the queries, [`seed`] the demo data.
+//! Layout: [`users`] has the queries, [`seed`] the demo data; [`pool`] is the kit's.
 
-/// Evaluates `$body` with `$pool` bound to `$store`'s pool: a `&Pool<PgConnection>` or a
-/// `&Pool<SqliteConnection>`. The body is written once and compiled for each backend, so
-/// everything it does with a connection (queries, rows, transactions) has that backend's types;
-/// it must evaluate to the same type for both.
-macro_rules! with_pool {
-    ($store:expr, |$pool:ident| $body:expr) => {
-        match &$store.pools {
-            $crate::store::Pools::Postgres($pool) => $body,
-            $crate::store::Pools::Sqlite($pool) => $body,
-        }
-    };
-}
-
-/// Runs `$body` with `$conn` (a `&mut PgConnection` or `&mut SqliteConnection` from `$store`'s
-/// pool, see `with_pool!`), hands the connection back by how the body ended, and evaluates to
-/// the body's `Result<_, sqlx::Error>`. A body that failed because a connection taken from the
-/// idle list was broken (the database restarted since it was last used) runs once more on a new
-/// connection. Only for bodies that are safe to run twice: reads, and single statements that set
-/// columns to given values (whether or not the first try reached the database, the second leaves
-/// the same row). Never for inserts, increments or transactions; those use [`retry_transient`]
-/// or nothing.
-macro_rules! repeatable {
-    ($store:expr, |$conn:ident| $body:expr) => {
-        with_pool!($store, |pool| {
-            let mut may_retry = true;
-            loop {
-                let mut pooled = match pool.get().await {
-                    Ok(c) => c,
-                    Err(e) => break Err(e),
-                };
-                let reused = pooled.reused();
-                let result = {
-                    let $conn = &mut *pooled;
-                    $body
-                };
-                let broken = matches!(&result, Err(e) if $crate::store::pool::Outcome::breaks_connection(e));
-                let result = pooled.settle(result);
-                if broken && reused && std::mem::take(&mut may_retry) {
-                    continue;
-                }
-                break result;
-            }
-        })
-    };
-}
-
-/// Runs `$body` with `$conn` (a `&mut Conn<_>` from `$store`'s pool, see `with_pool!`) and hands
-/// the connection back by how the body's `Result<_, sqlx::Error>` ended; without a connection,
-/// the enclosing function returns the pool's error. For transactions, which run again through
-/// [`retry_transient`] rather than here.
-macro_rules! on_conn {
-    ($store:expr, |$conn:ident| $body:expr) => {
-        with_pool!($store, |pool| {
-            let mut pooled = pool.get().await?;
-            let done = {
-                let $conn = &mut pooled;
-                $body
-            };
-            pooled.settle(done)
-        })
-    };
-}
-
-pub mod pool;
 pub mod seed;
 pub mod users;
 
-use std::time::Duration;
-
-use sqlx::error::ErrorKind;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
-
-use self::pool::{Conn, Pool, PoolOptions, Pooled};
-
-/// Default pool size.
-pub const DEFAULT_POOL_SIZE: u32 = 8;
-/// Default number of connections opened at start and kept open: one, so the first request does
-/// not wait for a connection to be set up. The pool grows on demand up to its size.
-pub const DEFAULT_MIN_CONNECTIONS: u32 = 1;
-/// Default time to wait for a pooled connection (and to connect) before answering 503.
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Default per-statement time limit.
-pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How many times a transaction that lost a lock race (deadlock, serialization failure, SQLite
-/// busy) is run again before the failure is reported.
-const TRANSIENT_RETRIES: u32 = 5;
-
-/// Which database a URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite:` URLs: a file (WAL mode, foreign keys on).
-    Sqlite,
-    /// `postgres:` / `postgresql:` URLs.
-    Postgres,
-}
-
-impl Backend {
-    /// The backend a URL names, if supported.
-    pub fn of_url(url: &str) -> Option<Self> {
-        let scheme = url.split_once(':')?.0.to_ascii_lowercase();
-        match scheme.as_str() {
-            "sqlite" => Some(Self::Sqlite),
-            "postgres" | "postgresql" => Some(Self::Postgres),
-            _ => None,
-        }
-    }
-}
-
-/// How to reach the database.
-#[derive(Clone)]
-pub struct StoreConfig {
-    /// `sqlite://PATH?mode=rwc` or `postgres://USER@HOST:PORT/DB`.
-    pub url: String,
-    /// Most open connections.
-    pub pool_size: u32,
-    /// Connections opened ahead of use and kept open (at most `pool_size`), so that the first
-    /// requests after start do not each wait for a database connection to be set up.
-    pub min_connections: u32,
-    /// Time to wait for a connection.
-    pub acquire_timeout: Duration,
-    /// Per-statement limit (PostgreSQL `statement_timeout`; SQLite's lock wait).
-    pub statement_timeout: Duration,
-}
-
-impl std::fmt::Debug for StoreConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreConfig")
-            .field("url", &redact_url(&self.url))
-            .field("pool_size", &self.pool_size)
-            .field("min_connections", &self.min_connections)
-            .finish_non_exhaustive()
-    }
-}
-
-impl StoreConfig {
-    /// Defaults for `url`.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            pool_size: DEFAULT_POOL_SIZE,
-            min_connections: DEFAULT_MIN_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
-        }
-    }
-
-    /// A SQLite file, created when missing.
-    pub fn sqlite_file(path: &std::path::Path) -> Self {
-        Self::new(format!("sqlite://{}?mode=rwc", path.display()))
-    }
-}
-
-/// A URL with any password replaced by `***`, for logs and errors.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+use pms_service::store::Db;
+pub(crate) use pms_service::store::{begin, is_check_on};
+pub use pms_service::store::{
+    pool, redact_url, Backend, StoreConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MIN_CONNECTIONS,
+    DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT,
+};
+pub(crate) use pms_service::{on_conn, repeatable, with_pool};
 
 /// What went wrong in the store, in the terms the API answers with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -223,19 +63,19 @@ impl StoreError {
     }
 }
 
-/// The users service's database.
+/// The users service's database: the kit's [`Db`] and the users queries on it ([`users`],
+/// [`seed`]).
 #[derive(Debug, Clone)]
 pub struct Store {
-    pools: Pools,
+    db: Db,
 }
 
-/// The pool, typed by backend (see `with_pool!`).
-#[derive(Debug, Clone)]
-pub(crate) enum Pools {
-    /// `postgres:` URLs.
-    Postgres(Pool<PgConnection>),
-    /// `sqlite:` URLs.
-    Sqlite(Pool<SqliteConnection>),
+impl std::ops::Deref for Store {
+    type Target = Db;
+
+    fn deref(&self) -> &Db {
+        &self.db
+    }
 }
 
 impl Store {
@@ -245,37 +85,9 @@ impl Store {
     /// # Errors
     /// [`StoreError::BadUrl`] for an unsupported or malformed URL.
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
-        let bad_url = || StoreError::BadUrl(redact_url(&config.url));
-        let backend = Backend::of_url(&config.url).ok_or_else(bad_url)?;
-        let statement_timeout = config.statement_timeout.max(Duration::from_millis(1));
-        let pools = match backend {
-            Backend::Sqlite => {
-                let connect: SqliteConnectOptions = config.url.parse().map_err(|_| bad_url())?;
-                let connect = connect
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
-                    .foreign_keys(true)
-                    .busy_timeout(statement_timeout);
-                Pools::Sqlite(Pool::new(pool_options(config, connect)))
-            }
-            Backend::Postgres => {
-                let connect: PgConnectOptions = config.url.parse().map_err(|_| bad_url())?;
-                let connect = connect.options([(
-                    "statement_timeout",
-                    statement_timeout.as_millis().to_string(),
-                )]);
-                Pools::Postgres(Pool::new(pool_options(config, connect)))
-            }
-        };
-        Ok(Self { pools })
-    }
-
-    /// Which database this is.
-    pub fn backend(&self) -> Backend {
-        match self.pools {
-            Pools::Postgres(_) => Backend::Postgres,
-            Pools::Sqlite(_) => Backend::Sqlite,
-        }
+        Ok(Self {
+            db: Db::open(config).map_err(StoreError::from)?,
+        })
     }
 
     /// Brings the schema up to date.
@@ -283,253 +95,87 @@ impl Store {
     /// # Errors
     /// When the database is unreachable or a migration fails.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let outcome = with_pool!(self, |pool| {
-            let migrator = match self.backend() {
-                Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
-                Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
-            };
-            let mut conn = pool.get().await.map_err(db_error)?;
-            let outcome = migrator.run_direct(&mut *conn).await;
-            if outcome.is_ok() {
-                conn.keep();
-            }
-            outcome
-        });
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(sqlx::migrate::MigrateError::Execute(e)) => Err(classify(&e)),
-            Err(other) => Err(StoreError::Internal(other.to_string())),
-        }
+        let migrations = pms_service::store::Migrations {
+            sqlite: &SQLITE_MIGRATIONS,
+            postgres: &POSTGRES_MIGRATIONS,
+        };
+        Ok(self.db.migrate(migrations).await?)
     }
 
-    /// Opens the pool's minimum of connections now rather than on the first requests (a
-    /// PostgreSQL connection costs a server process and a few round trips, several ms), and
-    /// returns how many the pool holds.
+    /// See [`Db::warm`].
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the database cannot be reached.
     pub async fn warm(&self) -> Result<u32, StoreError> {
-        with_pool!(self, |pool| pool.warm().await).map_err(db_error)
+        Ok(self.db.warm().await?)
     }
 
-    /// Connections open right now, idle or in use.
-    pub fn connections(&self) -> u32 {
-        with_pool!(self, |pool| pool.size())
-    }
-
-    /// One trivial query: is the database answering?
+    /// See [`Db::ping`].
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] when it is not.
+    /// [`StoreError::Unavailable`] when it is not answering.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        repeatable!(self, |conn| sqlx::query("SELECT 1")
-            .execute(conn)
-            .await
-            .map(|_| ()))
-        .map_err(db_error)
-    }
-
-    /// Closes every connection.
-    pub async fn close(&self) {
-        with_pool!(self, |pool| pool.close().await);
+        Ok(self.db.ping().await?)
     }
 }
 
-/// The pool settings of `config`, for connections made with `connect`.
-fn pool_options<C: Pooled>(config: &StoreConfig, connect: C::Options) -> PoolOptions<C> {
-    PoolOptions {
-        connect,
-        max: config.pool_size,
-        min: config.min_connections,
-        acquire_timeout: config.acquire_timeout,
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+impl From<pms_service::store::DbError> for StoreError {
+    fn from(e: pms_service::store::DbError) -> Self {
+        use pms_service::store::DbError as D;
+        match e {
+            D::BadUrl(u) => Self::BadUrl(u),
+            D::Unavailable(m) => Self::Unavailable(m),
+            D::Internal(m) => Self::Internal(m),
+        }
     }
 }
 
-/// Runs `op` again while it fails with a lock-race error, a bounded number of times.
-pub(crate) async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, StoreError>
+impl pool::Outcome for StoreError {
+    fn breaks_connection(&self) -> bool {
+        // Broken sockets and shutting-down servers are classified as unavailable.
+        self.is_unavailable()
+    }
+}
+
+/// Runs `op` again while it loses lock races (see the kit's `retry_transient`), then maps the
+/// outcome to a [`StoreError`].
+pub(crate) async fn retry_transient<T, F, Fut>(op: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
 {
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) if is_transient(&e) && attempt < TRANSIENT_RETRIES => {
-                attempt += 1;
-                tracing::debug!(error = %e, attempt, "retrying a transaction that lost a lock race");
-                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
-            }
-            Err(e) => return Err(classify(&e)),
-        }
-    }
-}
-
-/// The mark [`begin`] puts on a connection found broken at `BEGIN`.
-#[derive(Debug, thiserror::Error)]
-#[error("a pooled connection was broken before the transaction began: {0}")]
-struct BrokenAtBegin(String);
-
-/// `BEGIN` on a pooled connection. A connection taken from the idle list that turns out broken
-/// here (the database restarted while it sat idle) has sent nothing of the transaction, so the
-/// error is marked for [`retry_transient`] to run the transaction again. It stays an I/O error,
-/// so it still closes the connection (and every idle one with it: the next attempt opens a new
-/// connection) and still means "unavailable" if the next attempt fails too.
-pub(crate) async fn begin<C: Pooled>(
-    conn: &mut Conn<C>,
-) -> Result<sqlx::Transaction<'_, C::Database>, sqlx::Error> {
-    let reused = conn.reused();
-    match sqlx::Connection::begin(&mut **conn).await {
-        Err(e) if reused && pool::Outcome::breaks_connection(&e) => {
-            Err(sqlx::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::ConnectionAborted,
-                BrokenAtBegin(e.to_string()),
-            )))
-        }
-        other => other,
-    }
-}
-
-/// Deadlock, serialization failure, SQLite's busy/locked, or a broken connection found at
-/// `BEGIN` ([`begin`]).
-fn is_transient(e: &sqlx::Error) -> bool {
-    if let sqlx::Error::Io(io) = e {
-        return io
-            .get_ref()
-            .is_some_and(|inner| inner.is::<BrokenAtBegin>());
-    }
-    let Some(db) = e.as_database_error() else {
-        return false;
-    };
-    matches!(
-        db.code().as_deref(),
-        Some("40P01" | "40001" | "5" | "6" | "261" | "262" | "517")
-    )
+    pms_service::store::retry_transient(op)
+        .await
+        .map_err(db_error)
 }
 
 /// Maps a sqlx error to what the API says about it.
 pub(crate) fn classify(e: &sqlx::Error) -> StoreError {
-    use sqlx::Error as E;
-    match e {
-        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {
-            StoreError::Unavailable(e.to_string())
-        }
-        E::Database(db) => {
-            let code = db.code();
-            let code = code.as_deref().unwrap_or("");
-            // Class 08 connection exceptions, 57 operator intervention (shutdown, statement
-            // timeout), 53 insufficient resources; SQLite busy/locked once retries are spent.
-            if code.starts_with("08")
-                || code.starts_with("57")
-                || code.starts_with("53")
-                || is_transient(e)
-            {
-                return StoreError::Unavailable(db.message().to_owned());
-            }
-            if db.kind() == ErrorKind::UniqueViolation {
-                let what = format!("{} {}", db.constraint().unwrap_or(""), db.message());
-                let field = if what.contains("email") {
-                    "email"
-                } else if what.contains("nif") {
-                    "nif"
-                } else if what.contains("plate") {
-                    "licensePlateNumber"
-                } else {
-                    return StoreError::Internal(db.message().to_owned());
-                };
-                return StoreError::Conflict { field };
-            }
-            StoreError::Internal(db.message().to_owned())
-        }
-        other => StoreError::Internal(other.to_string()),
+    if pms_service::store::is_unavailable(e) {
+        return StoreError::Unavailable(pms_service::store::unavailable_reason(e));
+    }
+    if let Some(what) = pms_service::store::unique_violation(e) {
+        let field = if what.contains("email") {
+            "email"
+        } else if what.contains("nif") {
+            "nif"
+        } else if what.contains("plate") {
+            "licensePlateNumber"
+        } else {
+            return StoreError::Internal(what);
+        };
+        return StoreError::Conflict { field };
+    }
+    match e.as_database_error() {
+        Some(db) => StoreError::Internal(db.message().to_owned()),
+        None => StoreError::Internal(e.to_string()),
     }
 }
 
 /// [`classify`] for `map_err`.
 pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
     classify(&e)
-}
-
-/// True when `e` is a CHECK constraint failure whose constraint or message mentions `column`.
-pub(crate) fn is_check_on(e: &sqlx::Error, column: &str) -> bool {
-    e.as_database_error().is_some_and(|db| {
-        db.kind() == ErrorKind::CheckViolation
-            && (db.constraint().is_some_and(|c| c.contains(column))
-                || db.message().contains(column))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backends_come_from_the_scheme() {
-        assert_eq!(
-            Backend::of_url("sqlite://x.db?mode=rwc"),
-            Some(Backend::Sqlite)
-        );
-        assert_eq!(
-            Backend::of_url("postgres://u@h/db"),
-            Some(Backend::Postgres)
-        );
-        assert_eq!(
-            Backend::of_url("postgresql://u@h/db"),
-            Some(Backend::Postgres)
-        );
-        assert_eq!(Backend::of_url("mysql://u@h/db"), None);
-        assert_eq!(Backend::of_url("nonsense"), None);
-        assert!(matches!(
-            Store::open(&StoreConfig::new("mysql://u@h/db")),
-            Err(StoreError::BadUrl(_))
-        ));
-    }
-
-    /// The settings each new connection gets from its connect options: a time limit per
-    /// statement (PostgreSQL) or per lock wait (SQLite), WAL and foreign keys (SQLite).
-    #[tokio::test]
-    async fn connections_carry_their_settings() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut cfg = StoreConfig::sqlite_file(&dir.path().join("settings.db"));
-        cfg.statement_timeout = Duration::from_millis(1234);
-        let store = Store::open(&cfg).expect("sqlite store");
-        let pragmas: Result<(String, i64, i64), sqlx::Error> = repeatable!(store, |conn| async {
-            let mode = sqlx::query_scalar("PRAGMA journal_mode")
-                .fetch_one(&mut *conn)
-                .await?;
-            let busy = sqlx::query_scalar("PRAGMA busy_timeout")
-                .fetch_one(&mut *conn)
-                .await?;
-            let fk = sqlx::query_scalar("PRAGMA foreign_keys")
-                .fetch_one(&mut *conn)
-                .await?;
-            Ok((mode, busy, fk))
-        }
-        .await);
-        assert_eq!(pragmas.expect("pragmas"), ("wal".to_owned(), 1234, 1));
-
-        if pms_testkit::pg::skipped() {
-            return;
-        }
-        let mut cfg = StoreConfig::new(pms_testkit::pg::shared().fresh_database());
-        cfg.statement_timeout = Duration::from_millis(1234);
-        let store = Store::open(&cfg).expect("postgres store");
-        let shown: Result<String, sqlx::Error> =
-            repeatable!(store, |conn| sqlx::query_scalar("SHOW statement_timeout")
-                .fetch_one(conn)
-                .await);
-        assert_eq!(shown.expect("SHOW"), "1234ms");
-    }
-
-    #[test]
-    fn passwords_never_reach_logs() {
-        assert_eq!(
-            redact_url("postgres://pms:s3cret@127.0.0.1:5432/pms"),
-            "postgres://pms:***@127.0.0.1:5432/pms"
-        );
-        assert_eq!(redact_url("postgres://pms@h/db"), "postgres://pms@h/db");
-        assert_eq!(redact_url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
-        let cfg = StoreConfig::new("postgres://a:b@h/db");
-        assert!(!format!("{cfg:?}").contains(":b@"));
-    }
 }

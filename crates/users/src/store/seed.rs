@@ -3,7 +3,7 @@
 //! once); it is never a constant in the code.
 
 use super::users::Writes;
-use super::{begin, retry_transient, Store, StoreError};
+use super::{begin, on_conn, retry_transient, Store, StoreError};
 use crate::model::{EnergySource, PaymentMethod, Role, Vehicle, VehicleType};
 use crate::validate::NewUser;
 

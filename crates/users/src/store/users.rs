@@ -8,7 +8,10 @@ use futures_util::TryStreamExt;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::pool::Outcome;
-use super::{begin, classify, db_error, is_check_on, retry_transient, Backend, Store, StoreError};
+use super::{
+    begin, classify, db_error, is_check_on, on_conn, repeatable, retry_transient, with_pool,
+    Backend, Store, StoreError,
+};
 use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
     VehicleType, Wallet,

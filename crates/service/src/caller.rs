@@ -1,13 +1,14 @@
-//! Who is calling: the bearer token, verified here with the shared `pms-auth` verifier on every
-//! protected endpoint. Identity headers (`X-UserId`, `X-UserRole`) are never read: a request that
-//! reaches the service directly, past the gateway, proves who it is the same way.
+//! Who is calling: the bearer token, verified by the service itself with the shared `pms-auth`
+//! verifier on every protected endpoint. Identity headers (`X-UserId`, `X-UserRole`) are never
+//! read: a request that reaches a service directly, past the gateway, proves who it is the same
+//! way (spec §9 items 2–4).
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
 use pms_auth::Verifier;
 
-use super::error::ApiError;
-use crate::model::Role;
+use crate::error::ApiError;
+use crate::vocab::Role;
 
 /// A verified caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,18 @@ impl Caller {
     pub fn require_self(&self, user_id: i64, roles: &[Role]) -> Result<(), ApiError> {
         self.require(roles)?;
         if self.id == user_id {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this belongs to another user"))
+        }
+    }
+
+    /// The user themself (any role), or one of `staff`.
+    ///
+    /// # Errors
+    /// 403 for anyone else.
+    pub fn require_self_or(&self, user_id: i64, staff: &[Role]) -> Result<(), ApiError> {
+        if self.id == user_id || staff.contains(&self.role) {
             Ok(())
         } else {
             Err(ApiError::forbidden("this belongs to another user"))

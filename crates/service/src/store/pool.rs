@@ -384,13 +384,6 @@ impl Outcome for sqlx::Error {
     }
 }
 
-impl Outcome for super::StoreError {
-    fn breaks_connection(&self) -> bool {
-        // Broken sockets and shutting-down servers are classified as unavailable.
-        self.is_unavailable()
-    }
-}
-
 impl<C: Pooled> std::ops::Deref for Conn<C> {
     type Target = C;
 

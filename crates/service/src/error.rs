@@ -1,0 +1,182 @@
+//! Every error a PMS service answers, and its one wire form:
+//! `{"error":{"code":"…","message":"…","request_id":"…","field":"…"}}` with the right status
+//! (`field` only when one input is at fault). Handlers return [`ApiError`]; the request-id layer
+//! ([`crate::http::layer`]) renders it once the request id is known, so no handler builds an
+//! error body. Services map their own store errors into it; this module knows none of them.
+
+use axum::response::{IntoResponse, Response};
+use http::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::StatusCode;
+
+use crate::fields::FieldError;
+use crate::store::DbError;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable explanation (never secrets, never SQL).
+    pub message: String,
+    /// The input at fault, if one is.
+    pub field: Option<&'static str>,
+}
+
+impl ApiError {
+    /// An error without a field.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// The same error, naming the input at fault.
+    pub fn with_field(mut self, field: &'static str) -> Self {
+        self.field = Some(field);
+        self
+    }
+
+    /// No bearer token (the gateway's code for the same case).
+    pub fn missing_token(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "missing_token", message)
+    }
+
+    /// A bearer token that does not verify or does not name a user and role.
+    pub fn invalid_token(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "invalid_token", message)
+    }
+
+    /// The caller may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// The body is not JSON, or not the expected shape.
+    pub fn bad_body(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_json", message)
+    }
+
+    /// Something named by the request does not exist.
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    /// The database is away: 503, and the details go to the log.
+    pub fn unavailable(detail: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "database unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "the database is unavailable; try again shortly",
+        )
+    }
+
+    /// A bug or an unexpected failure: 500, and the details go to the log, not the client.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; it has been logged",
+        )
+    }
+
+    /// Renders the JSON body with `request_id`.
+    pub fn render(&self, request_id: &str) -> Response {
+        let mut error = serde_json::json!({
+            "code": self.code,
+            "message": self.message,
+            "request_id": request_id,
+        });
+        if let Some(field) = self.field {
+            error["field"] = field.into();
+        }
+        let body = serde_json::json!({ "error": error }).to_string();
+        let mut resp = (self.status, body).into_response();
+        let headers = resp.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // The same challenges the gateway sends (RFC 6750 §3).
+        match self.code {
+            "missing_token" => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\""),
+                );
+            }
+            "invalid_token" => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"pms\", error=\"invalid_token\""),
+                );
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+impl IntoResponse for ApiError {
+    /// A placeholder carrying the error; the request-id layer renders it.
+    fn into_response(self) -> Response {
+        let mut resp = self.status.into_response();
+        resp.extensions_mut().insert(self);
+        resp
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(e: FieldError) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_field",
+            message: e.to_string(),
+            field: Some(e.field),
+        }
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Unavailable(_) => Self::unavailable(e),
+            DbError::BadUrl(_) | DbError::Internal(_) => Self::internal(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_render_as_one_json_shape() {
+        let e = ApiError::from(FieldError::new("plateNumber", "is required"));
+        let resp = e.render("req-1");
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(v["error"]["code"], "invalid_field");
+        assert_eq!(v["error"]["field"], "plateNumber");
+        assert_eq!(v["error"]["request_id"], "req-1");
+        assert_eq!(v["error"]["message"], "plateNumber: is required");
+    }
+
+    #[test]
+    fn an_absent_database_is_503_and_a_bug_500() {
+        assert_eq!(
+            ApiError::from(DbError::Unavailable("down".into())).status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let e = ApiError::from(DbError::Internal("syntax error at SELECT".into()));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!e.message.contains("SELECT"), "no SQL reaches the client");
+    }
+}

@@ -1,0 +1,225 @@
+//! Reading request JSON into typed values, naming the field at fault: [`FieldError`] and one
+//! reader per kind of value. Numbers are accepted as JSON numbers or numeric strings (`"15"`,
+//! `"0.30"`), as the original services' JSON mapper accepted them; enumerations only by their
+//! exact names; instants as RFC 3339 text or epoch milliseconds (spec §3.0). Pure functions: no
+//! rule of any one service lives here, only "is this a value of that kind".
+
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+/// A JSON object body.
+pub type Body = Map<String, Value>;
+
+/// A field that is missing, of the wrong type, or breaks a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// The JSON field (or path parameter) at fault.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// `field` is wrong because of `message`.
+    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// A required string.
+///
+/// # Errors
+/// When it is missing, null or not a string.
+pub fn required_str<'a>(body: &'a Body, field: &'static str) -> Result<&'a str, FieldError> {
+    match body.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
+        Some(_) => Err(FieldError::new(field, "must be a string")),
+    }
+}
+
+/// A required integer (a JSON number or a numeric string).
+///
+/// # Errors
+/// When it is missing or not a whole number.
+pub fn required_int(body: &Body, field: &'static str) -> Result<i64, FieldError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
+        Some(v) => integer(v).ok_or_else(|| FieldError::new(field, "must be an integer")),
+    }
+}
+
+/// An optional integer: `None` when absent or null.
+///
+/// # Errors
+/// When present but not a whole number.
+pub fn optional_int(body: &Body, field: &'static str) -> Result<Option<i64>, FieldError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => integer(v)
+            .map(Some)
+            .ok_or_else(|| FieldError::new(field, "must be an integer")),
+    }
+}
+
+/// A required boolean (`true`/`false`, or the strings `"true"`/`"false"`).
+///
+/// # Errors
+/// When it is missing or not a boolean.
+pub fn required_bool(body: &Body, field: &'static str) -> Result<bool, FieldError> {
+    match body.get(field) {
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s == "true" => Ok(true),
+        Some(Value::String(s)) if s == "false" => Ok(false),
+        None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
+        Some(_) => Err(FieldError::new(field, "must be true or false")),
+    }
+}
+
+/// A required decimal number, as its exact text (`0.30` stays `0.30`), for money and other
+/// exact quantities: the caller parses it with its decimal type.
+///
+/// # Errors
+/// When it is missing or not a number.
+pub fn required_number_text(body: &Body, field: &'static str) -> Result<String, FieldError> {
+    match body.get(field) {
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        Some(Value::String(s)) if s.trim().parse::<f64>().is_ok_and(f64::is_finite) => {
+            Ok(s.trim().to_owned())
+        }
+        None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
+        Some(_) => Err(FieldError::new(field, "must be a number")),
+    }
+}
+
+/// A required enumeration value, by its exact name.
+///
+/// # Errors
+/// When it is missing or names no value (the message lists the accepted names).
+pub fn enumeration<T>(
+    body: &Body,
+    field: &'static str,
+    parse: fn(&str) -> Option<T>,
+    expected: fn() -> String,
+) -> Result<T, FieldError> {
+    let text = required_str(body, field)?;
+    parse(text)
+        .ok_or_else(|| FieldError::new(field, format!("{text:?} is not one of {}", expected())))
+}
+
+/// A required instant: RFC 3339 text with a zone offset (`2023-11-26T12:34:56.789Z`) or epoch
+/// milliseconds.
+///
+/// # Errors
+/// When it is missing or neither of those.
+pub fn required_instant(body: &Body, field: &'static str) -> Result<Timestamp, FieldError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
+        Some(v) => instant(v).ok_or_else(|| {
+            FieldError::new(
+                field,
+                "must be an RFC 3339 date-time with an offset (2023-11-26T12:34:56.789Z) or epoch milliseconds",
+            )
+        }),
+    }
+}
+
+/// An instant from RFC 3339 text or epoch milliseconds.
+pub fn instant(v: &Value) -> Option<Timestamp> {
+    match v {
+        Value::Number(n) => Timestamp::from_millisecond(n.as_i64()?).ok(),
+        Value::String(s) => s.trim().parse::<Timestamp>().ok(),
+        _ => None,
+    }
+}
+
+/// A positive id from a path segment.
+///
+/// # Errors
+/// When it is not a positive integer.
+pub fn id_param(field: &'static str, text: &str) -> Result<i64, FieldError> {
+    match text.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(FieldError::new(
+            field,
+            format!("{text:?} is not a positive id"),
+        )),
+    }
+}
+
+/// An integer from a JSON number or a numeric string.
+pub fn integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: Value) -> Body {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("test bodies are objects"),
+        }
+    }
+
+    #[test]
+    fn numbers_come_as_numbers_or_numeric_strings() {
+        let b = body(json!({"a": 15, "b": "15", "c": "x", "d": 1.5, "e": null}));
+        assert_eq!(required_int(&b, "a"), Ok(15));
+        assert_eq!(required_int(&b, "b"), Ok(15));
+        assert_eq!(required_int(&b, "c").unwrap_err().field, "c");
+        assert!(required_int(&b, "d").is_err());
+        assert_eq!(required_int(&b, "e").unwrap_err().message, "is required");
+        assert_eq!(optional_int(&b, "e"), Ok(None));
+        assert_eq!(optional_int(&b, "zz"), Ok(None));
+        assert!(optional_int(&b, "c").is_err());
+    }
+
+    #[test]
+    fn decimals_keep_their_text() {
+        let b = body(json!({"a": 0.30, "b": "0.30", "c": "NaN", "d": true}));
+        assert_eq!(required_number_text(&b, "a").as_deref(), Ok("0.3"));
+        assert_eq!(required_number_text(&b, "b").as_deref(), Ok("0.30"));
+        assert!(required_number_text(&b, "c").is_err());
+        assert!(required_number_text(&b, "d").is_err());
+    }
+
+    #[test]
+    fn instants_are_rfc3339_or_epoch_millis() {
+        let b = body(json!({
+            "z": "2023-11-26T12:34:56.789Z",
+            "o": "2023-11-26T13:34:56.789+01:00",
+            "m": 1_701_002_096_789_i64,
+            "local": "2023-11-26T12:34:56",
+            "junk": "yesterday",
+        }));
+        let z = required_instant(&b, "z").expect("Z");
+        assert_eq!(required_instant(&b, "o"), Ok(z));
+        assert_eq!(required_instant(&b, "m"), Ok(z));
+        assert_eq!(required_instant(&b, "local").unwrap_err().field, "local");
+        assert!(required_instant(&b, "junk").is_err());
+        assert!(required_instant(&b, "absent").is_err());
+    }
+
+    #[test]
+    fn booleans_and_ids() {
+        let b = body(json!({"t": true, "s": "false", "n": 1}));
+        assert_eq!(required_bool(&b, "t"), Ok(true));
+        assert_eq!(required_bool(&b, "s"), Ok(false));
+        assert!(required_bool(&b, "n").is_err());
+        assert_eq!(id_param("parkId", "3"), Ok(3));
+        assert!(id_param("parkId", "0").is_err());
+        assert!(id_param("parkId", "-1").is_err());
+        assert!(id_param("parkId", "1e3").is_err());
+    }
+}
