@@ -1,0 +1,331 @@
+//! The fee of a stay (spec §5.11, with its defects fixed): walk from the entry in blocks, each
+//! block priced by the period its first minute falls in (read on the park's clock), the block
+//! counter restarting when the period changes and the last block repeating; then the extras of
+//! the table. Pure: no clock, no I/O, exact decimal money.
+//!
+//! What differs from the original, and why:
+//! - periods are half-open `[start, end)` and may wrap midnight, so no minute belongs to two
+//!   periods (the original closed both ends and took the first match in database order) or to
+//!   none (22:00–23:59 in a 21:00–9:00 period crashed it);
+//! - the time of day is read in the park's time zone, not on the UTC clock, and the walk moves in
+//!   elapsed minutes, so a day when clocks change is priced by the time actually parked (no
+//!   charge for the hour that does not exist, the repeated hour charged once per pass);
+//! - the overnight fee, grace minutes, daily maximum and minimum charge are applied when the
+//!   table has them (the original stored the overnight fee and never charged it).
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp, ZonedDateTime};
+use pms_service::vocab::VehicleType;
+use rust_decimal::{Decimal, RoundingStrategy};
+
+use crate::table::{PriceTable, TimeOfDay};
+
+/// Longest stay priced: a year. Longer ones are refused as absurd rather than priced.
+pub const MAX_STAY: SignedDuration = SignedDuration::from_hours(366 * 24);
+/// PARKY coins worth one euro (spec §5.5).
+pub const COINS_PER_EURO: i64 = 100;
+
+/// A stay to price.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stay {
+    /// When the vehicle entered.
+    pub entry: Timestamp,
+    /// When it left.
+    pub exit: Timestamp,
+    /// Automobiles pay the automobile price, anything else the motorcycle price.
+    pub vehicle: VehicleType,
+}
+
+/// What a line of a bill charges for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// One started block of a period.
+    Block,
+    /// One midnight spanned, with the overnight fee.
+    Overnight,
+    /// What a charging day's blocks cost above the daily maximum (a negative amount).
+    DailyMaximum,
+    /// What the stay cost below the minimum charge.
+    Minimum,
+}
+
+impl RowKind {
+    /// The name invoices show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Block => "BLOCK",
+            Self::Overnight => "OVERNIGHT",
+            Self::DailyMaximum => "DAILY_MAXIMUM",
+            Self::Minimum => "MINIMUM",
+        }
+    }
+}
+
+/// One line of a bill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// What it charges for.
+    pub kind: RowKind,
+    /// Start of the block (the midnight, for an overnight row; the charging day's first block,
+    /// for a daily-maximum row).
+    pub start: Timestamp,
+    /// End of the block (for a block, start plus its length, which may lie after the exit).
+    pub end: Timestamp,
+    /// The period of the table the block was priced in (blocks only).
+    pub period: Option<usize>,
+    /// The amount, exact as the table gives it (negative only for a daily maximum).
+    pub price: Decimal,
+}
+
+/// A priced stay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bill {
+    /// The entry, to the minute (seconds are not charged, as in the original).
+    pub entry: Timestamp,
+    /// The exit, to the minute.
+    pub exit: Timestamp,
+    /// Every line, in order: blocks, then extras.
+    pub rows: Vec<Row>,
+    /// The sum of the rows, rounded half-up to cents.
+    pub total: Decimal,
+}
+
+/// A PARKY discount: coins spent and what they are worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discount {
+    /// Coins taken from the wallet.
+    pub coins: i64,
+    /// Their value in euros (coins ÷ 100), never more than the fee.
+    pub amount: Decimal,
+}
+
+/// Why a stay cannot be priced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeeError {
+    /// The exit is before the entry.
+    #[error("leftPark is before enterPark")]
+    ExitBeforeEntry,
+    /// Longer than [`MAX_STAY`].
+    #[error("a stay of more than {} days is not priced", MAX_STAY.as_hours() / 24)]
+    TooLong,
+    /// Time arithmetic left jiff's range (instants near year 9999).
+    #[error("the stay's instants are out of range")]
+    OutOfRange,
+}
+
+/// Prices `stay` with `table`, reading times of day in `tz`.
+///
+/// # Errors
+/// [`FeeError`] for an exit before the entry or an absurd duration.
+pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, FeeError> {
+    let entry = to_minute(stay.entry)?;
+    let exit = to_minute(stay.exit)?;
+    if exit < entry {
+        return Err(FeeError::ExitBeforeEntry);
+    }
+    let parked = exit.duration_since(entry);
+    if parked > MAX_STAY {
+        return Err(FeeError::TooLong);
+    }
+    let mut rows = Vec::new();
+    let mut from = entry;
+    if let Some(grace) = table.grace {
+        let grace_len = SignedDuration::from_mins(i64::from(grace.minutes));
+        if parked <= grace_len {
+            return Ok(bill(entry, exit, rows));
+        }
+        if !grace.charge_from_start {
+            from = entry
+                .checked_add(grace_len)
+                .map_err(|_| FeeError::OutOfRange)?;
+        }
+    }
+    blocks(table, tz, stay.vehicle, from, exit, &mut rows)?;
+    if let Some(cap) = table.daily_max {
+        daily_maximum(cap.amount, cap.resets_at, tz, &mut rows);
+    }
+    if let Some(fee) = table.overnight {
+        overnight(fee, tz, entry, exit, &mut rows)?;
+    }
+    if let Some(min) = table.minimum {
+        let sum: Decimal = rows.iter().map(|r| r.price).sum();
+        if !rows.is_empty() && sum < min {
+            rows.push(Row {
+                kind: RowKind::Minimum,
+                start: entry,
+                end: exit,
+                period: None,
+                price: min - sum,
+            });
+        }
+    }
+    Ok(bill(entry, exit, rows))
+}
+
+/// The blocks from `from` until `exit`.
+fn blocks(
+    table: &PriceTable,
+    tz: &TimeZone,
+    vehicle: VehicleType,
+    from: Timestamp,
+    exit: Timestamp,
+    rows: &mut Vec<Row>,
+) -> Result<(), FeeError> {
+    let mut cursor = from;
+    let mut current: Option<usize> = None;
+    let mut k = 0usize;
+    while cursor < exit {
+        let index = table.period_at(time_of_day(cursor, tz));
+        if current != Some(index) {
+            current = Some(index);
+            k = 0;
+        }
+        let thresholds = &table.periods()[index].thresholds;
+        // Valid tables have at least one threshold per period.
+        let Some(block) = thresholds.get(k.min(thresholds.len().saturating_sub(1))) else {
+            break;
+        };
+        let end = cursor
+            .checked_add(SignedDuration::from_mins(i64::from(block.minutes)))
+            .map_err(|_| FeeError::OutOfRange)?;
+        rows.push(Row {
+            kind: RowKind::Block,
+            start: cursor,
+            end,
+            period: Some(index),
+            price: match vehicle {
+                VehicleType::Automobile => block.automobile,
+                VehicleType::Motorcycle => block.motorcycle,
+            },
+        });
+        cursor = end;
+        k += 1;
+    }
+    Ok(())
+}
+
+/// Caps each charging day's blocks (days starting at `resets_at`, park time) at `cap`, with one
+/// negative row per capped day.
+fn daily_maximum(cap: Decimal, resets_at: TimeOfDay, tz: &TimeZone, rows: &mut Vec<Row>) {
+    let shift = SignedDuration::from_mins(i64::from(resets_at.minutes()));
+    let day_of = |t: Timestamp| {
+        let local = t.to_zoned_datetime(tz.clone());
+        local
+            .datetime()
+            .checked_sub(shift)
+            .map(|d| d.date())
+            .unwrap_or_else(|_| local.date())
+    };
+    let mut caps = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let day = day_of(rows[i].start);
+        let mut j = i;
+        let mut sum = Decimal::ZERO;
+        while j < rows.len() && day_of(rows[j].start) == day {
+            sum += rows[j].price;
+            j += 1;
+        }
+        if sum > cap {
+            caps.push(Row {
+                kind: RowKind::DailyMaximum,
+                start: rows[i].start,
+                end: rows[j - 1].end,
+                period: None,
+                price: cap - sum,
+            });
+        }
+        i = j;
+    }
+    rows.extend(caps);
+}
+
+/// One row of `fee` per midnight `m` (park time) with `entry <= m < exit`.
+fn overnight(
+    fee: Decimal,
+    tz: &TimeZone,
+    entry: Timestamp,
+    exit: Timestamp,
+    rows: &mut Vec<Row>,
+) -> Result<(), FeeError> {
+    let local = entry.to_zoned_datetime(tz.clone());
+    let mut midnight = local.start_of_day().map_err(|_| FeeError::OutOfRange)?;
+    if midnight.timestamp() < entry {
+        midnight = next_midnight(&midnight)?;
+    }
+    while midnight.timestamp() < exit {
+        let next = next_midnight(&midnight)?;
+        rows.push(Row {
+            kind: RowKind::Overnight,
+            start: midnight.timestamp(),
+            end: next.timestamp(),
+            period: None,
+            price: fee,
+        });
+        midnight = next;
+    }
+    Ok(())
+}
+
+/// The start of the day after `day`'s (in its zone; a day that begins at 01:00 because the
+/// clocks skip midnight begins then).
+fn next_midnight(day: &ZonedDateTime) -> Result<ZonedDateTime, FeeError> {
+    day.date()
+        .tomorrow()
+        .and_then(|d| d.to_zoned_datetime(day.time_zone().clone()))
+        .and_then(|z| z.start_of_day())
+        .map_err(|_| FeeError::OutOfRange)
+}
+
+fn bill(entry: Timestamp, exit: Timestamp, rows: Vec<Row>) -> Bill {
+    let total = round_cents(rows.iter().map(|r| r.price).sum());
+    Bill {
+        entry,
+        exit,
+        rows,
+        total,
+    }
+}
+
+/// Half-up (away from zero) to cents, as the original rounded.
+pub fn round_cents(amount: Decimal) -> Decimal {
+    amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+}
+
+/// The PARKY discount on a fee of `total` for a wallet of `balance` coins: 100 coins are €1,
+/// and no more coins are spent than the fee is worth.
+pub fn coin_discount(total: Decimal, balance: i64) -> Discount {
+    let cents = (round_cents(total) * Decimal::from(COINS_PER_EURO))
+        .trunc()
+        .try_into()
+        .unwrap_or(i64::MAX);
+    let coins = balance.max(0).min(cents.max(0));
+    Discount {
+        coins,
+        amount: Decimal::new(coins, 2),
+    }
+}
+
+/// The time of day of `t` on the park's clock.
+pub fn time_of_day(t: Timestamp, tz: &TimeZone) -> TimeOfDay {
+    let local = t.to_zoned_datetime(tz.clone());
+    let minutes =
+        u16::try_from(i32::from(local.hour()) * 60 + i32::from(local.minute())).unwrap_or_default();
+    TimeOfDay::from_minutes(minutes).unwrap_or(TimeOfDay::MIDNIGHT)
+}
+
+/// `H:M` on the park's clock, without zero padding (`9:0`, `10:5`), as the original's invoices
+/// wrote times (spec §3.4.4).
+pub fn hm(t: Timestamp, tz: &TimeZone) -> String {
+    let local = t.to_zoned_datetime(tz.clone());
+    format!("{}:{}", local.hour(), local.minute())
+}
+
+/// `t` with seconds and below dropped.
+fn to_minute(t: Timestamp) -> Result<Timestamp, FeeError> {
+    let secs = t.as_second().div_euclid(60) * 60;
+    Timestamp::from_second(secs).map_err(|_| FeeError::OutOfRange)
+}
+
+#[cfg(test)]
+mod tests;

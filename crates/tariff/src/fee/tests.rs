@@ -1,0 +1,598 @@
+//! The fee engine: the spec's worked examples, the original's defects, time zones and clock
+//! changes, the extras, and properties over random tables and stays.
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use proptest::prelude::*;
+use rust_decimal::Decimal;
+
+use super::*;
+use crate::seed;
+use crate::table::{DailyMax, Grace, Period, PriceTable, Threshold, TimeOfDay};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn utc() -> TimeZone {
+    TimeZone::UTC
+}
+
+fn lisbon() -> TimeZone {
+    TimeZone::get("Europe/Lisbon").expect("tzdb has Europe/Lisbon")
+}
+
+fn car(entry: &str, exit: &str) -> Stay {
+    Stay {
+        entry: ts(entry),
+        exit: ts(exit),
+        vehicle: VehicleType::Automobile,
+    }
+}
+
+fn eur(cents: i64) -> Decimal {
+    Decimal::new(cents, 2)
+}
+
+fn blocks_of(bill: &Bill, tz: &TimeZone) -> Vec<(String, Decimal)> {
+    bill.rows
+        .iter()
+        .map(|r| (hm(r.start, tz), r.price))
+        .collect()
+}
+
+/// Spec §5.11 example 1 (the Postman request): 08:30–09:30 UTC, seed table, day then night.
+#[test]
+fn worked_example_1_postman() {
+    let bill = price(
+        &seed::table(),
+        &utc(),
+        &car("2023-11-26T08:30:00Z", "2023-11-26T09:30:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        blocks_of(&bill, &utc()),
+        vec![
+            ("8:30".into(), eur(15)),
+            ("8:45".into(), eur(15)),
+            ("9:0".into(), eur(15)),
+            ("9:15".into(), eur(15)),
+        ]
+    );
+    assert_eq!(bill.total, eur(60));
+    // The first row as the Postman test expected it: 8:30 to 8:45 in the night period.
+    assert_eq!(hm(bill.rows[0].end, &utc()), "8:45");
+    assert_eq!(bill.rows[0].period, Some(1));
+}
+
+/// Spec §5.11 example 2 (`PaymentsServiceImplTest`): night then day, four blocks
+/// [0.15, 0.15, 0.15, 0.30], 08:30–10:14. The original charged 9:00 in the night period because
+/// it closed both ends of a period and took the first match in database order: 7 rows, €1.20.
+/// With half-open periods 9:00 is day, whatever the order: the counter restarts at 9:00, the
+/// fourth day block (9:45) is the first at €0.30 and 10:00 repeats it: 7 rows, €1.35.
+#[test]
+fn worked_example_2_half_open_periods() {
+    let blocks = |p: &[i64]| {
+        p.iter()
+            .map(|c| Threshold {
+                minutes: 15,
+                automobile: eur(*c),
+                motorcycle: eur(*c),
+            })
+            .collect::<Vec<_>>()
+    };
+    let t = |s| TimeOfDay::parse(s).expect("time");
+    let night_then_day = vec![
+        Period {
+            start: t("21:00"),
+            end: t("9:00"),
+            thresholds: blocks(&[15, 15, 15, 30]),
+        },
+        Period {
+            start: t("9:00"),
+            end: t("21:00"),
+            thresholds: blocks(&[15, 15, 15, 30]),
+        },
+    ];
+    let mut day_then_night = night_then_day.clone();
+    day_then_night.reverse();
+    let stay = car("2023-11-26T08:30:00Z", "2023-11-26T10:14:00Z");
+    let a = price(
+        &PriceTable::try_new(night_then_day).expect("valid"),
+        &utc(),
+        &stay,
+    )
+    .expect("priced");
+    let b = price(
+        &PriceTable::try_new(day_then_night).expect("valid"),
+        &utc(),
+        &stay,
+    )
+    .expect("priced");
+    assert_eq!(
+        a.total, b.total,
+        "the order of the periods never changes a price"
+    );
+    assert_eq!(a.rows.len(), 7);
+    assert_eq!(
+        blocks_of(&a, &utc()),
+        vec![
+            ("8:30".into(), eur(15)),
+            ("8:45".into(), eur(15)),
+            ("9:0".into(), eur(15)),
+            ("9:15".into(), eur(15)),
+            ("9:30".into(), eur(15)),
+            ("9:45".into(), eur(30)),
+            ("10:0".into(), eur(30)),
+        ]
+    );
+    assert_eq!(a.total, eur(135));
+}
+
+/// Spec §5.11 example 3: 10:00–11:20 in the day period; with 50 coins, €0.50 off.
+#[test]
+fn worked_example_3_last_block_repeats_and_coins() {
+    let bill = price(
+        &seed::table(),
+        &utc(),
+        &car("2023-11-26T10:00:00Z", "2023-11-26T11:20:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        bill.rows.iter().map(|r| r.price).collect::<Vec<_>>(),
+        vec![eur(15), eur(15), eur(15), eur(15), eur(30), eur(30)]
+    );
+    assert_eq!(bill.total, eur(120));
+    let d = coin_discount(bill.total, 50);
+    assert_eq!((d.coins, d.amount), (50, eur(50)));
+    assert_eq!(bill.total - d.amount, eur(70));
+    // Never more coins than the fee is worth.
+    let d = coin_discount(bill.total, 5000);
+    assert_eq!((d.coins, d.amount), (120, eur(120)));
+    assert_eq!(coin_discount(bill.total, -3).coins, 0);
+}
+
+/// The original crashed for blocks starting 22:00–23:59 in a 21:00–9:00 period.
+#[test]
+fn late_evening_blocks_are_night_blocks() {
+    let bill = price(
+        &seed::table(),
+        &utc(),
+        &car("2023-11-26T22:10:00Z", "2023-11-27T00:20:00Z"),
+    )
+    .expect("priced");
+    assert!(bill.rows.iter().all(|r| r.period == Some(1)));
+    // 130 minutes: 9 blocks, four at 0.15 and five at 0.30.
+    assert_eq!(bill.rows.len(), 9);
+    assert_eq!(bill.total, eur(4 * 15 + 5 * 30));
+}
+
+#[test]
+fn the_same_minute_costs_nothing_and_seconds_are_not_charged() {
+    let bill = price(
+        &seed::table(),
+        &utc(),
+        &car("2023-11-26T10:00:05Z", "2023-11-26T10:00:59Z"),
+    )
+    .expect("priced");
+    assert!(bill.rows.is_empty());
+    assert_eq!(bill.total, Decimal::ZERO);
+    let one = price(
+        &seed::table(),
+        &utc(),
+        &car("2023-11-26T10:00:59Z", "2023-11-26T10:01:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(one.total, eur(15), "a started block is charged in full");
+}
+
+#[test]
+fn absurd_stays_are_refused() {
+    assert_eq!(
+        price(
+            &seed::table(),
+            &utc(),
+            &car("2023-11-26T10:00:00Z", "2023-11-26T09:00:00Z")
+        ),
+        Err(FeeError::ExitBeforeEntry)
+    );
+    assert_eq!(
+        price(
+            &seed::table(),
+            &utc(),
+            &car("2023-01-01T00:00:00Z", "2024-06-01T00:00:00Z")
+        ),
+        Err(FeeError::TooLong)
+    );
+}
+
+/// Lisbon is UTC+1 in summer: 08:30 UTC is 09:30 on the park's clock, in the day period.
+#[test]
+fn periods_are_read_on_the_parks_clock() {
+    let stay = car("2024-07-01T07:45:00Z", "2024-07-01T08:15:00Z");
+    let lisbon_bill = price(&seed::table(), &lisbon(), &stay).expect("priced");
+    let utc_bill = price(&seed::table(), &utc(), &stay).expect("priced");
+    // 08:45–09:15 Lisbon: the counter restarts at 9:00 local (08:00 UTC).
+    assert_eq!(lisbon_bill.rows[0].period, Some(1));
+    assert_eq!(lisbon_bill.rows[1].period, Some(0));
+    assert_eq!(hm(lisbon_bill.rows[1].start, &lisbon()), "9:0");
+    // On the UTC clock both blocks are night blocks.
+    assert!(utc_bill.rows.iter().all(|r| r.period == Some(1)));
+}
+
+/// 2024-03-31 in Lisbon: 01:00 jumps to 02:00. A stay from 00:30 to 03:30 local lasts two
+/// hours and is charged two hours of blocks, not three.
+#[test]
+fn the_spring_gap_is_not_charged() {
+    let tz = lisbon();
+    let entry = ts("2024-03-31T00:30:00Z"); // 00:30 WET
+    let exit = ts("2024-03-31T02:30:00Z"); // 03:30 WEST
+    let bill = price(
+        &seed::table(),
+        &tz,
+        &Stay {
+            entry,
+            exit,
+            vehicle: VehicleType::Automobile,
+        },
+    )
+    .expect("priced");
+    assert_eq!(bill.rows.len(), 8, "120 minutes in 15-minute blocks");
+    assert_eq!(
+        hm(bill.rows[2].start, &tz),
+        "2:0",
+        "01:00 local does not exist"
+    );
+}
+
+/// 2024-10-27 in Lisbon: 02:00 falls back to 01:00. A stay from 00:30 to 02:30 local lasts three
+/// hours and is charged three hours of blocks.
+#[test]
+fn the_autumn_hour_is_charged_once_per_pass() {
+    let tz = lisbon();
+    let bill = price(
+        &seed::table(),
+        &tz,
+        &car("2024-10-26T23:30:00Z", "2024-10-27T02:30:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(bill.rows.len(), 12, "180 minutes in 15-minute blocks");
+}
+
+#[test]
+fn the_overnight_fee_is_charged_per_midnight_on_the_parks_clock() {
+    let table = seed::table()
+        .with_extras(None, None, None, Some(Decimal::from(5)))
+        .expect("valid");
+    let tz = lisbon();
+    // 22:00 to 02:00 the next day (winter, Lisbon = UTC): one midnight.
+    let one = price(
+        &table,
+        &tz,
+        &car("2024-01-10T22:00:00Z", "2024-01-11T02:00:00Z"),
+    )
+    .expect("priced");
+    let overnight: Vec<_> = one
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Overnight)
+        .collect();
+    assert_eq!(overnight.len(), 1);
+    assert_eq!(overnight[0].start, ts("2024-01-11T00:00:00Z"));
+    // Three nights.
+    let three = price(
+        &table,
+        &tz,
+        &car("2024-01-10T20:00:00Z", "2024-01-13T08:00:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        three
+            .rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Overnight)
+            .count(),
+        3
+    );
+    // Summer: 23:30 Lisbon is 22:30 UTC; leaving at 23:45 UTC is after local midnight.
+    let summer = price(
+        &table,
+        &tz,
+        &car("2024-07-10T22:30:00Z", "2024-07-10T23:45:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        summer
+            .rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Overnight)
+            .count(),
+        1
+    );
+    let utc_summer = price(
+        &table,
+        &utc(),
+        &car("2024-07-10T22:30:00Z", "2024-07-10T23:45:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        utc_summer
+            .rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Overnight)
+            .count(),
+        0
+    );
+    // Half-open: entering at midnight spans it, leaving at midnight does not.
+    let ends = price(
+        &table,
+        &utc(),
+        &car("2024-01-10T20:00:00Z", "2024-01-11T00:00:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        ends.rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Overnight)
+            .count(),
+        0
+    );
+    let starts = price(
+        &table,
+        &utc(),
+        &car("2024-01-11T00:00:00Z", "2024-01-11T01:00:00Z"),
+    )
+    .expect("priced");
+    assert_eq!(
+        starts
+            .rows
+            .iter()
+            .filter(|r| r.kind == RowKind::Overnight)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn grace_minutes_make_short_stays_free() {
+    let from_start = seed::table()
+        .with_extras(
+            Some(Grace {
+                minutes: 10,
+                charge_from_start: true,
+            }),
+            None,
+            None,
+            None,
+        )
+        .expect("valid");
+    let after_grace = seed::table()
+        .with_extras(
+            Some(Grace {
+                minutes: 10,
+                charge_from_start: false,
+            }),
+            None,
+            None,
+            None,
+        )
+        .expect("valid");
+    let short = car("2024-01-10T10:00:00Z", "2024-01-10T10:10:00Z");
+    let longer = car("2024-01-10T10:00:00Z", "2024-01-10T10:26:00Z");
+    assert_eq!(
+        price(&from_start, &utc(), &short).expect("p").total,
+        Decimal::ZERO
+    );
+    assert_eq!(
+        price(&after_grace, &utc(), &short).expect("p").total,
+        Decimal::ZERO
+    );
+    // 26 minutes charged from the start: two blocks; from the end of the grace: 16 minutes, two.
+    assert_eq!(
+        price(&from_start, &utc(), &longer).expect("p").total,
+        eur(30)
+    );
+    let b = price(&after_grace, &utc(), &longer).expect("p");
+    assert_eq!(b.rows[0].start, ts("2024-01-10T10:10:00Z"));
+    assert_eq!(b.total, eur(30));
+    let just_over = car("2024-01-10T10:00:00Z", "2024-01-10T10:11:00Z");
+    assert_eq!(
+        price(&from_start, &utc(), &just_over).expect("p").total,
+        eur(15)
+    );
+    assert_eq!(
+        price(&after_grace, &utc(), &just_over).expect("p").total,
+        eur(15)
+    );
+}
+
+#[test]
+fn the_daily_maximum_caps_each_charging_day() {
+    let table = seed::table()
+        .with_extras(
+            None,
+            Some(DailyMax {
+                amount: Decimal::from(10),
+                resets_at: TimeOfDay::MIDNIGHT,
+            }),
+            None,
+            None,
+        )
+        .expect("valid");
+    // Two full days and a bit: each full day would cost far more than €10.
+    let bill = price(
+        &table,
+        &utc(),
+        &car("2024-01-10T00:00:00Z", "2024-01-12T00:30:00Z"),
+    )
+    .expect("p");
+    let caps = bill
+        .rows
+        .iter()
+        .filter(|r| r.kind == RowKind::DailyMaximum)
+        .count();
+    assert_eq!(caps, 2);
+    // Two capped days at €10 and the 30 minutes of the third: 2 blocks at 0.30 (midnight is
+    // inside the night period, so its block counter does not restart).
+    assert_eq!(bill.total, Decimal::from(20) + eur(60));
+}
+
+#[test]
+fn the_minimum_charge_lifts_small_fees() {
+    let table = seed::table()
+        .with_extras(None, None, Some(Decimal::from(1)), None)
+        .expect("valid");
+    let bill = price(
+        &table,
+        &utc(),
+        &car("2024-01-10T10:00:00Z", "2024-01-10T10:20:00Z"),
+    )
+    .expect("p");
+    assert_eq!(bill.total, Decimal::from(1));
+    assert_eq!(bill.rows.last().map(|r| r.kind), Some(RowKind::Minimum));
+    let free = price(
+        &table,
+        &utc(),
+        &car("2024-01-10T10:00:00Z", "2024-01-10T10:00:00Z"),
+    )
+    .expect("p");
+    assert_eq!(
+        free.total,
+        Decimal::ZERO,
+        "a stay of no time is not charged the minimum"
+    );
+}
+
+#[test]
+fn motorcycles_pay_the_motorcycle_price() {
+    let t = |s| TimeOfDay::parse(s).expect("time");
+    let table = PriceTable::try_new(vec![Period {
+        start: t("0:00"),
+        end: t("0:00"),
+        thresholds: vec![Threshold {
+            minutes: 60,
+            automobile: eur(200),
+            motorcycle: eur(50),
+        }],
+    }])
+    .expect("valid");
+    let mut stay = car("2024-01-10T10:00:00Z", "2024-01-10T11:30:00Z");
+    assert_eq!(price(&table, &utc(), &stay).expect("p").total, eur(400));
+    stay.vehicle = VehicleType::Motorcycle;
+    assert_eq!(price(&table, &utc(), &stay).expect("p").total, eur(100));
+}
+
+// === properties ===
+
+/// A random valid table: 1–6 cut points around the clock, each period with 1–4 blocks of 1–90
+/// minutes at €0.00–€3.00, and random extras.
+fn tables() -> impl Strategy<Value = PriceTable> {
+    let cuts = prop::collection::btree_set(0u16..1440, 1..6);
+    let block = (1u32..90, 0i64..300, 0i64..300).prop_map(|(m, a, c)| Threshold {
+        minutes: m,
+        automobile: eur(a),
+        motorcycle: eur(c),
+    });
+    let blocks = prop::collection::vec(prop::collection::vec(block, 1..4), 6);
+    let extras = (
+        prop::option::of((0u32..60, any::<bool>())),
+        prop::option::of((500i64..5000, 0u16..1440)),
+        prop::option::of(0i64..300),
+        prop::option::of(0i64..800),
+    );
+    (cuts, blocks, extras).prop_map(|(cuts, blocks, (grace, cap, min, night))| {
+        let cuts: Vec<u16> = cuts.into_iter().collect();
+        let periods = cuts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Period {
+                start: TimeOfDay::from_minutes(*s).unwrap_or(TimeOfDay::MIDNIGHT),
+                end: TimeOfDay::from_minutes(cuts[(i + 1) % cuts.len()])
+                    .unwrap_or(TimeOfDay::MIDNIGHT),
+                thresholds: blocks[i].clone(),
+            })
+            .collect();
+        let cap = cap.map(|(a, r)| DailyMax {
+            amount: eur(a),
+            resets_at: TimeOfDay::from_minutes(r).unwrap_or(TimeOfDay::MIDNIGHT),
+        });
+        let min = min.map(eur).filter(|m| cap.is_none_or(|c| c.amount >= *m));
+        PriceTable::try_new(periods)
+            .and_then(|t| {
+                t.with_extras(
+                    grace.map(|(minutes, charge_from_start)| Grace {
+                        minutes,
+                        charge_from_start,
+                    }),
+                    cap,
+                    min,
+                    night.map(eur),
+                )
+            })
+            .unwrap_or_else(|e| unreachable!("generated tables are valid: {e}"))
+    })
+}
+
+fn zones() -> impl Strategy<Value = TimeZone> {
+    prop::sample::select(vec![
+        "UTC",
+        "Europe/Lisbon",
+        "America/New_York",
+        "Australia/Lord_Howe",
+    ])
+    .prop_map(|name| TimeZone::get(name).expect("zone"))
+}
+
+/// Entries over 2024 (both clock changes included), stays up to four days.
+fn stays() -> impl Strategy<Value = (Timestamp, i64, i64)> {
+    (
+        1_704_067_200i64..1_735_689_600,
+        0i64..4 * 24 * 60,
+        1i64..600,
+    )
+        .prop_map(|(s, mins, more)| (Timestamp::from_second(s).expect("2024"), mins, more))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_minute_falls_in_exactly_one_period(table in tables()) {
+        for m in 0..1440u16 {
+            let t = TimeOfDay::from_minutes(m).expect("minute");
+            let n = table.periods().iter().filter(|p| p.contains(t)).count();
+            prop_assert_eq!(n, 1, "minute {} in {} periods", t, n);
+        }
+    }
+
+    #[test]
+    fn the_fee_never_decreases_as_the_stay_gets_longer(
+        table in tables(), tz in zones(), (entry, mins, more) in stays(),
+    ) {
+        let exit = entry + SignedDuration::from_mins(mins);
+        let later = exit + SignedDuration::from_mins(more);
+        let a = price(&table, &tz, &Stay { entry, exit, vehicle: VehicleType::Automobile }).expect("priced");
+        let b = price(&table, &tz, &Stay { entry, exit: later, vehicle: VehicleType::Automobile }).expect("priced");
+        prop_assert!(a.total <= b.total, "{} then {}", a.total, b.total);
+    }
+
+    #[test]
+    fn the_total_is_the_sum_of_its_rows(
+        table in tables(), tz in zones(), (entry, mins, _more) in stays(), moto in any::<bool>(),
+    ) {
+        let vehicle = if moto { VehicleType::Motorcycle } else { VehicleType::Automobile };
+        let exit = entry + SignedDuration::from_mins(mins);
+        let bill = price(&table, &tz, &Stay { entry, exit, vehicle }).expect("priced");
+        let sum: Decimal = bill.rows.iter().map(|r| r.price).sum();
+        prop_assert_eq!(bill.total, round_cents(sum));
+        prop_assert!(bill.total >= Decimal::ZERO);
+        // Blocks tile the charged time without gaps or overlaps.
+        let blocks: Vec<_> = bill.rows.iter().filter(|r| r.kind == RowKind::Block).collect();
+        for w in blocks.windows(2) {
+            prop_assert_eq!(w[0].end, w[1].start);
+        }
+        if let Some(last) = blocks.last() {
+            prop_assert!(last.end >= bill.exit);
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The JSON forms of a price table.
+//!
+//! - The API's (spec §3.2): an array of `{parkId, periodStart, periodEnd, thresholds:
+//!   [{thresholdMinutes, costPerMinuteAutomobiles, costPerMinuteMotorcycles}]}` as the original
+//!   read and wrote it (numbers as JSON numbers or numeric strings on the way in, JSON numbers on
+//!   the way out), or, to set the extras too, an object `{periods: [...], graceMinutes,
+//!   graceChargeFromStart, dailyMaximum, dailyMaximumResetsAt, minimumCharge}`.
+//! - The event's ([`TableDoc`]): the same names with money as exact decimal strings, so a table
+//!   crosses between services without passing through binary floating point.
+
+use std::str::FromStr;
+
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::table::{DailyMax, Grace, Period, PriceTable, TableError, Threshold, TimeOfDay};
+
+/// Largest amount a table may hold (per block, cap or fee), in euros.
+pub const MAX_AMOUNT: i64 = 1_000_000;
+/// Most decimal places an amount may have.
+pub const MAX_SCALE: u32 = 4;
+
+/// Parses a table from the API's JSON (the array or the object form).
+///
+/// # Errors
+/// The first thing wrong, with its path (`[1].thresholds[0].thresholdMinutes`).
+pub fn parse_api(body: &Value) -> Result<PriceTable, TableError> {
+    match body {
+        Value::Array(entries) => PriceTable::try_new(periods(entries)?),
+        Value::Object(obj) => {
+            let entries = match obj.get("periods") {
+                Some(Value::Array(a)) => a,
+                _ => return Err(TableError::new("periods", "must be an array of periods")),
+            };
+            let table = PriceTable::try_new(periods(entries)?)?;
+            let grace = match obj.get("graceMinutes") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(Grace {
+                    minutes: whole(v, "graceMinutes")?,
+                    charge_from_start: match obj.get("graceChargeFromStart") {
+                        None | Some(Value::Null) => true,
+                        Some(Value::Bool(b)) => *b,
+                        Some(_) => {
+                            return Err(TableError::new(
+                                "graceChargeFromStart",
+                                "must be true or false",
+                            ))
+                        }
+                    },
+                }),
+            };
+            let daily_max = match obj.get("dailyMaximum") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(DailyMax {
+                    amount: amount(v, "dailyMaximum")?,
+                    resets_at: match obj.get("dailyMaximumResetsAt") {
+                        None | Some(Value::Null) => TimeOfDay::MIDNIGHT,
+                        Some(v) => time(v, "dailyMaximumResetsAt")?,
+                    },
+                }),
+            };
+            let minimum = match obj.get("minimumCharge") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(amount(v, "minimumCharge")?),
+            };
+            table.with_extras(grace, daily_max, minimum, None)
+        }
+        _ => Err(TableError::new(
+            "body",
+            "must be an array of periods or an object with \"periods\"",
+        )),
+    }
+}
+
+fn periods(entries: &[Value]) -> Result<Vec<Period>, TableError> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let at = |f: &str| format!("[{i}].{f}");
+            let Value::Object(e) = e else {
+                return Err(TableError::new(format!("[{i}]"), "must be an object"));
+            };
+            let thresholds = match e.get("thresholds") {
+                Some(Value::Array(t)) => t,
+                _ => return Err(TableError::new(at("thresholds"), "must be an array")),
+            };
+            Ok(Period {
+                start: time(field(e, "periodStart", &at)?, &at("periodStart"))?,
+                end: time(field(e, "periodEnd", &at)?, &at("periodEnd"))?,
+                thresholds: thresholds
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| {
+                        let at = |f: &str| format!("[{i}].thresholds[{j}].{f}");
+                        let Value::Object(t) = t else {
+                            return Err(TableError::new(
+                                format!("[{i}].thresholds[{j}]"),
+                                "must be an object",
+                            ));
+                        };
+                        Ok(Threshold {
+                            minutes: whole(
+                                field(t, "thresholdMinutes", &at)?,
+                                &at("thresholdMinutes"),
+                            )?,
+                            automobile: amount(
+                                field(t, "costPerMinuteAutomobiles", &at)?,
+                                &at("costPerMinuteAutomobiles"),
+                            )?,
+                            motorcycle: amount(
+                                field(t, "costPerMinuteMotorcycles", &at)?,
+                                &at("costPerMinuteMotorcycles"),
+                            )?,
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            })
+        })
+        .collect()
+}
+
+fn field<'a>(
+    obj: &'a Map<String, Value>,
+    name: &str,
+    at: &dyn Fn(&str) -> String,
+) -> Result<&'a Value, TableError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Err(TableError::new(at(name), "is required")),
+        Some(v) => Ok(v),
+    }
+}
+
+fn time(v: &Value, path: &str) -> Result<TimeOfDay, TableError> {
+    v.as_str()
+        .and_then(TimeOfDay::parse)
+        .ok_or_else(|| TableError::new(path, "must be a time of day, H:MM"))
+}
+
+fn whole(v: &Value, path: &str) -> Result<u32, TableError> {
+    pms_service::fields::integer(v)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| TableError::new(path, "must be a whole number of minutes"))
+}
+
+/// An exact amount from a JSON number or numeric string.
+fn amount(v: &Value, path: &str) -> Result<Decimal, TableError> {
+    let text = match v {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.trim().to_owned(),
+        _ => return Err(TableError::new(path, "must be an amount in euros")),
+    };
+    let d = Decimal::from_str(&text)
+        .or_else(|_| Decimal::from_scientific(&text))
+        .map_err(|_| TableError::new(path, "must be an amount in euros"))?;
+    if d.abs() > Decimal::from(MAX_AMOUNT) {
+        return Err(TableError::new(path, format!("at most {MAX_AMOUNT}")));
+    }
+    if d.normalize().scale() > MAX_SCALE {
+        return Err(TableError::new(
+            path,
+            format!("at most {MAX_SCALE} decimal places"),
+        ));
+    }
+    Ok(d.normalize())
+}
+
+/// An amount as a JSON number (the original's form; the arithmetic never saw a float).
+pub fn money(d: Decimal) -> Value {
+    d.to_f64()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+/// The API's array form of `table` for park `park_id` (the extras are not in it; see
+/// [`api_extras`]).
+pub fn api_entries(table: &PriceTable, park_id: i64) -> Value {
+    Value::Array(
+        table
+            .periods()
+            .iter()
+            .map(|p| {
+                json!({
+                    "parkId": park_id,
+                    "periodStart": p.start.to_string(),
+                    "periodEnd": p.end.to_string(),
+                    "thresholds": p.thresholds.iter().map(|t| json!({
+                        "thresholdMinutes": t.minutes,
+                        "costPerMinuteAutomobiles": money(t.automobile),
+                        "costPerMinuteMotorcycles": money(t.motorcycle),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The extras of `table` as the object form names them (all `null` when off).
+pub fn api_extras(table: &PriceTable) -> Value {
+    json!({
+        "graceMinutes": table.grace.map(|g| g.minutes),
+        "graceChargeFromStart": table.grace.map(|g| g.charge_from_start),
+        "dailyMaximum": table.daily_max.map(|d| money(d.amount)),
+        "dailyMaximumResetsAt": table.daily_max.map(|d| d.resets_at.to_string()),
+        "minimumCharge": table.minimum.map(money),
+    })
+}
+
+/// A price table as events carry it: exact decimal strings, times as `H:MM`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableDoc {
+    /// The periods.
+    pub periods: Vec<PeriodDoc>,
+    /// Grace minutes, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_minutes: Option<u32>,
+    /// Whether a stay past the grace is charged from its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_charge_from_start: Option<bool>,
+    /// Daily maximum, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_maximum: Option<String>,
+    /// When the charging day starts (`H:MM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_maximum_resets_at: Option<String>,
+    /// Minimum charge, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_charge: Option<String>,
+    /// Overnight fee per midnight, if the park charges one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overnight_fee: Option<String>,
+}
+
+/// One period of a [`TableDoc`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeriodDoc {
+    /// `H:MM`.
+    pub period_start: String,
+    /// `H:MM`.
+    pub period_end: String,
+    /// The blocks.
+    pub thresholds: Vec<ThresholdDoc>,
+}
+
+/// One block of a [`PeriodDoc`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThresholdDoc {
+    /// Minutes.
+    pub threshold_minutes: u32,
+    /// Exact decimal text.
+    pub cost_per_minute_automobiles: String,
+    /// Exact decimal text.
+    pub cost_per_minute_motorcycles: String,
+}
+
+impl From<&PriceTable> for TableDoc {
+    fn from(t: &PriceTable) -> Self {
+        Self {
+            periods: t
+                .periods()
+                .iter()
+                .map(|p| PeriodDoc {
+                    period_start: p.start.to_string(),
+                    period_end: p.end.to_string(),
+                    thresholds: p
+                        .thresholds
+                        .iter()
+                        .map(|t| ThresholdDoc {
+                            threshold_minutes: t.minutes,
+                            cost_per_minute_automobiles: t.automobile.to_string(),
+                            cost_per_minute_motorcycles: t.motorcycle.to_string(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            grace_minutes: t.grace.map(|g| g.minutes),
+            grace_charge_from_start: t.grace.map(|g| g.charge_from_start),
+            daily_maximum: t.daily_max.map(|d| d.amount.to_string()),
+            daily_maximum_resets_at: t.daily_max.map(|d| d.resets_at.to_string()),
+            minimum_charge: t.minimum.map(|m| m.to_string()),
+            overnight_fee: t.overnight.map(|o| o.to_string()),
+        }
+    }
+}
+
+impl TableDoc {
+    /// The table it describes, validated again (a document from elsewhere is not trusted).
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn to_table(&self) -> Result<PriceTable, TableError> {
+        let dec = |s: &str, path: &str| amount(&Value::String(s.to_owned()), path);
+        let periods = self
+            .periods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let at = |f: &str| format!("periods[{i}].{f}");
+                Ok(Period {
+                    start: time(&Value::String(p.period_start.clone()), &at("periodStart"))?,
+                    end: time(&Value::String(p.period_end.clone()), &at("periodEnd"))?,
+                    thresholds: p
+                        .thresholds
+                        .iter()
+                        .map(|t| {
+                            Ok(Threshold {
+                                minutes: t.threshold_minutes,
+                                automobile: dec(&t.cost_per_minute_automobiles, &at("thresholds"))?,
+                                motorcycle: dec(&t.cost_per_minute_motorcycles, &at("thresholds"))?,
+                            })
+                        })
+                        .collect::<Result<_, TableError>>()?,
+                })
+            })
+            .collect::<Result<Vec<_>, TableError>>()?;
+        let grace = self.grace_minutes.map(|minutes| Grace {
+            minutes,
+            charge_from_start: self.grace_charge_from_start.unwrap_or(true),
+        });
+        let daily_max = match &self.daily_maximum {
+            Some(a) => Some(DailyMax {
+                amount: dec(a, "dailyMaximum")?,
+                resets_at: match &self.daily_maximum_resets_at {
+                    Some(t) => time(&Value::String(t.clone()), "dailyMaximumResetsAt")?,
+                    None => TimeOfDay::MIDNIGHT,
+                },
+            }),
+            None => None,
+        };
+        let minimum = match &self.minimum_charge {
+            Some(m) => Some(dec(m, "minimumCharge")?),
+            None => None,
+        };
+        let overnight = match &self.overnight_fee {
+            Some(o) => Some(dec(o, "overnightFee")?),
+            None => None,
+        };
+        PriceTable::try_new(periods)?.with_extras(grace, daily_max, minimum, overnight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_postman_table_parses_with_string_prices() {
+        let body = json!([
+            {"parkId": 2, "periodStart": "08:30", "periodEnd": "09:30",
+             "thresholds": [{"thresholdMinutes": 15, "costPerMinuteAutomobiles": "0.30", "costPerMinuteMotorcycles": "0.30"}]},
+            {"periodStart": "09:30", "periodEnd": "8:30",
+             "thresholds": [{"thresholdMinutes": "30", "costPerMinuteAutomobiles": 0.3, "costPerMinuteMotorcycles": 0.3}]},
+        ]);
+        let t = parse_api(&body).expect("valid");
+        assert_eq!(t.periods().len(), 2);
+        assert_eq!(t.periods()[0].thresholds[0].automobile, Decimal::new(3, 1));
+        let out = api_entries(&t, 2);
+        assert_eq!(out[0]["periodStart"], "8:30");
+        assert_eq!(out[1]["thresholds"][0]["thresholdMinutes"], 30);
+        assert_eq!(out[1]["thresholds"][0]["costPerMinuteAutomobiles"], 0.3);
+    }
+
+    #[test]
+    fn bad_tables_name_the_place() {
+        let cases = [
+            (json!("x"), "body"),
+            (
+                json!([{"periodStart": "9:00", "periodEnd": "21:00"}]),
+                "[0].thresholds",
+            ),
+            (
+                json!([{"periodStart": "25:00", "periodEnd": "21:00", "thresholds": []}]),
+                "[0].periodStart",
+            ),
+            (
+                json!([{"periodStart": "0:00", "periodEnd": "0:00", "thresholds": [{"thresholdMinutes": 15, "costPerMinuteAutomobiles": "x", "costPerMinuteMotorcycles": 1}]}]),
+                "[0].thresholds[0].costPerMinuteAutomobiles",
+            ),
+            (
+                json!([{"periodStart": "0:00", "periodEnd": "0:00", "thresholds": [{"thresholdMinutes": -5, "costPerMinuteAutomobiles": 1, "costPerMinuteMotorcycles": 1}]}]),
+                "[0].thresholds[0].thresholdMinutes",
+            ),
+            (
+                json!([{"periodStart": "0:00", "periodEnd": "0:00", "thresholds": [{"thresholdMinutes": 5, "costPerMinuteAutomobiles": 0.00001, "costPerMinuteMotorcycles": 1}]}]),
+                "[0].thresholds[0].costPerMinuteAutomobiles",
+            ),
+            (
+                json!({"periods": [{"periodStart": "0:00", "periodEnd": "0:00", "thresholds": [{"thresholdMinutes": 5, "costPerMinuteAutomobiles": 1, "costPerMinuteMotorcycles": 1}]}], "minimumCharge": -1}),
+                "minimumCharge",
+            ),
+        ];
+        for (body, path) in cases {
+            let e = parse_api(&body).expect_err("invalid");
+            assert_eq!(e.path, path, "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn documents_round_trip_exactly() {
+        let body = json!({"periods": [
+            {"periodStart": "9:00", "periodEnd": "21:00", "thresholds": [{"thresholdMinutes": 15, "costPerMinuteAutomobiles": "0.15", "costPerMinuteMotorcycles": "0.10"}]},
+            {"periodStart": "21:00", "periodEnd": "9:00", "thresholds": [{"thresholdMinutes": 60, "costPerMinuteAutomobiles": "1.05", "costPerMinuteMotorcycles": "0.5"}]},
+        ], "graceMinutes": 10, "graceChargeFromStart": false, "dailyMaximum": "12.50", "dailyMaximumResetsAt": "6:00", "minimumCharge": 0.5});
+        let t = parse_api(&body).expect("valid");
+        let doc = TableDoc::from(&t);
+        let text = serde_json::to_string(&doc).expect("json");
+        assert!(text.contains("\"1.05\""), "{text}");
+        let back: TableDoc = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back.to_table().expect("valid"), t);
+        assert_eq!(api_extras(&t)["dailyMaximumResetsAt"], "6:00");
+    }
+}
