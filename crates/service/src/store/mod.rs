@@ -92,6 +92,33 @@ macro_rules! on_conn {
     };
 }
 
+/// Runs `$body` in a transaction on a connection from `$db`'s pool (see [`with_pool!`]), with
+/// `$tx` bound to the transaction (it derefs to the backend's connection). The body evaluates to
+/// a `Result<T, E>` where `E: From<sqlx::Error>` and [`pool::Outcome`]: on `Ok` the
+/// transaction commits, on `Err` it rolls back, and the macro evaluates to the same `Result`.
+/// A connection found broken at `BEGIN` is marked for [`retry_transient`] (see [`begin`]).
+#[macro_export]
+macro_rules! transaction {
+    ($db:expr, |$tx:ident| $body:expr) => {
+        $crate::with_pool!($db, |pool| {
+            match pool.get().await {
+                Err(e) => Err(::core::convert::From::from(e)),
+                Ok(mut pooled) => {
+                    let done = async {
+                        #[allow(unused_mut)]
+                        let mut $tx = $crate::store::begin(&mut pooled).await?;
+                        let value = $body?;
+                        $tx.commit().await?;
+                        Ok(value)
+                    }
+                    .await;
+                    pooled.settle(done)
+                }
+            }
+        })
+    };
+}
+
 /// Default pool size.
 pub const DEFAULT_POOL_SIZE: u32 = 8;
 /// Default number of connections opened at start and kept open: one, so the first request does
@@ -359,22 +386,35 @@ fn pool_options<C: Pooled>(config: &StoreConfig, connect: C::Options) -> PoolOpt
 ///
 /// # Errors
 /// `op`'s error once it is not transient, or when the retries are spent.
-pub async fn retry_transient<T, F, Fut>(mut op: F) -> Result<T, sqlx::Error>
+pub async fn retry_transient<T, E, F, Fut>(mut op: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: Transient + std::fmt::Display,
 {
     let mut attempt = 0;
     loop {
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if is_transient(&e) && attempt < TRANSIENT_RETRIES => {
+            Err(e) if e.is_transient() && attempt < TRANSIENT_RETRIES => {
                 attempt += 1;
                 tracing::debug!(error = %e, attempt, "retrying a transaction that lost a lock race");
                 tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// An error that may say "lost a lock race; run it again" ([`is_transient`]).
+pub trait Transient {
+    /// Whether running the same work again may succeed.
+    fn is_transient(&self) -> bool;
+}
+
+impl Transient for sqlx::Error {
+    fn is_transient(&self) -> bool {
+        is_transient(self)
     }
 }
 

@@ -147,7 +147,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
 {
-    pms_service::store::retry_transient(op)
+    pms_service::store::retry_transient::<T, sqlx::Error, _, _>(op)
         .await
         .map_err(db_error)
 }

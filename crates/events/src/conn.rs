@@ -1,0 +1,126 @@
+//! The event tables' SQL, written once for both backends: [`EventConn`] is implemented for a
+//! PostgreSQL and a SQLite connection (or transaction, which derefs to one) with the same
+//! statements, so a service calls it from inside its own `with_pool!` transaction.
+
+use std::future::Future;
+
+use sqlx::postgres::PgConnection;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::event::{Event, NewEvent};
+
+/// The advisory lock key the PostgreSQL outbox appends under (see the crate docs for why).
+pub const OUTBOX_LOCK_KEY: i64 = 0x504d_535f_4f42; // "PMS_OB"
+
+/// What a service does with the event tables inside its own transactions.
+pub trait EventConn: Send {
+    /// Appends `event` to this database's outbox; returns its id. Call it inside the
+    /// transaction that makes the change the event describes.
+    fn append<'a>(
+        &'a mut self,
+        event: &'a NewEvent,
+    ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a;
+
+    /// Records that `consumer` has applied `source`'s events up to `position`. Call it inside
+    /// the transaction that applies the event.
+    fn record_position<'a>(
+        &'a mut self,
+        consumer: &'a str,
+        source: &'a str,
+        position: i64,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+
+    /// Keeps an event `consumer` cannot apply, with the reason, for a person to look at.
+    fn park<'a>(
+        &'a mut self,
+        consumer: &'a str,
+        event: &'a Event,
+        reason: &'a str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+}
+
+const APPEND: &str =
+    "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
+const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, updated_at) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at";
+const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
+
+/// The statements, for one connection type; `$lock` runs before an append.
+macro_rules! event_conn {
+    ($conn:ty, $lock:expr) => {
+        impl EventConn for $conn {
+            fn append<'a>(
+                &'a mut self,
+                event: &'a NewEvent,
+            ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a {
+                async move {
+                    if let Some(lock) = $lock {
+                        sqlx::query(lock)
+                            .bind(OUTBOX_LOCK_KEY)
+                            .execute(&mut *self)
+                            .await?;
+                    }
+                    sqlx::query_scalar(APPEND)
+                        .bind(event.aggregate_type)
+                        .bind(&event.aggregate_id)
+                        .bind(event.event_type)
+                        .bind(event.version)
+                        .bind(&event.payload)
+                        .bind(now())
+                        .fetch_one(&mut *self)
+                        .await
+                }
+            }
+
+            fn record_position<'a>(
+                &'a mut self,
+                consumer: &'a str,
+                source: &'a str,
+                position: i64,
+            ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
+                async move {
+                    sqlx::query(RECORD)
+                        .bind(consumer)
+                        .bind(source)
+                        .bind(position)
+                        .bind(now())
+                        .execute(&mut *self)
+                        .await
+                        .map(|_| ())
+                }
+            }
+
+            fn park<'a>(
+                &'a mut self,
+                consumer: &'a str,
+                event: &'a Event,
+                reason: &'a str,
+            ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
+                async move {
+                    sqlx::query(PARK)
+                        .bind(consumer)
+                        .bind(&event.source)
+                        .bind(event.id)
+                        .bind(&event.event_type)
+                        .bind(event.version)
+                        .bind(event.payload.to_string())
+                        .bind(reason)
+                        .bind(now())
+                        .execute(&mut *self)
+                        .await
+                        .map(|_| ())
+                }
+            }
+        }
+    };
+}
+
+event_conn!(PgConnection, Some("SELECT pg_advisory_xact_lock($1)"));
+event_conn!(SqliteConnection, None::<&str>);
+
+/// Now, RFC 3339 UTC.
+pub fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}

@@ -1,0 +1,190 @@
+//! Applying one producer's events in order, exactly once: a [`Consumer`] reads the producer's
+//! outbox after its recorded position and hands each event to its [`Handler`], which applies it
+//! and records the new position in the same transaction (`EventConn::record_position`). Events
+//! the handler does not care about are skipped and their position recorded in batches; events it
+//! cannot read are parked with the reason and the ones after them flow on; a database that is
+//! away is waited out (the same event is tried again, never skipped).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pms_service::store::Db;
+use pms_service::{repeatable, transaction};
+
+use crate::conn::EventConn;
+use crate::event::Event;
+use crate::outbox::Outbox;
+
+/// How often a consumer reads when nobody rings (a wake-up after each commit makes it sooner).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
+/// Most events read at once.
+pub const BATCH: i64 = 200;
+/// Longest wait before trying a failed event again.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What a handler did with an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied, with the position recorded in the same transaction.
+    Applied,
+    /// Not of interest; the consumer records the position itself.
+    Ignored,
+}
+
+/// Why a handler did not apply an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// Something passing (the database is away, a lock race lost): try the same event again.
+    #[error("will retry: {0}")]
+    Retry(String),
+    /// The event cannot be applied as it is (unknown version, malformed payload): park it.
+    #[error("parked: {0}")]
+    Park(String),
+}
+
+/// A consuming service's side: what to do with each event of one producer.
+pub trait Handler: Send + Sync + 'static {
+    /// Applies `event`. On [`Outcome::Applied`] the handler has recorded `event.id` as its
+    /// position (`EventConn::record_position(consumer, &event.source, event.id)`) in the same
+    /// transaction as the event's effects.
+    fn apply(&self, event: &Event) -> impl Future<Output = Result<Outcome, ApplyError>> + Send;
+}
+
+/// One consumer of one producer's events.
+pub struct Consumer<H> {
+    /// Its name, unique per consuming service (`parks`, `payments`, …).
+    pub name: &'static str,
+    /// The producer's outbox.
+    pub source: Outbox,
+    /// The consuming service's database (positions, parked events).
+    pub db: Db,
+    /// What to do with each event.
+    pub handler: Arc<H>,
+}
+
+impl<H: Handler> Consumer<H> {
+    /// The recorded position (0 before the first event).
+    ///
+    /// # Errors
+    /// When the consumer's database is unavailable.
+    pub async fn position(&self) -> Result<i64, sqlx::Error> {
+        position(&self.db, self.name, self.source.source).await
+    }
+
+    /// Applies every event the producer has until `shutdown`, waiting for new ones.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let bell = self.source.bell();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let rung = bell.notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
+            let pause = match self.step().await {
+                Ok(true) => continue,
+                Ok(false) => {
+                    backoff = Duration::from_millis(50);
+                    POLL_INTERVAL
+                }
+                Err(e) => {
+                    tracing::warn!(consumer = self.name, source = self.source.source, error = %e, retry_in = ?backoff, "event consumer waiting");
+                    let wait = backoff;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    wait
+                }
+            };
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = &mut rung => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Reads one batch after the recorded position and applies it. Returns whether there may be
+    /// more right away.
+    ///
+    /// # Errors
+    /// Why it stopped early (the next step starts again from the recorded position).
+    pub async fn step(&self) -> Result<bool, String> {
+        let from = self.position().await.map_err(|e| e.to_string())?;
+        let batch = self
+            .source
+            .read_after(from, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        let full = batch.len() as i64 == BATCH;
+        let mut skipped_to = None;
+        for event in &batch {
+            match self.handler.apply(event).await {
+                Ok(Outcome::Applied) => skipped_to = None,
+                Ok(Outcome::Ignored) => skipped_to = Some(event.id),
+                Err(ApplyError::Park(reason)) => {
+                    tracing::error!(consumer = self.name, source = %event.source, id = event.id, event_type = %event.event_type, %reason, "event parked");
+                    self.park(event, &reason).await.map_err(|e| e.to_string())?;
+                    skipped_to = None;
+                }
+                Err(ApplyError::Retry(reason)) => {
+                    if let Some(id) = skipped_to {
+                        self.record(id).await.map_err(|e| e.to_string())?;
+                    }
+                    return Err(reason);
+                }
+            }
+        }
+        if let Some(id) = skipped_to {
+            self.record(id).await.map_err(|e| e.to_string())?;
+        }
+        Ok(full)
+    }
+
+    async fn record(&self, id: i64) -> Result<(), sqlx::Error> {
+        let (name, source) = (self.name, self.source.source);
+        repeatable!(self.db, |conn| conn.record_position(name, source, id).await)
+    }
+
+    /// Parks `event` and moves past it, in one transaction.
+    async fn park(&self, event: &Event, reason: &str) -> Result<(), sqlx::Error> {
+        let name = self.name;
+        transaction!(self.db, |tx| {
+            tx.park(name, event, reason).await?;
+            tx.record_position(name, &event.source, event.id).await
+        })
+    }
+}
+
+/// `consumer`'s recorded position in `source`'s events (0 before the first).
+///
+/// # Errors
+/// When the database is unavailable.
+pub async fn position(db: &Db, consumer: &str, source: &str) -> Result<i64, sqlx::Error> {
+    repeatable!(db, |conn| sqlx::query_scalar::<_, i64>(
+        "SELECT position FROM event_positions WHERE consumer = $1 AND source = $2"
+    )
+    .bind(consumer)
+    .bind(source)
+    .fetch_optional(&mut *conn)
+    .await)
+    .map(|p| p.unwrap_or(0))
+}
+
+/// Sets `consumer`'s position in `source`'s events back (or forward) to `position`, so the
+/// events after it are applied again: for `pms events replay`. Handlers are idempotent per event
+/// (their effects are keyed by the event's subject), so a replay converges.
+///
+/// # Errors
+/// When the database is unavailable.
+pub async fn rewind(
+    db: &Db,
+    consumer: &str,
+    source: &str,
+    position: i64,
+) -> Result<(), sqlx::Error> {
+    repeatable!(db, |conn| conn
+        .record_position(consumer, source, position.max(0))
+        .await)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,125 @@
+//! An event: what changed (`event_type`, with a schema `version`), to what (`aggregate_type`
+//! and `aggregate_id`), the details as JSON (`payload`), when, and the producer's outbox id,
+//! which orders a producer's events and identifies each one. Schemas per type are in
+//! `docs/events.md`; a consumer ignores payload fields it does not know and parks versions it
+//! cannot read.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// An event read from a producer's outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The outbox id: increasing in commit order within one producer.
+    pub id: i64,
+    /// The producing service (`users`, `parks`, `payments`).
+    pub source: String,
+    /// What kind of thing changed (`customer`, `visit`, `invoice`, …).
+    pub aggregate_type: String,
+    /// Which one.
+    pub aggregate_id: String,
+    /// What happened (`customer.registered`, …).
+    pub event_type: String,
+    /// The payload's schema version.
+    pub version: i64,
+    /// The details.
+    pub payload: serde_json::Value,
+    /// When it was written (RFC 3339, UTC).
+    pub created_at: String,
+}
+
+impl Event {
+    /// The payload as `T`, when the version is one `T` reads (`readable`).
+    ///
+    /// # Errors
+    /// Why it cannot be read: an unknown version or a payload of another shape. Consumers park
+    /// the event with this reason.
+    pub fn decode<T: DeserializeOwned>(&self, readable: &[i64]) -> Result<T, String> {
+        if !readable.contains(&self.version) {
+            return Err(format!(
+                "{} version {} is not readable here (reads {readable:?})",
+                self.event_type, self.version
+            ));
+        }
+        serde_json::from_value(self.payload.clone())
+            .map_err(|e| format!("{} payload does not match its schema: {e}", self.event_type))
+    }
+}
+
+/// An event to append to the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// What kind of thing changed.
+    pub aggregate_type: &'static str,
+    /// Which one.
+    pub aggregate_id: String,
+    /// What happened.
+    pub event_type: &'static str,
+    /// The payload's schema version.
+    pub version: i64,
+    /// The details, serialized.
+    pub payload: String,
+}
+
+impl NewEvent {
+    /// An event with `payload` serialized to JSON.
+    ///
+    /// # Errors
+    /// When the payload cannot be serialized (a bug in its type).
+    pub fn new<T: Serialize>(
+        aggregate_type: &'static str,
+        aggregate_id: impl ToString,
+        event_type: &'static str,
+        version: i64,
+        payload: &T,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            aggregate_type,
+            aggregate_id: aggregate_id.to_string(),
+            event_type,
+            version,
+            payload: serde_json::to_string(payload)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Named {
+        name: String,
+    }
+
+    fn event(version: i64, payload: serde_json::Value) -> Event {
+        Event {
+            id: 1,
+            source: "users".into(),
+            aggregate_type: "customer".into(),
+            aggregate_id: "4".into(),
+            event_type: "customer.registered".into(),
+            version,
+            payload,
+            created_at: "2026-11-27T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_unknown_versions_refused() {
+        let e = event(1, serde_json::json!({"name": "A | B", "later": true}));
+        assert_eq!(
+            e.decode::<Named>(&[1]),
+            Ok(Named {
+                name: "A | B".into()
+            })
+        );
+        assert!(event(2, serde_json::json!({"name": "x"}))
+            .decode::<Named>(&[1])
+            .unwrap_err()
+            .contains("version 2"));
+        assert!(event(1, serde_json::json!({"nom": "x"}))
+            .decode::<Named>(&[1])
+            .is_err());
+    }
+}

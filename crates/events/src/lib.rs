@@ -1,0 +1,47 @@
+//! PMS domain events: how one service learns what changed in another without reaching into its
+//! database and without losing anything.
+//!
+//! Layout:
+//! - [`event`]: the event as it is stored and read ([`Event`], [`NewEvent`]), versioned JSON.
+//! - [`outbox`]: writing an event in the same transaction as the change it describes, and
+//!   reading a producer's outbox in order ([`Outbox`]).
+//! - [`conn`]: the SQL both backends run for the outbox, read positions and parked events.
+//! - [`consumer`]: applying a producer's events in order, exactly once ([`Consumer`]).
+//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`]: the tables, for each service's migrations.
+//!
+//! Why an outbox and not a message sent after the commit: a crash between the two would leave a
+//! change without its event (the original lost every message published while a consumer was
+//! down, spec §1.3). The event row commits with the change or not at all.
+//!
+//! Why a read position in the consumer's own database, advanced in the same transaction as the
+//! event's effects: a consumer that crashes after applying an event but before remembering it
+//! would apply it twice; here either both happened or neither. Nothing in between holds events in
+//! memory (no broadcast channel that drops for a slow receiver): a consumer that falls behind
+//! reads further back in the producer's table.
+//!
+//! Why the PostgreSQL outbox takes a transaction-scoped advisory lock before it appends: row ids
+//! come from a sequence when the row is inserted, not when it commits, so two concurrent
+//! transactions could commit ids 8 and 7 in that order and a reader that has seen 8 would skip 7
+//! for good. Under the lock, ids commit in order. SQLite has one writer at a time already.
+//!
+//! In one process (`pms up`) a consumer reads the producer's outbox table directly and is woken
+//! by the producer after each commit (a wake-up carries no data, so a missed one only delays the
+//! next read to the poll interval). Across machines the same consumers read from NATS JetStream
+//! instead (the distributed mode).
+
+#![deny(missing_docs)]
+
+pub mod conn;
+pub mod consumer;
+pub mod event;
+pub mod outbox;
+
+pub use crate::consumer::{ApplyError, Consumer, Handler, Outcome};
+pub use crate::event::{Event, NewEvent};
+pub use crate::outbox::Outbox;
+
+/// The event tables for a SQLite service database: the outbox it writes, the read positions of
+/// its consumers, and the events they parked.
+pub const SCHEMA_SQLITE: &str = include_str!("schema_sqlite.sql");
+/// The same tables for PostgreSQL.
+pub const SCHEMA_POSTGRES: &str = include_str!("schema_postgres.sql");
