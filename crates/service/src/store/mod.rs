@@ -423,7 +423,7 @@ impl Transient for sqlx::Error {
 #[error("a pooled connection was broken before the transaction began: {0}")]
 struct BrokenAtBegin(String);
 
-/// `BEGIN` on a pooled connection. A connection taken from the idle list that turns out broken
+/// `BEGIN` (SQLite: `BEGIN IMMEDIATE`, see [`Pooled::BEGIN`]) on a pooled connection. A connection taken from the idle list that turns out broken
 /// here (the database restarted while it sat idle) has sent nothing of the transaction, so the
 /// error is marked for [`retry_transient`] to run the transaction again. It stays an I/O error,
 /// so it still closes the connection (and every idle one with it: the next attempt opens a new
@@ -435,7 +435,7 @@ pub async fn begin<C: Pooled>(
     conn: &mut Conn<C>,
 ) -> Result<sqlx::Transaction<'_, C::Database>, sqlx::Error> {
     let reused = conn.reused();
-    match sqlx::Connection::begin(&mut **conn).await {
+    match sqlx::Connection::begin_with(&mut **conn, C::BEGIN).await {
         Err(e) if reused && pool::Outcome::breaks_connection(&e) => {
             Err(sqlx::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,

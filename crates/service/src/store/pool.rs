@@ -37,9 +37,20 @@ use sqlx::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A connection type the pool can hold: either backend's (`PgConnection`, `SqliteConnection`).
-pub trait Pooled: Connection + 'static {}
+pub trait Pooled: Connection + 'static {
+    /// The statement that starts a write transaction. SQLite's is `BEGIN IMMEDIATE`: it takes
+    /// the write lock at once, so two transactions that read and then write queue up on the
+    /// busy timeout instead of one failing when it tries to upgrade its read lock.
+    const BEGIN: &'static str;
+}
 
-impl<C: Connection + 'static> Pooled for C {}
+impl Pooled for sqlx::PgConnection {
+    const BEGIN: &'static str = "BEGIN";
+}
+
+impl Pooled for sqlx::SqliteConnection {
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+}
 
 /// A pooled connection idle this long or longer is pinged before it is handed out.
 pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(30);

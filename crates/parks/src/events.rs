@@ -1,0 +1,91 @@
+//! What the parks service does with other services' events, and the consumers that feed them.
+//!
+//! | source | event | effect |
+//! |---|---|---|
+//! | users | `customer.registered`, `customer.changed` (v1) | upsert the customer and replace their vehicles |
+//! | payments | `invoice.issued` (v1) | the visit's price, discount and invoice id; exits waiting for it are woken |
+//!
+//! Anything else is skipped. Unknown versions and malformed payloads are parked.
+
+use std::sync::Arc;
+
+use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+
+use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
+use crate::store::StoreError;
+use crate::App;
+
+/// Applies the users service's events.
+#[derive(Debug, Clone)]
+pub struct FromUsers(pub App);
+
+/// Applies the payments service's events.
+#[derive(Debug, Clone)]
+pub struct FromPayments(pub App);
+
+fn failed(e: StoreError) -> ApplyError {
+    ApplyError::Retry(e.to_string())
+}
+
+impl Handler for FromUsers {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        match event.event_type.as_str() {
+            "customer.registered" | "customer.changed" => {
+                let c: CustomerDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                self.0.store.apply_customer(&c, event).await.map_err(failed)?;
+                Ok(Outcome::Applied)
+            }
+            _ => Ok(Outcome::Ignored),
+        }
+    }
+}
+
+impl Handler for FromPayments {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        match event.event_type.as_str() {
+            "invoice.issued" => {
+                let i: InvoiceDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                let known = self.0.store.apply_invoice(&i, event).await.map_err(failed)?;
+                if !known {
+                    tracing::warn!(visit = i.visit_id, invoice = i.invoice_id, "an invoice for a visit parks does not know");
+                }
+                self.0.invoices.notify_waiters();
+                Ok(Outcome::Applied)
+            }
+            _ => Ok(Outcome::Ignored),
+        }
+    }
+}
+
+/// Starts the two consumers (users' and payments' outboxes) until `shutdown` resolves.
+pub fn spawn_consumers(
+    app: &App,
+    users: Outbox,
+    payments: Outbox,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let db = app.store.db().clone();
+    vec![
+        tokio::spawn(
+            Consumer {
+                name: CONSUMER,
+                source: users,
+                db: db.clone(),
+                handler: Arc::new(FromUsers(app.clone())),
+            }
+            .run(stopped(shutdown.clone())),
+        ),
+        tokio::spawn(
+            Consumer {
+                name: CONSUMER,
+                source: payments,
+                db,
+                handler: Arc::new(FromPayments(app.clone())),
+            }
+            .run(stopped(shutdown)),
+        ),
+    ]
+}

@@ -1,0 +1,255 @@
+//! `/barriers/...` and `/display/...`: the device endpoints. Each device proves it is itself
+//! with its key (`X-Device-Key`, see [`crate::devices`]); a barrier acts only for its own park
+//! and in its own direction. Business outcomes are `200` with `success` and the driver's message
+//! (spec §3.3); bad credentials are 401, another device's park or direction 403, bad input 400.
+
+use axum::body::Body;
+use axum::extract::State;
+use http::{HeaderMap, StatusCode};
+use pms_service::fields::{optional_int, required_instant, required_int, required_str, FieldError};
+use pms_service::http::{json, json_object, Answer};
+use pms_service::ApiError;
+
+use super::store_error;
+use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
+use crate::model::{BarrierAnswer, Direction};
+use crate::rules::{self, Refusal};
+use crate::store::visits::{Barrier, Passage};
+use crate::store::StoreError;
+use crate::App;
+
+/// Longest display text.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+/// Longest wait of a display's long poll.
+pub const MAX_WAIT_MS: i64 = 30_000;
+
+/// 401 unless the request carries device `id`'s key.
+fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(), ApiError> {
+    let Some(key) = headers.get(DEVICE_KEY_HEADER).and_then(|v| v.to_str().ok()) else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing_device_key",
+            "a device key is required (X-Device-Key)",
+        ));
+    };
+    if s.devices.verify(kind, id, key) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_device_key",
+            "the device key does not match this device",
+        ))
+    }
+}
+
+/// The barrier a request names, checked against its key, park and direction. `Ok(None)` for an
+/// unknown barrier (a business answer, not an error).
+async fn barrier(
+    s: &App,
+    headers: &HeaderMap,
+    body: &pms_service::fields::Body,
+    direction: Option<Direction>,
+) -> Result<(i64, Option<Barrier>), ApiError> {
+    let id = required_int(body, "barrierID")?;
+    device(s, headers, DeviceKind::Barrier, id)?;
+    let barrier = match s.store.barrier(id).await {
+        Ok(b) => b,
+        Err(StoreError::NotFound { .. }) => return Ok((id, None)),
+        Err(e) => return Err(store_error(e)),
+    };
+    for (field, expected) in [("parkID", barrier.park_id), ("parkNumber", barrier.park_number)] {
+        if let Some(given) = optional_int(body, field)? {
+            if given != expected {
+                return Err(ApiError::forbidden(format!(
+                    "barrier {id} belongs to park {expected}, not {given}"
+                ))
+                .with_field(field));
+            }
+        }
+    }
+    if let Some(d) = direction {
+        if barrier.direction != d {
+            return Err(ApiError::forbidden(format!(
+                "barrier {id} is an {} barrier",
+                barrier.direction.as_str().to_ascii_lowercase()
+            )));
+        }
+    }
+    Ok((id, Some(barrier)))
+}
+
+/// `POST /barriers/entrance`.
+pub async fn entrance(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    passage(s, headers, body, Direction::Entrance).await
+}
+
+/// `POST /barriers/exit`.
+pub async fn exit(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    passage(s, headers, body, Direction::Exit).await
+}
+
+async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -> Answer {
+    s.ready.check()?;
+    let body = json_object(&s.limits, &headers, body).await?;
+    let (id, barrier) = barrier(&s, &headers, &body, Some(direction)).await?;
+    let plate = pms_service::vocab::plate(required_str(&body, "plateNumber")?)
+        .map_err(|m| FieldError::new("plateNumber", m))?;
+    let at = required_instant(&body, "date")?;
+    let dir = if direction == Direction::Entrance { "entrance" } else { "exit" };
+    let Some(barrier) = barrier else {
+        s.metrics.passage(dir, Refusal::UnknownBarrier.reason());
+        return Ok(answer(id, optional_int(&body, "parkID")?.unwrap_or(0), Err(Refusal::UnknownBarrier)));
+    };
+    let passage = match direction {
+        Direction::Entrance => s.store.enter(&barrier, &plate, at).await,
+        Direction::Exit => s.store.exit(&barrier, &plate, at).await,
+    }
+    .map_err(store_error)?;
+    s.committed();
+    let message = match passage {
+        Passage::Refused(r) => {
+            s.metrics.passage(dir, r.reason());
+            return Ok(answer(barrier.id, barrier.park_id, Err(r)));
+        }
+        Passage::Open { name, visit_id, price, .. } => {
+            s.metrics.passage(dir, "opened");
+            match direction {
+                Direction::Entrance => rules::welcome(&name),
+                Direction::Exit => {
+                    let price = match price {
+                        Some(p) => Some(p),
+                        None => wait_for_price(&s, visit_id).await,
+                    };
+                    let message = rules::goodbye(
+                        &name,
+                        price.as_ref().map(|(p, d)| (p.as_str(), d.as_str())),
+                    );
+                    if price.is_some() {
+                        // Best effort: the displays already say goodbye without the price.
+                        if let Err(e) = s.store.show(barrier.id, &message).await {
+                            tracing::debug!(error = %e, "could not put the price on the displays");
+                        }
+                        s.committed();
+                    }
+                    message
+                }
+            }
+        }
+    };
+    Ok(answer(barrier.id, barrier.park_id, Ok(message)))
+}
+
+/// The visit's price and discount, waiting up to the configured exit wait for its invoice.
+async fn wait_for_price(s: &App, visit_id: i64) -> Option<(String, String)> {
+    let deadline = tokio::time::Instant::now() + s.exit_wait;
+    loop {
+        let rung = s.invoices.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        match s.store.visit_price(visit_id).await {
+            Ok(Some(price)) => return Some(tidy(price)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a visit's price");
+                return None;
+            }
+        }
+        if tokio::time::timeout_at(deadline, rung).await.is_err() {
+            return None;
+        }
+    }
+}
+
+/// Money as the original showed it (`1.2`, `0.0`): at least one decimal, no trailing zeros.
+fn tidy((price, discount): (String, String)) -> (String, String) {
+    let show = |t: String| match t.parse::<rust_decimal::Decimal>() {
+        Ok(d) => {
+            let d = d.normalize();
+            if d.scale() == 0 {
+                format!("{d}.0")
+            } else {
+                d.to_string()
+            }
+        }
+        Err(_) => t,
+    };
+    (show(price), show(discount))
+}
+
+fn answer(barrier_id: i64, park_id: i64, outcome: Result<String, Refusal>) -> axum::response::Response {
+    let (success, message) = match outcome {
+        Ok(m) => (true, m),
+        Err(r) => (false, r.message().to_owned()),
+    };
+    json(
+        StatusCode::OK,
+        &BarrierAnswer {
+            barrier_id,
+            park_id,
+            success,
+            message,
+        },
+    )
+}
+
+/// `POST /display/update` `{barrierID, parkID, parkNumber, message}`: a barrier puts a message
+/// on its own displays.
+pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    s.ready.check()?;
+    let body = json_object(&s.limits, &headers, body).await?;
+    let (id, barrier) = barrier(&s, &headers, &body, None).await?;
+    let message = required_str(&body, "message")?.trim().to_owned();
+    if message.is_empty() || message.chars().count() > MAX_MESSAGE_CHARS || message.chars().any(char::is_control) {
+        return Err(FieldError::new(
+            "message",
+            format!("must be 1 to {MAX_MESSAGE_CHARS} printable characters"),
+        )
+        .into());
+    }
+    let park_id = barrier.as_ref().map_or(0, |b| b.park_id);
+    let (success, text) = match barrier {
+        None => (false, "Barrier not found!".to_owned()),
+        Some(b) => match s.store.show(b.id, &message).await.map_err(store_error)? {
+            0 => (false, "No displays found!".to_owned()),
+            _ => (true, message),
+        },
+    };
+    s.committed();
+    Ok(json(
+        StatusCode::OK,
+        &BarrierAnswer {
+            barrier_id: id,
+            park_id,
+            success,
+            message: text,
+        },
+    ))
+}
+
+/// `POST /display/get` `{displayID}`: the display's text and its park's free spots. With
+/// `"waitForChangeAfter": version` (from a previous answer's `version`) it answers when
+/// something may have changed, or after `waitMs` (default 25 s, at most 30 s): a long poll, so a
+/// display shows an entrance or exit as it happens instead of polling every 10 s.
+pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+    s.ready.check()?;
+    let body = json_object(&s.limits, &headers, body).await?;
+    let id = required_int(&body, "displayID")?;
+    device(&s, &headers, DeviceKind::Display, id)?;
+    let mut changes = s.displays.subscribe();
+    if let Some(after) = optional_int(&body, "waitForChangeAfter")? {
+        let wait = optional_int(&body, "waitMs")?.unwrap_or(25_000);
+        if !(0..=MAX_WAIT_MS).contains(&wait) {
+            return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
+        }
+        let wait = std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+        let changed = changes.wait_for(|v| i64::try_from(*v).unwrap_or(i64::MAX) != after);
+        let _ = tokio::time::timeout(wait, changed).await;
+    }
+    let version = *changes.borrow_and_update();
+    let display = s.store.display(id).await.map_err(store_error)?;
+    let mut view = serde_json::to_value(&display.view).map_err(ApiError::internal)?;
+    view["version"] = version.into();
+    view["state"] = display.state.as_str().into();
+    Ok(json(StatusCode::OK, &view))
+}

@@ -1,0 +1,207 @@
+//! The PMS parks service: parks, spots, barriers, displays, visits, price tables and park
+//! reports, with the published API's paths and JSON (spec §3.2, §3.3), on SQLite or PostgreSQL.
+//!
+//! Layout:
+//! - [`model`]: enumerations and JSON shapes.
+//! - [`rules`]: the barrier's messages, spot fitting, distances, report keys — pure.
+//! - [`devices`]: barrier and display credentials.
+//! - [`store`]: the database: migrations, queries, demo parks, the replicas kept by events.
+//! - [`events`]: what parks does with the users and payments services' events.
+//! - [`http`]: routes and handlers.
+//! - [`metrics`]: `/metrics`.
+//!
+//! Caller verification, JSON errors, the pool, readiness and serving are the service kit's
+//! (`pms-service`). Customers and vehicles come from the users service's events and invoices
+//! from the payments service's (`pms-events`); parks never reads another service's database.
+//!
+//! Why an exit waits a little for its invoice: the driver should see the price at the barrier,
+//! and the payments service issues the invoice from the `visit.closed` event the exit wrote. The
+//! exit answers as soon as the price is known or after [`ParksConfig::exit_wait`] at most, with
+//! "your invoice will follow": a slow or absent payments service delays an invoice, never a car.
+
+#![deny(missing_docs)]
+
+pub mod devices;
+pub mod events;
+pub mod http;
+pub mod metrics;
+pub mod model;
+pub mod rules;
+pub mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pms_auth::{Verifier, VerifierConfig};
+use pms_events::Outbox;
+use pms_net::serve::{Drain, ServeConfig};
+use pms_service::http::BodyLimits;
+use pms_service::Readiness;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::devices::{DeviceKeys, WeakSecret};
+use crate::metrics::Metrics;
+use crate::store::{Store, StoreConfig, StoreError};
+
+/// Default longest wait of an exit for its invoice's price.
+pub const DEFAULT_EXIT_WAIT: Duration = Duration::from_millis(700);
+
+/// Everything the service needs.
+pub struct ParksConfig {
+    /// The database.
+    pub store: StoreConfig,
+    /// Verifies bearer tokens (the users service's key or its public half).
+    pub verifier: VerifierConfig,
+    /// The secret device keys derive from (see [`devices`]).
+    pub device_secret: Vec<u8>,
+    /// Create the demo parks in an empty database.
+    pub seed: bool,
+    /// Time zone of the demo parks.
+    pub time_zone: String,
+    /// Request body limits.
+    pub limits: BodyLimits,
+    /// Longest wait of an exit for its invoice's price.
+    pub exit_wait: Duration,
+}
+
+impl std::fmt::Debug for ParksConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParksConfig")
+            .field("store", &self.store)
+            .field("seed", &self.seed)
+            .field("time_zone", &self.time_zone)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Database URL.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Token verification settings.
+    #[error("token verification: {0}")]
+    Verifier(pms_auth::verify::ConfigError),
+    /// The device secret.
+    #[error(transparent)]
+    Devices(#[from] WeakSecret),
+    /// The parks' time zone.
+    #[error("time zone: {0}")]
+    TimeZone(String),
+}
+
+/// The service's shared state. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct App(Arc<Inner>);
+
+/// What [`App`] holds.
+#[derive(Debug)]
+pub struct Inner {
+    /// The database.
+    pub store: Store,
+    /// Token verification.
+    pub verifier: Verifier,
+    /// Device keys.
+    pub devices: DeviceKeys,
+    /// This service's outbox (its consumers are woken after each commit).
+    pub outbox: Outbox,
+    /// 503 until migrated and seeded.
+    pub ready: Readiness,
+    /// Request body limits.
+    pub limits: BodyLimits,
+    /// Longest wait of an exit for its invoice.
+    pub exit_wait: Duration,
+    /// Rung when an invoice reaches a visit (exits waiting for their price listen).
+    pub invoices: Notify,
+    /// Rung when a display's text or its park's occupancy may have changed.
+    pub displays: tokio::sync::watch::Sender<u64>,
+    /// Counters.
+    pub metrics: Metrics,
+    seed: bool,
+    time_zone: String,
+}
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl App {
+    /// Builds the service without touching the database. Call it inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] for a bad URL, verifier settings, device secret or time zone.
+    pub fn new(config: ParksConfig) -> Result<Self, StartError> {
+        rules::time_zone(&config.time_zone).map_err(StartError::TimeZone)?;
+        let store = Store::open(&config.store)?;
+        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
+        let devices = DeviceKeys::new(&config.device_secret)?;
+        let outbox = Outbox::new("parks", store.db().clone());
+        Ok(Self(Arc::new(Inner {
+            store,
+            verifier,
+            devices,
+            outbox,
+            ready: Readiness::new("parks"),
+            limits: config.limits,
+            exit_wait: config.exit_wait,
+            invoices: Notify::new(),
+            displays: tokio::sync::watch::Sender::new(0),
+            metrics: Metrics::default(),
+            seed: config.seed,
+            time_zone: config.time_zone,
+        })))
+    }
+
+    /// Migrates the schema and seeds the demo parks when configured and the database has none;
+    /// then the service is ready. Returns whether it seeded.
+    ///
+    /// # Errors
+    /// Database failures ([`StoreError::is_unavailable`] when it is just not reachable).
+    pub async fn init(&self) -> Result<bool, StoreError> {
+        self.store.migrate().await?;
+        let seeded = if self.seed {
+            self.store.seed_if_empty(&self.time_zone).await?
+        } else {
+            false
+        };
+        if seeded {
+            self.outbox.committed();
+        }
+        self.ready.set();
+        Ok(seeded)
+    }
+
+    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
+    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
+        let app = self.clone();
+        pms_service::ready::retry_in_background("parks", move || {
+            let app = app.clone();
+            async move { app.init().await }
+        })
+    }
+
+    /// Something that changes what displays show was committed: wake the outbox's consumers and
+    /// the displays' followers.
+    pub fn committed(&self) {
+        self.outbox.committed();
+        self.displays.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Serves the parks API on `listener` until `shutdown`, then drains.
+pub async fn run(
+    listener: TcpListener,
+    app: App,
+    serve: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Drain {
+    let drain = pms_service::serve(listener, http::router(app.clone()), serve, shutdown).await;
+    app.store.close().await;
+    drain
+}

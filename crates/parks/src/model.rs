@@ -1,0 +1,158 @@
+//! The parks service's vocabulary: its own enumerations (barrier direction, device state, report
+//! period) and the JSON shapes of the published API (spec §3.2, §3.3), field for field,
+//! including the original's spellings (`parkid`, `customerID`). No I/O and no rules here.
+
+use pms_service::names;
+use pms_service::vocab::{EnergySource, VehicleType};
+use serde::Serialize;
+
+names! {
+    /// Which way a barrier lets cars through (the original did not know; it went by the endpoint
+    /// a device called).
+    Direction {
+        /// Lets cars in.
+        Entrance => "ENTRANCE",
+        /// Lets cars out.
+        Exit => "EXIT",
+    }
+}
+
+names! {
+    /// Whether a barrier or display works.
+    State {
+        /// In service.
+        Active => "ACTIVE",
+        /// Switched off.
+        Disabled => "DISABLED",
+    }
+}
+
+names! {
+    /// How `/parkReport/parkingTime` aggregates.
+    ReportPeriod {
+        /// Per day.
+        Day => "day",
+        /// Per month.
+        Month => "month",
+        /// Per year.
+        Year => "year",
+    }
+}
+
+/// `GET /parks/getAllOccupancies` item (note the original's `parkid`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Occupancy {
+    /// Park id (lower-case `parkid`, as published).
+    pub parkid: i64,
+    /// Park number.
+    #[serde(rename = "parkNumber")]
+    pub park_number: i64,
+    /// The park's maximum occupancy.
+    pub occupancy: i64,
+    /// Free spots now: operational and not occupied (the original's name for it).
+    #[serde(rename = "currentCapacity")]
+    pub current_capacity: i64,
+}
+
+/// Free spots of one vehicle and energy type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpotTypeOccupancy {
+    /// Vehicle type.
+    pub spot_vehicle_type: VehicleType,
+    /// Energy type.
+    pub spot_type: EnergySource,
+    /// Free operational spots.
+    pub available_spots: i64,
+}
+
+/// `GET /parks/real-time/occupancy/...` item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NearbyPark {
+    /// Park id.
+    pub park_id: i64,
+    /// Great-circle distance from the caller, km.
+    pub distance_km: f64,
+    /// Eight entries: AUTOMOBILE then MOTORCYCLE, each FUEL, GPL, ELECTRIC, PLUG_IN_HYBRID.
+    pub spot_type_occupancies: Vec<SpotTypeOccupancy>,
+    /// Latitude.
+    pub latitude: f64,
+    /// Longitude.
+    pub longitude: f64,
+}
+
+/// A spot as `getSpotsByParkNumber` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spot {
+    /// `A1`, `B3`, …
+    pub spot_number: String,
+    /// Energy the spot supplies.
+    pub spot_type: EnergySource,
+    /// Vehicle type it fits.
+    pub spot_vehicle_type: VehicleType,
+    /// `A` or `B`.
+    pub floor_level: String,
+    /// A car is on it.
+    pub occupied: bool,
+    /// It may be used.
+    pub operational: bool,
+}
+
+/// A completed visit as `parkingHistory` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryItem {
+    /// Visit id.
+    pub parking_history_id: i64,
+    /// Entry, RFC 3339 UTC.
+    pub start_time: String,
+    /// Exit, RFC 3339 UTC.
+    pub end_time: String,
+    /// Whole hours parked.
+    pub hours_between_entrance_exit: i64,
+    /// Remaining whole minutes.
+    pub minutes_between_entrance_exit: i64,
+    /// Park id.
+    pub park_id: i64,
+    /// Customer (user) id, spelled as published.
+    #[serde(rename = "customerID")]
+    pub customer_id: i64,
+    /// Final price once invoiced (`null` until then).
+    pub price: Option<serde_json::Value>,
+    /// Invoice id once invoiced.
+    pub invoice_id: Option<i64>,
+    /// Plate.
+    pub plate_number: String,
+}
+
+/// What a barrier gets back (spec §3.3.1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BarrierAnswer {
+    /// The barrier.
+    #[serde(rename = "barrierID")]
+    pub barrier_id: i64,
+    /// The park.
+    #[serde(rename = "parkID")]
+    pub park_id: i64,
+    /// Whether the barrier opens.
+    pub success: bool,
+    /// What the driver is told (also shown on the barrier's displays).
+    pub message: String,
+}
+
+/// What a display shows (spec §3.3.3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DisplayView {
+    /// The display.
+    #[serde(rename = "displayID")]
+    pub display_id: i64,
+    /// Its text.
+    pub message: String,
+    /// Free spots of the park, any type.
+    pub occupancy: i64,
+    /// When the text last changed, RFC 3339 UTC.
+    #[serde(rename = "updatedAt")]
+    pub updated_at: String,
+}

@@ -1,0 +1,160 @@
+//! The parks of the published system (spec §6.2), created on first start when there is no park:
+//! five parks with their spots, barriers (the first of each pair an entrance, the second an
+//! exit), displays and the seed price table, each table announced as `price_table.changed` in
+//! the same transaction. Customers are not seeded here: they come from the users service's
+//! events.
+
+use jiff::Timestamp;
+use pms_events::conn::EventConn;
+use pms_service::transaction;
+
+use super::parks::{billed, new_table_version, Park, PriceTableChanged};
+use super::{ms, retry, Store, StoreError};
+use pms_events::NewEvent;
+use pms_tariff::json::TableDoc;
+
+/// The time zone parks get unless configured otherwise.
+pub const DEFAULT_TIME_ZONE: &str = "Europe/Lisbon";
+
+/// Park number, latitude, longitude, overnight fee (whole euros) and whether it is charged.
+const PARKS: [(i64, f64, f64, i64, bool); 5] = [
+    (1, 40.36841685539075, -8.659655996430294, 5, true),
+    (2, 41.15932631626018, -8.659665314733802, 4, true),
+    (3, 40.63197951206417, -8.631234173497187, 8, false),
+    (4, 41.538183003885216, -8.431420332359862, 6, false),
+    (5, 41.17643631180696, -8.55806931330527, 7, true),
+];
+
+/// Spot number, floor, energy, occupied, operational (all automobiles).
+const SPOTS: [(&str, &str, &str, bool, bool); 10] = [
+    ("A1", "A", "FUEL", false, false),
+    ("A2", "A", "FUEL", false, true),
+    ("A3", "A", "FUEL", false, true),
+    ("A4", "A", "FUEL", true, true),
+    ("A5", "A", "FUEL", false, true),
+    ("B1", "B", "FUEL", false, true),
+    ("B2", "B", "ELECTRIC", false, true),
+    ("B3", "B", "ELECTRIC", true, true),
+    ("B4", "B", "GPL", true, true),
+    ("B5", "B", "GPL", false, true),
+];
+
+/// Barrier number, direction, state; ids follow (park 1: 1–6, park 2: 7–12, …).
+const BARRIERS: [(&str, &str, &str); 6] = [
+    ("B1.1", "ENTRANCE", "ACTIVE"),
+    ("B1.2", "EXIT", "ACTIVE"),
+    ("B2.1", "ENTRANCE", "ACTIVE"),
+    ("B2.2", "EXIT", "ACTIVE"),
+    ("B3.1", "ENTRANCE", "DISABLED"),
+    ("B3.2", "EXIT", "DISABLED"),
+];
+
+/// Display number, index of its barrier in [`BARRIERS`], message, state; ids follow (park 1:
+/// 1–9, …).
+const DISPLAYS: [(&str, usize, &str, &str); 9] = [
+    ("D1.1", 0, "Welcome!", "ACTIVE"),
+    ("D1.2", 1, "Welcome!!", "ACTIVE"),
+    ("D1.3", 1, "Welcome!", "ACTIVE"),
+    ("D2.1", 2, "Welcome!", "ACTIVE"),
+    ("D2.2", 3, "Welcome!", "ACTIVE"),
+    ("D2.3", 3, "Welcome!", "ACTIVE"),
+    ("D3.1", 4, "Welcome!", "DISABLED"),
+    ("D3.2", 5, "Welcome!", "DISABLED"),
+    ("D3.3", 5, "Welcome!", "DISABLED"),
+];
+
+impl Store {
+    /// Creates the demo parks when there are none; returns whether it did. Parks get
+    /// `time_zone`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn seed_if_empty(&self, time_zone: &str) -> Result<bool, StoreError> {
+        let now = Timestamp::now();
+        retry(|| async {
+            let r: Result<bool, StoreError> = transaction!(self, |tx| {
+                let parks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM parks").fetch_one(&mut *tx).await?;
+                if parks > 0 {
+                    return Ok(false);
+                }
+                for (p, (number, lat, lon, fee, on)) in PARKS.iter().enumerate() {
+                    let p = p as i64;
+                    let occupied = SPOTS.iter().filter(|s| s.3).count() as i64;
+                    sqlx::query(
+                        "INSERT INTO parks (id, park_number, max_occupancy, occupied, latitude, longitude, time_zone, \
+                         parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled) \
+                         VALUES ($1, $1, 10, $2, $3, $4, $5, 15, 1, $6, $7)",
+                    )
+                    .bind(number)
+                    .bind(occupied)
+                    .bind(lat)
+                    .bind(lon)
+                    .bind(time_zone)
+                    .bind(fee)
+                    .bind(i64::from(*on))
+                    .execute(&mut *tx)
+                    .await?;
+                    for (spot, floor, energy, occupied, operational) in SPOTS {
+                        sqlx::query(
+                            "INSERT INTO spots (park_id, spot_number, spot_type, spot_vehicle_type, floor_level, occupied, operational) \
+                             VALUES ($1, $2, $3, 'AUTOMOBILE', $4, $5, $6)",
+                        )
+                        .bind(number)
+                        .bind(spot)
+                        .bind(energy)
+                        .bind(floor)
+                        .bind(i64::from(occupied))
+                        .bind(i64::from(operational))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    for (i, (barrier, direction, state)) in BARRIERS.iter().enumerate() {
+                        sqlx::query(
+                            "INSERT INTO barriers (id, park_id, barrier_number, direction, state) VALUES ($1, $2, $3, $4, $5)",
+                        )
+                        .bind(p * 6 + i as i64 + 1)
+                        .bind(number)
+                        .bind(barrier)
+                        .bind(direction)
+                        .bind(state)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    for (i, (display, barrier, message, state)) in DISPLAYS.iter().enumerate() {
+                        sqlx::query(
+                            "INSERT INTO displays (id, park_id, display_number, barrier_id, state, message, updated_at_ms) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        )
+                        .bind(p * 9 + i as i64 + 1)
+                        .bind(number)
+                        .bind(display)
+                        .bind(p * 6 + *barrier as i64 + 1)
+                        .bind(state)
+                        .bind(message)
+                        .bind(ms(now))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    let park = Park {
+                        id: *number,
+                        number: *number,
+                        max_occupancy: 10,
+                        latitude: *lat,
+                        longitude: *lon,
+                        time_zone: time_zone.to_owned(),
+                        parkies_per_hour: 15,
+                        parkies_per_minute: 1,
+                        overnight_fee: *fee,
+                        overnight_enabled: *on,
+                    };
+                    let table = billed(pms_tariff::seed::table(), &park)
+                        .map_err(|e| StoreError::Internal(e.to_string()))?;
+                    new_table_version!(tx, &park, &table, None::<i64>, now);
+                }
+                Ok::<bool, StoreError>(true)
+            });
+            r
+        })
+        .await
+    }
+}
