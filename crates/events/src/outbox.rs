@@ -46,9 +46,8 @@ impl Outbox {
     /// # Errors
     /// When the producer's database is unavailable.
     pub async fn read_after(&self, after: i64, limit: i64) -> Result<Vec<Event>, DbError> {
-        let rows =
-            repeatable!(self.db, |conn| {
-                sqlx::query(
+        let rows = repeatable!(self.db, |conn| {
+            sqlx::query(
             "SELECT id, aggregate_type, aggregate_id, event_type, version, payload, created_at \
              FROM outbox WHERE id > $1 ORDER BY id LIMIT $2"
         )
@@ -76,8 +75,8 @@ impl Outbox {
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()
         })
-            })
-            .map_err(|e| DbError::of(&e))?;
+        })
+        .map_err(|e| DbError::of(&e))?;
         Ok(rows)
     }
 

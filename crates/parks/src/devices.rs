@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(b1.len(), 64);
         assert!(keys.verify(DeviceKind::Barrier, 1, &b1));
         assert!(!keys.verify(DeviceKind::Barrier, 2, &b1), "another barrier");
-        assert!(!keys.verify(DeviceKind::Display, 1, &b1), "a display of the same id");
+        assert!(
+            !keys.verify(DeviceKind::Display, 1, &b1),
+            "a display of the same id"
+        );
         assert!(!keys.verify(DeviceKind::Barrier, 1, &b1[..63]));
         assert!(!keys.verify(DeviceKind::Barrier, 1, "zz"));
         let other = DeviceKeys::new(&[8u8; 32]).expect("secret");

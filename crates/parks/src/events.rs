@@ -32,7 +32,11 @@ impl Handler for FromUsers {
         match event.event_type.as_str() {
             "customer.registered" | "customer.changed" => {
                 let c: CustomerDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
-                self.0.store.apply_customer(&c, event).await.map_err(failed)?;
+                self.0
+                    .store
+                    .apply_customer(&c, event)
+                    .await
+                    .map_err(failed)?;
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),
@@ -45,9 +49,18 @@ impl Handler for FromPayments {
         match event.event_type.as_str() {
             "invoice.issued" => {
                 let i: InvoiceDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
-                let known = self.0.store.apply_invoice(&i, event).await.map_err(failed)?;
+                let known = self
+                    .0
+                    .store
+                    .apply_invoice(&i, event)
+                    .await
+                    .map_err(failed)?;
                 if !known {
-                    tracing::warn!(visit = i.visit_id, invoice = i.invoice_id, "an invoice for a visit parks does not know");
+                    tracing::warn!(
+                        visit = i.visit_id,
+                        invoice = i.invoice_id,
+                        "an invoice for a visit parks does not know"
+                    );
                 }
                 self.0.invoices.notify_waiters();
                 Ok(Outcome::Applied)

@@ -8,7 +8,7 @@
 //! - [`store`]: the database: migrations, queries, demo parks, the replicas kept by events.
 //! - [`events`]: what parks does with the users and payments services' events.
 //! - [`http`]: routes and handlers.
-//! - [`metrics`]: `/metrics`.
+//! - [`metrics`]: the counters `/metrics` shows.
 //!
 //! Caller verification, JSON errors, the pool, readiness and serving are the service kit's
 //! (`pms-service`). Customers and vehicles come from the users service's events and invoices

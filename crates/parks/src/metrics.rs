@@ -81,7 +81,10 @@ impl Metrics {
     /// The text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let registry = self
+            .registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
             out.clear();
         }

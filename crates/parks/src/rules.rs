@@ -133,11 +133,21 @@ mod tests {
     #[test]
     fn distances_follow_the_original_formula() {
         // Park 1 and park 2 of the seed, about 88 km apart.
-        let d = distance_km(40.36841685539075, -8.659655996430294, 41.15932631626018, -8.659665314733802);
+        let d = distance_km(
+            40.36841685539075,
+            -8.659655996430294,
+            41.15932631626018,
+            -8.659665314733802,
+        );
         assert!((d - 88.0).abs() < 1.0, "{d}");
         assert_eq!(distance_km(41.0, -8.0, 41.0, -8.0), 0.0);
         // The FrontOffice's point near park 5 (Porto).
-        let near = distance_km(41.178496516445534, -8.607637458224238, 41.17643631180696, -8.55806931330527);
+        let near = distance_km(
+            41.178496516445534,
+            -8.607637458224238,
+            41.17643631180696,
+            -8.55806931330527,
+        );
         assert!(near < 5.0, "{near}");
     }
 

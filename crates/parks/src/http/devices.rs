@@ -58,7 +58,10 @@ async fn barrier(
         Err(StoreError::NotFound { .. }) => return Ok((id, None)),
         Err(e) => return Err(store_error(e)),
     };
-    for (field, expected) in [("parkID", barrier.park_id), ("parkNumber", barrier.park_number)] {
+    for (field, expected) in [
+        ("parkID", barrier.park_id),
+        ("parkNumber", barrier.park_number),
+    ] {
         if let Some(given) = optional_int(body, field)? {
             if given != expected {
                 return Err(ApiError::forbidden(format!(
@@ -96,10 +99,18 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
     let plate = pms_service::vocab::plate(required_str(&body, "plateNumber")?)
         .map_err(|m| FieldError::new("plateNumber", m))?;
     let at = required_instant(&body, "date")?;
-    let dir = if direction == Direction::Entrance { "entrance" } else { "exit" };
+    let dir = if direction == Direction::Entrance {
+        "entrance"
+    } else {
+        "exit"
+    };
     let Some(barrier) = barrier else {
         s.metrics.passage(dir, Refusal::UnknownBarrier.reason());
-        return Ok(answer(id, optional_int(&body, "parkID")?.unwrap_or(0), Err(Refusal::UnknownBarrier)));
+        return Ok(answer(
+            id,
+            optional_int(&body, "parkID")?.unwrap_or(0),
+            Err(Refusal::UnknownBarrier),
+        ));
     };
     let passage = match direction {
         Direction::Entrance => s.store.enter(&barrier, &plate, at).await,
@@ -112,7 +123,12 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             s.metrics.passage(dir, r.reason());
             return Ok(answer(barrier.id, barrier.park_id, Err(r)));
         }
-        Passage::Open { name, visit_id, price, .. } => {
+        Passage::Open {
+            name,
+            visit_id,
+            price,
+            ..
+        } => {
             s.metrics.passage(dir, "opened");
             match direction {
                 Direction::Entrance => rules::welcome(&name),
@@ -177,7 +193,11 @@ fn tidy((price, discount): (String, String)) -> (String, String) {
     (show(price), show(discount))
 }
 
-fn answer(barrier_id: i64, park_id: i64, outcome: Result<String, Refusal>) -> axum::response::Response {
+fn answer(
+    barrier_id: i64,
+    park_id: i64,
+    outcome: Result<String, Refusal>,
+) -> axum::response::Response {
     let (success, message) = match outcome {
         Ok(m) => (true, m),
         Err(r) => (false, r.message().to_owned()),
@@ -200,7 +220,10 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
     let body = json_object(&s.limits, &headers, body).await?;
     let (id, barrier) = barrier(&s, &headers, &body, None).await?;
     let message = required_str(&body, "message")?.trim().to_owned();
-    if message.is_empty() || message.chars().count() > MAX_MESSAGE_CHARS || message.chars().any(char::is_control) {
+    if message.is_empty()
+        || message.chars().count() > MAX_MESSAGE_CHARS
+        || message.chars().any(char::is_control)
+    {
         return Err(FieldError::new(
             "message",
             format!("must be 1 to {MAX_MESSAGE_CHARS} printable characters"),

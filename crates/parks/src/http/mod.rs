@@ -49,22 +49,34 @@ pub fn router(state: App) -> Router {
         .route("/parks/enableDisableSpot", put(p::set_spot))
         .route("/parks/getAllParks", get(p::all_parks))
         .route("/parks/getSpotsByParkNumber/{park}", get(p::spots))
-        .route("/parks/changeParkyThresholds/{park}", put(p::set_thresholds))
+        .route(
+            "/parks/changeParkyThresholds/{park}",
+            put(p::set_thresholds),
+        )
         .route("/parks/getParkyThresholds/{park}", get(p::thresholds))
         .route("/parks/getOvernightConfig/{park}", get(p::overnight))
-        .route("/parks/enableDisableOvernightFee", put(p::set_overnight_enabled))
+        .route(
+            "/parks/enableDisableOvernightFee",
+            put(p::set_overnight_enabled),
+        )
         .route("/parks/changeOvernightFeePrice", put(p::set_overnight_fee))
         .route("/parks/changeUserParkyFlag", put(p::set_coin_flag))
         .route("/parks/getUserParkyFlag/{customer}", get(p::coin_flag))
         .route("/parks/getAllPriceTableEntries/{park}", get(p::price_table))
-        .route("/parks/defineTimePeriods/{park}", put(p::replace_price_table))
+        .route(
+            "/parks/defineTimePeriods/{park}",
+            put(p::replace_price_table),
+        )
         .route("/parks/occupancy/{park}", get(p::occupancy_feed))
         .route("/barriers/entrance", post(d::entrance))
         .route("/barriers/exit", post(d::exit))
         .route("/display/update", post(d::update_display))
         .route("/display/get", post(d::get_display))
         .route("/parkReport/percentageOf/{park}", get(r::percentages))
-        .route("/parkReport/parkingTime/{park}/{period}", get(r::parking_time))
+        .route(
+            "/parkReport/parkingTime/{park}/{period}",
+            get(r::parking_time),
+        )
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

@@ -34,12 +34,20 @@ fn customer_param(text: &str) -> Result<i64, ApiError> {
 }
 
 /// A coordinate or distance from a path segment, within `range`.
-fn number_param(field: &'static str, text: &str, range: std::ops::RangeInclusive<f64>) -> Result<f64, ApiError> {
+fn number_param(
+    field: &'static str,
+    text: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<f64, ApiError> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && range.contains(&v) => Ok(v),
         _ => Err(FieldError::new(
             field,
-            format!("{text:?} is not a number in {}..={}", range.start(), range.end()),
+            format!(
+                "{text:?} is not a number in {}..={}",
+                range.start(),
+                range.end()
+            ),
         )
         .into()),
     }
@@ -48,7 +56,10 @@ fn number_param(field: &'static str, text: &str, range: std::ops::RangeInclusive
 /// `GET /parks/getAllOccupancies`.
 pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
     signed_in(&s, &headers).await?;
-    Ok(json(StatusCode::OK, &s.store.occupancies().await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.occupancies().await.map_err(store_error)?,
+    ))
 }
 
 /// `GET /parks/real-time/occupancy/{lat}/{lon}/{km}`.
@@ -61,23 +72,40 @@ pub async fn nearby(
     let lat = number_param("userLatitude", &lat, -90.0..=90.0)?;
     let lon = number_param("userLongitude", &lon, -180.0..=180.0)?;
     let km = number_param("maxDistanceKm", &km, 0.0..=20_100.0)?;
-    Ok(json(StatusCode::OK, &s.store.nearby(lat, lon, km).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.nearby(lat, lon, km).await.map_err(store_error)?,
+    ))
 }
 
 /// `GET /parks/parkingHistory/{customerID}`: completed visits, for the customer or staff.
-pub async fn history(State(s): State<App>, Path(customer): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn history(
+    State(s): State<App>,
+    Path(customer): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let customer = customer_param(&customer)?;
     who.require_self_or(customer, STAFF)?;
-    Ok(json(StatusCode::OK, &s.store.history(customer).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.history(customer).await.map_err(store_error)?,
+    ))
 }
 
 /// `GET /parks/getQuantityOfHistoryByCustomerID/{customerID}`.
-pub async fn history_count(State(s): State<App>, Path(customer): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn history_count(
+    State(s): State<App>,
+    Path(customer): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let customer = customer_param(&customer)?;
     who.require_self_or(customer, STAFF)?;
-    Ok(json(StatusCode::OK, &s.store.history_count(customer).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.history_count(customer).await.map_err(store_error)?,
+    ))
 }
 
 /// `PUT /parks/enableDisableSpot` `{parkNumber, spotNumber, operational, managerName}`.
@@ -94,7 +122,11 @@ pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> A
         Some(serde_json::Value::String(n)) if !n.trim().is_empty() => {
             let n = n.trim();
             if n.chars().count() > 100 || n.chars().any(char::is_control) {
-                return Err(FieldError::new("managerName", "must be 1 to 100 printable characters").into());
+                return Err(FieldError::new(
+                    "managerName",
+                    "must be 1 to 100 printable characters",
+                )
+                .into());
             }
             n.to_owned()
         }
@@ -121,11 +153,19 @@ pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
 pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
     signed_in(&s, &headers).await?;
     let park = park_param(&park)?;
-    Ok(json(StatusCode::OK, &s.store.spots(park).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.spots(park).await.map_err(store_error)?,
+    ))
 }
 
 /// `PUT /parks/changeParkyThresholds/{parkNumber}` `{parkiesPerHour, parkiesPerMinute}`.
-pub async fn set_thresholds(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn set_thresholds(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     manager(&s, &headers).await?;
     let park = park_param(&park)?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -148,9 +188,17 @@ fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiErro
 }
 
 /// `GET /parks/getParkyThresholds/{parkNumber}`.
-pub async fn thresholds(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn thresholds(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     signed_in(&s, &headers).await?;
-    let park = s.store.park(park_param(&park)?).await.map_err(store_error)?;
+    let park = s
+        .store
+        .park(park_param(&park)?)
+        .await
+        .map_err(store_error)?;
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({"parkiesPerHour": park.parkies_per_hour, "parkiesPerMinute": park.parkies_per_minute}),
@@ -158,9 +206,17 @@ pub async fn thresholds(State(s): State<App>, Path(park): Path<String>, headers:
 }
 
 /// `GET /parks/getOvernightConfig/{parkNumber}`.
-pub async fn overnight(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn overnight(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     signed_in(&s, &headers).await?;
-    let park = s.store.park(park_param(&park)?).await.map_err(store_error)?;
+    let park = s
+        .store
+        .park(park_param(&park)?)
+        .await
+        .map_err(store_error)?;
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({"overnightFee": park.overnight_fee, "enabled": park.overnight_enabled}),
@@ -195,7 +251,9 @@ pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: B
         .await
         .map_err(store_error)?;
     s.committed();
-    Ok(response_text(format!("Park {park} overnight fee changed to {price}")))
+    Ok(response_text(format!(
+        "Park {park} overnight fee changed to {price}"
+    )))
 }
 
 /// `PUT /parks/changeUserParkyFlag` `{customerID, parkyFlag}`: the customer's own flag only.
@@ -205,35 +263,66 @@ pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body)
     let customer = required_int(&body, "customerID")?;
     let on = required_bool(&body, "parkyFlag")?;
     who.require_self(customer, &[Role::Customer])?;
-    s.store.set_coin_flag(customer, on).await.map_err(store_error)?;
+    s.store
+        .set_coin_flag(customer, on)
+        .await
+        .map_err(store_error)?;
     Ok(response_text("Success"))
 }
 
 /// `GET /parks/getUserParkyFlag/{customerID}`.
-pub async fn coin_flag(State(s): State<App>, Path(customer): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn coin_flag(
+    State(s): State<App>,
+    Path(customer): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let customer = customer_param(&customer)?;
     who.require_self_or(customer, STAFF)?;
-    Ok(json(StatusCode::OK, &s.store.coin_flag(customer).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.coin_flag(customer).await.map_err(store_error)?,
+    ))
 }
 
 /// `GET /parks/getAllPriceTableEntries/{parkNumber}`: the current table (the original read it by
 /// internal id while every other endpoint took the number; for the seeded parks they are equal).
-pub async fn price_table(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn price_table(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     signed_in(&s, &headers).await?;
-    let park = s.store.park(park_param(&park)?).await.map_err(store_error)?;
+    let park = s
+        .store
+        .park(park_param(&park)?)
+        .await
+        .map_err(store_error)?;
     let (_, table) = s.store.price_table(park.id).await.map_err(store_error)?;
-    Ok(json(StatusCode::OK, &pms_tariff::json::api_entries(&table, park.id)))
+    Ok(json(
+        StatusCode::OK,
+        &pms_tariff::json::api_entries(&table, park.id),
+    ))
 }
 
 /// `PUT /parks/defineTimePeriods/{parkNumber}`: replaces the table after validating it (400
 /// naming what is wrong; the old table stays); answers the table as stored.
-pub async fn replace_price_table(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn replace_price_table(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let who = manager(&s, &headers).await?;
     let number = park_param(&park)?;
     let body = json_value(&s.limits, &headers, body).await?;
     let table = pms_tariff::json::parse_api(&body).map_err(|e| {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_price_table", e.to_string()).with_field("periods")
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_price_table",
+            e.to_string(),
+        )
+        .with_field("periods")
     })?;
     let park = s.store.park(number).await.map_err(store_error)?;
     let version = s
@@ -242,9 +331,17 @@ pub async fn replace_price_table(State(s): State<App>, Path(park): Path<String>,
         .await
         .map_err(store_error)?;
     s.committed();
-    tracing::info!(park = number, version, manager = who.id, "price table replaced");
+    tracing::info!(
+        park = number,
+        version,
+        manager = who.id,
+        "price table replaced"
+    );
     let (_, stored) = s.store.price_table(park.id).await.map_err(store_error)?;
-    Ok(json(StatusCode::OK, &pms_tariff::json::api_entries(&stored, park.id)))
+    Ok(json(
+        StatusCode::OK,
+        &pms_tariff::json::api_entries(&stored, park.id),
+    ))
 }
 
 /// `GET /parks/occupancy/{parkNumber}`: the open occupancy feed of one park, in the spirit of
@@ -252,7 +349,11 @@ pub async fn replace_price_table(State(s): State<App>, Path(park): Path<String>,
 /// and when it was read.
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
     s.ready.check()?;
-    let park = s.store.park(park_param(&park)?).await.map_err(store_error)?;
+    let park = s
+        .store
+        .park(park_param(&park)?)
+        .await
+        .map_err(store_error)?;
     let nearby = s
         .store
         .nearby(park.latitude, park.longitude, 0.0)

@@ -2,20 +2,27 @@
 
 use axum::extract::{Path, State};
 use http::{HeaderMap, StatusCode};
+use pms_service::caller;
 use pms_service::fields::{id_param, FieldError};
 use pms_service::http::{json, Answer};
-use pms_service::caller;
 
 use super::{store_error, MANAGERS};
 use crate::model::ReportPeriod;
 use crate::App;
 
 /// `GET /parkReport/percentageOf/{parkId}`.
-pub async fn percentages(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
+pub async fn percentages(
+    State(s): State<App>,
+    Path(park): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     s.ready.check()?;
     caller(&s.verifier, &headers).await?.require(MANAGERS)?;
     let park = id_param("parkId", &park)?;
-    Ok(json(StatusCode::OK, &s.store.percentages(park).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store.percentages(park).await.map_err(store_error)?,
+    ))
 }
 
 /// `GET /parkReport/parkingTime/{parkId}/{day|month|year}`.
@@ -28,7 +35,16 @@ pub async fn parking_time(
     caller(&s.verifier, &headers).await?.require(MANAGERS)?;
     let park = id_param("parkId", &park)?;
     let period = ReportPeriod::parse(&period).ok_or_else(|| {
-        FieldError::new("timePeriod", format!("{period:?} is not one of {}", ReportPeriod::expected()))
+        FieldError::new(
+            "timePeriod",
+            format!("{period:?} is not one of {}", ReportPeriod::expected()),
+        )
     })?;
-    Ok(json(StatusCode::OK, &s.store.parking_time(park, period).await.map_err(store_error)?))
+    Ok(json(
+        StatusCode::OK,
+        &s.store
+            .parking_time(park, period)
+            .await
+            .map_err(store_error)?,
+    ))
 }

@@ -28,14 +28,16 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn display(&self, id: i64) -> Result<Display, StoreError> {
-        let row: Option<(i64, i64, i64, String, String, i64, i64)> = repeatable!(self, |conn| sqlx::query_as(
+        let row: Option<(i64, i64, i64, String, String, i64, i64)> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT d.id, d.park_id, d.barrier_id, d.state, d.message, d.updated_at_ms, \
              (SELECT COUNT(*) FROM spots s WHERE s.park_id = d.park_id AND s.operational = 1 AND s.occupied = 0) \
              FROM displays d WHERE d.id = $1"
         )
         .bind(id)
         .fetch_optional(&mut *conn)
-        .await)?;
+        .await
+        })?;
         let (id, park_id, barrier_id, state, message, updated, free) =
             row.ok_or_else(|| StoreError::not_found("display", id))?;
         Ok(Display {

@@ -7,19 +7,25 @@ use super::{instant, Store, StoreError};
 use crate::model::HistoryItem;
 use crate::rules;
 
+/// Visit id, entry, exit, park, price, invoice, plate.
+type HistoryRow = (i64, i64, i64, i64, Option<String>, Option<i64>, String);
+
 impl Store {
     /// Completed visits of `customer_id`, newest first.
     ///
     /// # Errors
     /// Database failures.
     pub async fn history(&self, customer_id: i64) -> Result<Vec<HistoryItem>, StoreError> {
-        let rows: Vec<(i64, i64, i64, i64, Option<String>, Option<i64>, String)> = repeatable!(self, |conn| sqlx::query_as(
+        let rows: Vec<HistoryRow> =
+            repeatable!(self, |conn| {
+                sqlx::query_as(
             "SELECT id, entered_at_ms, left_at_ms, park_id, price, invoice_id, plate FROM visits \
              WHERE customer_id = $1 AND left_at_ms IS NOT NULL ORDER BY id DESC"
         )
         .bind(customer_id)
         .fetch_all(&mut *conn)
-        .await)?;
+        .await
+            })?;
         Ok(rows
             .into_iter()
             .map(|(id, entered, left, park, price, invoice, plate)| {
@@ -62,12 +68,13 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn visit_price(&self, visit_id: i64) -> Result<Option<(String, String)>, StoreError> {
-        let row: Option<(Option<String>, Option<String>)> = repeatable!(self, |conn| sqlx::query_as(
-            "SELECT price, discount FROM visits WHERE id = $1"
-        )
-        .bind(visit_id)
-        .fetch_optional(&mut *conn)
-        .await)?;
+        let row: Option<(Option<String>, Option<String>)> =
+            repeatable!(self, |conn| sqlx::query_as(
+                "SELECT price, discount FROM visits WHERE id = $1"
+            )
+            .bind(visit_id)
+            .fetch_optional(&mut *conn)
+            .await)?;
         Ok(row.and_then(|(p, d)| p.zip(d)))
     }
 }

@@ -157,7 +157,11 @@ impl Store {
     pub async fn park(&self, number: i64) -> Result<Park, StoreError> {
         let sql = format!("SELECT {PARK_COLUMNS} FROM parks WHERE park_number = $1");
         let park = repeatable!(self, |conn| {
-            match sqlx::query(&sql).bind(number).fetch_optional(&mut *conn).await? {
+            match sqlx::query(&sql)
+                .bind(number)
+                .fetch_optional(&mut *conn)
+                .await?
+            {
                 Some(r) => park_of(&r).map(Some),
                 None => Ok(None),
             }
@@ -172,7 +176,11 @@ impl Store {
     pub async fn park_by_id(&self, id: i64) -> Result<Park, StoreError> {
         let sql = format!("SELECT {PARK_COLUMNS} FROM parks WHERE id = $1");
         let park = repeatable!(self, |conn| {
-            match sqlx::query(&sql).bind(id).fetch_optional(&mut *conn).await? {
+            match sqlx::query(&sql)
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?
+            {
                 Some(r) => park_of(&r).map(Some),
                 None => Ok(None),
             }
@@ -220,7 +228,12 @@ impl Store {
     ///
     /// # Errors
     /// Database failures.
-    pub async fn nearby(&self, lat: f64, lon: f64, max_km: f64) -> Result<Vec<NearbyPark>, StoreError> {
+    pub async fn nearby(
+        &self,
+        lat: f64,
+        lon: f64,
+        max_km: f64,
+    ) -> Result<Vec<NearbyPark>, StoreError> {
         let free = self.free_by_park().await?;
         let mut out: Vec<NearbyPark> = self
             .parks()
@@ -259,19 +272,23 @@ impl Store {
     /// [`StoreError::NotFound`] for an unknown park; database failures.
     pub async fn spots(&self, number: i64) -> Result<Vec<Spot>, StoreError> {
         let park = self.park(number).await?;
-        let rows: Vec<(String, String, String, String, i64, i64)> = repeatable!(self, |conn| sqlx::query_as(
+        let rows: Vec<(String, String, String, String, i64, i64)> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT spot_number, spot_type, spot_vehicle_type, floor_level, occupied, operational \
              FROM spots WHERE park_id = $1 ORDER BY floor_level, spot_number"
         )
         .bind(park.id)
         .fetch_all(&mut *conn)
-        .await)?;
+        .await
+        })?;
         rows.into_iter()
             .map(|(n, t, v, f, o, op)| {
                 Ok(Spot {
                     spot_number: n,
-                    spot_type: EnergySource::parse(&t).ok_or_else(|| StoreError::Internal(t.clone()))?,
-                    spot_vehicle_type: VehicleType::parse(&v).ok_or_else(|| StoreError::Internal(v.clone()))?,
+                    spot_type: EnergySource::parse(&t)
+                        .ok_or_else(|| StoreError::Internal(t.clone()))?,
+                    spot_vehicle_type: VehicleType::parse(&v)
+                        .ok_or_else(|| StoreError::Internal(v.clone()))?,
                     floor_level: f,
                     occupied: flag(o),
                     operational: flag(op),
@@ -336,8 +353,14 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
-    pub async fn set_thresholds(&self, number: i64, per_hour: i64, per_minute: i64) -> Result<(), StoreError> {
-        let n = repeatable!(self, |conn| sqlx::query(
+    pub async fn set_thresholds(
+        &self,
+        number: i64,
+        per_hour: i64,
+        per_minute: i64,
+    ) -> Result<(), StoreError> {
+        let n = repeatable!(self, |conn| {
+            sqlx::query(
             "UPDATE parks SET parkies_per_hour = $1, parkies_per_minute = $2 WHERE park_number = $3"
         )
         .bind(per_hour)
@@ -345,7 +368,8 @@ impl Store {
         .bind(number)
         .execute(&mut *conn)
         .await
-        .map(|r| r.rows_affected()))?;
+        .map(|r| r.rows_affected())
+        })?;
         if n == 0 {
             return Err(StoreError::not_found("park", number));
         }
@@ -394,15 +418,21 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`] when the park has none; database failures.
     pub async fn price_table(&self, park_id: i64) -> Result<(i64, PriceTable), StoreError> {
-        let row: Option<(i64, String)> = repeatable!(self, |conn| sqlx::query_as(
+        let row: Option<(i64, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT version, document FROM price_tables WHERE park_id = $1 ORDER BY version DESC LIMIT 1"
         )
         .bind(park_id)
         .fetch_optional(&mut *conn)
-        .await)?;
-        let (version, doc) = row.ok_or_else(|| StoreError::not_found("price table of park", park_id))?;
-        let doc: TableDoc = serde_json::from_str(&doc).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let table = doc.to_table().map_err(|e| StoreError::Internal(e.to_string()))?;
+        .await
+        })?;
+        let (version, doc) =
+            row.ok_or_else(|| StoreError::not_found("price table of park", park_id))?;
+        let doc: TableDoc =
+            serde_json::from_str(&doc).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let table = doc
+            .to_table()
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
         Ok((version, table))
     }
 
@@ -410,7 +440,12 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
-    pub async fn replace_price_table(&self, number: i64, table: PriceTable, by: i64) -> Result<i64, StoreError> {
+    pub async fn replace_price_table(
+        &self,
+        number: i64,
+        table: PriceTable,
+        by: i64,
+    ) -> Result<i64, StoreError> {
         let park = self.park(number).await?;
         let table = billed(table, &park).map_err(|e| StoreError::Internal(e.to_string()))?;
         let now = Timestamp::now();

@@ -119,7 +119,8 @@ impl Store {
                 .bind(i.visit_id)
                 .execute(&mut *tx)
                 .await?;
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, &event.source, event.id)
+                    .await?;
                 Ok::<bool, StoreError>(done.rows_affected() == 1)
             });
             r

@@ -10,6 +10,17 @@ use super::{Store, StoreError};
 use crate::model::ReportPeriod;
 use crate::rules;
 
+/// Sums of the report columns: total, cars, motorcycles, fuel, GPL, electric, plug-in hybrid.
+type Sums = (
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
 /// `GET /parkReport/percentageOf/{parkId}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -54,14 +65,15 @@ impl Store {
     /// [`StoreError::NotFound`] for an unknown park; database failures.
     pub async fn percentages(&self, park_id: i64) -> Result<Percentages, StoreError> {
         self.park_by_id(park_id).await?;
-        let sums: (Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
-            repeatable!(self, |conn| sqlx::query_as(
+        let sums: Sums = repeatable!(self, |conn| {
+            sqlx::query_as(
                 "SELECT SUM(total_vehicles), SUM(cars), SUM(motorcycles), SUM(fuel), SUM(gpl), SUM(electric), \
                  SUM(plug_in_hybrid) FROM park_reports WHERE park_id = $1"
             )
             .bind(park_id)
             .fetch_one(&mut *conn)
-            .await)?;
+            .await
+        })?;
         let total = sums.0.unwrap_or(0);
         let pct = |n: Option<i64>| {
             if total == 0 {
@@ -85,14 +97,20 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotFound`] for an unknown park; database failures.
-    pub async fn parking_time(&self, park_id: i64, period: ReportPeriod) -> Result<Vec<ParkingTime>, StoreError> {
+    pub async fn parking_time(
+        &self,
+        park_id: i64,
+        period: ReportPeriod,
+    ) -> Result<Vec<ParkingTime>, StoreError> {
         self.park_by_id(park_id).await?;
-        let rows: Vec<(String, i64, i64)> = repeatable!(self, |conn| sqlx::query_as(
+        let rows: Vec<(String, i64, i64)> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT day, customer_id, minutes FROM park_time_reports WHERE park_id = $1 ORDER BY day, customer_id"
         )
         .bind(park_id)
         .fetch_all(&mut *conn)
-        .await)?;
+        .await
+        })?;
         let mut out: Vec<ParkingTime> = Vec::new();
         for (day, customer, minutes) in rows {
             let Some((y, m, d)) = rules::report_parts(&day) else {

@@ -17,7 +17,7 @@ use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
 use pms_service::{repeatable, transaction};
 use serde::Serialize;
 
-use super::{flag, instant, ms, retry, Store, StoreError};
+use super::{instant, ms, retry, Store, StoreError};
 use crate::model::{Direction, State};
 use crate::rules::{self, Refusal};
 
@@ -100,10 +100,10 @@ struct Owner {
     name: String,
     nif: i64,
     status: UserStatus,
-    use_coins: bool,
 }
 
-const OWNER: &str = "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status \
+const OWNER: &str =
+    "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status \
      FROM vehicles v JOIN customers c ON c.id = v.customer_id WHERE v.plate = $1";
 
 fn owner_of(row: (i64, String, String, String, i64, String)) -> Result<Owner, StoreError> {
@@ -140,13 +140,18 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn barrier(&self, id: i64) -> Result<Barrier, StoreError> {
-        let row: Option<(i64, i64, i64, String, String, String, String)> = repeatable!(self, |conn| sqlx::query_as(
+        let row: Option<(i64, i64, i64, String, String, String, String)> = repeatable!(
+            self,
+            |conn| {
+                sqlx::query_as(
             "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, p.time_zone \
              FROM barriers b JOIN parks p ON p.id = b.park_id WHERE b.id = $1"
         )
         .bind(id)
         .fetch_optional(&mut *conn)
-        .await)?;
+        .await
+            }
+        )?;
         let (id, park_id, park_number, number, direction, state, time_zone) =
             row.ok_or_else(|| StoreError::not_found("barrier", id))?;
         Ok(Barrier {
@@ -154,7 +159,8 @@ impl Store {
             park_id,
             park_number,
             number,
-            direction: Direction::parse(&direction).ok_or_else(|| StoreError::Internal(direction.clone()))?,
+            direction: Direction::parse(&direction)
+                .ok_or_else(|| StoreError::Internal(direction.clone()))?,
             state: State::parse(&state).ok_or_else(|| StoreError::Internal(state.clone()))?,
             time_zone,
         })
@@ -164,7 +170,12 @@ impl Store {
     ///
     /// # Errors
     /// Database failures (refusals are [`Passage::Refused`]).
-    pub async fn enter(&self, barrier: &Barrier, plate: &str, at: Timestamp) -> Result<Passage, StoreError> {
+    pub async fn enter(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        at: Timestamp,
+    ) -> Result<Passage, StoreError> {
         let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
         let outcome = retry(|| self.enter_once(barrier, plate, at, &tz)).await;
         match outcome {
@@ -186,7 +197,11 @@ impl Store {
         let at_ms = ms(at);
         let now_ms = ms(Timestamp::now());
         transaction!(self, |tx| {
-            let Some(row) = sqlx::query_as(OWNER).bind(plate).fetch_optional(&mut *tx).await? else {
+            let Some(row) = sqlx::query_as(OWNER)
+                .bind(plate)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
                 return Err(StoreError::Refused(Refusal::UnknownPlateAtEntrance));
             };
             let owner = owner_of(row)?;
@@ -243,7 +258,9 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             if taken.rows_affected() != 1 {
-                return Err(StoreError::Transient(format!("spot {spot_number} was taken meanwhile")));
+                return Err(StoreError::Transient(format!(
+                    "spot {spot_number} was taken meanwhile"
+                )));
             }
             let visit_id: i64 = sqlx::query_scalar(
                 "INSERT INTO visits (park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
@@ -311,7 +328,12 @@ impl Store {
     ///
     /// # Errors
     /// Database failures (refusals are [`Passage::Refused`]).
-    pub async fn exit(&self, barrier: &Barrier, plate: &str, at: Timestamp) -> Result<Passage, StoreError> {
+    pub async fn exit(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        at: Timestamp,
+    ) -> Result<Passage, StoreError> {
         let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
         let outcome = retry(|| self.exit_once(barrier, plate, at, &tz)).await;
         match outcome {
@@ -333,7 +355,11 @@ impl Store {
         let at_ms = ms(at);
         let now_ms = ms(Timestamp::now());
         transaction!(self, |tx| {
-            let Some(row) = sqlx::query_as(OWNER).bind(plate).fetch_optional(&mut *tx).await? else {
+            let Some(row) = sqlx::query_as(OWNER)
+                .bind(plate)
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
                 return Err(StoreError::Refused(Refusal::UnknownPlateAtExit));
             };
             let owner = owner_of(row)?;
