@@ -16,16 +16,15 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn history(&self, customer_id: i64) -> Result<Vec<HistoryItem>, StoreError> {
-        let rows: Vec<HistoryRow> =
-            repeatable!(self, |conn| {
-                sqlx::query_as(
+        let rows: Vec<HistoryRow> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT id, entered_at_ms, left_at_ms, park_id, price, invoice_id, plate FROM visits \
              WHERE customer_id = $1 AND left_at_ms IS NOT NULL ORDER BY id DESC"
         )
         .bind(customer_id)
         .fetch_all(&mut *conn)
         .await
-            })?;
+        })?;
         Ok(rows
             .into_iter()
             .map(|(id, entered, left, park, price, invoice, plate)| {

@@ -26,101 +26,25 @@ pub mod reports;
 pub mod seed;
 pub mod visits;
 
-use pms_service::store::{pool, Db, DbError, Migrations, Transient};
 pub use pms_service::store::{redact_url, Backend, StoreConfig};
+use pms_service::store::{Db, Migrations};
 
 use crate::rules::Refusal;
 
-/// What went wrong in the store, in the terms the API answers with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The URL names no supported database, or does not parse.
-    #[error("unsupported or malformed database URL {0:?} (expected sqlite:… or postgres:…)")]
-    BadUrl(String),
-    /// The database cannot be reached, is shutting down, or timed out.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// No such park, spot, customer, display, …
-    #[error("{what} {id} not found")]
-    NotFound {
-        /// What was looked for (`park`, `spot`, …).
-        what: &'static str,
-        /// Which one.
-        id: String,
-    },
-    /// A barrier rule refused, inside a transaction that is rolled back.
-    #[error("refused: {}", .0.reason())]
-    Refused(Refusal),
-    /// Anything else (a bug or a schema problem); details are logged, not sent to clients.
-    #[error("database error: {0}")]
-    Internal(String),
-    /// A lock race still lost, to run the transaction again.
-    #[error("lost a lock race: {0}")]
-    Transient(String),
-}
+/// What went wrong in the store: the kit's classes, with the barrier's refusals.
+pub type StoreError = pms_service::store::StoreError<Refusal>;
 
-impl StoreError {
-    /// True for failures of the database rather than of the request.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Unavailable(_))
-    }
-
-    /// `what` `id` does not exist.
-    pub fn not_found(what: &'static str, id: impl ToString) -> Self {
-        Self::NotFound {
-            what,
-            id: id.to_string(),
+impl pms_service::store::Refusal for Refusal {
+    fn from_constraint(what: &str) -> Option<Self> {
+        // One open visit per plate: a second entrance raced the first. The park's counter
+        // CHECK: the park filled meanwhile.
+        if what.contains("visits_one_open_per_plate") || what.contains("visits.plate") {
+            Some(Refusal::AlreadyInside)
+        } else if what.contains("parks_not_overfilled") {
+            Some(Refusal::Full)
+        } else {
+            None
         }
-    }
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        if pms_service::store::is_transient(&e) {
-            return Self::Transient(e.to_string());
-        }
-        if pms_service::store::is_unavailable(&e) {
-            return Self::Unavailable(pms_service::store::unavailable_reason(&e));
-        }
-        if let Some(what) = pms_service::store::unique_violation(&e) {
-            // One open visit per plate: a second entrance raced the first.
-            if what.contains("visits_one_open_per_plate") || what.contains("visits.plate") {
-                return Self::Refused(Refusal::AlreadyInside);
-            }
-            if what.contains("visits_one_open_per_spot") || what.contains("visits.spot_id") {
-                return Self::Transient(what);
-            }
-            return Self::Internal(what);
-        }
-        if pms_service::store::is_check_on(&e, "parks_not_overfilled") {
-            return Self::Refused(Refusal::Full);
-        }
-        match e.as_database_error() {
-            Some(db) => Self::Internal(db.message().to_owned()),
-            None => Self::Internal(e.to_string()),
-        }
-    }
-}
-
-impl From<DbError> for StoreError {
-    fn from(e: DbError) -> Self {
-        match e {
-            DbError::BadUrl(u) => Self::BadUrl(u),
-            DbError::Unavailable(m) => Self::Unavailable(m),
-            DbError::Internal(m) => Self::Internal(m),
-        }
-    }
-}
-
-impl pool::Outcome for StoreError {
-    fn breaks_connection(&self) -> bool {
-        self.is_unavailable()
-    }
-}
-
-impl Transient for StoreError {
-    fn is_transient(&self) -> bool {
-        matches!(self, Self::Transient(_))
     }
 }
 
@@ -172,17 +96,7 @@ impl Store {
     }
 }
 
-/// Runs a transaction body again while it loses lock races.
-pub(crate) async fn retry<T, F, Fut>(op: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    match pms_service::store::retry_transient(op).await {
-        Err(StoreError::Transient(m)) => Err(StoreError::Unavailable(m)),
-        other => other,
-    }
-}
+pub(crate) use pms_service::store::retry;
 
 /// Milliseconds since the epoch of an instant.
 pub(crate) fn ms(t: jiff::Timestamp) -> i64 {

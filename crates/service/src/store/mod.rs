@@ -13,9 +13,13 @@
 //! driver, which converts every row into its own representation first, an allocation per text
 //! column: about 8 % of the service's CPU under load.)
 //!
-//! Layout: [`pool`] keeps the connections; the macros below run query code on them.
+//! Layout: [`pool`] keeps the connections; [`error`] classifies failures for a service's API;
+//! the macros below run query code on them.
 
+pub mod error;
 pub mod pool;
+
+pub use self::error::{retry, NoRefusal, Refusal, StoreError};
 
 use std::time::Duration;
 

@@ -1,0 +1,114 @@
+//! What the payments service does with other services' events, and the consumers that feed it.
+//!
+//! | source | event | effect |
+//! |---|---|---|
+//! | parks | `price_table.changed` (v1) | store the version |
+//! | parks | `visit.opened` (v1) | note the open visit (for quotes) |
+//! | parks | `visit.closed` (v1) | issue the invoice, or ask users for the coins first |
+//! | users | `customer.registered`, `customer.changed` (v1) | upsert the customer and vehicles |
+//! | users | `wallet.coins_debited` (v1) | finish the invoice with its discount |
+//!
+//! Anything else is skipped. Unknown versions, malformed payloads and visits that cannot be
+//! priced are parked.
+
+use std::sync::Arc;
+
+use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+
+use crate::store::invoices::{CoinsDebited, IssueError, VisitClosed};
+use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
+use crate::App;
+
+/// Applies the parks service's events.
+#[derive(Debug, Clone)]
+pub struct FromParks(pub App);
+
+/// Applies the users service's events.
+#[derive(Debug, Clone)]
+pub struct FromUsers(pub App);
+
+fn retry(e: impl std::fmt::Display) -> ApplyError {
+    ApplyError::Retry(e.to_string())
+}
+
+impl Handler for FromParks {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        let store = &self.0.store;
+        match event.event_type.as_str() {
+            "price_table.changed" => {
+                let t: PriceTableDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                t.table
+                    .to_table()
+                    .map_err(|e| ApplyError::Park(format!("invalid table: {e}")))?;
+                store.apply_price_table(&t, event).await.map_err(retry)?;
+            }
+            "visit.opened" => {
+                let v: VisitOpened = event.decode(&[1]).map_err(ApplyError::Park)?;
+                store.apply_visit_opened(&v, event).await.map_err(retry)?;
+            }
+            "visit.closed" => {
+                let v: VisitClosed = event.decode(&[1]).map_err(ApplyError::Park)?;
+                match store.issue(&v, event).await {
+                    Ok(()) => {}
+                    Err(IssueError::Unpriceable(reason)) => return Err(ApplyError::Park(reason)),
+                    Err(IssueError::Store(e)) => return Err(retry(e)),
+                }
+                self.0.outbox.committed();
+            }
+            _ => return Ok(Outcome::Ignored),
+        }
+        Ok(Outcome::Applied)
+    }
+}
+
+impl Handler for FromUsers {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        let store = &self.0.store;
+        match event.event_type.as_str() {
+            "customer.registered" | "customer.changed" => {
+                let c: CustomerDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                store.apply_customer(&c, event).await.map_err(retry)?;
+            }
+            "wallet.coins_debited" => {
+                let d: CoinsDebited = event.decode(&[1]).map_err(ApplyError::Park)?;
+                store.finish_coins(&d, event).await.map_err(retry)?;
+                self.0.outbox.committed();
+            }
+            _ => return Ok(Outcome::Ignored),
+        }
+        Ok(Outcome::Applied)
+    }
+}
+
+/// Starts the two consumers (parks' and users' outboxes) until `shutdown` turns true.
+pub fn spawn_consumers(
+    app: &App,
+    parks: Outbox,
+    users: Outbox,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let db = app.store.db().clone();
+    vec![
+        tokio::spawn(
+            Consumer {
+                name: CONSUMER,
+                source: parks,
+                db: db.clone(),
+                handler: Arc::new(FromParks(app.clone())),
+            }
+            .run(stopped(shutdown.clone())),
+        ),
+        tokio::spawn(
+            Consumer {
+                name: CONSUMER,
+                source: users,
+                db,
+                handler: Arc::new(FromUsers(app.clone())),
+            }
+            .run(stopped(shutdown)),
+        ),
+    ]
+}

@@ -1,0 +1,143 @@
+//! The PMS payments service: invoices for closed visits, priced with the tariff engine from the
+//! park's own table, and PARKY coins spent for real — with the published API's paths and JSON
+//! (spec §3.4), on SQLite or PostgreSQL.
+//!
+//! Layout:
+//! - [`model`]: the published `PaymentsDTO` and its rows.
+//! - [`store`]: the database: invoices, and the price tables, customers and open visits that
+//!   other services' events bring.
+//! - [`events`]: what payments does with the parks and users services' events.
+//! - [`http`]: routes and handlers.
+//!
+//! Why invoices come from events and not from an endpoint: the original let anyone who reached
+//! `POST /payments` create an invoice. Here the parks service's `visit.closed` is the only way
+//! an invoice is made, once per visit; `createPayment` prices a stay for staff without storing
+//! anything.
+//!
+//! Why one price table: parks owns it (the manager edits it there) and announces every version;
+//! payments stores each version and bills from the one in force at the exit, and the invoice
+//! records which (the original billed from its own copy, reseeded on every start).
+
+#![deny(missing_docs)]
+
+pub mod events;
+pub mod http;
+pub mod model;
+pub mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use pms_auth::{Verifier, VerifierConfig};
+use pms_events::Outbox;
+use pms_net::serve::{Drain, ServeConfig};
+use pms_service::http::BodyLimits;
+use pms_service::Readiness;
+use tokio::net::TcpListener;
+
+use crate::store::{Store, StoreConfig, StoreError};
+
+/// Everything the service needs.
+pub struct PaymentsConfig {
+    /// The database.
+    pub store: StoreConfig,
+    /// Verifies bearer tokens.
+    pub verifier: VerifierConfig,
+    /// Request body limits.
+    pub limits: BodyLimits,
+}
+
+impl std::fmt::Debug for PaymentsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaymentsConfig")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Database URL.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Token verification settings.
+    #[error("token verification: {0}")]
+    Verifier(pms_auth::verify::ConfigError),
+}
+
+/// The service's shared state. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct App(Arc<Inner>);
+
+/// What [`App`] holds.
+#[derive(Debug)]
+pub struct Inner {
+    /// The database.
+    pub store: Store,
+    /// Token verification.
+    pub verifier: Verifier,
+    /// This service's outbox.
+    pub outbox: Outbox,
+    /// 503 until migrated.
+    pub ready: Readiness,
+    /// Request body limits.
+    pub limits: BodyLimits,
+}
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl App {
+    /// Builds the service without touching the database. Call it inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] for a bad URL or verifier settings.
+    pub fn new(config: PaymentsConfig) -> Result<Self, StartError> {
+        let store = Store::open(&config.store)?;
+        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
+        let outbox = Outbox::new("payments", store.db().clone());
+        Ok(Self(Arc::new(Inner {
+            store,
+            verifier,
+            outbox,
+            ready: Readiness::new("payments"),
+            limits: config.limits,
+        })))
+    }
+
+    /// Migrates the schema; then the service is ready.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn init(&self) -> Result<(), StoreError> {
+        self.store.migrate().await?;
+        self.ready.set();
+        Ok(())
+    }
+
+    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
+    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
+        let app = self.clone();
+        pms_service::ready::retry_in_background("payments", move || {
+            let app = app.clone();
+            async move { app.init().await }
+        })
+    }
+}
+
+/// Serves the payments API on `listener` until `shutdown`, then drains.
+pub async fn run(
+    listener: TcpListener,
+    app: App,
+    serve: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Drain {
+    let drain = pms_service::serve(listener, http::router(app.clone()), serve, shutdown).await;
+    app.store.close().await;
+    drain
+}

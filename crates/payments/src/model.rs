@@ -1,0 +1,63 @@
+//! The payments service's JSON shapes: the published `PaymentsDTO` (spec §3.4.4) field for
+//! field, with what PMS adds after it (the visit, the park, the table version, the coins, the
+//! status). No I/O here.
+
+use serde::Serialize;
+
+/// One line of an invoice as published: times `H:M` on the park's clock, without zero padding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowDto {
+    /// Row id (the original's `paymentTableRowID`).
+    #[serde(rename = "paymentTableRowID")]
+    pub payment_table_row_id: i64,
+    /// The stay's entry (the original repeated it on every row).
+    pub period_start: String,
+    /// The stay's exit.
+    pub period_end: String,
+    /// This block's start.
+    pub fraction_start: String,
+    /// This block's end.
+    pub fraction_end: String,
+    /// The vehicle type priced.
+    pub vehicle_type: String,
+    /// The amount (a JSON number, as published).
+    pub price: serde_json::Value,
+    /// `BLOCK`, `OVERNIGHT`, `DAILY_MAXIMUM` or `MINIMUM` (PMS).
+    pub kind: String,
+}
+
+/// An invoice as published, plus PMS's fields after the published ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentsDto {
+    /// Invoice id (`null` for a quote).
+    pub invoice: Option<i64>,
+    /// PARKY discount, euros.
+    pub discount: serde_json::Value,
+    /// What the customer pays: the rows' total less the discount.
+    pub final_price: serde_json::Value,
+    /// The customer's tax number.
+    pub nif: i64,
+    /// The lines.
+    #[serde(rename = "paymentsTableRowsDTO")]
+    pub payments_table_rows_dto: Vec<RowDto>,
+    /// The sum of the rows (PMS).
+    pub total: serde_json::Value,
+    /// Coins spent (PMS).
+    pub coins: i64,
+    /// `AWAITING_COINS` while the wallet is being debited, then `ISSUED`; `QUOTE` for a quote.
+    pub status: String,
+    /// The visit billed (PMS).
+    pub visit_id: Option<i64>,
+    /// The park (PMS).
+    pub park_id: i64,
+    /// The plate (PMS).
+    pub license_plate_number: String,
+    /// Entry, RFC 3339 UTC (PMS).
+    pub enter_park: String,
+    /// Exit, RFC 3339 UTC (PMS).
+    pub left_park: String,
+    /// The version of the park's price table it was priced with (PMS).
+    pub price_table_version: i64,
+}

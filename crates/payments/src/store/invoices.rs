@@ -1,0 +1,438 @@
+//! Invoices: issued once per closed visit, priced with the park's table in force at the exit,
+//! and read back in the published shape.
+//!
+//! Spending coins is a two-step saga across services, exactly once by construction:
+//! 1. `visit.closed` with the coin flag: the invoice is written `AWAITING_COINS` with its total,
+//!    and `coins.requested` (at most the total's cents) goes out in the same transaction;
+//! 2. the users service debits what the wallet has, once per invoice (its wallet event is keyed
+//!    by the invoice), and says how much in `wallet.coins_debited`;
+//! 3. that event finishes the invoice (discount = coins ÷ 100, `ISSUED`) and `invoice.issued`
+//!    goes out, again in one transaction.
+//!
+//! A crash between any two steps leaves an event not yet applied, which is applied when the
+//! consumer comes back; applying one twice changes nothing (the invoice is unique per visit, the
+//! debit per invoice, and an issued invoice is not finished again). Without the flag, or for a
+//! free stay, step 1 issues the invoice at once.
+
+use jiff::Timestamp;
+use pms_events::conn::EventConn;
+use pms_events::{Event, NewEvent};
+use pms_service::store::retry;
+use pms_service::vocab::VehicleType;
+use pms_service::{repeatable, transaction};
+use pms_tariff::fee::{self, Bill, Stay};
+use pms_tariff::json::money;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use super::replica::CONSUMER;
+use super::{instant, Store, StoreError};
+use crate::model::{PaymentsDto, RowDto};
+
+/// `visit.closed` v1, what payments needs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VisitClosed {
+    /// Visit id.
+    pub visit_id: i64,
+    /// Park id.
+    pub park_id: i64,
+    /// Customer (user) id.
+    pub customer_id: i64,
+    /// Their tax number.
+    pub nif: i64,
+    /// Plate.
+    pub plate: String,
+    /// Vehicle type.
+    pub vehicle_type: VehicleType,
+    /// Entry.
+    pub entered_at: Timestamp,
+    /// Exit.
+    pub left_at: Timestamp,
+    /// Pay with coins.
+    pub use_coins: bool,
+}
+
+/// `wallet.coins_debited` v1 (from users).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoinsDebited {
+    /// The invoice the coins pay for.
+    pub invoice_id: i64,
+    /// Coins taken from the wallet (0 when it was empty).
+    pub coins: i64,
+}
+
+/// `coins.requested` v1.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CoinsRequested {
+    invoice_id: i64,
+    visit_id: i64,
+    customer_id: i64,
+    max_coins: i64,
+}
+
+/// `invoice.issued` v1.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InvoiceIssued {
+    invoice_id: i64,
+    visit_id: i64,
+    customer_id: i64,
+    nif: i64,
+    park_id: i64,
+    plate: String,
+    total: String,
+    discount: String,
+    final_price: String,
+    coins: i64,
+    price_table_version: i64,
+}
+
+/// Why a visit cannot be invoiced as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IssueError {
+    /// The store failed (try again).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The visit's data cannot be priced (park the event).
+    #[error("{0}")]
+    Unpriceable(String),
+}
+
+const INVOICE_COLUMNS: &str =
+    "id, visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
+     time_zone, price_table_version, total, discount, coins, status";
+
+/// An invoice row as read.
+type InvoiceRow = (
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    String,
+    String,
+    i64,
+    i64,
+    String,
+    i64,
+    String,
+    String,
+    i64,
+    String,
+);
+
+/// The final price: total less discount, half-up to cents.
+fn final_price(total: Decimal, discount: Decimal) -> Decimal {
+    fee::round_cents(total - discount)
+}
+
+impl Store {
+    /// Invoices a closed visit (once: a visit already invoiced only has its position recorded).
+    ///
+    /// # Errors
+    /// [`IssueError::Unpriceable`] when the stay cannot be priced or the park has no table;
+    /// database failures.
+    pub async fn issue(&self, v: &VisitClosed, event: &Event) -> Result<(), IssueError> {
+        let table = match self.table_at(v.park_id, v.left_at.as_millisecond()).await {
+            Ok(t) => t,
+            Err(StoreError::NotFound { .. }) => {
+                return Err(IssueError::Unpriceable(format!(
+                    "park {} has no price table",
+                    v.park_id
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let bill = fee::price(
+            &table.table,
+            &table.time_zone,
+            &Stay {
+                entry: v.entered_at,
+                exit: v.left_at,
+                vehicle: v.vehicle_type,
+            },
+        )
+        .map_err(|e| IssueError::Unpriceable(e.to_string()))?;
+        let awaiting = v.use_coins && bill.total > Decimal::ZERO;
+        let now = Timestamp::now().as_millisecond();
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM invoices WHERE visit_id = $1")
+                    .bind(v.visit_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_none() {
+                    let id: i64 = sqlx::query_scalar(
+                        "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
+                         time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) RETURNING id",
+                    )
+                    .bind(v.visit_id)
+                    .bind(v.customer_id)
+                    .bind(v.nif)
+                    .bind(v.park_id)
+                    .bind(&v.plate)
+                    .bind(v.vehicle_type.as_str())
+                    .bind(v.entered_at.as_millisecond())
+                    .bind(v.left_at.as_millisecond())
+                    .bind(&table.time_zone_name)
+                    .bind(table.version)
+                    .bind(bill.total.to_string())
+                    .bind(if awaiting { "AWAITING_COINS" } else { "ISSUED" })
+                    .bind(now)
+                    .bind((!awaiting).then_some(now))
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    for row in &bill.rows {
+                        sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
+                            .bind(id)
+                            .bind(row.kind.as_str())
+                            .bind(row.start.as_millisecond())
+                            .bind(row.end.as_millisecond())
+                            .bind(row.price.to_string())
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    let event = if awaiting {
+                        let cents = fee::coin_discount(bill.total, i64::MAX).coins;
+                        NewEvent::new("invoice", id, "coins.requested", 1, &CoinsRequested {
+                            invoice_id: id,
+                            visit_id: v.visit_id,
+                            customer_id: v.customer_id,
+                            max_coins: cents,
+                        })
+                    } else {
+                        NewEvent::new("invoice", id, "invoice.issued", 1, &InvoiceIssued {
+                            invoice_id: id,
+                            visit_id: v.visit_id,
+                            customer_id: v.customer_id,
+                            nif: v.nif,
+                            park_id: v.park_id,
+                            plate: v.plate.clone(),
+                            total: bill.total.to_string(),
+                            discount: "0".into(),
+                            final_price: final_price(bill.total, Decimal::ZERO).to_string(),
+                            coins: 0,
+                            price_table_version: table.version,
+                        })
+                    }
+                    .map_err(StoreError::internal)?;
+                    tx.append(&event).await?;
+                }
+                sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")
+                    .bind(v.visit_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+        .map_err(IssueError::from)
+    }
+
+    /// Finishes an invoice waiting for coins (once: an issued one only has the position
+    /// recorded).
+    ///
+    /// # Errors
+    /// Database failures; [`StoreError::NotFound`] for an unknown invoice.
+    pub async fn finish_coins(&self, d: &CoinsDebited, event: &Event) -> Result<(), StoreError> {
+        let now = Timestamp::now().as_millisecond();
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                let row: Option<(i64, i64, i64, i64, String, String, i64)> = sqlx::query_as(
+                    "SELECT visit_id, customer_id, nif, park_id, plate, total, price_table_version FROM invoices \
+                     WHERE id = $1 AND status = 'AWAITING_COINS'",
+                )
+                .bind(d.invoice_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some((visit_id, customer_id, nif, park_id, plate, total, version)) = row {
+                    let total: Decimal = total.parse().map_err(StoreError::internal)?;
+                    let coins = d.coins.max(0);
+                    let discount = Decimal::new(coins, 2).min(total);
+                    sqlx::query(
+                        "UPDATE invoices SET discount = $1, coins = $2, status = 'ISSUED', issued_at_ms = $3 WHERE id = $4",
+                    )
+                    .bind(discount.to_string())
+                    .bind(coins)
+                    .bind(now)
+                    .bind(d.invoice_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    let event = NewEvent::new("invoice", d.invoice_id, "invoice.issued", 1, &InvoiceIssued {
+                        invoice_id: d.invoice_id,
+                        visit_id,
+                        customer_id,
+                        nif,
+                        park_id,
+                        plate,
+                        total: total.to_string(),
+                        discount: discount.to_string(),
+                        final_price: final_price(total, discount).to_string(),
+                        coins,
+                        price_table_version: version,
+                    })
+                    .map_err(StoreError::internal)?;
+                    tx.append(&event).await?;
+                }
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+
+    /// Invoice `id` and its customer's id.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; database failures.
+    pub async fn invoice(&self, id: i64) -> Result<(PaymentsDto, i64), StoreError> {
+        let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE id = $1");
+        let row: Option<InvoiceRow> = repeatable!(self, |conn| sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await)?;
+        let row = row.ok_or_else(|| StoreError::not_found("invoice", id))?;
+        let customer = row.2;
+        let mut dtos = self.with_rows(vec![row]).await?;
+        let dto = dtos
+            .pop()
+            .ok_or_else(|| StoreError::not_found("invoice", id))?;
+        Ok((dto, customer))
+    }
+
+    /// Invoices by filter (`nif` or customer), newest first, one page.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn invoices(
+        &self,
+        filter: Filter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<PaymentsDto>, StoreError> {
+        let (clause, value) = match filter {
+            Filter::All => ("1 = 1 OR $1 = 0", 0),
+            Filter::Nif(n) => ("nif = $1", n),
+            Filter::Customer(c) => ("customer_id = $1", c),
+        };
+        let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {clause} ORDER BY id DESC LIMIT $2 OFFSET $3");
+        let rows: Vec<InvoiceRow> = repeatable!(self, |conn| sqlx::query_as(&sql)
+            .bind(value)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&mut *conn)
+            .await)?;
+        self.with_rows(rows).await
+    }
+
+    /// The invoices of `rows` with their lines.
+    async fn with_rows(&self, rows: Vec<InvoiceRow>) -> Result<Vec<PaymentsDto>, StoreError> {
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let lines: Vec<(i64, String, i64, i64, String)> = repeatable!(self, |conn| {
+                sqlx::query_as(
+                "SELECT id, kind, start_ms, end_ms, price FROM invoice_rows WHERE invoice_id = $1 ORDER BY id"
+            )
+            .bind(r.0)
+            .fetch_all(&mut *conn)
+            .await
+            })?;
+            let tz = jiff::tz::TimeZone::get(&r.9).map_err(StoreError::internal)?;
+            let (entered, left) = (instant(r.7), instant(r.8));
+            let dec = |t: &str| t.parse::<Decimal>().map_err(StoreError::internal);
+            let (total, discount) = (dec(&r.11)?, dec(&r.12)?);
+            let rows = lines
+                .into_iter()
+                .map(|(id, kind, s, e, price)| {
+                    Ok(RowDto {
+                        payment_table_row_id: id,
+                        period_start: fee::hm(entered, &tz),
+                        period_end: fee::hm(left, &tz),
+                        fraction_start: fee::hm(instant(s), &tz),
+                        fraction_end: fee::hm(instant(e), &tz),
+                        vehicle_type: r.6.clone(),
+                        price: money(dec(&price)?),
+                        kind,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            out.push(PaymentsDto {
+                invoice: Some(r.0),
+                discount: money(discount),
+                final_price: money(final_price(total, discount)),
+                nif: r.3,
+                payments_table_rows_dto: rows,
+                total: money(total),
+                coins: r.13,
+                status: r.14,
+                visit_id: Some(r.1),
+                park_id: r.4,
+                license_plate_number: r.5,
+                enter_park: entered.to_string(),
+                left_park: left.to_string(),
+                price_table_version: r.10,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Which invoices to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// Every invoice.
+    All,
+    /// Of one tax number.
+    Nif(i64),
+    /// Of one customer.
+    Customer(i64),
+}
+
+/// A bill in the published shape, not stored (a quote): `invoice` is `null`.
+pub fn quote_dto(
+    bill: &Bill,
+    tz: &jiff::tz::TimeZone,
+    vehicle: VehicleType,
+    nif: i64,
+    park_id: i64,
+    plate: &str,
+    version: i64,
+) -> PaymentsDto {
+    PaymentsDto {
+        invoice: None,
+        discount: money(Decimal::ZERO),
+        final_price: money(bill.total),
+        nif,
+        payments_table_rows_dto: bill
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RowDto {
+                payment_table_row_id: i as i64 + 1,
+                period_start: fee::hm(bill.entry, tz),
+                period_end: fee::hm(bill.exit, tz),
+                fraction_start: fee::hm(r.start, tz),
+                fraction_end: fee::hm(r.end, tz),
+                vehicle_type: vehicle.as_str().to_owned(),
+                price: money(r.price),
+                kind: r.kind.as_str().to_owned(),
+            })
+            .collect(),
+        total: money(bill.total),
+        coins: 0,
+        status: "QUOTE".into(),
+        visit_id: None,
+        park_id,
+        license_plate_number: plate.to_owned(),
+        enter_park: bill.entry.to_string(),
+        left_park: bill.exit.to_string(),
+        price_table_version: version,
+    }
+}

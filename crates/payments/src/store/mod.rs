@@ -1,0 +1,72 @@
+//! Storage: the payments service's [`Store`] on the service kit's database handle (SQLite or
+//! PostgreSQL, chosen by the URL).
+//!
+//! What it owns: the payments migrations, the queries ([`invoices`]: issuing and reading
+//! invoices; [`replica`]: the price tables, customers and open visits other services' events
+//! bring). What it must not do: HTTP, or price anything itself (that is `pms-tariff`).
+//!
+//! Why invoices are never deleted: the original wiped every invoice on each start. Here an
+//! invoice is written once per visit (`visit_id` is unique), in one transaction with its rows
+//! and its event.
+
+pub mod invoices;
+pub mod replica;
+
+pub use pms_service::store::{redact_url, Backend, StoreConfig};
+use pms_service::store::{Db, Migrations};
+
+/// What went wrong in the store.
+pub type StoreError = pms_service::store::StoreError;
+
+/// The payments service's database. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: Db,
+}
+
+impl std::ops::Deref for Store {
+    type Target = Db;
+
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+impl Store {
+    /// Builds the pool without connecting.
+    ///
+    /// # Errors
+    /// [`StoreError::BadUrl`] for an unsupported or malformed URL.
+    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+        Ok(Self {
+            db: Db::open(config)?,
+        })
+    }
+
+    /// The kit's handle (for the event consumers and the outbox).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Brings the schema up to date.
+    ///
+    /// # Errors
+    /// When the database is unreachable or a migration fails.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        Ok(self
+            .db
+            .migrate(Migrations {
+                sqlite: &SQLITE_MIGRATIONS,
+                postgres: &POSTGRES_MIGRATIONS,
+            })
+            .await?)
+    }
+}
+
+/// The instant of epoch milliseconds (clamped into range).
+pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}

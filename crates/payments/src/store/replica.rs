@@ -1,0 +1,293 @@
+//! What the payments service keeps of other services' data, kept in step by their events: each
+//! park's price tables, every version (parks owns them; an invoice names the version it was
+//! priced with), the customers and their vehicles (users), and the open visits (parks), for
+//! quotes. Each write records the consumer's position in the same transaction and is keyed by
+//! its subject, so an event applied again leaves the same rows.
+
+use jiff::tz::TimeZone;
+use pms_events::conn::EventConn;
+use pms_events::Event;
+use pms_service::store::retry;
+use pms_service::vocab::VehicleType;
+use pms_service::{repeatable, transaction};
+use pms_tariff::json::TableDoc;
+use pms_tariff::PriceTable;
+use serde::Deserialize;
+
+use super::{Store, StoreError};
+
+/// The consumer name the payments service records its positions under.
+pub const CONSUMER: &str = "payments";
+
+/// `price_table.changed` v1.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceTableDoc {
+    /// Park id.
+    pub park_id: i64,
+    /// Park number.
+    pub park_number: i64,
+    /// Version.
+    pub version: i64,
+    /// From when (RFC 3339).
+    pub valid_from: jiff::Timestamp,
+    /// The park's clock.
+    pub time_zone: String,
+    /// The table.
+    pub table: TableDoc,
+}
+
+/// A vehicle in `customer.*` events.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VehicleDoc {
+    /// Plate.
+    pub license_plate_number: String,
+    /// Vehicle type.
+    pub vehicle_type: VehicleType,
+}
+
+/// `customer.registered` / `customer.changed` v1, what payments needs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerDoc {
+    /// User id.
+    pub user_id: i64,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    pub last_name: String,
+    /// Tax number.
+    pub nif: i64,
+    /// Vehicles now.
+    pub vehicles: Vec<VehicleDoc>,
+}
+
+/// `visit.opened` v1.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VisitOpened {
+    /// Visit id.
+    pub visit_id: i64,
+    /// Park id.
+    pub park_id: i64,
+    /// Customer.
+    pub customer_id: i64,
+    /// Plate.
+    pub plate: String,
+    /// Vehicle type.
+    pub vehicle_type: VehicleType,
+    /// Entry.
+    pub entered_at: jiff::Timestamp,
+}
+
+/// A price table as stored, with what pricing needs besides it.
+#[derive(Debug, Clone)]
+pub struct StoredTable {
+    /// Version.
+    pub version: i64,
+    /// The park's clock.
+    pub time_zone: TimeZone,
+    /// Its name.
+    pub time_zone_name: String,
+    /// The table.
+    pub table: PriceTable,
+}
+
+impl Store {
+    /// Stores a price table version; records the position.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn apply_price_table(
+        &self,
+        t: &PriceTableDoc,
+        event: &Event,
+    ) -> Result<(), StoreError> {
+        let doc = serde_json::to_string(&t.table).map_err(StoreError::internal)?;
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                sqlx::query(
+                    "INSERT INTO price_tables (park_id, version, park_number, valid_from_ms, time_zone, document) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (park_id, version) DO NOTHING",
+                )
+                .bind(t.park_id)
+                .bind(t.version)
+                .bind(t.park_number)
+                .bind(t.valid_from.as_millisecond())
+                .bind(&t.time_zone)
+                .bind(&doc)
+                .execute(&mut *tx)
+                .await?;
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+
+    /// Upserts a customer and replaces their vehicles; records the position.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn apply_customer(&self, c: &CustomerDoc, event: &Event) -> Result<(), StoreError> {
+        let name = format!("{} {}", c.first_name, c.last_name);
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                sqlx::query(
+                    "INSERT INTO customers (id, nif, name) VALUES ($1, $2, $3) \
+                     ON CONFLICT (id) DO UPDATE SET nif = excluded.nif, name = excluded.name",
+                )
+                .bind(c.user_id)
+                .bind(c.nif)
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM vehicles WHERE customer_id = $1")
+                    .bind(c.user_id)
+                    .execute(&mut *tx)
+                    .await?;
+                for v in &c.vehicles {
+                    sqlx::query(
+                        "INSERT INTO vehicles (plate, customer_id, vehicle_type) VALUES ($1, $2, $3) \
+                         ON CONFLICT (plate) DO UPDATE SET customer_id = excluded.customer_id, vehicle_type = excluded.vehicle_type",
+                    )
+                    .bind(&v.license_plate_number)
+                    .bind(c.user_id)
+                    .bind(v.vehicle_type.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+
+    /// Notes an open visit (for quotes); records the position.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn apply_visit_opened(
+        &self,
+        v: &VisitOpened,
+        event: &Event,
+    ) -> Result<(), StoreError> {
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                // A visit already invoiced is not open any more (events of one producer come in
+                // order, so this only matters for a replay).
+                sqlx::query(
+                    "INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
+                     SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM invoices WHERE visit_id = $1) \
+                     ON CONFLICT (visit_id) DO NOTHING",
+                )
+                .bind(v.visit_id)
+                .bind(v.park_id)
+                .bind(v.customer_id)
+                .bind(&v.plate)
+                .bind(v.vehicle_type.as_str())
+                .bind(v.entered_at.as_millisecond())
+                .execute(&mut *tx)
+                .await?;
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+
+    /// The table of park id `park_id` in force at `at_ms` (the newest version valid from then
+    /// or earlier; the oldest if all are newer).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when the park has no table; database failures.
+    pub async fn table_at(&self, park_id: i64, at_ms: i64) -> Result<StoredTable, StoreError> {
+        let row: Option<(i64, String, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+            "SELECT version, time_zone, document FROM price_tables WHERE park_id = $1 \
+             ORDER BY (valid_from_ms <= $2) DESC, CASE WHEN valid_from_ms <= $2 THEN version ELSE -version END DESC LIMIT 1"
+        )
+        .bind(park_id)
+        .bind(at_ms)
+        .fetch_optional(&mut *conn)
+        .await
+        })?;
+        let (version, tz, doc) =
+            row.ok_or_else(|| StoreError::not_found("price table of park", park_id))?;
+        let doc: TableDoc = serde_json::from_str(&doc).map_err(StoreError::internal)?;
+        Ok(StoredTable {
+            version,
+            time_zone: TimeZone::get(&tz).map_err(StoreError::internal)?,
+            time_zone_name: tz,
+            table: doc.to_table().map_err(StoreError::internal)?,
+        })
+    }
+
+    /// The tax number payments knows for user `customer_id`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn customer_nif(&self, customer_id: i64) -> Result<Option<i64>, StoreError> {
+        Ok(repeatable!(self, |conn| sqlx::query_scalar(
+            "SELECT nif FROM customers WHERE id = $1"
+        )
+        .bind(customer_id)
+        .fetch_optional(&mut *conn)
+        .await)?)
+    }
+
+    /// The owner (id, tax number) and type of the vehicle with `plate`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn vehicle(
+        &self,
+        plate: &str,
+    ) -> Result<Option<(i64, i64, VehicleType)>, StoreError> {
+        let row: Option<(i64, i64, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+            "SELECT c.id, c.nif, v.vehicle_type FROM vehicles v JOIN customers c ON c.id = v.customer_id WHERE v.plate = $1"
+        )
+        .bind(plate)
+        .fetch_optional(&mut *conn)
+        .await
+        })?;
+        row.map(|(id, nif, t)| {
+            VehicleType::parse(&t)
+                .map(|t| (id, nif, t))
+                .ok_or_else(|| StoreError::internal(t))
+        })
+        .transpose()
+    }
+
+    /// The open visit of `plate`: (visit, park, customer, vehicle type, entry ms).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn open_visit(
+        &self,
+        plate: &str,
+    ) -> Result<Option<(i64, i64, i64, VehicleType, i64)>, StoreError> {
+        let row: Option<(i64, i64, i64, String, i64)> =
+            repeatable!(self, |conn| {
+                sqlx::query_as(
+            "SELECT visit_id, park_id, customer_id, vehicle_type, entered_at_ms FROM open_visits \
+             WHERE plate = $1 ORDER BY visit_id DESC LIMIT 1"
+        )
+        .bind(plate)
+        .fetch_optional(&mut *conn)
+        .await
+            })?;
+        row.map(|(v, p, c, t, e)| {
+            VehicleType::parse(&t)
+                .map(|t| (v, p, c, t, e))
+                .ok_or_else(|| StoreError::internal(t))
+        })
+        .transpose()
+    }
+}
