@@ -7,6 +7,10 @@
 //! - [`password`]: argon2id hashing off the async threads.
 //! - [`store`]: the database: pool, migrations, queries, demo data, error mapping.
 //! - [`http`]: routes and handlers.
+//! - [`events`]: what users does with the payments service's events (spending coins).
+//!
+//! Every change another service needs (a registration, a vehicle, a payment method, a status)
+//! appends `customer.registered` or `customer.changed` to the outbox in the same transaction.
 //!
 //! Caller verification, the JSON error format, the connection pool, readiness and serving are
 //! the service kit's (`pms-service`), shared with the other domain services: the service
@@ -15,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod events;
 pub mod http;
 pub mod model;
 pub mod password;
@@ -102,6 +107,8 @@ pub struct Inner {
     pub limits: BodyLimits,
     /// 503 until the schema is migrated and the demo data seeded.
     pub ready: Readiness,
+    /// This service's outbox (its consumers are woken after each commit).
+    pub outbox: pms_events::Outbox,
     seed_password: Option<String>,
 }
 
@@ -119,6 +126,7 @@ impl App {
     /// [`StartError`] for a bad URL, argon2 parameters or verifier settings.
     pub fn new(config: UsersConfig) -> Result<Self, StartError> {
         let store = Store::open(&config.store)?;
+        let outbox = pms_events::Outbox::new("users", store.db().clone());
         let passwords = Passwords::new(config.hash, config.hash_parallelism)?;
         let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
         Ok(Self(Arc::new(Inner {
@@ -131,6 +139,7 @@ impl App {
                 timeout: config.body_timeout,
             },
             ready: Readiness::new("users"),
+            outbox,
             seed_password: config.seed_password,
         })))
     }
@@ -154,6 +163,9 @@ impl App {
             }
         }
         self.ready.set();
+        if seeded {
+            self.outbox.committed();
+        }
         let store = self.store.clone();
         tokio::spawn(async move {
             match store.warm().await {

@@ -273,16 +273,15 @@ impl Store {
         &self,
         plate: &str,
     ) -> Result<Option<(i64, i64, i64, VehicleType, i64)>, StoreError> {
-        let row: Option<(i64, i64, i64, String, i64)> =
-            repeatable!(self, |conn| {
-                sqlx::query_as(
+        let row: Option<(i64, i64, i64, String, i64)> = repeatable!(self, |conn| {
+            sqlx::query_as(
             "SELECT visit_id, park_id, customer_id, vehicle_type, entered_at_ms FROM open_visits \
              WHERE plate = $1 ORDER BY visit_id DESC LIMIT 1"
         )
         .bind(plate)
         .fetch_optional(&mut *conn)
         .await
-            })?;
+        })?;
         row.map(|(v, p, c, t, e)| {
             VehicleType::parse(&t)
                 .map(|t| (v, p, c, t, e))

@@ -36,6 +36,7 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
         .await
         .map_err(internal)?;
     let user = s.store.create_user(&new, &hash, Role::Customer).await?;
+    s.outbox.committed();
     tracing::info!(user = user.id, "user registered");
     Ok(json(StatusCode::CREATED, &user))
 }
@@ -119,6 +120,7 @@ pub async fn add_vehicle(
     let body = json_object(&s.limits, &headers, body).await?;
     let vehicle = validate::vehicle(&body)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
+    s.outbox.committed();
     Ok(json(StatusCode::ACCEPTED, &vehicle))
 }
 
@@ -148,6 +150,7 @@ pub async fn set_payment_method(
     let body = json_object(&s.limits, &headers, body).await?;
     let method = validate::payment_change(&body)?;
     s.store.set_payment_method(user_id, method).await?;
+    s.outbox.committed();
     Ok(json(StatusCode::ACCEPTED, &payment_json(method)))
 }
 

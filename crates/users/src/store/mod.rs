@@ -13,6 +13,7 @@
 //!
 //! Layout: [`users`] has the queries, [`seed`] the demo data; [`pool`] is the kit's.
 
+pub mod coins;
 pub mod seed;
 pub mod users;
 
@@ -100,6 +101,11 @@ impl Store {
             postgres: &POSTGRES_MIGRATIONS,
         };
         Ok(self.db.migrate(migrations).await?)
+    }
+
+    /// The kit's handle (for the outbox and the event consumer).
+    pub fn db(&self) -> &Db {
+        &self.db
     }
 
     /// See [`Db::warm`].

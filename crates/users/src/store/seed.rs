@@ -135,6 +135,7 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
+                tx.announce(id, "customer.registered").await?;
             }
             tx.commit().await?;
             Ok(true)

@@ -96,6 +96,7 @@ impl Store {
             let mut tx = begin(conn).await?;
             let id = tx.insert_user(new, password_hash, role).await?;
             tx.insert_vehicle(id, &new.vehicle, 1).await?;
+            tx.announce(id, "customer.registered").await?;
             tx.commit().await?;
             Ok(id)
         }
@@ -235,6 +236,7 @@ impl Store {
                     _ => Err(e),
                 };
             }
+            tx.announce(user_id, "customer.changed").await?;
             tx.commit().await?;
             Ok(Ok(()))
         }
@@ -308,8 +310,8 @@ impl Store {
             .await
     }
 
-    /// `UPDATE users SET {column} = value` for one user; `column` is one of this module's
-    /// constants, never input.
+    /// `UPDATE users SET {column} = value` for one user, and `customer.changed` with it;
+    /// `column` is one of this module's constants, never input.
     async fn set_name_column(
         &self,
         column: &'static str,
@@ -317,14 +319,24 @@ impl Store {
         user_id: i64,
     ) -> Result<(), StoreError> {
         let sql = format!("UPDATE users SET {column} = $1 WHERE id = $2");
-        // Setting a column to a given value is safe to repeat after a broken connection.
-        let updated = repeatable!(self, |conn| sqlx::query(&sql)
-            .bind(value)
-            .bind(user_id)
-            .execute(conn)
-            .await
-            .map(|done| done.rows_affected()))
-        .map_err(db_error)?;
+        let updated = retry_transient(|| async {
+            on_conn!(self, |conn| async {
+                let mut tx = begin(conn).await?;
+                let n = sqlx::query(&sql)
+                    .bind(value)
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if n == 1 {
+                    tx.announce(user_id, "customer.changed").await?;
+                }
+                tx.commit().await?;
+                Ok(n)
+            }
+            .await)
+        })
+        .await?;
         if updated == 0 {
             return Err(StoreError::UserNotFound(user_id));
         }
@@ -525,6 +537,11 @@ pub(super) trait Writes {
 
     /// After a refused deduction: the first user whose balance cannot cover it.
     async fn first_overdrawn(&mut self, grant: &Grant) -> Result<Option<i64>, sqlx::Error>;
+
+    /// Appends `event_type` (`customer.registered` or `customer.changed`, version 1) with the
+    /// user as they are now in this transaction (see `docs/events.md`).
+    async fn announce(&mut self, user_id: i64, event_type: &'static str)
+        -> Result<(), sqlx::Error>;
 }
 
 /// Implements [`Writes`] for each connection type given: one body, compiled for each.
@@ -589,8 +606,73 @@ macro_rules! shared_writes {
                 }
                 q.fetch_optional(self).await
             }
+
+            async fn announce(
+                &mut self,
+                user_id: i64,
+                event_type: &'static str,
+            ) -> Result<(), sqlx::Error> {
+                let user: (String, String, String, i64, String, String, String) = sqlx::query_as(
+                    "SELECT first_name, last_name, email, nif, role, status, payment_method \
+                     FROM users WHERE id = $1",
+                )
+                .bind(user_id)
+                .fetch_one(&mut *self)
+                .await?;
+                let vehicles: Vec<(String, String, String)> = sqlx::query_as(
+                    "SELECT plate, vehicle_type, energy_source FROM vehicles WHERE user_id = $1 \
+                     ORDER BY added_seq",
+                )
+                .bind(user_id)
+                .fetch_all(&mut *self)
+                .await?;
+                let event = customer_event(user_id, event_type, user, vehicles)
+                    .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+                pms_events::conn::EventConn::append(self, &event).await?;
+                Ok(())
+            }
         }
     )+};
+}
+
+/// `customer.registered` / `customer.changed`, version 1: the user as they are now.
+fn customer_event(
+    user_id: i64,
+    event_type: &'static str,
+    (first, last, email, nif, role, status, payment): (
+        String,
+        String,
+        String,
+        i64,
+        String,
+        String,
+        String,
+    ),
+    vehicles: Vec<(String, String, String)>,
+) -> Result<pms_events::NewEvent, serde_json::Error> {
+    let vehicles: Vec<serde_json::Value> = vehicles
+        .into_iter()
+        .map(|(plate, t, e)| {
+            serde_json::json!({"licensePlateNumber": plate, "vehicleType": t, "vehicleEnergySource": e})
+        })
+        .collect();
+    pms_events::NewEvent::new(
+        "customer",
+        user_id,
+        event_type,
+        1,
+        &serde_json::json!({
+            "userId": user_id,
+            "firstName": first,
+            "lastName": last,
+            "email": email,
+            "nif": nif,
+            "role": role,
+            "userStatus": status,
+            "paymentMethod": payment,
+            "vehicles": vehicles,
+        }),
+    )
 }
 
 shared_writes!(sqlx::PgConnection, sqlx::SqliteConnection);
@@ -683,7 +765,7 @@ where
     }
 }
 
-fn now_micros() -> i64 {
+pub(super) fn now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))

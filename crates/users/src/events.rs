@@ -1,0 +1,58 @@
+//! What the users service does with other services' events: the payments service asks for the
+//! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice
+//! ([`crate::store::coins`]). Anything else is skipped; unreadable events are parked.
+
+use std::sync::Arc;
+
+use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+
+use crate::store::coins::{CoinsRequested, CONSUMER};
+use crate::App;
+
+/// Applies the payments service's events.
+#[derive(Debug, Clone)]
+pub struct FromPayments(pub App);
+
+impl Handler for FromPayments {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        match event.event_type.as_str() {
+            "coins.requested" => {
+                let r: CoinsRequested = event.decode(&[1]).map_err(ApplyError::Park)?;
+                let coins = self
+                    .0
+                    .store
+                    .debit_for_invoice(&r, event)
+                    .await
+                    .map_err(|e| ApplyError::Retry(e.to_string()))?;
+                tracing::info!(
+                    user = r.customer_id,
+                    invoice = r.invoice_id,
+                    coins,
+                    "coins spent on an invoice"
+                );
+                self.0.outbox.committed();
+                Ok(Outcome::Applied)
+            }
+            _ => Ok(Outcome::Ignored),
+        }
+    }
+}
+
+/// Starts the consumer of the payments service's outbox until `shutdown` turns true.
+pub fn spawn_consumer(
+    app: &App,
+    payments: Outbox,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(
+        Consumer {
+            name: CONSUMER,
+            source: payments,
+            db: app.store.db().clone(),
+            handler: Arc::new(FromPayments(app.clone())),
+        }
+        .run(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        }),
+    )
+}

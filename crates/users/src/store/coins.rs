@@ -1,0 +1,121 @@
+//! PARKY coins spent on invoices: the users service's step of the payments saga (see the
+//! payments service's `store::invoices`). For each `coins.requested` it takes what the wallet
+//! has, up to the amount asked, records a wallet event naming the invoice, and answers with
+//! `wallet.coins_debited` — all in one transaction with the consumer's position. The debit is
+//! keyed by the invoice (`coin_debits`), so a redelivered request debits nothing more.
+
+use pms_events::conn::EventConn;
+use pms_events::{Event, NewEvent};
+use serde::{Deserialize, Serialize};
+
+use super::{begin, on_conn, retry_transient, Store, StoreError};
+
+/// The consumer name the users service records its positions under.
+pub const CONSUMER: &str = "users";
+
+/// `coins.requested` v1 (from payments).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoinsRequested {
+    /// The invoice the coins pay for.
+    pub invoice_id: i64,
+    /// Its visit.
+    pub visit_id: i64,
+    /// Whose wallet.
+    pub customer_id: i64,
+    /// Most coins to take (the fee in cents).
+    pub max_coins: i64,
+}
+
+/// `wallet.coins_debited` v1.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CoinsDebited {
+    invoice_id: i64,
+    visit_id: i64,
+    user_id: i64,
+    coins: i64,
+}
+
+impl Store {
+    /// Debits the coins an invoice asks for, once; returns how many were taken.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn debit_for_invoice(
+        &self,
+        r: &CoinsRequested,
+        event: &Event,
+    ) -> Result<i64, StoreError> {
+        retry_transient(|| async {
+            on_conn!(self, |conn| async {
+                let mut tx = begin(conn).await?;
+                let done: Option<i64> = sqlx::query_scalar("SELECT coins FROM coin_debits WHERE invoice_id = $1")
+                    .bind(r.invoice_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if let Some(coins) = done {
+                    tx.record_position(CONSUMER, &event.source, event.id).await?;
+                    tx.commit().await?;
+                    return Ok(coins);
+                }
+                // Takes the user's row lock (PostgreSQL) before reading the balance.
+                let balance: Option<i64> = sqlx::query_scalar(
+                    "UPDATE users SET parkies = parkies WHERE id = $1 RETURNING parkies",
+                )
+                .bind(r.customer_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let coins = balance.unwrap_or(0).min(r.max_coins.max(0)).max(0);
+                let now = super::users::now_micros();
+                if coins > 0 {
+                    sqlx::query("UPDATE users SET parkies = parkies - $1 WHERE id = $2")
+                        .bind(coins)
+                        .bind(r.customer_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
+                         VALUES ($1, $2, $3, NULL, $4)",
+                    )
+                    .bind(r.customer_id)
+                    .bind(-coins)
+                    .bind(format!("Invoice {}", r.invoice_id))
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                if balance.is_some() {
+                    sqlx::query(
+                        "INSERT INTO coin_debits (invoice_id, user_id, coins, created_at_us) VALUES ($1, $2, $3, $4)",
+                    )
+                    .bind(r.invoice_id)
+                    .bind(r.customer_id)
+                    .bind(coins)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                let answer = NewEvent::new(
+                    "wallet",
+                    r.customer_id,
+                    "wallet.coins_debited",
+                    1,
+                    &CoinsDebited {
+                        invoice_id: r.invoice_id,
+                        visit_id: r.visit_id,
+                        user_id: r.customer_id,
+                        coins,
+                    },
+                )
+                .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+                tx.append(&answer).await?;
+                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.commit().await?;
+                Ok(coins)
+            }
+            .await)
+        })
+        .await
+    }
+}
