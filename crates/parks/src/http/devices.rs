@@ -134,7 +134,7 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
                 Direction::Entrance => rules::welcome(&name),
                 Direction::Exit => {
                     let price = match price {
-                        Some(p) => Some(p),
+                        Some(p) => Some(tidy(p)),
                         None => wait_for_price(&s, visit_id).await,
                     };
                     let message = rules::goodbye(

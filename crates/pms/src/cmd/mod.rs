@@ -3,8 +3,12 @@
 
 mod bench;
 mod certs;
+mod device;
 mod echo;
 mod gateway;
+mod parks;
+mod payments;
+mod service;
 mod up;
 mod users;
 
@@ -20,12 +24,19 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the whole system in one process on loopback (gateway, users service, echo).
+    /// Run the whole system in one process on loopback (gateway, users, parks, payments, echo).
     Up(up::Args),
     /// Run the API gateway.
     Gateway(gateway::Args),
     /// Run the users service.
     Users(users::Args),
+    /// Run the parks service.
+    Parks(parks::Args),
+    /// Run the payments service.
+    Payments(payments::Args),
+    /// The barrier and display programs, and device keys.
+    #[command(subcommand)]
+    Device(device::Command),
     /// Run the echo back-end used by the benchmarks.
     Echo(echo::Args),
     /// The load generator.
@@ -60,6 +71,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Up(args) => up::run(args),
         Command::Gateway(args) => gateway::run(args),
         Command::Users(args) => users::run(args),
+        Command::Parks(args) => parks::run(args),
+        Command::Payments(args) => payments::run(args),
+        Command::Device(c) => device::run(c),
         Command::Echo(args) => echo::run(args),
         Command::Bench(c) => bench::run(c),
         Command::Certs(c) => certs::run(c),

@@ -5,7 +5,11 @@
 //! `/passthrough` and `/transform` routes to the echo back-end. The data directory keeps what must
 //! survive a restart: the dev certificate, the JWT secret shared by gateway and users service, the
 //! SQLite database (unless `--database-url` names PostgreSQL) and the gateway config written for
-//! this run. Parks and payments are not built yet: their routes answer 502.
+//! this run. The parks and payments services run beside the users service, each with its own
+//! database (SQLite files, or one schema each on PostgreSQL), and their domain events flow
+//! between them in process (`pms-events`): a registered customer can park, and an exit is
+//! invoiced. The data directory also keeps the device secret and the gateway's URL, for
+//! `pms device`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,8 +17,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use pms_net::serve::ServeConfig;
 
+use super::parks::ParksOptions;
+use super::service::ServiceArgs;
 use super::users::{ServiceOptions, TokenKeys};
-use super::UsageError;
+use super::{device, UsageError};
 
 /// The JWT secret's file name in the data directory.
 const SECRET_FILE: &str = "jwt-secret";
@@ -37,8 +43,16 @@ pub struct Args {
     /// The users service's own listener (the gateway reaches it here).
     #[arg(long, default_value = "127.0.0.1:8090")]
     users_listen: SocketAddr,
+    /// The parks service's own listener.
+    #[arg(long, default_value = "127.0.0.1:8094")]
+    parks_listen: SocketAddr,
+    /// The payments service's own listener.
+    #[arg(long, default_value = "127.0.0.1:8086")]
+    payments_listen: SocketAddr,
     #[command(flatten)]
     users: ServiceOptions,
+    #[command(flatten)]
+    parks: ParksOptions,
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
@@ -54,10 +68,29 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         &args.data_dir,
         TokenKeys::hs256(secret.as_bytes())?,
     )?;
+    let device_secret = ensure_secret(&args.data_dir.join(device::SECRET_FILE))?;
+    let services = ServiceArgs {
+        data_dir: args.data_dir.clone(),
+        database_url: args.users.database_url.clone(),
+        pool_size: args.users.pool_size,
+        jwt_secret_env: String::new(),
+        jwt_secret_file: None,
+        jwt_public_key: None,
+        jwt_algorithm: String::new(),
+    };
+    let parks_config = args.parks.config(
+        &services,
+        users_config.verifier.clone(),
+        Some(device_secret),
+    )?;
+    let payments_config = super::payments::config(&services, users_config.verifier.clone())?;
     let rt = super::runtime()?;
     rt.block_on(async {
         let shutdown = super::shutdown_signal();
         let app = pms_users::App::new(users_config).map_err(|e| UsageError(e.to_string()))?;
+        let parks = pms_parks::App::new(parks_config).map_err(|e| UsageError(e.to_string()))?;
+        let payments =
+            pms_payments::App::new(payments_config).map_err(|e| UsageError(e.to_string()))?;
         let echo_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding the echo back-end")?;
@@ -66,8 +99,19 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {} (users service)", args.users_listen))?;
         let users_addr = users_listener.local_addr()?;
+        let parks_listener = super::service::bind(args.parks_listen, "parks service").await?;
+        let parks_addr = parks_listener.local_addr()?;
+        let payments_listener =
+            super::service::bind(args.payments_listen, "payments service").await?;
+        let payments_addr = payments_listener.local_addr()?;
 
-        let toml = gateway_config(&args, echo_addr, users_addr, &certs, &secret_path);
+        let upstreams = Upstreams {
+            echo: echo_addr,
+            users: users_addr,
+            parks: parks_addr,
+            payments: payments_addr,
+        };
+        let toml = gateway_config(&args, &upstreams, &certs, &secret_path);
         let config_path = args.data_dir.join("gateway.toml");
         std::fs::write(&config_path, &toml)
             .with_context(|| format!("writing {}", config_path.display()))?;
@@ -76,7 +120,12 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let bound = pms_gateway::Bound::bind(&settings).context("binding the gateway")?;
 
         let seeded = super::users::start(&app).await?;
+        super::parks::start(&parks).await?;
+        super::payments::start(&payments).await?;
         let backend = app.store.backend();
+        let gateway_url = args.data_dir.join(device::GATEWAY_FILE);
+        std::fs::write(&gateway_url, format!("http://{}\n", args.listen))
+            .with_context(|| format!("writing {}", gateway_url.display()))?;
 
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -87,9 +136,38 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             pms_echo::EchoConfig::default(),
             stopped(stop_rx.clone()),
         ));
+        let mut consumers = pms_parks::events::spawn_consumers(
+            &parks,
+            app.outbox.clone(),
+            payments.outbox.clone(),
+            stop_rx.clone(),
+        );
+        consumers.extend(pms_payments::events::spawn_consumers(
+            &payments,
+            parks.outbox.clone(),
+            app.outbox.clone(),
+            stop_rx.clone(),
+        ));
+        consumers.push(pms_users::events::spawn_consumer(
+            &app,
+            payments.outbox.clone(),
+            stop_rx.clone(),
+        ));
         let users = tokio::spawn(pms_users::run(
             users_listener,
             app,
+            ServeConfig::default(),
+            stopped(stop_rx.clone()),
+        ));
+        let parks_task = tokio::spawn(pms_parks::run(
+            parks_listener,
+            parks,
+            ServeConfig::default(),
+            stopped(stop_rx.clone()),
+        ));
+        let payments_task = tokio::spawn(pms_payments::run(
+            payments_listener,
+            payments,
             ServeConfig::default(),
             stopped(stop_rx.clone()),
         ));
@@ -99,7 +177,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         });
         print_banner(
             &args,
-            users_addr,
+            &upstreams,
             &certs,
             &config_path,
             backend,
@@ -108,6 +186,11 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let drain = pms_gateway::run(settings, bound, stopped(stop_rx)).await?;
         let _ = echo.await;
         let _ = users.await;
+        let _ = parks_task.await;
+        let _ = payments_task.await;
+        for c in consumers {
+            let _ = c.await;
+        }
         tracing::info!(?drain, "pms up stopped");
         Ok(())
     })
@@ -136,7 +219,16 @@ fn ensure_certs(dir: &Path) -> anyhow::Result<Certs> {
     Ok(certs)
 }
 
-/// Reuses the data directory's JWT secret, or writes a random one (owner-only) on first start.
+/// Where the gateway reaches each component.
+struct Upstreams {
+    echo: SocketAddr,
+    users: SocketAddr,
+    parks: SocketAddr,
+    payments: SocketAddr,
+}
+
+/// Reuses a secret kept in the data directory (the JWT secret, the device secret), or writes a
+/// random one (owner-only) on first start.
 fn ensure_secret(path: &Path) -> anyhow::Result<String> {
     if let Ok(text) = std::fs::read_to_string(path) {
         return Ok(text.trim_end().to_owned());
@@ -151,19 +243,13 @@ fn ensure_secret(path: &Path) -> anyhow::Result<String> {
         .with_context(|| format!("creating {}", path.display()))?;
     std::io::Write::write_all(&mut file, secret.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
-    tracing::info!(path = %path.display(), "generated a JWT secret");
+    tracing::info!(path = %path.display(), "generated a secret");
     Ok(secret)
 }
 
 /// The gateway config for this run: listeners, upstreams and secret from the flags, then the
 /// route table exactly as shipped in `config/gateway.toml`, then the echo routes.
-fn gateway_config(
-    args: &Args,
-    echo: SocketAddr,
-    users: SocketAddr,
-    certs: &Certs,
-    secret: &Path,
-) -> String {
+fn gateway_config(args: &Args, up: &Upstreams, certs: &Certs, secret: &Path) -> String {
     let table = pms_gateway::config::PMS_ROUTE_TABLE;
     let routes = table.find("[[routes]]").map_or("", |i| &table[i..]);
     format!(
@@ -191,14 +277,13 @@ claims_to_headers = {{ sub = "X-UserId", role = "X-UserRole" }}
 name = "users"
 endpoints = ["http://{users}"]
 
-# Not part of `pms up` yet: these routes answer 502 until the services exist.
 [[upstreams]]
 name = "parks"
-endpoints = ["http://127.0.0.1:8094"]
+endpoints = ["http://{parks}"]
 
 [[upstreams]]
 name = "payments"
-endpoints = ["http://127.0.0.1:8086"]
+endpoints = ["http://{payments}"]
 
 [[upstreams]]
 name = "echo"
@@ -224,6 +309,10 @@ xml_layout = "ballerina-compat"
         cert = certs.cert.display().to_string(),
         key = certs.key.display().to_string(),
         secret = secret.display().to_string(),
+        users = up.users,
+        parks = up.parks,
+        payments = up.payments,
+        echo = up.echo,
     )
 }
 
@@ -231,7 +320,7 @@ xml_layout = "ballerina-compat"
 /// were created now (`Some(None)`: with the password from the environment).
 fn print_banner(
     args: &Args,
-    users: SocketAddr,
+    up: &Upstreams,
     certs: &Certs,
     config: &Path,
     backend: pms_users::store::Backend,
@@ -260,6 +349,8 @@ fn print_banner(
                https://{tls}  (h2 and HTTP/1.1; CA: {ca})
   admin        http://{admin}/readyz  /metrics
   users        http://{users}  ({backend:?})
+  parks        http://{parks}
+  payments     http://{payments}
   config       {config}
 
 Demo accounts: {accounts}
@@ -269,6 +360,11 @@ Log in and list the users through the gateway:
   TOKEN=$(curl -s -X POST -H 'content-type: application/json' -d '{login}' http://{listen}/users/login | sed -E 's/.*\"token\":\"([^\"]+)\".*/\\1/')
   curl -s -H \"authorization: Bearer $TOKEN\" http://{listen}/users/getAllUsers
   curl -s --cacert {ca} --http2 -H \"authorization: Bearer $TOKEN\" https://localhost:{port}/users/getAllUsers
+
+Drive a demo car in at park 1's entrance (barrier 1) and out at its exit (barrier 2):
+  echo 28-XQ-51 | {exe} device barrier --data-dir {data} --park 1 --barrier 1 --direction entrance
+  echo 28-XQ-51 | {exe} device barrier --data-dir {data} --park 1 --barrier 2 --direction exit
+  {exe} device display --data-dir {data} --id 1      (follows display D1.1 as it changes)
 
 The benchmark routes:
   curl -s -X POST -H 'content-type: application/json' --data '{payload}' http://{listen}/passthrough
@@ -283,5 +379,10 @@ Ctrl-C stops everything.",
         accounts = accounts.join(", "),
         login = login_body.to_string().replace('\'', "'\\''"),
         port = args.tls_listen.port(),
+        users = up.users,
+        parks = up.parks,
+        payments = up.payments,
+        exe = std::env::current_exe().map_or_else(|_| "pms".to_owned(), |p| p.display().to_string()),
+        data = args.data_dir.display(),
     );
 }

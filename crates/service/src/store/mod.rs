@@ -171,6 +171,10 @@ pub struct StoreConfig {
     pub acquire_timeout: Duration,
     /// Per-statement limit (PostgreSQL `statement_timeout`; SQLite's lock wait).
     pub statement_timeout: Duration,
+    /// PostgreSQL only: the schema the service's tables live in (created by [`Db::migrate`]
+    /// when missing), so several services can share one database, each in its own schema.
+    /// `None`: the database's default (`public`).
+    pub schema: Option<String>,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -192,7 +196,14 @@ impl StoreConfig {
             min_connections: DEFAULT_MIN_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            schema: None,
         }
+    }
+
+    /// The same, in PostgreSQL schema `schema` (ignored for SQLite).
+    pub fn in_schema(mut self, schema: &str) -> Self {
+        self.schema = Some(schema.to_owned());
+        self
     }
 
     /// A SQLite file, created when missing.
@@ -250,6 +261,7 @@ impl DbError {
 #[derive(Debug, Clone)]
 pub struct Db {
     pools: Pools,
+    schema: Option<String>,
 }
 
 /// The pool, typed by backend (see [`with_pool!`](crate::with_pool)).
@@ -293,14 +305,24 @@ impl Db {
             }
             Backend::Postgres => {
                 let connect: PgConnectOptions = config.url.parse().map_err(|_| bad_url())?;
-                let connect = connect.options([(
+                let mut connect = connect.options([(
                     "statement_timeout",
                     statement_timeout.as_millis().to_string(),
                 )]);
+                if let Some(schema) = &config.schema {
+                    if !valid_schema(schema) {
+                        return Err(DbError::BadUrl(format!("schema {schema:?}")));
+                    }
+                    connect = connect.options([("search_path", schema.as_str())]);
+                }
                 Pools::Postgres(Pool::new(pool_options(config, connect)))
             }
         };
-        Ok(Self { pools })
+        let schema = match backend {
+            Backend::Postgres => config.schema.clone(),
+            Backend::Sqlite => None,
+        };
+        Ok(Self { pools, schema })
     }
 
     /// The pool, for [`with_pool!`](crate::with_pool) and friends.
@@ -322,6 +344,14 @@ impl Db {
     /// # Errors
     /// When the database is unreachable ([`DbError::Unavailable`]) or a migration fails.
     pub async fn migrate(&self, migrations: Migrations) -> Result<(), DbError> {
+        if let Some(schema) = &self.schema {
+            let create = format!("CREATE SCHEMA IF NOT EXISTS {schema}");
+            repeatable!(self, |conn| sqlx::query(&create)
+                .execute(conn)
+                .await
+                .map(|_| ()))
+            .map_err(|e| DbError::of(&e))?;
+        }
         let outcome = with_pool!(self, |pool| {
             let migrator = match self.backend() {
                 Backend::Sqlite => migrations.sqlite,
@@ -372,6 +402,16 @@ impl Db {
     pub async fn close(&self) {
         with_pool!(self, |pool| pool.close().await);
     }
+}
+
+/// A schema name safe to put in SQL unquoted: lower-case letters, digits and `_`, starting with a
+/// letter.
+fn valid_schema(name: &str) -> bool {
+    name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The pool settings of `config`, for connections made with `connect`.

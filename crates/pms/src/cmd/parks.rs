@@ -1,0 +1,104 @@
+//! `pms parks`: the parks service on its own. Without a broker between processes (the
+//! distributed mode's NATS transport is not built yet) it serves its API but learns no new
+//! customers; `pms up` runs it with the other services and their events in one process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use pms_net::serve::ServeConfig;
+use pms_parks::{App, ParksConfig};
+
+use super::service::{bind, read_secret, ServiceArgs};
+use super::UsageError;
+
+/// Arguments of `pms parks`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (HTTP/1.1 and h2c).
+    #[arg(long, default_value = "127.0.0.1:8094")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    service: ServiceArgs,
+    #[command(flatten)]
+    parks: ParksOptions,
+}
+
+/// Options of the parks service that `pms up` offers too.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ParksOptions {
+    /// File holding the secret device keys derive from (see `pms device key`); default: the
+    /// PMS_DEVICE_SECRET environment variable.
+    #[arg(long)]
+    pub device_secret_file: Option<PathBuf>,
+    /// IANA time zone of the demo parks (times of day and daily reports are read in it).
+    #[arg(long, default_value = pms_parks::store::seed::DEFAULT_TIME_ZONE)]
+    pub time_zone: String,
+    /// Longest wait of an exit for its invoice's price, in ms.
+    #[arg(long, default_value_t = pms_parks::DEFAULT_EXIT_WAIT.as_millis() as u64)]
+    pub exit_wait_ms: u64,
+    /// Do not create the demo parks in an empty database.
+    #[arg(long)]
+    pub no_seed_parks: bool,
+}
+
+/// Environment variable holding the device secret.
+pub const ENV_DEVICE_SECRET: &str = "PMS_DEVICE_SECRET";
+
+impl ParksOptions {
+    /// The service configuration.
+    pub fn config(
+        &self,
+        service: &ServiceArgs,
+        verifier: pms_auth::VerifierConfig,
+        secret: Option<String>,
+    ) -> anyhow::Result<ParksConfig> {
+        let secret = match (secret, &self.device_secret_file) {
+            (Some(s), _) => s,
+            (None, Some(path)) => read_secret(path)?,
+            (None, None) => std::env::var(ENV_DEVICE_SECRET).map_err(|_| {
+                UsageError(format!(
+                    "no device secret: set {ENV_DEVICE_SECRET} or pass --device-secret-file"
+                ))
+            })?,
+        };
+        Ok(ParksConfig {
+            store: service.store("parks")?,
+            verifier,
+            device_secret: secret.into_bytes(),
+            seed: !self.no_seed_parks,
+            time_zone: self.time_zone.clone(),
+            limits: pms_service::http::BodyLimits::default(),
+            exit_wait: std::time::Duration::from_millis(self.exit_wait_ms),
+        })
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = args
+        .parks
+        .config(&args.service, args.service.verifier()?, None)?;
+    super::runtime()?.block_on(async {
+        let shutdown = super::shutdown_signal();
+        let app = App::new(config).map_err(|e| UsageError(e.to_string()))?;
+        let listener = bind(args.listen, "parks service").await?;
+        start(&app).await?;
+        tracing::info!(addr = %args.listen, "parks service listening");
+        let drain = pms_parks::run(listener, app, ServeConfig::default(), shutdown).await;
+        tracing::info!(?drain, "parks service stopped");
+        Ok(())
+    })
+}
+
+/// Migrates and seeds once; if the database is merely unreachable, keeps trying in the
+/// background (the service answers 503 meanwhile).
+pub async fn start(app: &App) -> anyhow::Result<bool> {
+    match app.init().await {
+        Ok(seeded) => Ok(seeded),
+        Err(e) if e.is_unavailable() => {
+            tracing::warn!(error = %e, "database unreachable; serving 503 until it answers");
+            app.init_in_background();
+            Ok(false)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("preparing the parks database")),
+    }
+}

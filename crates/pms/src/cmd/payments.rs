@@ -1,0 +1,59 @@
+//! `pms payments`: the payments service on its own (see `pms parks` for what it lacks without
+//! the other services in the same process).
+
+use std::net::SocketAddr;
+
+use pms_net::serve::ServeConfig;
+use pms_payments::{App, PaymentsConfig};
+
+use super::service::{bind, ServiceArgs};
+use super::UsageError;
+
+/// Arguments of `pms payments`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (HTTP/1.1 and h2c).
+    #[arg(long, default_value = "127.0.0.1:8086")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+/// The service configuration.
+pub fn config(
+    service: &ServiceArgs,
+    verifier: pms_auth::VerifierConfig,
+) -> anyhow::Result<PaymentsConfig> {
+    Ok(PaymentsConfig {
+        store: service.store("payments")?,
+        verifier,
+        limits: pms_service::http::BodyLimits::default(),
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = config(&args.service, args.service.verifier()?)?;
+    super::runtime()?.block_on(async {
+        let shutdown = super::shutdown_signal();
+        let app = App::new(config).map_err(|e| UsageError(e.to_string()))?;
+        let listener = bind(args.listen, "payments service").await?;
+        start(&app).await?;
+        tracing::info!(addr = %args.listen, "payments service listening");
+        let drain = pms_payments::run(listener, app, ServeConfig::default(), shutdown).await;
+        tracing::info!(?drain, "payments service stopped");
+        Ok(())
+    })
+}
+
+/// Migrates once; if the database is merely unreachable, keeps trying in the background.
+pub async fn start(app: &App) -> anyhow::Result<()> {
+    match app.init().await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_unavailable() => {
+            tracing::warn!(error = %e, "database unreachable; serving 503 until it answers");
+            app.init_in_background();
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("preparing the payments database")),
+    }
+}

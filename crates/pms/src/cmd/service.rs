@@ -1,0 +1,105 @@
+//! What `pms parks` and `pms payments` share: where to listen, the database, and the key that
+//! verifies the users service's tokens (each service verifies tokens itself).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use pms_auth::{KeySource, VerifierConfig};
+use pms_service::store::{Backend, StoreConfig};
+
+use super::UsageError;
+
+/// The options of a domain service that only verifies tokens.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServiceArgs {
+    /// Directory for the default SQLite database.
+    #[arg(long, default_value = "pms-data")]
+    pub data_dir: PathBuf,
+    /// PostgreSQL (`postgres://USER@HOST:PORT/DB`) or SQLite (`sqlite://PATH?mode=rwc`); default:
+    /// a SQLite file in the data directory. On PostgreSQL the service keeps its tables in a
+    /// schema named after it.
+    #[arg(long, env = "PMS_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Most database connections.
+    #[arg(long, default_value_t = pms_service::store::DEFAULT_POOL_SIZE)]
+    pub pool_size: u32,
+    /// Environment variable holding the HS256 secret the users service signs tokens with.
+    #[arg(long, default_value = "PMS_JWT_SECRET")]
+    pub jwt_secret_env: String,
+    /// File holding that secret (instead of the environment variable).
+    #[arg(long, conflicts_with = "jwt_public_key")]
+    pub jwt_secret_file: Option<PathBuf>,
+    /// PEM public key of the users service's asymmetric signing key.
+    #[arg(long)]
+    pub jwt_public_key: Option<PathBuf>,
+    /// Algorithm for --jwt-public-key: EdDSA, ES256, RS256, …
+    #[arg(long, default_value = "EdDSA")]
+    pub jwt_algorithm: String,
+}
+
+impl ServiceArgs {
+    /// How tokens are verified.
+    pub fn verifier(&self) -> anyhow::Result<VerifierConfig> {
+        if let Some(public) = &self.jwt_public_key {
+            let alg = pms_auth::parse_algorithm(&self.jwt_algorithm).map_err(UsageError)?;
+            let pem =
+                std::fs::read(public).with_context(|| format!("reading {}", public.display()))?;
+            return Ok(VerifierConfig {
+                algorithms: vec![alg],
+                keys: KeySource::PublicKeyPem(pem),
+                ..VerifierConfig::hs256(Vec::new())
+            });
+        }
+        let secret = match &self.jwt_secret_file {
+            Some(path) => read_secret(path)?,
+            None => std::env::var(&self.jwt_secret_env).map_err(|_| {
+                UsageError(format!(
+                    "no token key: set {}, or pass --jwt-secret-file or --jwt-public-key",
+                    self.jwt_secret_env
+                ))
+            })?,
+        };
+        Ok(VerifierConfig::hs256(secret.into_bytes()))
+    }
+
+    /// The database: the URL given (in schema `name` on PostgreSQL), else `NAME.db` in the data
+    /// directory.
+    pub fn store(&self, name: &str) -> anyhow::Result<StoreConfig> {
+        let config = match &self.database_url {
+            Some(url) => {
+                if Backend::of_url(url).is_none() {
+                    return Err(UsageError(format!(
+                        "--database-url {:?}: expected sqlite:… or postgres:…",
+                        pms_service::store::redact_url(url)
+                    ))
+                    .into());
+                }
+                StoreConfig::new(url.clone()).in_schema(name)
+            }
+            None => {
+                super::create_private_dir(&self.data_dir)?;
+                StoreConfig::sqlite_file(&self.data_dir.join(format!("{name}.db")))
+            }
+        };
+        let mut config = config;
+        config.pool_size = self.pool_size;
+        config.statement_timeout = Duration::from_secs(5);
+        Ok(config)
+    }
+}
+
+/// A secret from a file, without its trailing newline.
+pub fn read_secret(path: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+/// Binds `addr` for `what`.
+pub async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what})"))
+}
