@@ -67,8 +67,10 @@ impl Store {
         self.park_by_id(park_id).await?;
         let sums: Sums = repeatable!(self, |conn| {
             sqlx::query_as(
-                "SELECT SUM(total_vehicles), SUM(cars), SUM(motorcycles), SUM(fuel), SUM(gpl), SUM(electric), \
-                 SUM(plug_in_hybrid) FROM park_reports WHERE park_id = $1"
+                "SELECT CAST(SUM(total_vehicles) AS BIGINT), CAST(SUM(cars) AS BIGINT), \
+                 CAST(SUM(motorcycles) AS BIGINT), CAST(SUM(fuel) AS BIGINT), CAST(SUM(gpl) AS BIGINT), \
+                 CAST(SUM(electric) AS BIGINT), CAST(SUM(plug_in_hybrid) AS BIGINT) \
+                 FROM park_reports WHERE park_id = $1"
             )
             .bind(park_id)
             .fetch_one(&mut *conn)

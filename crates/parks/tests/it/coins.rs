@@ -1,0 +1,122 @@
+//! PARKY coins spent for real, exactly once: the discount of spec §5.5 comes off the invoice and
+//! the coins leave the wallet with an event naming the invoice; applying the saga's events again
+//! spends nothing more.
+
+use serde_json::json;
+
+use crate::support::{plate_read, System, Via, BOTH};
+
+#[tokio::test]
+async fn coins_pay_part_of_a_visit_once() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut cm = sys.as_user(Via::H1, "customermanager@isep.ipp.pt").await;
+        let r = cm
+            .send(
+                "POST",
+                "/users/parkies",
+                &json!({"userIds": [6], "amount": 50, "reason": "welcome"}),
+            )
+            .await;
+        assert_eq!(r.status(), 201, "{}", r.text());
+        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+        // Only Rui may set Rui's flag.
+        let mut leo = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+        let r = leo
+            .send(
+                "PUT",
+                "/parks/changeUserParkyFlag",
+                &json!({"customerID": 6, "parkyFlag": true}),
+            )
+            .await;
+        assert_eq!(r.status(), 403, "{}", r.text());
+        let r = rui
+            .send(
+                "PUT",
+                "/parks/changeUserParkyFlag",
+                &json!({"customerID": 6, "parkyFlag": true}),
+            )
+            .await;
+        assert_eq!(r.json(), json!({"response": "Success"}));
+        assert_eq!(rui.get("/parks/getUserParkyFlag/6").await.json(), true);
+
+        // Spec §5.11 example 3 on the park's clock: 10:00–11:20 local, €1.20, 50 coins = €0.50.
+        let mut dev = sys.client(Via::H1).await;
+        dev.barrier(
+            "entrance",
+            &sys.barrier_key(1),
+            &plate_read(1, 1, "46-ON-05", "2024-07-02T09:00:00Z"),
+        )
+        .await;
+        let r = dev
+            .barrier(
+                "exit",
+                &sys.barrier_key(2),
+                &plate_read(2, 1, "46-ON-05", "2024-07-02T10:20:00Z"),
+            )
+            .await;
+        assert_eq!(
+            r.json()["message"],
+            "Have a nice day Rui Soares! Your total will be 0.7€! With a discount of 0.5€.",
+            "{db:?}"
+        );
+        let wallet = rui.get("/users/parkies/6").await.json();
+        assert_eq!(wallet["parkies"], 0);
+        let events = wallet["parkyEvents"].as_array().expect("events");
+        let spent = events.last().expect("spent");
+        assert_eq!(spent["amount"], -50);
+        let invoice = rui.get("/payments/mine").await.json()[0].clone();
+        assert_eq!(spent["reason"], format!("Invoice {}", invoice["invoice"]));
+        assert_eq!(invoice["coins"], 50);
+        assert_eq!(invoice["discount"], 0.5);
+        assert_eq!(invoice["finalPrice"], 0.7);
+        // The flag was one-shot.
+        assert_eq!(rui.get("/parks/getUserParkyFlag/6").await.json(), false);
+
+        // Apply every event of the saga again (a redelivery, or a crash before positions were
+        // kept): no second debit, no second invoice.
+        for (db_, name, source) in [
+            (sys.payments.store.db().clone(), "payments", "parks"),
+            (sys.users.store.db().clone(), "users", "payments"),
+            (sys.payments.store.db().clone(), "payments", "users"),
+        ] {
+            pms_events::consumer::rewind(&db_, name, source, 0)
+                .await
+                .expect("rewind");
+        }
+        sys.parks.outbox.committed();
+        sys.payments.outbox.committed();
+        sys.users.outbox.committed();
+        let (users, payments, parks) = (sys.users.clone(), sys.payments.clone(), sys.parks.clone());
+        pms_testkit::assert_eventually("the replay is applied", 500, || {
+            let (users, payments, parks) = (users.clone(), payments.clone(), parks.clone());
+            async move {
+                use pms_events::consumer::position;
+                let pos = |db: pms_service::store::Db, name: &'static str, source: &'static str| async move {
+                    position(&db, name, source).await.unwrap_or(0)
+                };
+                pos(payments.store.db().clone(), "payments", "parks").await >= parks.outbox.head().await.unwrap_or(i64::MAX)
+                    && pos(users.store.db().clone(), "users", "payments").await >= payments.outbox.head().await.unwrap_or(i64::MAX)
+                    && pos(payments.store.db().clone(), "payments", "users").await >= users.outbox.head().await.unwrap_or(i64::MAX)
+            }
+        })
+        .await;
+        let wallet = rui.get("/users/parkies/6").await.json();
+        assert_eq!(wallet["parkies"], 0);
+        assert_eq!(
+            wallet["parkyEvents"].as_array().map(Vec::len),
+            Some(2),
+            "{db:?}: {wallet}"
+        );
+        assert_eq!(
+            rui.get("/payments/mine")
+                .await
+                .json()
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+    }
+}

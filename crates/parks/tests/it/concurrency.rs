@@ -1,0 +1,108 @@
+//! Many barriers at once: a nearly full park never gives one spot to two cars and never
+//! overfills, and one car entering at two barriers at once gets in once.
+
+use futures_util::future::join_all;
+use serde_json::json;
+
+use crate::support::{plate_read, System, Via, BOTH};
+
+/// Registers `n` customers with fuel cars; returns their plates once parks knows them all.
+async fn fuel_cars(sys: &System, n: usize) -> Vec<String> {
+    let mut anyone = sys.client(Via::H1).await;
+    let mut last = 0;
+    let plates: Vec<String> = (0..n).map(|i| format!("{:02}-PK-{:02}", i, i)).collect();
+    for (i, plate) in plates.iter().enumerate() {
+        let r = anyone
+            .send(
+                "POST",
+                "/users/createUser",
+                &json!({"firstName": "Car", "lastName": format!("Owner{i}"), "email": format!("owner{i}@example.pt"),
+                        "password": "123PasswordX#", "nif": 300_000_000 + i, "licensePlateNumber": plate,
+                        "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}),
+            )
+            .await;
+        assert_eq!(r.status(), 201, "{}", r.text());
+        last = r.json()["id"].as_i64().expect("id");
+    }
+    // Events arrive in order: once the last customer is known, all are.
+    let parks = sys.parks.clone();
+    pms_testkit::assert_eventually("parks knows the new cars", 500, || {
+        let parks = parks.clone();
+        async move { parks.store.coin_flag(last).await.is_ok() }
+    })
+    .await;
+    plates
+}
+
+#[tokio::test]
+async fn parallel_entrances_never_overfill_a_park() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let plates = fuel_cars(&sys, 12).await;
+        // Park 1 has four free fuel spots; both its active entrances (barriers 1 and 3) at once.
+        let attempts = plates.iter().enumerate().map(|(i, plate)| {
+            let barrier = if i % 2 == 0 { 1 } else { 3 };
+            let key = sys.barrier_key(barrier);
+            let body = plate_read(barrier, 1, plate, "2024-01-10T10:00:00Z");
+            let client = sys.client(Via::H1);
+            async move {
+                let mut c = client.await;
+                c.barrier("entrance", &key, &body).await.json()
+            }
+        });
+        let answers = join_all(attempts).await;
+        let admitted = answers.iter().filter(|a| a["success"] == true).count();
+        let full = answers
+            .iter()
+            .filter(|a| a["message"] == "The park is full. Please contact the park manager.")
+            .count();
+        assert_eq!((admitted, full), (4, 8), "{db:?}: {answers:?}");
+        let spots = sys.parks.store.spots(1).await.expect("spots");
+        let fuel_free = spots
+            .iter()
+            .filter(|s| {
+                s.spot_type == pms_service::vocab::EnergySource::Fuel
+                    && s.operational
+                    && !s.occupied
+            })
+            .count();
+        assert_eq!(fuel_free, 0);
+        // Every admitted car has its own spot: the occupied count matches the spots taken.
+        let occupied = spots.iter().filter(|s| s.occupied).count();
+        assert_eq!(
+            occupied,
+            3 + 4,
+            "{db:?}: three seeded cars and four new ones"
+        );
+    }
+}
+
+#[tokio::test]
+async fn one_car_at_two_entrances_at_once_gets_in_once() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let tries = [1, 3, 1, 3, 7, 9]
+            .into_iter()
+            .enumerate()
+            .map(|(i, barrier)| {
+                let park = if barrier > 6 { 2 } else { 1 };
+                let key = sys.barrier_key(barrier);
+                let body = plate_read(
+                    barrier,
+                    park,
+                    "46-ON-05",
+                    &format!("2024-01-10T10:00:0{i}Z"),
+                );
+                let client = sys.client(Via::H1);
+                async move { client.await.barrier("entrance", &key, &body).await.json() }
+            });
+        let answers = join_all(tries).await;
+        let admitted = answers.iter().filter(|a| a["success"] == true).count();
+        assert_eq!(admitted, 1, "{db:?}: {answers:?}");
+        assert_eq!(sys.parks.store.history_count(6).await.expect("count"), 1);
+    }
+}

@@ -1,0 +1,274 @@
+//! The device endpoints' refusals and credentials: each refusal is a clear `success: false`
+//! with the original's wording where it had one, never a 500, and changes nothing; bad keys are
+//! 401, another park or direction 403, bad input 400. Displays stay in their own park and follow
+//! changes as they happen.
+
+use serde_json::json;
+
+use crate::support::{assert_error, plate_read, System, Via, BOTH};
+
+async fn free_spots(sys: &System, park: i64) -> i64 {
+    sys.parks
+        .store
+        .occupancies()
+        .await
+        .expect("occupancies")
+        .into_iter()
+        .find(|o| o.park_number == park)
+        .expect("park")
+        .current_capacity
+}
+
+#[tokio::test]
+async fn refusals_say_why_and_change_nothing() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        let before = free_spots(&sys, 1).await;
+        let entrance = |plate: &str| plate_read(1, 1, plate, "2024-01-10T10:00:00Z");
+        let cases = [
+            ("entrance", 1, entrance("99-ZZ-99"), "Please use the Park20 app to register and use the parking. Or use the QR code to download the app."),
+            ("exit", 2, plate_read(2, 1, "99-ZZ-99", "2024-01-10T11:00:00Z"), "Your vehicle is not registered in the system. Please contact the park manager."),
+            ("exit", 2, plate_read(2, 1, "55-ND-41", "2024-01-10T11:00:00Z"), "This vehicle has no open visit in this park. Please contact the park manager."),
+            ("entrance", 5, plate_read(5, 1, "55-ND-41", "2024-01-10T10:00:00Z"), "The barrier is not active. Please contact the park manager."),
+            ("entrance", 99, plate_read(99, 1, "55-ND-41", "2024-01-10T10:00:00Z"), "Please contact the park manager."),
+        ];
+        for (direction, barrier, body, message) in cases {
+            let r = dev
+                .barrier(direction, &sys.barrier_key(barrier), &body)
+                .await;
+            assert_eq!(r.status(), 200, "{}", r.text());
+            assert_eq!(r.json()["success"], false, "{db:?} {body}");
+            assert_eq!(r.json()["message"], message, "{db:?} {body}");
+        }
+        // A second entrance of a car already inside.
+        let r = dev
+            .barrier("entrance", &sys.barrier_key(1), &entrance("55-ND-41"))
+            .await;
+        assert_eq!(r.json()["success"], true, "{}", r.text());
+        let inside = free_spots(&sys, 1).await;
+        assert_eq!(inside, before - 1);
+        let r = dev
+            .barrier(
+                "entrance",
+                &sys.barrier_key(3),
+                &plate_read(3, 1, "55-ND-41", "2024-01-10T10:05:00Z"),
+            )
+            .await;
+        assert_eq!(r.json()["success"], false);
+        assert_eq!(
+            r.json()["message"],
+            "This vehicle is already inside a park. Please contact the park manager."
+        );
+        // An exit before the entrance.
+        let r = dev
+            .barrier(
+                "exit",
+                &sys.barrier_key(2),
+                &plate_read(2, 1, "55-ND-41", "2024-01-10T09:00:00Z"),
+            )
+            .await;
+        assert_eq!(
+            r.json()["message"],
+            "The exit time is before the entrance time. Please contact the park manager."
+        );
+        assert_eq!(
+            free_spots(&sys, 1).await,
+            inside,
+            "{db:?}: refusals changed nothing"
+        );
+
+        // Credentials, parks and directions.
+        let r = dev
+            .call(
+                "POST",
+                "/barriers/entrance",
+                &[],
+                entrance("55-ND-41").to_string(),
+            )
+            .await;
+        assert_error(&r, 401, "missing_device_key", None);
+        let r = dev
+            .barrier("entrance", &sys.barrier_key(2), &entrance("55-ND-41"))
+            .await;
+        assert_error(&r, 401, "invalid_device_key", None);
+        let r = dev
+            .barrier("entrance", &"0".repeat(64), &entrance("55-ND-41"))
+            .await;
+        assert_error(&r, 401, "invalid_device_key", None);
+        let r = dev
+            .barrier(
+                "exit",
+                &sys.barrier_key(1),
+                &plate_read(1, 1, "55-ND-41", "2024-01-10T11:00:00Z"),
+            )
+            .await;
+        assert_error(&r, 403, "forbidden", None);
+        let r = dev
+            .barrier(
+                "entrance",
+                &sys.barrier_key(7),
+                &plate_read(7, 1, "55-ND-41", "2024-01-10T11:00:00Z"),
+            )
+            .await;
+        assert_error(&r, 403, "forbidden", Some("parkID"));
+        // A token is no device credential.
+        let mut customer = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+        let r = customer
+            .send(
+                "POST",
+                "/barriers/exit",
+                &plate_read(2, 1, "55-ND-41", "2024-01-10T11:00:00Z"),
+            )
+            .await;
+        assert_error(&r, 401, "missing_device_key", None);
+
+        // Bad input names the field.
+        let key = sys.barrier_key(1);
+        for (body, field) in [
+            (json!({"barrierID": 1, "plateNumber": "55-ND-41"}), "date"),
+            (
+                json!({"barrierID": 1, "plateNumber": "55-ND-41", "date": "yesterday"}),
+                "date",
+            ),
+            (
+                json!({"barrierID": 1, "plateNumber": "not a plate", "date": "2024-01-10T10:00:00Z"}),
+                "plateNumber",
+            ),
+            (
+                json!({"barrierID": "one", "plateNumber": "55-ND-41", "date": "2024-01-10T10:00:00Z"}),
+                "barrierID",
+            ),
+        ] {
+            let r = dev.barrier("entrance", &key, &body).await;
+            assert_error(&r, 400, "invalid_field", Some(field));
+        }
+        let r = dev
+            .call(
+                "POST",
+                "/barriers/entrance",
+                &[("x-device-key", &key)],
+                "{not json",
+            )
+            .await;
+        assert_error(&r, 400, "invalid_json", None);
+        let r = dev
+            .call(
+                "POST",
+                "/barriers/entrance",
+                &[("x-device-key", &key)],
+                vec![b' '; 70_000],
+            )
+            .await;
+        assert_eq!(r.status(), 413, "{}", r.text());
+        assert_eq!(
+            free_spots(&sys, 1).await,
+            inside,
+            "{db:?}: bad requests changed nothing"
+        );
+    }
+}
+
+#[tokio::test]
+async fn displays_stay_in_their_park_and_follow_changes() {
+    let sys = System::start(crate::support::Db::Sqlite)
+        .await
+        .expect("sqlite");
+    let mut dev = sys.client(Via::H1).await;
+    let d1 = sys.display_key(1);
+    let first = dev
+        .call(
+            "POST",
+            "/display/get",
+            &[("x-device-key", &d1)],
+            json!({"displayID": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(first.status(), 200, "{}", first.text());
+    assert_eq!(first.json()["message"], "Welcome!");
+    assert_eq!(first.json()["occupancy"], 6);
+    let version = first.json()["version"].as_i64().expect("version");
+    // A long poll waits for the next change.
+    let mut follower = sys.client(Via::H1).await;
+    let wait = tokio::spawn(async move {
+        let body = json!({"displayID": 1, "waitForChangeAfter": version, "waitMs": 10000});
+        follower
+            .call(
+                "POST",
+                "/display/get",
+                &[("x-device-key", &d1)],
+                body.to_string(),
+            )
+            .await
+            .json()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let r = dev
+        .barrier(
+            "entrance",
+            &sys.barrier_key(1),
+            &plate_read(1, 1, "46-ON-05", "2024-01-10T10:00:00Z"),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true);
+    let seen = wait.await.expect("long poll");
+    assert_eq!(seen["message"], "Welcome to the park Rui Soares!");
+    assert_eq!(seen["occupancy"], 5);
+    // Park 2's same-numbered display (id 10, D1.1 of park 2) was not touched.
+    let d10 = sys.display_key(10);
+    let other = dev
+        .call(
+            "POST",
+            "/display/get",
+            &[("x-device-key", &d10)],
+            json!({"displayID": 10}).to_string(),
+        )
+        .await;
+    assert_eq!(other.json()["message"], "Welcome!");
+    // A display's key is its own.
+    let r = dev
+        .call(
+            "POST",
+            "/display/get",
+            &[("x-device-key", &sys.display_key(2))],
+            json!({"displayID": 1}).to_string(),
+        )
+        .await;
+    assert_error(&r, 401, "invalid_device_key", None);
+    // A barrier pushes a message to its own displays; none → success false.
+    let r = dev
+        .call(
+            "POST",
+            "/display/update",
+            &[("x-device-key", &sys.barrier_key(1))],
+            json!({"barrierID": 1, "parkID": 1, "message": "Closed at 22:00"}).to_string(),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true, "{}", r.text());
+    let shown = dev
+        .call(
+            "POST",
+            "/display/get",
+            &[("x-device-key", &sys.display_key(1))],
+            json!({"displayID": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(shown.json()["message"], "Closed at 22:00");
+    let r = dev
+        .call(
+            "POST",
+            "/display/update",
+            &[("x-device-key", &sys.barrier_key(5))],
+            json!({"barrierID": 5, "message": "x"}).to_string(),
+        )
+        .await;
+    assert_eq!(
+        r.json()["success"],
+        false,
+        "barrier 5's displays are disabled: {}",
+        r.text()
+    );
+    assert_eq!(r.json()["message"], "No displays found!");
+}

@@ -1,0 +1,10 @@
+//! The parks service inside the whole system: real users, parks and payments services with their
+//! events in process, the real gateway with the shipped route table, real HTTP/1.1 and HTTP/2
+//! clients, on SQLite and on a real PostgreSQL.
+
+mod coins;
+mod concurrency;
+mod devices;
+mod management;
+mod support;
+mod visits;

@@ -1,0 +1,324 @@
+//! What park managers do, and who may: spots on and off with their audit, thresholds, the
+//! overnight fee, and the price table — validated before it replaces the old one, versioned, and
+//! billed from exactly as set.
+
+use serde_json::json;
+
+use crate::support::{assert_error, plate_read, Db, System, Via};
+
+#[tokio::test]
+async fn managers_manage_customers_read_and_nobody_else_writes() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let mut customer = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+    let mut manager = sys.as_user(Via::H2Tls, "parkmanager@isep.ipp.pt").await;
+
+    assert_eq!(
+        customer.get("/parks/getAllParks").await.json(),
+        json!(["1", "2", "3", "4", "5"])
+    );
+    let occ = customer.get("/parks/getAllOccupancies").await.json();
+    assert_eq!(
+        occ[0],
+        json!({"parkid": 1, "parkNumber": 1, "occupancy": 10, "currentCapacity": 6})
+    );
+    let near = customer
+        .get("/parks/real-time/occupancy/41.178496516445534/-8.607637458224238/1500")
+        .await
+        .json();
+    assert_eq!(near.as_array().map(Vec::len), Some(5));
+    assert_eq!(near[0]["parkId"], 5, "the nearest first");
+    assert_eq!(
+        near[0]["spotTypeOccupancies"].as_array().map(Vec::len),
+        Some(8)
+    );
+    let near = customer
+        .get("/parks/real-time/occupancy/41.178496516445534/-8.607637458224238/4.5")
+        .await
+        .json();
+    assert_eq!(near.as_array().map(Vec::len), Some(1));
+    for bad in [
+        "/parks/real-time/occupancy/91/0/10",
+        "/parks/real-time/occupancy/0/0/-1",
+        "/parks/real-time/occupancy/x/0/1",
+    ] {
+        assert_eq!(customer.get(bad).await.status(), 400, "{bad}");
+    }
+    assert_eq!(
+        customer.get("/parks/getParkyThresholds/1").await.json(),
+        json!({"parkiesPerHour": 15, "parkiesPerMinute": 1})
+    );
+    assert_eq!(
+        customer.get("/parks/getOvernightConfig/3").await.json(),
+        json!({"overnightFee": 8, "enabled": false})
+    );
+    assert_eq!(
+        customer
+            .get("/parks/getSpotsByParkNumber/2")
+            .await
+            .json()
+            .as_array()
+            .map(Vec::len),
+        Some(10)
+    );
+    assert_error(
+        &customer.get("/parks/getSpotsByParkNumber/9").await,
+        404,
+        "park_not_found",
+        None,
+    );
+    // Other customers' data, and managers' endpoints.
+    assert_error(
+        &customer.get("/parks/parkingHistory/6").await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(
+        &customer.get("/parks/getUserParkyFlag/6").await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(
+        &customer.get("/parkReport/percentageOf/1").await,
+        403,
+        "forbidden",
+        None,
+    );
+    let spot =
+        json!({"parkNumber": "1", "spotNumber": "A3", "operational": false, "managerName": "Toni"});
+    assert_error(
+        &customer
+            .send("PUT", "/parks/enableDisableSpot", &spot)
+            .await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(
+        &customer
+            .send("PUT", "/parks/defineTimePeriods/1", &json!([]))
+            .await,
+        403,
+        "forbidden",
+        None,
+    );
+    let mut nobody = sys.client(Via::H1).await;
+    assert_eq!(nobody.get("/parks/getAllParks").await.status(), 401);
+    assert_eq!(
+        nobody.get("/parks/occupancy/1").await.json()["available"],
+        6,
+        "the open feed"
+    );
+
+    // Spots, with their audit sentence.
+    let r = manager.send("PUT", "/parks/enableDisableSpot", &spot).await;
+    assert_eq!(
+        r.json(),
+        json!({"response": "Spot A3 is now disabled and was changed by Toni"})
+    );
+    assert_eq!(
+        manager.get("/parks/getAllOccupancies").await.json()[0]["currentCapacity"],
+        5
+    );
+    let r = manager
+        .send(
+            "PUT",
+            "/parks/enableDisableSpot",
+            &json!({"parkNumber": 1, "spotNumber": "Z9", "operational": true}),
+        )
+        .await;
+    assert_error(&r, 404, "spot_not_found", None);
+    let r = manager
+        .send(
+            "PUT",
+            "/parks/enableDisableSpot",
+            &json!({"parkNumber": 1, "spotNumber": "A3", "operational": "maybe"}),
+        )
+        .await;
+    assert_error(&r, 400, "invalid_field", Some("operational"));
+    let r = manager
+        .send(
+            "PUT",
+            "/parks/changeParkyThresholds/1",
+            &json!({"parkiesPerHour": "10", "parkiesPerMinute": "1"}),
+        )
+        .await;
+    assert_eq!(r.json(), json!({"response": "Park 1 thresholds changed"}));
+    assert_eq!(
+        manager.get("/parks/getParkyThresholds/1").await.json()["parkiesPerHour"],
+        10
+    );
+    let r = manager
+        .send(
+            "PUT",
+            "/parks/changeParkyThresholds/1",
+            &json!({"parkiesPerHour": -1, "parkiesPerMinute": 1}),
+        )
+        .await;
+    assert_error(&r, 400, "invalid_field", Some("parkiesPerHour"));
+    let r = manager.get("/parkReport/parkingTime/1/week").await;
+    assert_error(&r, 400, "invalid_field", Some("timePeriod"));
+}
+
+#[tokio::test]
+async fn a_replaced_price_table_is_validated_versioned_and_billed() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let mut manager = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+    let before = manager.get("/parks/getAllPriceTableEntries/2").await.json();
+    assert_eq!(before.as_array().map(Vec::len), Some(2));
+    assert_eq!(before[0]["periodStart"], "9:00");
+    assert_eq!(before[0]["thresholds"][4]["costPerMinuteAutomobiles"], 0.3);
+    // A gap at 21:00–22:00: refused, naming it, and the old table stays.
+    let gap = json!([
+        {"periodStart": "9:00", "periodEnd": "21:00", "thresholds": [{"thresholdMinutes": 60, "costPerMinuteAutomobiles": 2, "costPerMinuteMotorcycles": 1}]},
+        {"periodStart": "22:00", "periodEnd": "9:00", "thresholds": [{"thresholdMinutes": 60, "costPerMinuteAutomobiles": 1, "costPerMinuteMotorcycles": 1}]},
+    ]);
+    let r = manager
+        .send("PUT", "/parks/defineTimePeriods/2", &gap)
+        .await;
+    assert_error(&r, 400, "invalid_price_table", Some("periods"));
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("21:00")),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        manager.get("/parks/getAllPriceTableEntries/2").await.json(),
+        before
+    );
+    // The Postman table (string prices, 8:30 wrap): accepted.
+    let postman = json!([
+        {"parkId": 2, "periodStart": "08:30", "periodEnd": "09:30", "thresholds": [{"thresholdMinutes": 15, "costPerMinuteAutomobiles": "0.30", "costPerMinuteMotorcycles": "0.30"}]},
+        {"parkId": 2, "periodStart": "09:30", "periodEnd": "8:30", "thresholds": [{"thresholdMinutes": 30, "costPerMinuteAutomobiles": "1.00", "costPerMinuteMotorcycles": "0.50"}]},
+    ]);
+    let r = manager
+        .send("PUT", "/parks/defineTimePeriods/2", &postman)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    assert_eq!(r.json()[1]["periodEnd"], "8:30");
+    // The next visit in park 2 is billed with exactly that table (and park 2's overnight fee is
+    // on: €4 per midnight spanned). The table applies from now on, so the visit is a later one
+    // (a device's clock is its own): winter, Lisbon = UTC.
+    let mut dev = sys.client(Via::H1).await;
+    dev.barrier(
+        "entrance",
+        &sys.barrier_key(7),
+        &plate_read(7, 2, "28-XQ-51", "2030-01-10T10:00:00Z"),
+    )
+    .await;
+    let r = dev
+        .barrier(
+            "exit",
+            &sys.barrier_key(8),
+            &plate_read(8, 2, "28-XQ-51", "2030-01-11T11:00:00Z"),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true, "{}", r.text());
+    let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+    let invoice = rui.get("/payments/mine").await.json()[0].clone();
+    let at = "2030-01-11T11:00:00Z"
+        .parse::<jiff::Timestamp>()
+        .expect("t")
+        .as_millisecond();
+    let t = sys.payments.store.table_at(2, at).await.expect("table");
+    assert_eq!(t.version, 2, "{:?}", t.table);
+    assert_eq!(
+        invoice["priceTableVersion"],
+        2,
+        "{}",
+        invoice.to_string().chars().take(700).collect::<String>()
+    );
+    let rows = invoice["paymentsTableRowsDTO"].as_array().expect("rows");
+    let overnight: Vec<_> = rows.iter().filter(|r| r["kind"] == "OVERNIGHT").collect();
+    assert_eq!(overnight.len(), 1);
+    assert_eq!(overnight[0]["price"], 4.0);
+    // 25 hours: 8:30–9:30 is four €0.30 blocks, the other 24 h are 48 blocks at €1.00.
+    assert_eq!(
+        invoice["finalPrice"],
+        4.0 + 48.0 + 1.2,
+        "{}",
+        invoice["finalPrice"]
+    );
+
+    // Switching the overnight fee off makes a new version too.
+    let r = manager
+        .send(
+            "PUT",
+            "/parks/enableDisableOvernightFee",
+            &json!({"parkNumber": "2", "status": false}),
+        )
+        .await;
+    assert_eq!(r.json(), json!({"response": "Park 2 overnight fee false"}));
+    assert_eq!(
+        manager.get("/parks/getOvernightConfig/2").await.json(),
+        json!({"overnightFee": 4, "enabled": false})
+    );
+    let (version, table) = sys.parks.store.price_table(2).await.expect("table");
+    assert_eq!(version, 3);
+    assert!(table.overnight.is_none());
+}
+
+#[tokio::test]
+async fn create_payment_prices_a_stay_for_staff_and_stores_nothing() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let body = json!({"enterPark": "2023-11-26T08:30:00.000Z", "leftPark": "2023-11-26T09:30:00.000Z", "parkID": 1, "licensePlateNumber": "28-XQ-51"});
+    let mut customer = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+    assert_error(
+        &customer
+            .send("POST", "/payments/createPayment", &body)
+            .await,
+        403,
+        "forbidden",
+        None,
+    );
+    let mut nobody = sys.client(Via::H1).await;
+    assert_eq!(
+        nobody
+            .send("POST", "/payments/createPayment", &body)
+            .await
+            .status(),
+        401
+    );
+    let mut manager = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+    let r = manager.send("POST", "/payments/createPayment", &body).await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    let quote = r.json();
+    // Spec §5.11 example 1 (Lisbon is UTC in November).
+    assert_eq!(quote["finalPrice"], 0.6);
+    assert_eq!(quote["invoice"], serde_json::Value::Null);
+    assert_eq!(quote["paymentsTableRowsDTO"][0]["fractionStart"], "8:30");
+    assert_eq!(quote["nif"], 514884112);
+    let mut bad = body.clone();
+    bad["leftPark"] = json!("2023-11-26T07:30:00.000Z");
+    assert_error(
+        &manager.send("POST", "/payments/createPayment", &bad).await,
+        400,
+        "invalid_field",
+        Some("leftPark"),
+    );
+    let mut unknown = body.clone();
+    unknown["licensePlateNumber"] = json!("99-ZZ-99");
+    assert_error(
+        &manager
+            .send("POST", "/payments/createPayment", &unknown)
+            .await,
+        404,
+        "vehicle_not_found",
+        Some("licensePlateNumber"),
+    );
+    let mut park = body.clone();
+    park["parkID"] = json!(42);
+    assert_error(
+        &manager.send("POST", "/payments/createPayment", &park).await,
+        404,
+        "park_not_found",
+        Some("parkID"),
+    );
+    assert_eq!(
+        manager.get("/payments/getAllPayments").await.json(),
+        json!([])
+    );
+}

@@ -1,0 +1,343 @@
+//! The whole system for a test: the users, parks and payments services on loopback port 0, their
+//! event consumers in process, and a gateway running the shipped route table in front, on a
+//! fresh SQLite directory or fresh PostgreSQL databases.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use pms_auth::VerifierConfig;
+use pms_net::serve::{Drain, ServeConfig};
+use pms_parks::devices::{DeviceKeys, DeviceKind, DEVICE_KEY_HEADER};
+use pms_service::store::StoreConfig;
+use pms_testkit::client::{Collected, Proto, TestClient};
+use pms_testkit::{certs, pg, Spawned};
+use serde_json::{json, Value};
+
+/// The demo accounts' password in tests.
+pub const SEED_PASSWORD: &str = "Seed#Pass-2026";
+/// The shared HS256 secret.
+pub const SECRET: &[u8] = b"test-secret-that-is-long-enough-for-hs256";
+/// The device secret.
+pub const DEVICE_SECRET: &[u8] = b"device-secret-that-is-long-enough-too";
+
+/// Which database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// Both, for tests that run on each.
+pub const BOTH: [Db; 2] = [Db::Sqlite, Db::Postgres];
+
+/// How the gateway is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// HTTP/1.1 cleartext.
+    H1,
+    /// HTTP/2 over TLS.
+    H2Tls,
+}
+
+fn verifier() -> VerifierConfig {
+    VerifierConfig {
+        issuers: Some(vec![pms_auth::sign::DEFAULT_ISSUER.into()]),
+        ..VerifierConfig::hs256(SECRET)
+    }
+}
+
+/// One service's store: a SQLite file in `dir`, or a fresh PostgreSQL database.
+fn store(db: Db, dir: &std::path::Path, name: &str) -> StoreConfig {
+    let mut cfg = match db {
+        Db::Sqlite => StoreConfig::sqlite_file(&dir.join(format!("{name}.db"))),
+        Db::Postgres => StoreConfig::new(pg::shared().fresh_database()),
+    };
+    cfg.acquire_timeout = Duration::from_secs(5);
+    cfg.pool_size = 16;
+    cfg
+}
+
+/// What [`System::start_with`] may change.
+pub struct Options {
+    /// Start the payments service's consumers (off: payments is "down" for events).
+    pub payments_consumers: bool,
+    /// The exit's wait for its invoice.
+    pub exit_wait: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            payments_consumers: true,
+            exit_wait: Duration::from_millis(2000),
+        }
+    }
+}
+
+/// The running system.
+pub struct System {
+    pub users: pms_users::App,
+    pub parks: pms_parks::App,
+    pub payments: pms_payments::App,
+    pub gw_plain: SocketAddr,
+    pub gw_tls: SocketAddr,
+    pub keys: DeviceKeys,
+    stop: tokio::sync::watch::Sender<bool>,
+    _spawned: Vec<Spawned<Drain>>,
+    _gateway: Spawned<Result<Drain, pms_gateway::StartError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+impl System {
+    /// The system on `db`, or `None` when PostgreSQL tests are switched off.
+    pub async fn start(db: Db) -> Option<System> {
+        Self::start_with(db, Options::default()).await
+    }
+
+    /// [`System::start`] with options.
+    pub async fn start_with(db: Db, options: Options) -> Option<System> {
+        if db == Db::Postgres && pg::skipped() {
+            eprintln!("PMS_TEST_SKIP_PG=1: skipping the PostgreSQL variant");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let users = pms_users::App::new(pms_users::UsersConfig {
+            store: store(db, dir.path(), "users"),
+            hash: pms_users::password::HashParams::cheapest(),
+            hash_parallelism: 4,
+            signer: pms_auth::Signer::hmac(pms_auth::Algorithm::HS256, SECRET).expect("signer"),
+            verifier: verifier(),
+            seed_password: Some(SEED_PASSWORD.into()),
+            max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
+            body_timeout: pms_users::DEFAULT_BODY_TIMEOUT,
+        })
+        .expect("users");
+        let parks = pms_parks::App::new(pms_parks::ParksConfig {
+            store: store(db, dir.path(), "parks"),
+            verifier: verifier(),
+            device_secret: DEVICE_SECRET.to_vec(),
+            seed: true,
+            time_zone: "Europe/Lisbon".into(),
+            limits: pms_service::http::BodyLimits::default(),
+            exit_wait: options.exit_wait,
+        })
+        .expect("parks");
+        let payments = pms_payments::App::new(pms_payments::PaymentsConfig {
+            store: store(db, dir.path(), "payments"),
+            verifier: verifier(),
+            limits: pms_service::http::BodyLimits::default(),
+        })
+        .expect("payments");
+        users.init().await.expect("users init");
+        parks.init().await.expect("parks init");
+        payments.init().await.expect("payments init");
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        pms_parks::events::spawn_consumers(
+            &parks,
+            users.outbox.clone(),
+            payments.outbox.clone(),
+            stop_rx.clone(),
+        );
+        if options.payments_consumers {
+            pms_payments::events::spawn_consumers(
+                &payments,
+                parks.outbox.clone(),
+                users.outbox.clone(),
+                stop_rx.clone(),
+            );
+        }
+        pms_users::events::spawn_consumer(&users, payments.outbox.clone(), stop_rx);
+        let (u, p, m) = (users.clone(), parks.clone(), payments.clone());
+        let spawned = vec![
+            Spawned::start(move |l, s| pms_users::run(l, u, ServeConfig::default(), s)).await,
+            Spawned::start(move |l, s| pms_parks::run(l, p, ServeConfig::default(), s)).await,
+            Spawned::start(move |l, s| pms_payments::run(l, m, ServeConfig::default(), s)).await,
+        ];
+        let (gw_plain, gw_tls, gateway) =
+            gateway(spawned[0].addr, spawned[1].addr, spawned[2].addr);
+        let system = System {
+            users,
+            parks,
+            payments,
+            gw_plain,
+            gw_tls,
+            keys: DeviceKeys::new(DEVICE_SECRET).expect("keys"),
+            stop,
+            _spawned: spawned,
+            _gateway: gateway,
+            _dir: dir,
+        };
+        // The demo customers reach parks through the users service's events.
+        let parks_app = system.parks.clone();
+        pms_testkit::assert_eventually("parks knows the demo customers", 500, || {
+            let parks = parks_app.clone();
+            async move { parks.store.coin_flag(6).await.is_ok() }
+        })
+        .await;
+        Some(system)
+    }
+
+    /// A client through the gateway.
+    pub async fn client(&self, via: Via) -> Api {
+        let (addr, proto) = match via {
+            Via::H1 => (self.gw_plain, Proto::H1c),
+            Via::H2Tls => (self.gw_tls, Proto::H2Tls),
+        };
+        let client = TestClient::connect(addr, proto).await.expect("connect");
+        if via == Via::H2Tls {
+            assert_eq!(client.version, http::Version::HTTP_2);
+        }
+        Api {
+            client,
+            token: None,
+        }
+    }
+
+    /// A client logged in as `email`.
+    pub async fn as_user(&self, via: Via, email: &str) -> Api {
+        let mut api = self.client(via).await;
+        api.login(email, SEED_PASSWORD).await;
+        api
+    }
+
+    /// The key of barrier `id`.
+    pub fn barrier_key(&self, id: i64) -> String {
+        self.keys.key_for(DeviceKind::Barrier, id)
+    }
+
+    /// The key of display `id`.
+    pub fn display_key(&self, id: i64) -> String {
+        self.keys.key_for(DeviceKind::Display, id)
+    }
+}
+
+/// Starts a gateway from the shipped route table with the three services as upstreams.
+fn gateway(
+    users: SocketAddr,
+    parks: SocketAddr,
+    payments: SocketAddr,
+) -> (
+    SocketAddr,
+    SocketAddr,
+    Spawned<Result<Drain, pms_gateway::StartError>>,
+) {
+    use pms_gateway::config::{RawListener, RawServerTls};
+    let c = certs();
+    let mut raw = pms_gateway::config::parse(pms_gateway::config::PMS_ROUTE_TABLE, "gateway.toml")
+        .expect("config parses");
+    for (name, addr) in [("users", users), ("parks", parks), ("payments", payments)] {
+        assert!(raw.set_endpoints(name, vec![format!("http://{addr}")]));
+    }
+    raw.admin.listen = "127.0.0.1:0".into();
+    raw.runtime.workers = Some(1);
+    raw.listeners = vec![
+        RawListener {
+            name: Some("plain".into()),
+            listen: "127.0.0.1:0".into(),
+            tls: None,
+            http1_only: false,
+        },
+        RawListener {
+            name: Some("tls".into()),
+            listen: "127.0.0.1:0".into(),
+            tls: Some(RawServerTls {
+                cert: c.cert.clone(),
+                key: c.key.clone(),
+            }),
+            http1_only: false,
+        },
+    ];
+    let secret = String::from_utf8(SECRET.to_vec()).expect("utf-8 secret");
+    let settings = raw
+        .resolve("gateway.toml", std::path::Path::new("."), &|k| {
+            (k == "PMS_JWT_SECRET").then(|| secret.clone())
+        })
+        .unwrap_or_else(|e| panic!("shipped config rejected:\n{e}"));
+    let bound = pms_gateway::Bound::bind(&settings).expect("bind gateway");
+    let addrs: Vec<SocketAddr> = bound.public_addrs().into_iter().map(|(_, a)| a).collect();
+    let spawned = Spawned::with(addrs[0], move |stop| {
+        pms_gateway::run(settings, bound, stop)
+    });
+    (addrs[0], addrs[1], spawned)
+}
+
+/// A client plus the token it logged in with.
+pub struct Api {
+    pub client: TestClient,
+    pub token: Option<String>,
+}
+
+impl Api {
+    /// A request with the token (if any), JSON content type and extra headers.
+    pub async fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<bytes::Bytes>,
+    ) -> Collected {
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut all: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+        if let Some(a) = &auth {
+            all.push(("authorization", a));
+        }
+        all.extend_from_slice(headers);
+        self.client
+            .call(method, path, &all, body)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    pub async fn get(&mut self, path: &str) -> Collected {
+        self.call("GET", path, &[], bytes::Bytes::new()).await
+    }
+
+    pub async fn send(&mut self, method: &str, path: &str, body: &Value) -> Collected {
+        self.call(method, path, &[], body.to_string()).await
+    }
+
+    /// Logs in and keeps the token.
+    pub async fn login(&mut self, email: &str, password: &str) {
+        let r = self
+            .send(
+                "POST",
+                "/users/login",
+                &json!({"email": email, "password": password}),
+            )
+            .await;
+        assert_eq!(r.status(), 200, "login {email}: {}", r.text());
+        self.token = Some(r.json()["token"].as_str().expect("token").to_owned());
+    }
+
+    /// A barrier request with device `key`.
+    pub async fn barrier(&mut self, direction: &str, key: &str, body: &Value) -> Collected {
+        self.call(
+            "POST",
+            &format!("/barriers/{direction}"),
+            &[(DEVICE_KEY_HEADER, key)],
+            body.to_string(),
+        )
+        .await
+    }
+}
+
+/// A barrier request's body.
+pub fn plate_read(barrier: i64, park: i64, plate: &str, at: &str) -> Value {
+    json!({"barrierID": barrier, "parkID": park, "parkNumber": park, "plateNumber": plate, "date": at})
+}
+
+/// Asserts an error answer: status, JSON error code and the field when given.
+pub fn assert_error(r: &Collected, status: u16, code: &str, field: Option<&str>) {
+    assert_eq!(r.status(), status, "{}", r.text());
+    let body = r.json();
+    assert_eq!(body["error"]["code"], code, "{body}");
+    if let Some(f) = field {
+        assert_eq!(body["error"]["field"], f, "{body}");
+    }
+}

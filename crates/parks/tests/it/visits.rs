@@ -1,0 +1,210 @@
+//! A parking visit end to end: a registered customer's car enters and leaves through the
+//! gateway, gets the price at the barrier, and the invoice, history and reports follow.
+
+use serde_json::json;
+
+use crate::support::{plate_read, Db, System, Via, BOTH};
+
+#[tokio::test]
+async fn a_visit_is_priced_at_the_exit_and_invoiced_once() {
+    for db in BOTH {
+        for via in [Via::H1, Via::H2Tls] {
+            let Some(sys) = System::start(db).await else {
+                continue;
+            };
+            let mut dev = sys.client(via).await;
+            // Lisbon summer: 09:30–10:30 local, four 15-minute day blocks at €0.15 (spec §5.11
+            // example 1, on the park's clock).
+            let r = dev
+                .barrier(
+                    "entrance",
+                    &sys.barrier_key(1),
+                    &plate_read(1, 1, "28-XQ-51", "2024-07-01T08:30:00Z"),
+                )
+                .await;
+            assert_eq!(r.status(), 200, "{}", r.text());
+            assert_eq!(
+                r.json(),
+                json!({"barrierID": 1, "parkID": 1, "success": true, "message": "Welcome to the park Rui Soares!"})
+            );
+            let r = dev
+                .barrier(
+                    "exit",
+                    &sys.barrier_key(2),
+                    &plate_read(2, 1, "28-XQ-51", "2024-07-01T09:30:00Z"),
+                )
+                .await;
+            assert_eq!(
+                r.json()["message"],
+                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€.",
+                "{db:?} {via:?}"
+            );
+            // The same exit again (a barrier's retry): the same answer, nothing new.
+            let again = dev
+                .barrier(
+                    "exit",
+                    &sys.barrier_key(2),
+                    &plate_read(2, 1, "28-XQ-51", "2024-07-01T09:30:00Z"),
+                )
+                .await;
+            assert_eq!(again.json()["success"], true);
+            assert_eq!(again.json()["message"], r.json()["message"]);
+
+            let mut rui = sys.as_user(via, "ruiSoares@isep.ipp.pt").await;
+            let history = rui.get("/parks/parkingHistory/6").await;
+            assert_eq!(history.status(), 200, "{}", history.text());
+            let history = history.json();
+            assert_eq!(history.as_array().map(Vec::len), Some(1));
+            assert_eq!(history[0]["hoursBetweenEntranceExit"], 1);
+            assert_eq!(history[0]["price"], 0.6);
+            assert_eq!(
+                rui.get("/parks/getQuantityOfHistoryByCustomerID/6")
+                    .await
+                    .json(),
+                1
+            );
+
+            let mine = rui.get("/payments/mine").await.json();
+            assert_eq!(
+                mine.as_array().map(Vec::len),
+                Some(1),
+                "one invoice: {mine}"
+            );
+            let invoice = &mine[0];
+            assert_eq!(invoice["finalPrice"], 0.6);
+            assert_eq!(invoice["nif"], 514884112);
+            assert_eq!(invoice["priceTableVersion"], 1);
+            let rows = invoice["paymentsTableRowsDTO"].as_array().expect("rows");
+            assert_eq!(rows.len(), 4);
+            assert_eq!(rows[0]["fractionStart"], "9:30");
+            assert_eq!(rows[0]["fractionEnd"], "9:45");
+            assert_eq!(rows[0]["periodEnd"], "10:30");
+            let id = invoice["invoice"].as_i64().expect("invoice id");
+            assert_eq!(
+                rui.get(&format!("/payments/invoice/{id}")).await.json()["finalPrice"],
+                0.6
+            );
+            let by_nif = rui.get("/payments/designation/514884112").await;
+            assert_eq!(by_nif.json().as_array().map(Vec::len), Some(1));
+            // Another customer's invoices are not Rui's to read.
+            assert_eq!(
+                rui.get("/payments/designation/501776508").await.status(),
+                403
+            );
+
+            let mut manager = sys.as_user(via, "parkmanager@isep.ipp.pt").await;
+            let pct = manager.get("/parkReport/percentageOf/1").await;
+            assert_eq!(pct.status(), 200, "{}", pct.text());
+            let pct = pct.json();
+            assert_eq!(pct["totalVehicles"], 1);
+            assert_eq!(pct["percentageCar"], 100.0);
+            assert_eq!(pct["percentageFuel"], 100.0);
+            let time = manager.get("/parkReport/parkingTime/1/day").await.json();
+            assert_eq!(
+                time,
+                json!([{"customerId": 6, "timePeriod": 60.0, "year": 2024, "month": 6, "day": 1}])
+            );
+            let all = manager.get("/payments/getAllPayments").await.json();
+            assert_eq!(all.as_array().map(Vec::len), Some(1));
+            if db == Db::Postgres {
+                break; // the protocol matrix once is enough on the slower backend
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_follows() {
+    let sys = System::start_with(
+        Db::Sqlite,
+        crate::support::Options {
+            payments_consumers: false,
+            exit_wait: std::time::Duration::from_millis(200),
+        },
+    )
+    .await
+    .expect("sqlite");
+    let mut dev = sys.client(Via::H1).await;
+    dev.barrier(
+        "entrance",
+        &sys.barrier_key(1),
+        &plate_read(1, 1, "19-SJ-63", "2024-01-10T10:00:00Z"),
+    )
+    .await;
+    let r = dev
+        .barrier(
+            "exit",
+            &sys.barrier_key(2),
+            &plate_read(2, 1, "19-SJ-63", "2024-01-10T10:20:00Z"),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true);
+    assert_eq!(
+        r.json()["message"],
+        "Have a nice day Maya Gupta! Your invoice will follow."
+    );
+    // Payments comes back: its consumers catch up and the visit gets its price.
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    pms_payments::events::spawn_consumers(
+        &sys.payments,
+        sys.parks.outbox.clone(),
+        sys.users.outbox.clone(),
+        rx,
+    );
+    let parks = sys.parks.clone();
+    pms_testkit::assert_eventually("the late invoice reaches the visit", 500, || {
+        let parks = parks.clone();
+        async move {
+            parks
+                .store
+                .history(5)
+                .await
+                .is_ok_and(|h| h.first().is_some_and(|v| v.price.is_some()))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_customer_can_park_within_a_second_of_registering() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let mut anyone = sys.client(Via::H1).await;
+    let r = anyone
+        .send(
+            "POST",
+            "/users/createUser",
+            &json!({"firstName": "Ana", "lastName": "Pipe | Bar", "email": "ana@example.pt", "password": "123PasswordX#",
+                    "nif": 234567891, "licensePlateNumber": "AB-12-CD", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}),
+        )
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text());
+    let id = r.json()["id"].as_i64().expect("id");
+    let parks = sys.parks.clone();
+    pms_testkit::assert_eventually("parks knows the new customer", 100, || {
+        let parks = parks.clone();
+        async move { parks.store.coin_flag(id).await.is_ok() }
+    })
+    .await;
+    let payments = sys.payments.clone();
+    pms_testkit::assert_eventually("payments knows the new vehicle", 100, || {
+        let payments = payments.clone();
+        async move {
+            payments
+                .store
+                .vehicle("AB-12-CD")
+                .await
+                .is_ok_and(|v| v.is_some())
+        }
+    })
+    .await;
+    let mut dev = sys.client(Via::H1).await;
+    let r = dev
+        .barrier(
+            "entrance",
+            &sys.barrier_key(1),
+            &plate_read(1, 1, "AB-12-CD", "2024-01-10T10:00:00Z"),
+        )
+        .await;
+    // The name crossed the event stream intact, `|` and all.
+    assert_eq!(r.json()["message"], "Welcome to the park Ana Pipe | Bar!");
+}
