@@ -1,6 +1,6 @@
 //! The real `pms` binary: exit codes, config errors before binding, dev certificates, and a clean
 //! SIGTERM drain with the gateway in front of the echo back-end, `pms users` start-up errors, and
-//! `pms up` with the users service behind the gateway.
+//! `pms up` with the services behind the gateway and `pms device` driving a barrier.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -353,7 +353,7 @@ fn gateway_fits_its_connections_into_a_small_open_file_limit() {
 }
 
 #[test]
-fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
+fn up_runs_gateway_services_and_echo_and_keeps_its_state() {
     let data = tempfile::tempdir().unwrap();
     let (port, tls_port, admin_port) = (free_port(), free_port(), free_port());
     let spawn = || {
@@ -366,6 +366,10 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
             .args([
                 "--users-listen",
+                "127.0.0.1:0",
+                "--parks-listen",
+                "127.0.0.1:0",
+                "--payments-listen",
                 "127.0.0.1:0",
                 "--argon2-m-kib",
                 "64",
@@ -401,6 +405,55 @@ fn up_runs_gateway_users_and_echo_and_keeps_its_state() {
     let users = exchange(port, &format!("GET /users/getAllUsers HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\nconnection: close\r\n\r\n"));
     assert!(users.starts_with("HTTP/1.1 200"), "{users}");
     assert_eq!(users.matches("\"firstName\"").count(), 6, "{users}");
+    // The banner's demo car: in at park 1's entrance, out at its exit, with the data directory's
+    // gateway and device keys; the exit says the price.
+    let barrier = |barrier: &str, direction: &str, at: &str| {
+        let mut child = Command::new(PMS)
+            .current_dir(data.path())
+            .args([
+                "device",
+                "barrier",
+                "--data-dir",
+                "pd",
+                "--park",
+                "1",
+                "--barrier",
+                barrier,
+            ])
+            .args(["--direction", direction, "--at", at])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"28-XQ-51\n").unwrap();
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let entered = barrier("1", "entrance", "2024-07-01T08:30:00Z");
+    assert!(entered.contains(r#""success":true"#), "{entered}");
+    assert!(
+        entered.contains("Welcome to the park Rui Soares!"),
+        "{entered}"
+    );
+    let left = barrier("2", "exit", "2024-07-01T09:30:00Z");
+    assert!(left.contains("Your total will be 0.6€!"), "{left}");
+    let display = Command::new(PMS)
+        .current_dir(data.path())
+        .args([
+            "device",
+            "display",
+            "--data-dir",
+            "pd",
+            "--id",
+            "2",
+            "--once",
+        ])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(display.stdout).unwrap();
+    assert!(shown.contains("Have a nice day Rui Soares!"), "{shown}");
     let key = data.path().join("pd/certs/server-key.pem");
     let first_key = std::fs::read(&key).unwrap();
     // Secrets, keys and password hashes live there: for this user only.
