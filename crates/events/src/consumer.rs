@@ -102,6 +102,16 @@ impl<H: Handler> Consumer<H> {
         }
     }
 
+    /// [`Consumer::run`] on a task of its own, until `shutdown` holds `true`.
+    pub fn spawn(
+        self,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        }))
+    }
+
     /// Reads one batch after the recorded position and applies it. Returns whether there may be
     /// more right away.
     ///

@@ -70,35 +70,28 @@ impl Handler for FromPayments {
     }
 }
 
-/// Starts the two consumers (users' and payments' outboxes) until `shutdown` resolves.
+/// Starts the two consumers (users' and payments' outboxes) until `shutdown` holds `true`.
 pub fn spawn_consumers(
     app: &App,
     users: Outbox,
     payments: Outbox,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let db = app.store.db().clone();
     vec![
-        tokio::spawn(
-            Consumer {
-                name: CONSUMER,
-                source: users,
-                db: db.clone(),
-                handler: Arc::new(FromUsers(app.clone())),
-            }
-            .run(stopped(shutdown.clone())),
-        ),
-        tokio::spawn(
-            Consumer {
-                name: CONSUMER,
-                source: payments,
-                db,
-                handler: Arc::new(FromPayments(app.clone())),
-            }
-            .run(stopped(shutdown)),
-        ),
+        Consumer {
+            name: CONSUMER,
+            source: users,
+            db: db.clone(),
+            handler: Arc::new(FromUsers(app.clone())),
+        }
+        .spawn(shutdown.clone()),
+        Consumer {
+            name: CONSUMER,
+            source: payments,
+            db,
+            handler: Arc::new(FromPayments(app.clone())),
+        }
+        .spawn(shutdown),
     ]
 }

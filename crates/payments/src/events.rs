@@ -80,35 +80,28 @@ impl Handler for FromUsers {
     }
 }
 
-/// Starts the two consumers (parks' and users' outboxes) until `shutdown` turns true.
+/// Starts the two consumers (parks' and users' outboxes) until `shutdown` holds `true`.
 pub fn spawn_consumers(
     app: &App,
     parks: Outbox,
     users: Outbox,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
     let db = app.store.db().clone();
     vec![
-        tokio::spawn(
-            Consumer {
-                name: CONSUMER,
-                source: parks,
-                db: db.clone(),
-                handler: Arc::new(FromParks(app.clone())),
-            }
-            .run(stopped(shutdown.clone())),
-        ),
-        tokio::spawn(
-            Consumer {
-                name: CONSUMER,
-                source: users,
-                db,
-                handler: Arc::new(FromUsers(app.clone())),
-            }
-            .run(stopped(shutdown)),
-        ),
+        Consumer {
+            name: CONSUMER,
+            source: parks,
+            db: db.clone(),
+            handler: Arc::new(FromParks(app.clone())),
+        }
+        .spawn(shutdown.clone()),
+        Consumer {
+            name: CONSUMER,
+            source: users,
+            db,
+            handler: Arc::new(FromUsers(app.clone())),
+        }
+        .spawn(shutdown),
     ]
 }

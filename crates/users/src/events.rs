@@ -38,21 +38,17 @@ impl Handler for FromPayments {
     }
 }
 
-/// Starts the consumer of the payments service's outbox until `shutdown` turns true.
+/// Starts the consumer of the payments service's outbox until `shutdown` holds `true`.
 pub fn spawn_consumer(
     app: &App,
     payments: Outbox,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(
-        Consumer {
-            name: CONSUMER,
-            source: payments,
-            db: app.store.db().clone(),
-            handler: Arc::new(FromPayments(app.clone())),
-        }
-        .run(async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        }),
-    )
+    Consumer {
+        name: CONSUMER,
+        source: payments,
+        db: app.store.db().clone(),
+        handler: Arc::new(FromPayments(app.clone())),
+    }
+    .spawn(shutdown)
 }

@@ -112,11 +112,11 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             Err(Refusal::UnknownBarrier),
         ));
     };
-    let passage = match direction {
-        Direction::Entrance => s.store.enter(&barrier, &plate, at).await,
-        Direction::Exit => s.store.exit(&barrier, &plate, at).await,
-    }
-    .map_err(store_error)?;
+    let passage = s
+        .store
+        .pass(&barrier, &plate, at)
+        .await
+        .map_err(store_error)?;
     s.committed();
     let message = match passage {
         Passage::Refused(r) => {

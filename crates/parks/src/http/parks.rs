@@ -29,8 +29,12 @@ fn park_param(text: &str) -> Result<i64, ApiError> {
     Ok(id_param("parkNumber", text)?)
 }
 
-fn customer_param(text: &str) -> Result<i64, ApiError> {
-    Ok(id_param("customerID", text)?)
+/// Ready, a verified caller, a valid `{customerID}`, and the caller is that customer or staff.
+async fn own_or_staff(s: &App, headers: &HeaderMap, customer: &str) -> Result<i64, ApiError> {
+    let who = signed_in(s, headers).await?;
+    let customer = id_param("customerID", customer)?;
+    who.require_self_or(customer, STAFF)?;
+    Ok(customer)
 }
 
 /// A coordinate or distance from a path segment, within `range`.
@@ -84,9 +88,7 @@ pub async fn history(
     Path(customer): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
-    let customer = customer_param(&customer)?;
-    who.require_self_or(customer, STAFF)?;
+    let customer = own_or_staff(&s, &headers, &customer).await?;
     Ok(json(
         StatusCode::OK,
         &s.store.history(customer).await.map_err(store_error)?,
@@ -99,9 +101,7 @@ pub async fn history_count(
     Path(customer): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
-    let customer = customer_param(&customer)?;
-    who.require_self_or(customer, STAFF)?;
+    let customer = own_or_staff(&s, &headers, &customer).await?;
     Ok(json(
         StatusCode::OK,
         &s.store.history_count(customer).await.map_err(store_error)?,
@@ -276,9 +276,7 @@ pub async fn coin_flag(
     Path(customer): Path<String>,
     headers: HeaderMap,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
-    let customer = customer_param(&customer)?;
-    who.require_self_or(customer, STAFF)?;
+    let customer = own_or_staff(&s, &headers, &customer).await?;
     Ok(json(
         StatusCode::OK,
         &s.store.coin_flag(customer).await.map_err(store_error)?,

@@ -166,18 +166,22 @@ impl Store {
         })
     }
 
-    /// A car with `plate` at entrance `barrier` at `at`.
+    /// A car with `plate` at `barrier` at `at`: an entrance or an exit by the barrier's
+    /// direction. A refusal rolls everything back and is written to the barrier's displays.
     ///
     /// # Errors
     /// Database failures (refusals are [`Passage::Refused`]).
-    pub async fn enter(
+    pub async fn pass(
         &self,
         barrier: &Barrier,
         plate: &str,
         at: Timestamp,
     ) -> Result<Passage, StoreError> {
         let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
-        let outcome = retry(|| self.enter_once(barrier, plate, at, &tz)).await;
+        let outcome = match barrier.direction {
+            Direction::Entrance => retry(|| self.enter_once(barrier, plate, at, &tz)).await,
+            Direction::Exit => retry(|| self.exit_once(barrier, plate, at, &tz)).await,
+        };
         match outcome {
             Err(StoreError::Refused(r)) => {
                 self.show_refusal(barrier, r).await?;
@@ -322,27 +326,6 @@ impl Store {
                 price: None,
             })
         })
-    }
-
-    /// A car with `plate` at exit `barrier` at `at`.
-    ///
-    /// # Errors
-    /// Database failures (refusals are [`Passage::Refused`]).
-    pub async fn exit(
-        &self,
-        barrier: &Barrier,
-        plate: &str,
-        at: Timestamp,
-    ) -> Result<Passage, StoreError> {
-        let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
-        let outcome = retry(|| self.exit_once(barrier, plate, at, &tz)).await;
-        match outcome {
-            Err(StoreError::Refused(r)) => {
-                self.show_refusal(barrier, r).await?;
-                Ok(Passage::Refused(r))
-            }
-            other => other,
-        }
     }
 
     async fn exit_once(

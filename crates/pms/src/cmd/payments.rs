@@ -47,13 +47,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Migrates once; if the database is merely unreachable, keeps trying in the background.
 pub async fn start(app: &App) -> anyhow::Result<()> {
-    match app.init().await {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_unavailable() => {
-            tracing::warn!(error = %e, "database unreachable; serving 503 until it answers");
+    super::service::start(
+        "payments",
+        app.init(),
+        |e| e.is_unavailable(),
+        || {
             app.init_in_background();
-            Ok(())
-        }
-        Err(e) => Err(anyhow::Error::new(e).context("preparing the payments database")),
-    }
+        },
+    )
+    .await
 }

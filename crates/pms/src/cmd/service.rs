@@ -103,3 +103,26 @@ pub async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::Tc
         .await
         .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
+
+/// Runs a service's start-up work (`init`: migrate, seed) once; when the database is merely
+/// unreachable, logs it and calls `retry_later` (which keeps trying in the background while the
+/// service answers 503). Any other failure ends the start.
+pub async fn start<T: Default, E>(
+    service: &str,
+    init: impl std::future::Future<Output = Result<T, E>>,
+    unavailable: impl Fn(&E) -> bool,
+    retry_later: impl FnOnce(),
+) -> anyhow::Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match init.await {
+        Ok(v) => Ok(v),
+        Err(e) if unavailable(&e) => {
+            tracing::warn!(error = %e, "database unreachable; serving 503 until it answers");
+            retry_later();
+            Ok(T::default())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("preparing the {service} database"))),
+    }
+}

@@ -144,15 +144,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Migrates and seeds once; if the database is merely unreachable, keeps trying in the
 /// background (the service answers 503 meanwhile). Returns whether it seeded now.
 pub async fn start(app: &App) -> anyhow::Result<bool> {
-    match app.init().await {
-        Ok(seeded) => Ok(seeded),
-        Err(e) if e.is_unavailable() => {
-            tracing::warn!(error = %e, "database unreachable; serving 503 until it answers");
+    super::service::start(
+        "users",
+        app.init(),
+        |e| e.is_unavailable(),
+        || {
             app.init_in_background();
-            Ok(false)
-        }
-        Err(e) => Err(anyhow::Error::new(e).context("preparing the users database")),
-    }
+        },
+    )
+    .await
 }
 
 /// The service configuration; also returns the seed password when it was generated here.
