@@ -78,6 +78,7 @@ pub fn spawn_consumers(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let db = app.store.db().clone();
+    let _ = app.sources.set(vec![users.clone(), payments.clone()]);
     vec![
         Consumer {
             name: CONSUMER,

@@ -120,6 +120,8 @@ pub struct Inner {
     pub displays: tokio::sync::watch::Sender<u64>,
     /// Counters.
     pub metrics: Metrics,
+    /// The outboxes this service consumes (set when its consumers start), for the lag metric.
+    pub sources: std::sync::OnceLock<Vec<Outbox>>,
     seed: bool,
     time_zone: String,
 }
@@ -153,6 +155,7 @@ impl App {
             invoices: Notify::new(),
             displays: tokio::sync::watch::Sender::new(0),
             metrics: Metrics::default(),
+            sources: std::sync::OnceLock::new(),
             seed: config.seed,
             time_zone: config.time_zone,
         })))

@@ -48,7 +48,7 @@ impl Default for Metrics {
         let backlog = Gauge::default();
         registry.register(
             "outbox_backlog_events",
-            "Events in this service's outbox (consumers read them in place)",
+            "Events in this service's outbox, all time (consumers read them in place)",
             backlog.clone(),
         );
         Self {

@@ -93,6 +93,17 @@ async fn metrics(axum::extract::State(s): axum::extract::State<App>) -> axum::re
     if let Ok(head) = s.outbox.head().await {
         s.metrics.set_backlog(head);
     }
+    for source in s.sources.get().into_iter().flatten() {
+        let position = pms_events::consumer::position(
+            s.store.db(),
+            crate::store::replica::CONSUMER,
+            source.source,
+        )
+        .await;
+        if let (Ok(head), Ok(position)) = (source.head().await, position) {
+            s.metrics.set_lag(source.source, head - position);
+        }
+    }
     (
         StatusCode::OK,
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],

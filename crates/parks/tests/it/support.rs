@@ -206,6 +206,11 @@ impl System {
         api
     }
 
+    /// The parks service's own address (its `/metrics` is not routed by the gateway).
+    pub fn parks_addr(&self) -> SocketAddr {
+        self._spawned[1].addr
+    }
+
     /// The key of barrier `id`.
     pub fn barrier_key(&self, id: i64) -> String {
         self.keys.key_for(DeviceKind::Barrier, id)
