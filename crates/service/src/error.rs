@@ -1,7 +1,7 @@
 //! Every error a PMS service answers, and its one wire form:
 //! `{"error":{"code":"…","message":"…","request_id":"…","field":"…"}}` with the right status
 //! (`field` only when one input is at fault). Handlers return [`ApiError`]; the request-id layer
-//! ([`crate::http::layer`]) renders it once the request id is known, so no handler builds an
+//! ([`crate::http::finish`]) renders it once the request id is known, so no handler builds an
 //! error body. Services map their own store errors into it; this module knows none of them.
 
 use axum::response::{IntoResponse, Response};

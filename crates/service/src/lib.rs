@@ -2,7 +2,7 @@
 //! service is handlers, rules and SQL on top of it.
 //!
 //! Layout:
-//! - [`caller`]: who is calling, from the bearer token, verified here.
+//! - [`mod@caller`]: who is calling, from the bearer token, verified here.
 //! - [`error`]: [`ApiError`], the one JSON error format.
 //! - [`fields`]: reading request JSON into typed values, naming the field at fault.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.

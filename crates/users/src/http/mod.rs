@@ -1,6 +1,6 @@
 //! The users service's HTTP face: the route table (the published paths) on the service kit's
 //! request-id layer and JSON error format. Handlers are in [`handlers`]; who may call what is
-//! decided there with the kit's [`pms_service::caller`].
+//! decided there with the kit's [`mod@pms_service::caller`].
 
 pub mod error;
 pub mod handlers;
