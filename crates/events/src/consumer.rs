@@ -131,7 +131,6 @@ impl<H: Handler> Consumer<H> {
                 Ok(Outcome::Applied) => skipped_to = None,
                 Ok(Outcome::Ignored) => skipped_to = Some(event.id),
                 Err(ApplyError::Park(reason)) => {
-                    tracing::error!(consumer = self.name, source = %event.source, id = event.id, event_type = %event.event_type, %reason, "event parked");
                     self.park(event, &reason).await.map_err(|e| e.to_string())?;
                     skipped_to = None;
                 }
@@ -150,18 +149,42 @@ impl<H: Handler> Consumer<H> {
     }
 
     async fn record(&self, id: i64) -> Result<(), sqlx::Error> {
-        let (name, source) = (self.name, self.source.source);
-        repeatable!(self.db, |conn| conn.record_position(name, source, id).await)
+        record(&self.db, self.name, self.source.source, id).await
     }
 
-    /// Parks `event` and moves past it, in one transaction.
     async fn park(&self, event: &Event, reason: &str) -> Result<(), sqlx::Error> {
-        let name = self.name;
-        transaction!(self.db, |tx| {
-            tx.park(name, event, reason).await?;
-            tx.record_position(name, &event.source, event.id).await
-        })
+        park(&self.db, self.name, event, reason).await
     }
+}
+
+/// Records `consumer`'s position in `source`'s events (for events it skipped).
+///
+/// # Errors
+/// When the database is unavailable.
+pub(crate) async fn record(
+    db: &Db,
+    consumer: &str,
+    source: &str,
+    id: i64,
+) -> Result<(), sqlx::Error> {
+    repeatable!(db, |conn| conn.record_position(consumer, source, id).await)
+}
+
+/// Parks `event` for `consumer` and moves past it, in one transaction.
+///
+/// # Errors
+/// When the database is unavailable.
+pub(crate) async fn park(
+    db: &Db,
+    consumer: &str,
+    event: &Event,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    tracing::error!(consumer, source = %event.source, id = event.id, event_type = %event.event_type, %reason, "event parked");
+    transaction!(db, |tx| {
+        tx.park(consumer, event, reason).await?;
+        tx.record_position(consumer, &event.source, event.id).await
+    })
 }
 
 /// `consumer`'s recorded position in `source`'s events (0 before the first).

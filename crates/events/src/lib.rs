@@ -34,7 +34,11 @@
 pub mod conn;
 pub mod consumer;
 pub mod event;
+pub mod nats;
 pub mod outbox;
+
+#[cfg(test)]
+mod testutil;
 
 pub use crate::consumer::{ApplyError, Consumer, Handler, Outcome};
 pub use crate::event::{Event, NewEvent};

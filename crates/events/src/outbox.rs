@@ -80,6 +80,43 @@ impl Outbox {
         Ok(rows)
     }
 
+    /// Up to `limit` events not yet published to the broker, oldest first (for the relay).
+    ///
+    /// # Errors
+    /// When the database is unavailable.
+    pub async fn unpublished(&self, limit: i64) -> Result<Vec<Event>, DbError> {
+        let after: i64 = repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT MIN(id) - 1 FROM outbox WHERE published_at IS NULL"
+        )
+        .fetch_one(&mut *conn)
+        .await)
+        .map_err(|e| DbError::of(&e))?
+        .unwrap_or(i64::MAX);
+        if after == i64::MAX {
+            return Ok(Vec::new());
+        }
+        self.read_after(after, limit).await
+    }
+
+    /// Marks the events `first..=last` published (the relay has the broker's acknowledgement
+    /// for each). Ids commit in order, so no unpublished row in that range was missed.
+    ///
+    /// # Errors
+    /// When the database is unavailable.
+    pub async fn mark_published(&self, first: i64, last: i64) -> Result<(), DbError> {
+        let now = crate::conn::now();
+        repeatable!(self.db, |conn| sqlx::query(
+            "UPDATE outbox SET published_at = $1 WHERE id BETWEEN $2 AND $3 AND published_at IS NULL"
+        )
+        .bind(&now)
+        .bind(first)
+        .bind(last)
+        .execute(&mut *conn)
+        .await
+        .map(|_| ()))
+        .map_err(|e| DbError::of(&e))
+    }
+
     /// The newest event's id (0 when there is none): what a consumer's lag is measured against.
     ///
     /// # Errors

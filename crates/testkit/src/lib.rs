@@ -18,6 +18,7 @@ pub mod client;
 pub mod inspect;
 /// The published suite's ARRAY payload (owned by the load generator).
 pub use pms_bench::payload;
+pub mod nats;
 pub mod pg;
 
 use std::future::Future;
