@@ -96,3 +96,33 @@ pub fn spawn_consumers(
         .spawn(shutdown),
     ]
 }
+
+/// The distributed mode: this service's outbox relayed to NATS JetStream, and the users' and
+/// payments' events consumed from it, until `shutdown` holds `true`.
+pub fn spawn_nats(
+    app: &App,
+    nats: pms_events::nats::Nats,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use pms_events::nats::{relay, NatsConsumer};
+    let db = app.store.db().clone();
+    vec![
+        tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
+        NatsConsumer {
+            name: CONSUMER,
+            source: "users",
+            db: db.clone(),
+            handler: Arc::new(FromUsers(app.clone())),
+            nats: nats.clone(),
+        }
+        .spawn(shutdown.clone()),
+        NatsConsumer {
+            name: CONSUMER,
+            source: "payments",
+            db,
+            handler: Arc::new(FromPayments(app.clone())),
+            nats,
+        }
+        .spawn(shutdown),
+    ]
+}

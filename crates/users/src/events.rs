@@ -52,3 +52,24 @@ pub fn spawn_consumer(
     }
     .spawn(shutdown)
 }
+
+/// The distributed mode: this service's outbox relayed to NATS JetStream, and the payments
+/// service's events consumed from it, until `shutdown` holds `true`.
+pub fn spawn_nats(
+    app: &App,
+    nats: pms_events::nats::Nats,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use pms_events::nats::{relay, NatsConsumer};
+    vec![
+        tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
+        NatsConsumer {
+            name: CONSUMER,
+            source: "payments",
+            db: app.store.db().clone(),
+            handler: Arc::new(FromPayments(app.clone())),
+            nats,
+        }
+        .spawn(shutdown),
+    ]
+}

@@ -63,6 +63,9 @@ pub struct Options {
     pub payments_consumers: bool,
     /// The exit's wait for its invoice.
     pub exit_wait: Duration,
+    /// Carry the events through a real NATS JetStream (the distributed mode) instead of in
+    /// process.
+    pub nats: bool,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
         Self {
             payments_consumers: true,
             exit_wait: Duration::from_millis(2000),
+            nats: false,
         }
     }
 }
@@ -83,6 +87,7 @@ pub struct System {
     pub gw_tls: SocketAddr,
     pub keys: DeviceKeys,
     stop: tokio::sync::watch::Sender<bool>,
+    _broker: Option<pms_testkit::nats::NatsServer>,
     _spawned: Vec<Spawned<Drain>>,
     _gateway: Spawned<Result<Drain, pms_gateway::StartError>>,
     _dir: tempfile::TempDir,
@@ -138,21 +143,37 @@ impl System {
         parks.init().await.expect("parks init");
         payments.init().await.expect("payments init");
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        pms_parks::events::spawn_consumers(
-            &parks,
-            users.outbox.clone(),
-            payments.outbox.clone(),
-            stop_rx.clone(),
-        );
-        if options.payments_consumers {
-            pms_payments::events::spawn_consumers(
-                &payments,
-                parks.outbox.clone(),
+        let broker = if options.nats {
+            if pms_testkit::nats::skipped() {
+                eprintln!("PMS_TEST_SKIP_NATS=1: skipping the broker variant");
+                return None;
+            }
+            let server = pms_testkit::nats::NatsServer::start();
+            let nats = pms_events::nats::Nats::connect(&server.url)
+                .await
+                .expect("nats");
+            pms_users::events::spawn_nats(&users, nats.clone(), stop_rx.clone());
+            pms_parks::events::spawn_nats(&parks, nats.clone(), stop_rx.clone());
+            pms_payments::events::spawn_nats(&payments, nats, stop_rx);
+            Some(server)
+        } else {
+            pms_parks::events::spawn_consumers(
+                &parks,
                 users.outbox.clone(),
+                payments.outbox.clone(),
                 stop_rx.clone(),
             );
-        }
-        pms_users::events::spawn_consumer(&users, payments.outbox.clone(), stop_rx);
+            if options.payments_consumers {
+                pms_payments::events::spawn_consumers(
+                    &payments,
+                    parks.outbox.clone(),
+                    users.outbox.clone(),
+                    stop_rx.clone(),
+                );
+            }
+            pms_users::events::spawn_consumer(&users, payments.outbox.clone(), stop_rx);
+            None
+        };
         let (u, p, m) = (users.clone(), parks.clone(), payments.clone());
         let spawned = vec![
             Spawned::start(move |l, s| pms_users::run(l, u, ServeConfig::default(), s)).await,
@@ -169,6 +190,7 @@ impl System {
             gw_tls,
             keys: DeviceKeys::new(DEVICE_SECRET).expect("keys"),
             stop,
+            _broker: broker,
             _spawned: spawned,
             _gateway: gateway,
             _dir: dir,

@@ -120,6 +120,7 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         crate::support::Options {
             payments_consumers: false,
             exit_wait: std::time::Duration::from_millis(200),
+            nats: false,
         },
     )
     .await
@@ -207,4 +208,58 @@ async fn a_new_customer_can_park_within_a_second_of_registering() {
         .await;
     // The name crossed the event stream intact, `|` and all.
     assert_eq!(r.json()["message"], "Welcome to the park Ana Pipe | Bar!");
+}
+
+/// The distributed mode's transport: the same visit, coins included, with every event going
+/// through a real NATS JetStream between the services.
+#[tokio::test]
+async fn a_visit_with_coins_across_the_broker() {
+    let Some(sys) = System::start_with(
+        Db::Sqlite,
+        crate::support::Options {
+            nats: true,
+            ..Default::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let mut cm = sys.as_user(Via::H1, "customermanager@isep.ipp.pt").await;
+    let r = cm
+        .send(
+            "POST",
+            "/users/parkies",
+            &json!({"userIds": [6], "amount": 30, "reason": "welcome"}),
+        )
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text());
+    let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+    let r = rui
+        .send(
+            "PUT",
+            "/parks/changeUserParkyFlag",
+            &json!({"customerID": 6, "parkyFlag": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    let mut dev = sys.client(Via::H1).await;
+    dev.barrier(
+        "entrance",
+        &sys.barrier_key(1),
+        &plate_read(1, 1, "46-ON-05", "2024-07-01T08:30:00Z"),
+    )
+    .await;
+    let r = dev
+        .barrier(
+            "exit",
+            &sys.barrier_key(2),
+            &plate_read(2, 1, "46-ON-05", "2024-07-01T09:30:00Z"),
+        )
+        .await;
+    assert_eq!(
+        r.json()["message"],
+        "Have a nice day Rui Soares! Your total will be 0.3€! With a discount of 0.3€."
+    );
+    assert_eq!(rui.get("/users/parkies/6").await.json()["parkies"], 0);
 }

@@ -1,6 +1,6 @@
-//! `pms parks`: the parks service on its own. Without a broker between processes (the
-//! distributed mode's NATS transport is not built yet) it serves its API but learns no new
-//! customers; `pms up` runs it with the other services and their events in one process.
+//! `pms parks`: the parks service on its own. With `--nats-url` its domain events travel through
+//! NATS JetStream (the distributed mode); without it, it serves its API but learns no new
+//! customers. `pms up` runs it with the other services and their events in one process.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -82,8 +82,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let app = App::new(config).map_err(|e| UsageError(e.to_string()))?;
         let listener = bind(args.listen, "parks service").await?;
         start(&app).await?;
+        let (stop, stopped) = super::service::stop_on(shutdown);
+        if let Some(nats) =
+            super::service::events_broker(args.service.nats_url.as_deref(), "parks").await?
+        {
+            pms_parks::events::spawn_nats(&app, nats, stop);
+        }
         tracing::info!(addr = %args.listen, "parks service listening");
-        let drain = pms_parks::run(listener, app, ServeConfig::default(), shutdown).await;
+        let drain = pms_parks::run(listener, app, ServeConfig::default(), stopped).await;
         tracing::info!(?drain, "parks service stopped");
         Ok(())
     })

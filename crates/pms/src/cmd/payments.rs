@@ -1,5 +1,5 @@
-//! `pms payments`: the payments service on its own (see `pms parks` for what it lacks without
-//! the other services in the same process).
+//! `pms payments`: the payments service on its own; with `--nats-url` its domain events travel
+//! through NATS JetStream (see `pms parks`).
 
 use std::net::SocketAddr;
 
@@ -38,8 +38,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let app = App::new(config).map_err(|e| UsageError(e.to_string()))?;
         let listener = bind(args.listen, "payments service").await?;
         start(&app).await?;
+        let (stop, stopped) = super::service::stop_on(shutdown);
+        if let Some(nats) =
+            super::service::events_broker(args.service.nats_url.as_deref(), "payments").await?
+        {
+            pms_payments::events::spawn_nats(&app, nats, stop);
+        }
         tracing::info!(addr = %args.listen, "payments service listening");
-        let drain = pms_payments::run(listener, app, ServeConfig::default(), shutdown).await;
+        let drain = pms_payments::run(listener, app, ServeConfig::default(), stopped).await;
         tracing::info!(?drain, "payments service stopped");
         Ok(())
     })

@@ -37,6 +37,11 @@ pub struct ServiceArgs {
     /// Algorithm for --jwt-public-key: EdDSA, ES256, RS256, …
     #[arg(long, default_value = "EdDSA")]
     pub jwt_algorithm: String,
+    /// NATS server with JetStream (`nats://HOST:4222`) that carries the domain events between
+    /// the services' processes (the distributed mode). Without it the service runs without
+    /// events.
+    #[arg(long, env = "PMS_NATS_URL")]
+    pub nats_url: Option<String>,
 }
 
 impl ServiceArgs {
@@ -124,5 +129,46 @@ where
             Ok(T::default())
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("preparing the {service} database"))),
+    }
+}
+
+/// The process's shutdown signal twice: as a watch for background tasks (relays, consumers) and
+/// as a future for the server.
+pub fn stop_on(
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (
+    tokio::sync::watch::Receiver<bool>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    });
+    let mut for_server = rx.clone();
+    (rx, async move {
+        let _ = for_server.wait_for(|stop| *stop).await;
+    })
+}
+
+/// Connects to the events' broker when `url` is given, else says that events are off.
+pub async fn events_broker(
+    url: Option<&str>,
+    service: &str,
+) -> anyhow::Result<Option<pms_events::nats::Nats>> {
+    match url {
+        Some(url) => {
+            let nats = pms_events::nats::Nats::connect(url)
+                .await
+                .with_context(|| format!("connecting to the events' broker at {url}"))?;
+            tracing::info!(%url, "domain events through NATS JetStream");
+            Ok(Some(nats))
+        }
+        None => {
+            tracing::warn!(
+                "no --nats-url: the {service} service runs without domain events (pms up runs every service with them in one process)"
+            );
+            Ok(None)
+        }
     }
 }

@@ -77,6 +77,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         jwt_secret_file: None,
         jwt_public_key: None,
         jwt_algorithm: String::new(),
+        nats_url: None,
     };
     let parks_config = args.parks.config(
         &services,

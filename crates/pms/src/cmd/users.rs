@@ -84,6 +84,10 @@ pub struct Args {
     /// PEM private key for --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// NATS server with JetStream (`nats://HOST:4222`) that carries the domain events between
+    /// the services' processes (the distributed mode).
+    #[arg(long, env = "PMS_NATS_URL")]
+    nats_url: Option<String>,
 }
 
 /// How tokens are signed and checked.
@@ -135,7 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tls,
             ..ServeConfig::default()
         };
-        let drain = pms_users::run(listener, app, serve, shutdown).await;
+        let (stop, stopped) = super::service::stop_on(shutdown);
+        if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
+            pms_users::events::spawn_nats(&app, nats, stop);
+        }
+        let drain = pms_users::run(listener, app, serve, stopped).await;
         tracing::info!(?drain, "users service stopped");
         Ok(())
     })
