@@ -1,6 +1,7 @@
 //! The real `pms` binary: exit codes, config errors before binding, dev certificates, and a clean
 //! SIGTERM drain with the gateway in front of the echo back-end, `pms users` start-up errors, and
-//! `pms up` with the services behind the gateway and `pms device` driving a barrier.
+//! `pms up` with the services behind the gateway, `pms device` driving a barrier and
+//! `pms events tail` showing what it wrote.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -454,6 +455,18 @@ fn up_runs_gateway_services_and_echo_and_keeps_its_state() {
         .unwrap();
     let shown = String::from_utf8(display.stdout).unwrap();
     assert!(shown.contains("Have a nice day Rui Soares!"), "{shown}");
+    // The events that visit wrote, as a person debugging would look at them.
+    let tail = Command::new(PMS)
+        .current_dir(data.path())
+        .args(["events", "tail", "--service", "parks", "--data-dir", "pd"])
+        .output()
+        .unwrap();
+    let tail = String::from_utf8(tail.stdout).unwrap();
+    assert!(
+        tail.lines()
+            .any(|l| l.contains(r#""type":"visit.closed""#) && l.contains("28-XQ-51")),
+        "{tail}"
+    );
     let key = data.path().join("pd/certs/server-key.pem");
     let first_key = std::fs::read(&key).unwrap();
     // Secrets, keys and password hashes live there: for this user only.

@@ -5,6 +5,7 @@ mod bench;
 mod certs;
 mod device;
 mod echo;
+mod events;
 mod gateway;
 mod parks;
 mod payments;
@@ -37,6 +38,9 @@ enum Command {
     /// The barrier and display programs, and device keys.
     #[command(subcommand)]
     Device(device::Command),
+    /// Look at and replay the domain events in a service's database.
+    #[command(subcommand)]
+    Events(events::Command),
     /// Run the echo back-end used by the benchmarks.
     Echo(echo::Args),
     /// The load generator.
@@ -74,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Parks(args) => parks::run(args),
         Command::Payments(args) => payments::run(args),
         Command::Device(c) => device::run(c),
+        Command::Events(c) => events::run(c),
         Command::Echo(args) => echo::run(args),
         Command::Bench(c) => bench::run(c),
         Command::Certs(c) => certs::run(c),

@@ -1,0 +1,156 @@
+//! `pms events`: looking at and replaying the domain events in a service's database.
+//!
+//! - `pms events tail --service parks` prints a service's outbox as JSON lines (`--from ID`,
+//!   `--follow` to keep printing as events are written).
+//! - `pms events replay --service payments --consumer payments --source parks --from ID` sets a
+//!   consumer's position back so the events from `ID` on are applied again by the running
+//!   service (every handler is idempotent per subject, so a replay converges). This is for
+//!   consumers that read an outbox in place (`pms up`); a consumer on the broker keeps
+//!   JetStream's acknowledgements, so replaying there means recreating its durable consumer.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use pms_events::Outbox;
+use pms_service::store::{Db, StoreConfig};
+
+use super::UsageError;
+
+/// `pms events …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Prints a service's outbox as JSON lines.
+    Tail(TailArgs),
+    /// Makes a consumer apply a producer's events again from an id on.
+    Replay(ReplayArgs),
+}
+
+/// Which service's database.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Database {
+    /// The service: users, parks or payments.
+    #[arg(long, value_parser = ["users", "parks", "payments"])]
+    service: String,
+    /// A `pms up` data directory (its SQLite files).
+    #[arg(long, default_value = "pms-data")]
+    data_dir: PathBuf,
+    /// The service's database instead (PostgreSQL: the service's schema is used, except for users).
+    #[arg(long, env = "PMS_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+impl Database {
+    fn open(&self) -> anyhow::Result<(&'static str, Db)> {
+        let service: &'static str = match self.service.as_str() {
+            "users" => "users",
+            "parks" => "parks",
+            _ => "payments",
+        };
+        let config = match &self.database_url {
+            Some(url) if service == "users" => StoreConfig::new(url.clone()),
+            Some(url) => StoreConfig::new(url.clone()).in_schema(service),
+            None => {
+                let file = self.data_dir.join(format!("{service}.db"));
+                if !file.exists() {
+                    return Err(UsageError(format!(
+                        "no {} (pass --data-dir or --database-url)",
+                        file.display()
+                    ))
+                    .into());
+                }
+                StoreConfig::new(format!("sqlite://{}", file.display()))
+            }
+        };
+        Ok((
+            service,
+            Db::open(&config).map_err(|e| UsageError(e.to_string()))?,
+        ))
+    }
+}
+
+/// `pms events tail`.
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    database: Database,
+    /// Print events after this id (default: all).
+    #[arg(long, default_value_t = 0)]
+    from: i64,
+    /// Keep printing new events as they are written.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// `pms events replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The consuming service's database.
+    #[command(flatten)]
+    database: Database,
+    /// The consumer's name (the consuming service's: users, parks, payments).
+    #[arg(long)]
+    consumer: String,
+    /// The producer whose events to apply again.
+    #[arg(long, value_parser = ["users", "parks", "payments"])]
+    source: String,
+    /// The first event id to apply again.
+    #[arg(long)]
+    from: i64,
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        match command {
+            Command::Tail(a) => tail(a).await,
+            Command::Replay(a) => replay(a).await,
+        }
+    })
+}
+
+async fn tail(args: TailArgs) -> anyhow::Result<()> {
+    let (service, db) = args.database.open()?;
+    let outbox = Outbox::new(service, db);
+    let mut after = args.from;
+    loop {
+        let events = outbox
+            .read_after(after, 500)
+            .await
+            .context("reading the outbox")?;
+        for e in &events {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "id": e.id, "source": e.source, "type": e.event_type, "version": e.version,
+                    "aggregate": format!("{}/{}", e.aggregate_type, e.aggregate_id),
+                    "at": e.created_at, "payload": e.payload,
+                })
+            );
+            after = e.id;
+        }
+        if events.is_empty() {
+            if !args.follow {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let (_, db) = args.database.open()?;
+    let before = pms_events::consumer::position(&db, &args.consumer, &args.source)
+        .await
+        .context("reading the consumer's position")?;
+    pms_events::consumer::rewind(&db, &args.consumer, &args.source, args.from - 1)
+        .await
+        .context("setting the consumer's position")?;
+    println!(
+        "{} will apply {}'s events from {} on again (its position was {before}); a running service picks this up at its next read",
+        args.consumer, args.source, args.from
+    );
+    Ok(())
+}
