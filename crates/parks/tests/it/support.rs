@@ -46,11 +46,13 @@ fn verifier() -> VerifierConfig {
     }
 }
 
-/// One service's store: a SQLite file in `dir`, or a fresh PostgreSQL database.
-fn store(db: Db, dir: &std::path::Path, name: &str) -> StoreConfig {
+/// One service's store: a SQLite file in `dir`, or on PostgreSQL one database for the three
+/// services with parks and payments in schemas of their own, as `pms up --database-url` runs them.
+fn store(db: Db, dir: &std::path::Path, pg_url: &str, name: &str) -> StoreConfig {
     let mut cfg = match db {
         Db::Sqlite => StoreConfig::sqlite_file(&dir.join(format!("{name}.db"))),
-        Db::Postgres => StoreConfig::new(pg::shared().fresh_database()),
+        Db::Postgres if name == "users" => StoreConfig::new(pg_url),
+        Db::Postgres => StoreConfig::new(pg_url).in_schema(name),
     };
     cfg.acquire_timeout = Duration::from_secs(5);
     cfg.pool_size = 16;
@@ -112,8 +114,12 @@ impl System {
             return None;
         }
         let dir = tempfile::tempdir().expect("temp dir");
+        let pg_url = match db {
+            Db::Postgres => pg::shared().fresh_database(),
+            Db::Sqlite => String::new(),
+        };
         let users = pms_users::App::new(pms_users::UsersConfig {
-            store: store(db, dir.path(), "users"),
+            store: store(db, dir.path(), &pg_url, "users"),
             hash: pms_users::password::HashParams::cheapest(),
             hash_parallelism: 4,
             signer: pms_auth::Signer::hmac(pms_auth::Algorithm::HS256, SECRET).expect("signer"),
@@ -124,7 +130,7 @@ impl System {
         })
         .expect("users");
         let parks = pms_parks::App::new(pms_parks::ParksConfig {
-            store: store(db, dir.path(), "parks"),
+            store: store(db, dir.path(), &pg_url, "parks"),
             verifier: verifier(),
             device_secret: DEVICE_SECRET.to_vec(),
             seed: true,
@@ -134,7 +140,7 @@ impl System {
         })
         .expect("parks");
         let payments = pms_payments::App::new(pms_payments::PaymentsConfig {
-            store: store(db, dir.path(), "payments"),
+            store: store(db, dir.path(), &pg_url, "payments"),
             verifier: verifier(),
             limits: pms_service::http::BodyLimits::default(),
         })

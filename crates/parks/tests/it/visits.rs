@@ -263,3 +263,47 @@ async fn a_visit_with_coins_across_the_broker() {
     );
     assert_eq!(rui.get("/users/parkies/6").await.json()["parkies"], 0);
 }
+
+/// What would I pay if I left now: the open visit priced to this minute, for its owner only.
+#[tokio::test]
+async fn a_parked_customer_gets_a_quote() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let mut dev = sys.client(Via::H1).await;
+    let entered = jiff::Timestamp::now() - jiff::SignedDuration::from_mins(40);
+    dev.barrier(
+        "entrance",
+        &sys.barrier_key(1),
+        &plate_read(1, 1, "32-VT-07", &entered.to_string()),
+    )
+    .await;
+    let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+    let payments = sys.payments.clone();
+    pms_testkit::assert_eventually("payments knows the open visit", 200, || {
+        let payments = payments.clone();
+        async move {
+            payments
+                .store
+                .open_visit("32-VT-07")
+                .await
+                .is_ok_and(|v| v.is_some())
+        }
+    })
+    .await;
+    let q = rui.get("/payments/quote/32-VT-07").await;
+    assert_eq!(q.status(), 200, "{}", q.text());
+    let q = q.json();
+    assert_eq!(q["status"], "QUOTE");
+    assert_eq!(q["invoice"], serde_json::Value::Null);
+    // 40 or 41 minutes: three blocks, whichever period they fall in.
+    assert_eq!(
+        q["paymentsTableRowsDTO"].as_array().map(Vec::len),
+        Some(3),
+        "{q}"
+    );
+    let mut leo = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+    assert_eq!(leo.get("/payments/quote/32-VT-07").await.status(), 403);
+    let r = rui.get("/payments/quote/46-ON-05").await;
+    crate::support::assert_error(&r, 404, "no_open_visit", None);
+    let r = rui.get("/payments/quote/not-a-plate").await;
+    crate::support::assert_error(&r, 400, "invalid_field", Some("licensePlateNumber"));
+}
