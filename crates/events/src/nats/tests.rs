@@ -79,9 +79,17 @@ async fn the_broker_and_a_consumer_go_away_and_every_event_is_applied_once() {
     if skipped() {
         return;
     }
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        broker_and_consumer_go_away(backend).await;
+    }
+}
+
+async fn broker_and_consumer_go_away(backend: Backend) {
+    let Some(pair) = pair(backend).await else {
+        return;
+    };
     let mut server = NatsServer::start();
     let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
     let outbox = Outbox::new("producer", pair.producer.clone());
     let (stop, rx) = tokio::sync::watch::channel(false);
     let relay_task = tokio::spawn(relay(nats.clone(), outbox.clone(), rx.clone()));

@@ -137,6 +137,23 @@ macro_rules! new_table_version {
 }
 pub(crate) use new_table_version;
 
+/// The newest table of park id `$park` on `$tx` (as billed).
+macro_rules! current_table {
+    ($tx:ident, $park:expr) => {{
+        let doc: String = sqlx::query_scalar(
+            "SELECT document FROM price_tables WHERE park_id = $1 ORDER BY version DESC LIMIT 1",
+        )
+        .bind($park)
+        .fetch_optional(&mut *$tx)
+        .await?
+        .ok_or_else(|| StoreError::not_found("price table of park", $park))?;
+        serde_json::from_str::<TableDoc>(&doc)
+            .map_err(StoreError::internal)?
+            .to_table()
+            .map_err(StoreError::internal)?
+    }};
+}
+
 impl Store {
     /// Every park, by number.
     ///
@@ -388,23 +405,25 @@ impl Store {
         fee: Option<i64>,
         by: i64,
     ) -> Result<(), StoreError> {
-        let park = self.park(number).await?;
-        let (_, current) = self.price_table(park.id).await?;
         let now = Timestamp::now();
         retry(|| async {
-            let current = current.clone();
             let r: Result<(), StoreError> = transaction!(self, |tx| {
+                // The park's row first: table versions of one park are made one at a time.
                 let row = sqlx::query(&format!(
                     "UPDATE parks SET overnight_enabled = COALESCE($1, overnight_enabled), \
-                     overnight_fee = COALESCE($2, overnight_fee) WHERE id = $3 RETURNING {PARK_COLUMNS}"
+                     overnight_fee = COALESCE($2, overnight_fee) WHERE park_number = $3 RETURNING {PARK_COLUMNS}"
                 ))
                 .bind(enabled.map(i64::from))
                 .bind(fee)
-                .bind(park.id)
-                .fetch_one(&mut *tx)
+                .bind(number)
+                .fetch_optional(&mut *tx)
                 .await?;
+                let Some(row) = row else {
+                    return Err(StoreError::not_found("park", number));
+                };
                 let park = park_of(&row)?;
-                let table = billed(current, &park).map_err(|e| StoreError::Internal(e.to_string()))?;
+                let current = current_table!(tx, park.id);
+                let table = billed(current, &park).map_err(StoreError::internal)?;
                 new_table_version!(tx, &park, &table, Some(by), now);
                 Ok::<(), StoreError>(())
             });
@@ -446,11 +465,23 @@ impl Store {
         table: PriceTable,
         by: i64,
     ) -> Result<i64, StoreError> {
-        let park = self.park(number).await?;
-        let table = billed(table, &park).map_err(|e| StoreError::Internal(e.to_string()))?;
         let now = Timestamp::now();
         retry(|| async {
+            let table = table.clone();
             let r: Result<i64, StoreError> = transaction!(self, |tx| {
+                // The park's row first (locked until commit): the overnight fee read here is the
+                // one in force, and table versions of one park are made one at a time.
+                let row = sqlx::query(&format!(
+                    "UPDATE parks SET id = id WHERE park_number = $1 RETURNING {PARK_COLUMNS}"
+                ))
+                .bind(number)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    return Err(StoreError::not_found("park", number));
+                };
+                let park = park_of(&row)?;
+                let table = billed(table, &park).map_err(StoreError::internal)?;
                 let v = new_table_version!(tx, &park, &table, Some(by), now);
                 Ok::<i64, StoreError>(v)
             });
