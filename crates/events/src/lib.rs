@@ -34,6 +34,7 @@
 pub mod conn;
 pub mod consumer;
 pub mod event;
+pub mod metrics;
 pub mod nats;
 pub mod outbox;
 

@@ -78,7 +78,9 @@ pub fn spawn_consumers(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let db = app.store.db().clone();
-    let _ = app.sources.set(vec![users.clone(), payments.clone()]);
+    app.metrics
+        .events
+        .watch_sources(vec![users.clone(), payments.clone()]);
     vec![
         Consumer {
             name: CONSUMER,

@@ -120,8 +120,6 @@ pub struct Inner {
     pub displays: tokio::sync::watch::Sender<u64>,
     /// Counters.
     pub metrics: Metrics,
-    /// The outboxes this service consumes (set when its consumers start), for the lag metric.
-    pub sources: std::sync::OnceLock<Vec<Outbox>>,
     seed: bool,
     time_zone: String,
 }
@@ -155,7 +153,6 @@ impl App {
             invoices: Notify::new(),
             displays: tokio::sync::watch::Sender::new(0),
             metrics: Metrics::default(),
-            sources: std::sync::OnceLock::new(),
             seed: config.seed,
             time_zone: config.time_zone,
         })))

@@ -88,6 +88,8 @@ pub fn spawn_consumers(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let db = app.store.db().clone();
+    app.metrics
+        .watch_sources(vec![parks.clone(), users.clone()]);
     vec![
         Consumer {
             name: CONSUMER,

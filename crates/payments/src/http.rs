@@ -45,12 +45,17 @@ pub fn router(state: App) -> Router {
         .route("/payments/quote/{plate}", get(quote))
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(state);
     pms_service::http::finish(routes)
 }
 
 async fn readyz(State(s): State<App>) -> Answer {
     pms_service::http::readyz(&s.ready, &s.store).await
+}
+
+async fn metrics(State(s): State<App>) -> axum::response::Response {
+    pms_service::http::metrics_text(s.metrics.render(&s.outbox, s.store.db()).await)
 }
 
 async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {

@@ -83,6 +83,8 @@ pub struct Inner {
     pub ready: Readiness,
     /// Request body limits.
     pub limits: BodyLimits,
+    /// `/metrics`: the event gauges.
+    pub metrics: pms_events::metrics::EventMetrics,
 }
 
 impl std::ops::Deref for App {
@@ -107,6 +109,7 @@ impl App {
             outbox,
             ready: Readiness::new("payments"),
             limits: config.limits,
+            metrics: pms_events::metrics::EventMetrics::new("payments"),
         })))
     }
 

@@ -173,6 +173,16 @@ pub fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// A Prometheus text exposition as the `/metrics` answer.
+pub fn metrics_text(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        body,
+    )
+        .into_response()
+}
+
 /// `GET /healthz`: the process is alive.
 pub async fn healthz() -> Response {
     json_bytes(StatusCode::OK, br#"{"status":"ok"}"#.to_vec())

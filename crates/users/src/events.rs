@@ -44,6 +44,7 @@ pub fn spawn_consumer(
     payments: Outbox,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
+    app.metrics.watch_sources(vec![payments.clone()]);
     Consumer {
         name: CONSUMER,
         source: payments,

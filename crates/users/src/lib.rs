@@ -109,6 +109,8 @@ pub struct Inner {
     pub ready: Readiness,
     /// This service's outbox (its consumers are woken after each commit).
     pub outbox: pms_events::Outbox,
+    /// `/metrics`: the event gauges.
+    pub metrics: pms_events::metrics::EventMetrics,
     seed_password: Option<String>,
 }
 
@@ -140,6 +142,7 @@ impl App {
             },
             ready: Readiness::new("users"),
             outbox,
+            metrics: pms_events::metrics::EventMetrics::new("users"),
             seed_password: config.seed_password,
         })))
     }

@@ -89,27 +89,7 @@ async fn readyz(axum::extract::State(s): axum::extract::State<App>) -> pms_servi
 }
 
 async fn metrics(axum::extract::State(s): axum::extract::State<App>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    if let Ok(head) = s.outbox.head().await {
-        s.metrics.set_backlog(head);
-    }
-    for source in s.sources.get().into_iter().flatten() {
-        let position = pms_events::consumer::position(
-            s.store.db(),
-            crate::store::replica::CONSUMER,
-            source.source,
-        )
-        .await;
-        if let (Ok(head), Ok(position)) = (source.head().await, position) {
-            s.metrics.set_lag(source.source, head - position);
-        }
-    }
-    (
-        StatusCode::OK,
-        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(),
-    )
-        .into_response()
+    pms_service::http::metrics_text(s.metrics.events.render(&s.outbox, s.store.db()).await)
 }
 
 /// The API's word for a store failure.

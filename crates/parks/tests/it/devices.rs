@@ -170,16 +170,7 @@ async fn refusals_say_why_and_change_nothing() {
         );
 
         // The refusals are counted by reason, and the consumers have no lag.
-        let mut direct = crate::support::Api {
-            client: pms_testkit::client::TestClient::connect(
-                sys.parks_addr(),
-                pms_testkit::client::Proto::H1c,
-            )
-            .await
-            .expect("connect"),
-            token: None,
-        };
-        let metrics = direct.get("/metrics").await.text();
+        let metrics = sys.metrics("parks").await;
         for line in [
             r#"pms_parks_barrier_passages_total{direction="entrance",outcome="unknown_plate"} 1"#,
             r#"pms_parks_barrier_passages_total{direction="entrance",outcome="already_inside"} 1"#,

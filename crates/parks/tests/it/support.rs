@@ -234,9 +234,20 @@ impl System {
         api
     }
 
-    /// The parks service's own address (its `/metrics` is not routed by the gateway).
-    pub fn parks_addr(&self) -> SocketAddr {
-        self._spawned[1].addr
+    /// `GET /metrics` of a service (not routed by the gateway) (`users`, `parks`, `payments`), straight to it.
+    pub async fn metrics(&self, service: &str) -> String {
+        let i = ["users", "parks", "payments"]
+            .iter()
+            .position(|s| *s == service)
+            .expect("a service");
+        let client = TestClient::connect(self._spawned[i].addr, Proto::H1c)
+            .await
+            .expect("connect");
+        let mut api = Api {
+            client,
+            token: None,
+        };
+        api.get("/metrics").await.text()
     }
 
     /// The key of barrier `id`.

@@ -307,3 +307,94 @@ async fn a_parked_customer_gets_a_quote() {
     let r = rui.get("/payments/quote/not-a-plate").await;
     crate::support::assert_error(&r, 400, "invalid_field", Some("licensePlateNumber"));
 }
+
+/// A scripted day of visits in park 1 (January: Lisbon is on UTC), and the reports it leaves:
+/// the vehicle and energy mix of every entrance, and minutes per customer by day, month and year
+/// (months 0-based, as published; a visit counts on the day it ends).
+#[tokio::test]
+async fn the_reports_after_a_day_of_visits() {
+    let sys = System::start(Db::Sqlite).await.expect("sqlite");
+    let mut dev = sys.client(Via::H1).await;
+    let visits = [
+        ("55-ND-41", "2025-01-15T08:00:00Z", "2025-01-15T09:30:00Z"), // Leo, electric: 90
+        ("19-SJ-63", "2025-01-15T10:00:00Z", "2025-01-15T10:45:00Z"), // Maya, fuel: 45
+        ("AH-43-MR", "2025-01-15T12:00:00Z", "2025-01-15T13:00:00Z"), // Maya, electric: 60
+        ("28-XQ-51", "2025-01-15T23:30:00Z", "2025-01-16T00:30:00Z"), // Rui, fuel: 60, next day
+    ];
+    for (plate, enter, leave) in visits {
+        let r = dev
+            .barrier(
+                "entrance",
+                &sys.barrier_key(1),
+                &plate_read(1, 1, plate, enter),
+            )
+            .await;
+        assert_eq!(r.json()["success"], true, "{plate}: {}", r.text());
+        let r = dev
+            .barrier("exit", &sys.barrier_key(2), &plate_read(2, 1, plate, leave))
+            .await;
+        assert_eq!(r.json()["success"], true, "{plate}: {}", r.text());
+    }
+    let mut manager = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+    let pct = manager.get("/parkReport/percentageOf/1").await.json();
+    assert_eq!(pct["totalVehicles"], 4);
+    assert_eq!(pct["percentageCar"], 100.0);
+    assert_eq!(pct["percentageElectric"], 50.0);
+    assert_eq!(pct["percentageFuel"], 50.0);
+    assert_eq!(pct["percentageGPL"], 0.0);
+    let day = manager.get("/parkReport/parkingTime/1/day").await.json();
+    assert_eq!(
+        day,
+        json!([
+            {"customerId": 4, "timePeriod": 90.0, "year": 2025, "month": 0, "day": 15},
+            {"customerId": 5, "timePeriod": 105.0, "year": 2025, "month": 0, "day": 15},
+            {"customerId": 6, "timePeriod": 60.0, "year": 2025, "month": 0, "day": 16},
+        ])
+    );
+    let month = manager.get("/parkReport/parkingTime/1/month").await.json();
+    assert_eq!(month.as_array().map(Vec::len), Some(3));
+    assert!(month
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|r| r["day"] == 0 && r["month"] == 0));
+    let year = manager.get("/parkReport/parkingTime/1/year").await.json();
+    assert_eq!(
+        year[1],
+        json!({"customerId": 5, "timePeriod": 105.0, "year": 2025, "month": 0, "day": 0})
+    );
+    // Every service shows its outbox and how far behind its producers it is.
+    for (service, line) in [
+        (
+            "payments",
+            r#"pms_payments_consumer_lag_events{source="parks"} 0"#,
+        ),
+        (
+            "users",
+            r#"pms_users_consumer_lag_events{source="payments"} 0"#,
+        ),
+        (
+            "parks",
+            r#"pms_parks_consumer_lag_events{source="payments"} 0"#,
+        ),
+    ] {
+        // Events nobody needs are skipped in batches: the lag reaches 0 shortly after.
+        let sys = &sys;
+        pms_testkit::assert_eventually(line, 300, || async move {
+            let metrics = sys.metrics(service).await;
+            metrics.contains(line) && metrics.contains(&format!("pms_{service}_outbox_events"))
+        })
+        .await;
+    }
+    // Another park's report is its own, and an unknown park is a 404.
+    assert_eq!(
+        manager.get("/parkReport/percentageOf/2").await.json()["totalVehicles"],
+        0
+    );
+    crate::support::assert_error(
+        &manager.get("/parkReport/percentageOf/9").await,
+        404,
+        "park_not_found",
+        None,
+    );
+}

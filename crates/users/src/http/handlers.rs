@@ -214,6 +214,11 @@ pub async fn top10(State(s): State<App>, headers: HeaderMap) -> Answer {
     Ok(json(StatusCode::OK, &s.store.top10().await?))
 }
 
+/// `GET /metrics`: the event gauges (outbox size, consumer lag).
+pub async fn metrics(State(s): State<App>) -> axum::response::Response {
+    pms_service::http::metrics_text(s.metrics.render(&s.outbox, s.store.db()).await)
+}
+
 /// `GET /readyz`: migrated and the database answers.
 pub async fn readyz(State(s): State<App>) -> Answer {
     pms_service::http::readyz(&s.ready, &s.store).await

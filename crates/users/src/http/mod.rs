@@ -30,6 +30,7 @@ pub fn router(state: App) -> Router {
         .route("/userReport/top10Parky", get(h::top10))
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(h::readyz))
+        .route("/metrics", get(h::metrics))
         .with_state(state);
     pms_service::http::finish(routes)
 }
