@@ -68,6 +68,9 @@ pub struct Options {
     /// Carry the events through a real NATS JetStream (the distributed mode) instead of in
     /// process.
     pub nats: bool,
+    /// On PostgreSQL: this database instead of a fresh one on the shared server (a test that
+    /// stops its server brings its own).
+    pub pg_url: Option<String>,
 }
 
 impl Default for Options {
@@ -76,6 +79,7 @@ impl Default for Options {
             payments_consumers: true,
             exit_wait: Duration::from_millis(2000),
             nats: false,
+            pg_url: None,
         }
     }
 }
@@ -114,9 +118,10 @@ impl System {
             return None;
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let pg_url = match db {
-            Db::Postgres => pg::shared().fresh_database(),
-            Db::Sqlite => String::new(),
+        let pg_url = match (db, &options.pg_url) {
+            (Db::Postgres, Some(url)) => url.clone(),
+            (Db::Postgres, None) => pg::shared().fresh_database(),
+            (Db::Sqlite, _) => String::new(),
         };
         let users = pms_users::App::new(pms_users::UsersConfig {
             store: store(db, dir.path(), &pg_url, "users"),
@@ -232,6 +237,23 @@ impl System {
         let mut api = self.client(via).await;
         api.login(email, SEED_PASSWORD).await;
         api
+    }
+
+    /// `GET path` straight to a service (`users`, `parks`, `payments`).
+    pub async fn direct(&self, service: &str, path: &str) -> Collected {
+        let i = ["users", "parks", "payments"]
+            .iter()
+            .position(|s| *s == service)
+            .expect("a service");
+        let client = TestClient::connect(self._spawned[i].addr, Proto::H1c)
+            .await
+            .expect("connect");
+        Api {
+            client,
+            token: None,
+        }
+        .get(path)
+        .await
     }
 
     /// `GET /metrics` of a service (not routed by the gateway) (`users`, `parks`, `payments`), straight to it.

@@ -121,6 +121,7 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             payments_consumers: false,
             exit_wait: std::time::Duration::from_millis(200),
             nats: false,
+            pg_url: None,
         },
     )
     .await
@@ -396,5 +397,70 @@ async fn the_reports_after_a_day_of_visits() {
         404,
         "park_not_found",
         None,
+    );
+}
+
+/// The database going away: the barrier still gets an answer (a 503 JSON error, nothing
+/// half-written), readiness is false, and everything recovers by itself when it returns.
+#[tokio::test]
+async fn the_database_goes_away_and_comes_back() {
+    if pms_testkit::pg::skipped() {
+        return;
+    }
+    let server = pms_testkit::pg::Pg::start();
+    let options = crate::support::Options {
+        pg_url: Some(server.fresh_database()),
+        ..Default::default()
+    };
+    let sys = System::start_with(Db::Postgres, options)
+        .await
+        .expect("postgres");
+    let mut dev = sys.client(Via::H1).await;
+    let r = dev
+        .barrier(
+            "entrance",
+            &sys.barrier_key(1),
+            &plate_read(1, 1, "55-ND-41", "2025-01-15T08:00:00Z"),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true, "{}", r.text());
+
+    server.stop();
+    let r = dev
+        .barrier(
+            "exit",
+            &sys.barrier_key(2),
+            &plate_read(2, 1, "55-ND-41", "2025-01-15T09:00:00Z"),
+        )
+        .await;
+    crate::support::assert_error(&r, 503, "database_unavailable", None);
+    assert_eq!(sys.direct("parks", "/readyz").await.status(), 503);
+    assert_eq!(
+        sys.direct("parks", "/healthz").await.status(),
+        200,
+        "alive, just not ready"
+    );
+
+    server.restart();
+    let sys_ref = &sys;
+    pms_testkit::assert_eventually("parks is ready again", 1000, || async move {
+        sys_ref.direct("parks", "/readyz").await.status() == 200
+    })
+    .await;
+    // The exit that failed changed nothing: the car is still inside and leaves now.
+    let r = dev
+        .barrier(
+            "exit",
+            &sys.barrier_key(2),
+            &plate_read(2, 1, "55-ND-41", "2025-01-15T09:00:00Z"),
+        )
+        .await;
+    assert_eq!(r.json()["success"], true, "{}", r.text());
+    let mut leo = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+    assert_eq!(
+        leo.get("/parks/getQuantityOfHistoryByCustomerID/4")
+            .await
+            .json(),
+        1
     );
 }
