@@ -32,7 +32,7 @@ echo "== pms bench suite (quick profiles) and their reports in Chromium"
 cargo build --locked --quiet --bin pms
 suites=target/suites
 rm -rf "$suites"
-for suite in ballerina-rest pms-gateway async-delay; do
+for suite in ballerina-rest pms-gateway async-delay pms-parking; do
   target/debug/pms bench suite "$suite" --profile quick --out "$suites/$suite"
 done
 (cd tests/browser && npm install --no-package-lock --no-audit --no-fund --silent)

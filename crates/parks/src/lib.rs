@@ -43,6 +43,7 @@ use tokio::sync::Notify;
 
 use crate::devices::{DeviceKeys, WeakSecret};
 use crate::metrics::Metrics;
+use crate::store::seed::DemoParks;
 use crate::store::{Store, StoreConfig, StoreError};
 
 /// Default longest wait of an exit for its invoice's price.
@@ -56,10 +57,8 @@ pub struct ParksConfig {
     pub verifier: VerifierConfig,
     /// The secret device keys derive from (see [`devices`]).
     pub device_secret: Vec<u8>,
-    /// Create the demo parks in an empty database.
-    pub seed: bool,
-    /// Time zone of the demo parks.
-    pub time_zone: String,
+    /// The demo parks to create in an empty database; `None` creates none.
+    pub seed: Option<DemoParks>,
     /// Request body limits.
     pub limits: BodyLimits,
     /// Longest wait of an exit for its invoice's price.
@@ -71,7 +70,6 @@ impl std::fmt::Debug for ParksConfig {
         f.debug_struct("ParksConfig")
             .field("store", &self.store)
             .field("seed", &self.seed)
-            .field("time_zone", &self.time_zone)
             .finish_non_exhaustive()
     }
 }
@@ -120,8 +118,7 @@ pub struct Inner {
     pub displays: tokio::sync::watch::Sender<u64>,
     /// Counters.
     pub metrics: Metrics,
-    seed: bool,
-    time_zone: String,
+    seed: Option<DemoParks>,
 }
 
 impl std::ops::Deref for App {
@@ -137,7 +134,9 @@ impl App {
     /// # Errors
     /// [`StartError`] for a bad URL, verifier settings, device secret or time zone.
     pub fn new(config: ParksConfig) -> Result<Self, StartError> {
-        rules::time_zone(&config.time_zone).map_err(StartError::TimeZone)?;
+        if let Some(demo) = &config.seed {
+            rules::time_zone(&demo.time_zone).map_err(StartError::TimeZone)?;
+        }
         let store = Store::open(&config.store)?;
         let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
         let devices = DeviceKeys::new(&config.device_secret)?;
@@ -154,7 +153,6 @@ impl App {
             displays: tokio::sync::watch::Sender::new(0),
             metrics: Metrics::default(),
             seed: config.seed,
-            time_zone: config.time_zone,
         })))
     }
 
@@ -165,10 +163,9 @@ impl App {
     /// Database failures ([`StoreError::is_unavailable`] when it is just not reachable).
     pub async fn init(&self) -> Result<bool, StoreError> {
         self.store.migrate().await?;
-        let seeded = if self.seed {
-            self.store.seed_if_empty(&self.time_zone).await?
-        } else {
-            false
+        let seeded = match &self.seed {
+            Some(demo) => self.store.seed_if_empty(demo).await?,
+            None => false,
         };
         if seeded {
             self.outbox.committed();

@@ -431,3 +431,42 @@ fn sigterm_stops_the_suites_processes_and_keeps_the_finished_cells() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| 50 | 50 | 100.00 |"), "{md}");
 }
+
+#[test]
+fn the_parking_suite_drives_cars_in_and_out_without_a_failed_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("parking");
+    // SQLite only: no PostgreSQL needed (scripts/test.sh runs the whole quick profile, pgbench
+    // and PostgreSQL included, for the report check).
+    let o = suite(&[
+        "pms-parking",
+        "--profile",
+        "quick",
+        "--only",
+        "barriers/sqlite",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    assert_eq!(res.cells.len(), 1);
+    let run = &res.cells[0].runs[0];
+    assert_eq!(run.status, Status::Ok);
+    let m = |k: &str| run.metrics.get(k).copied().unwrap_or(f64::NAN);
+    assert!(m("throughput") > 0.0, "{:?}", run.metrics);
+    assert_eq!(m("error_pct"), 0.0, "{:?}", run.extra);
+    // Every exit waited for its invoice and showed the price; the quote client was answered.
+    assert!(
+        m("cycles_per_s") > 0.0 && m("priced_pct") > 0.0,
+        "{:?}",
+        run.metrics
+    );
+    assert!(m("quote_p99_ms") > 0.0, "{:?}", run.metrics);
+    let extra = run.extra.as_ref().unwrap();
+    assert_eq!(extra["quote_failures"], 0, "{extra}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("Barrier transactions next to pgbench"),
+        "{report}"
+    );
+}

@@ -129,6 +129,10 @@ pub fn throughput_bars(title: &str, cells: &[&CellResult]) -> Result<Option<Stri
 
 /// The cell's parameters without the scenario, for an axis label (`100u 500B`).
 fn short_label(c: &CellResult) -> String {
+    if c.part == "parking" {
+        // pgbench and the barriers side by side: the whole id says which is which.
+        return c.id.clone();
+    }
     let parts: Vec<&str> = c.id.split('/').skip(1).collect();
     if parts.is_empty() {
         c.id.clone()

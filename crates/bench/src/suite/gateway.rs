@@ -109,6 +109,14 @@ impl Shared {
         Ok(())
     }
 
+    /// The suite's PostgreSQL (started the first time it is needed).
+    pub(super) fn database_url(&mut self, ctx: &Ctx<'_>) -> Result<String, SuiteError> {
+        self.prepare(ctx)?;
+        self.database_url
+            .clone()
+            .ok_or_else(|| SuiteError::Failed("no database URL".into()))
+    }
+
     /// Removes the throwaway database, if this run started one.
     pub fn close(&mut self) {
         if let (Some(dir), Some(script)) = (self.pg_dir.take(), self.pg_script.take()) {
@@ -133,7 +141,7 @@ impl Drop for Shared {
 }
 
 /// `n` random bytes from the kernel, as hex.
-fn random_hex(n: usize) -> Result<String, SuiteError> {
+pub(super) fn random_hex(n: usize) -> Result<String, SuiteError> {
     use std::io::Read as _;
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")

@@ -85,13 +85,17 @@ fn chart(out: &mut String, what: &str, svg: Result<Option<String>, String>) {
 fn groups(res: &SuiteResults) -> Vec<(String, Vec<&CellResult>)> {
     let mut out: Vec<(String, Vec<&CellResult>)> = Vec::new();
     for c in &res.cells {
-        if !matches!(c.part.as_str(), "proxy" | "jmeter" | "k6" | "delay") {
+        if !matches!(
+            c.part.as_str(),
+            "proxy" | "jmeter" | "k6" | "delay" | "parking"
+        ) {
             continue;
         }
         let key = match c.part.as_str() {
             "proxy" => c.name.clone(),
             "jmeter" => "JMeter configurations".into(),
             "k6" => "k6 load test".into(),
+            "parking" => "Barrier transactions and pgbench's, per second".into(),
             _ => "Constant arrival rate".into(),
         };
         match out.iter_mut().find(|(k, _)| *k == key) {

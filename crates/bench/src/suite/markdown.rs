@@ -199,6 +199,11 @@ pub fn profile_about(res: &SuiteResults) -> String {
                 .as_ref()
                 .and_then(|x| x.profiles.get(p).map(|p| p.about.clone()))
         })
+        .or_else(|| {
+            s.parking
+                .as_ref()
+                .and_then(|x| x.profiles.get(p).map(|p| p.about.clone()))
+        })
         .unwrap_or_default()
 }
 

@@ -55,6 +55,28 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
     ("latency_ms", "Latency (to first byte)", "ms", Better::Lower),
     ("header_bytes", "Header bytes", "B", Better::Neither),
     ("body_bytes", "Body bytes", "B", Better::Neither),
+    (
+        "transactions",
+        "Transactions measured",
+        "tx",
+        Better::Neither,
+    ),
+    (
+        "cycles_per_s",
+        "Entrance→exit cycles",
+        "cycles/s",
+        Better::Higher,
+    ),
+    (
+        "priced_pct",
+        "Exits answered with their price",
+        "%",
+        Better::Higher,
+    ),
+    ("quote_mean_ms", "Quote mean", "ms", Better::Lower),
+    ("quote_median_ms", "Quote median", "ms", Better::Lower),
+    ("quote_p99_ms", "Quote p99", "ms", Better::Lower),
+    ("quote_max_ms", "Quote max", "ms", Better::Lower),
 ];
 
 /// A metric's label, unit and direction; `None` for an unknown name.

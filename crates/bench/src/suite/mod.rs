@@ -3,19 +3,22 @@
 //! duration; the runners start what each cell needs as child processes on loopback ports
 //! ([`procs`]), load it with `pms bench run` / `stress` / `startup`, and stop it again —
 //! [`proxy`] for the reverse-proxy matrix (with nginx and haproxy as [`peers`]), [`gateway`] for
-//! the users service behind the gateway, [`delay`] for the slow back-end. The outcome
+//! the users service behind the gateway, [`delay`] for the slow back-end, [`parking`] for cars
+//! at the barriers of `pms up` beside `pgbench` (its load in [`barriers`]). The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
 //! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]).
 //!
 //! The suite never links a component: like every load generator it only talks to processes, so
 //! the peers are measured exactly as PMS is.
 
+pub mod barriers;
 pub mod charts;
 pub mod delay;
 pub mod gateway;
 pub mod html;
 pub mod markdown;
 pub mod metrics;
+pub mod parking;
 pub mod peers;
 pub mod plan;
 pub mod procs;
@@ -49,6 +52,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "async-delay",
         include_str!("../../../../config/suites/async-delay.toml"),
+    ),
+    (
+        "pms-parking",
+        include_str!("../../../../config/suites/pms-parking.toml"),
     ),
 ];
 
@@ -370,6 +377,7 @@ fn run_one(
         Job::Proxy(job) => proxy::run(ctx, &cell.id, job, server),
         Job::Gateway(job) => gateway::run(ctx, shared, &cell.id, job),
         Job::Delay(job) => delay::run(ctx, &cell.id, job),
+        Job::Parking(job) => parking::run(ctx, shared, &cell.id, job),
     };
     outcome.unwrap_or_else(|e| {
         let mut r = RunRecord::new(server);

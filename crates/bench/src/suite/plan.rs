@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::spec::{Hop, JmeterConfig, K6Config, Scenario, StressSpec, SuiteSpec};
+use super::spec::{Backend, Hop, JmeterConfig, K6Config, Scenario, StressSpec, SuiteSpec};
 use super::SuiteError;
 
 /// Time to start and stop a cell's components, on top of its load.
@@ -47,6 +47,8 @@ pub enum Job {
     Gateway(GatewayJob),
     /// An open-model run through the gateway to a slow back-end.
     Delay(DelayJob),
+    /// Barrier cycles through `pms up`, or `pgbench` on the same PostgreSQL.
+    Parking(ParkingJob),
 }
 
 /// One point of the proxy matrix.
@@ -96,6 +98,30 @@ pub struct DelayJob {
     pub duration: Duration,
     /// Per-request timeout.
     pub timeout: Duration,
+}
+
+/// What a parking cell loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkingLoad {
+    /// Barrier clients through `pms up` on this database.
+    Barriers(Backend),
+    /// `pgbench`'s built-in TPC-B-like transaction on the suite's PostgreSQL.
+    Pgbench,
+}
+
+/// One parking cell.
+#[derive(Debug, Clone)]
+pub struct ParkingJob {
+    /// What runs.
+    pub load: ParkingLoad,
+    /// Concurrent barrier clients (or pgbench clients).
+    pub clients: usize,
+    /// Whole run.
+    pub duration: Duration,
+    /// Of which warm-up.
+    pub warmup: Duration,
+    /// `pgbench -i -s`.
+    pub pgbench_scale: u32,
 }
 
 /// `h1`/`h2` as the reports name them.
@@ -276,6 +302,52 @@ pub fn plan(
             });
         }
     }
+    if let Some(k) = &spec.parking {
+        let p = k.profiles.get(profile).ok_or_else(unknown)?;
+        for &clients in &p.barriers {
+            let mut loads = Vec::new();
+            if p.backends.contains(&Backend::Postgres) {
+                loads.push(ParkingLoad::Pgbench);
+            }
+            loads.extend(p.backends.iter().map(|b| ParkingLoad::Barriers(*b)));
+            for load in loads {
+                let (id, name, database, setup) = match load {
+                    ParkingLoad::Pgbench => (
+                        format!("pgbench/{clients}c"),
+                        "pgbench (TPC-B-like)".to_owned(),
+                        Backend::Postgres.label(),
+                        // pgbench -i at the profile's scale.
+                        SETUP + Duration::from_secs(u64::from(p.pgbench_scale) / 4),
+                    ),
+                    ParkingLoad::Barriers(b) => (
+                        format!("barriers/{}/{clients}c", b.id()),
+                        "Barrier cycles through the gateway".to_owned(),
+                        b.label(),
+                        // pms up, customers registered and their events applied.
+                        SETUP + Duration::from_millis(clients as u64 * 20),
+                    ),
+                };
+                cells.push(Cell {
+                    id,
+                    part: "parking".into(),
+                    name,
+                    params: vec![
+                        ("Database".into(), database.into()),
+                        ("Clients".into(), clients.to_string()),
+                    ],
+                    servers: vec!["pms".into()],
+                    job: Job::Parking(ParkingJob {
+                        load,
+                        clients,
+                        duration: p.duration,
+                        warmup: p.warmup,
+                        pgbench_scale: p.pgbench_scale,
+                    }),
+                    expected: p.duration + setup,
+                });
+            }
+        }
+    }
     if !only.is_empty() {
         cells.retain(|c| only.iter().any(|o| c.id.contains(o.as_str())));
         if cells.is_empty() {
@@ -317,6 +389,23 @@ mod tests {
         let without = super::plan(&spec, "standard", &[], false).unwrap();
         assert!(without.cells.iter().all(|c| c.servers == ["pms"]));
         assert!(without.expected < plan.expected);
+    }
+
+    #[test]
+    fn parking_cells_put_pgbench_before_the_barriers_at_each_client_count() {
+        let spec = super::super::load("pms-parking").unwrap();
+        let plan = plan(&spec, "standard", &[], false).unwrap();
+        let ids: Vec<&str> = plan.cells.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids[..3],
+            [
+                "pgbench/10c",
+                "barriers/postgres/10c",
+                "barriers/sqlite/10c"
+            ]
+        );
+        assert!(ids.contains(&"barriers/postgres/100c"), "{ids:?}");
+        assert!(plan.cells.iter().all(|c| c.part == "parking"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! What a suite file says: the common header, one kind-specific section (`[proxy]`,
-//! `[gateway]` or `[delay]`) with its scenarios and profiles, and the published figures to set
+//! `[gateway]`, `[delay]` or `[parking]`) with its scenarios and profiles, and the published figures to set
 //! PMS's next to. Only parsing and checking live here; nothing runs.
 
 use std::collections::BTreeMap;
@@ -25,6 +25,8 @@ pub struct SuiteSpec {
     pub gateway: Option<GatewaySpec>,
     /// A slow back-end behind the gateway under an open-model load.
     pub delay: Option<DelaySpec>,
+    /// Barrier clients driving parking visits through `pms up`, beside `pgbench`.
+    pub parking: Option<ParkingSpec>,
     /// Published figures, one entry per cell and system.
     #[serde(default)]
     pub reference: Vec<Reference>,
@@ -238,6 +240,63 @@ pub struct DelayProfile {
     pub timeout: Duration,
 }
 
+/// `[parking]`: entrance→exit cycles at the barriers, and the database's own limit.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParkingSpec {
+    /// `quick`, `standard`, `published`.
+    pub profiles: BTreeMap<String, ParkingProfile>,
+}
+
+/// The database a parking cell runs `pms up` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A PostgreSQL (the suite's throwaway one, or `--database-url`), with `pgbench` beside.
+    Postgres,
+    /// `pms up`'s default SQLite files.
+    Sqlite,
+}
+
+impl Backend {
+    /// `postgres`, `sqlite`: the name in cell ids.
+    pub fn id(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// `PostgreSQL`, `SQLite`: the name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Backend::Postgres => "PostgreSQL",
+            Backend::Sqlite => "SQLite",
+        }
+    }
+}
+
+/// A parking profile.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParkingProfile {
+    /// What the profile is for.
+    pub about: String,
+    /// Concurrent barrier clients (one cell each, per database).
+    pub barriers: Vec<usize>,
+    /// The databases, in report order.
+    pub backends: Vec<Backend>,
+    /// Whole run per cell.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub duration: Duration,
+    /// Of which warm-up (not measured).
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub warmup: Duration,
+    /// `pgbench -i -s`: the TPC-B-like tables' scale (at least the largest client count, as
+    /// pgbench advises, so branches do not become the bottleneck).
+    pub pgbench_scale: u32,
+}
+
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     crate::duration::parse(&text).map_err(serde::de::Error::custom)
@@ -275,14 +334,17 @@ impl SuiteSpec {
             self.proxy.is_some(),
             self.gateway.is_some(),
             self.delay.is_some(),
+            self.parking.is_some(),
         ];
         if kinds.iter().filter(|k| **k).count() != 1 {
-            return bad("a suite has exactly one of [proxy], [gateway], [delay]".into());
+            return bad("a suite has exactly one of [proxy], [gateway], [delay], [parking]".into());
         }
-        let profiles: Vec<&String> = match (&self.proxy, &self.gateway, &self.delay) {
-            (Some(p), _, _) => p.profiles.keys().collect(),
-            (_, Some(g), _) => g.profiles.keys().collect(),
-            (_, _, Some(d)) => d.profiles.keys().collect(),
+        let profiles: Vec<&String> = match (&self.proxy, &self.gateway, &self.delay, &self.parking)
+        {
+            (Some(p), ..) => p.profiles.keys().collect(),
+            (_, Some(g), ..) => g.profiles.keys().collect(),
+            (_, _, Some(d), _) => d.profiles.keys().collect(),
+            (.., Some(k)) => k.profiles.keys().collect(),
             _ => Vec::new(),
         };
         for needed in super::PROFILES {
@@ -337,6 +399,23 @@ impl SuiteSpec {
             for (name, p) in &g.profiles {
                 if p.protocols.iter().any(|h| !matches!(h, Hop::H1 | Hop::H2)) {
                     return bad(format!("gateway.profiles.{name}.protocols: h1 or h2"));
+                }
+            }
+        }
+        if let Some(k) = &self.parking {
+            for (name, p) in &k.profiles {
+                if p.barriers.is_empty() || p.barriers.contains(&0) || p.backends.is_empty() {
+                    return bad(format!(
+                        "parking.profiles.{name}: barriers and backends must be given, barriers > 0"
+                    ));
+                }
+                if p.warmup >= p.duration {
+                    return bad(format!(
+                        "parking.profiles.{name}: warmup must be shorter than duration"
+                    ));
+                }
+                if p.pgbench_scale == 0 {
+                    return bad(format!("parking.profiles.{name}.pgbench_scale: at least 1"));
                 }
             }
         }

@@ -79,6 +79,9 @@ pub fn all(res: &SuiteResults) -> (Vec<Table>, Vec<Table>) {
     if res.cells.iter().any(|c| c.part == "delay") {
         out.push(delay(res));
     }
+    if res.cells.iter().any(|c| c.part == "parking") {
+        out.push(parking(res));
+    }
     (out, side_by_side(res))
 }
 
@@ -448,6 +451,71 @@ fn delay(res: &SuiteResults) -> Table {
                 schedule.map_or("—".into(), |s| s.late.to_string()),
                 schedule.map_or("—".into(), |s| s.dropped.to_string()),
                 num(m(r, "rss_mb"), 1),
+            ]);
+            t.rows.push(row);
+        }
+    }
+    t
+}
+
+/// The barrier cells next to pgbench's at the same client count: the database's own limit.
+fn parking(res: &SuiteResults) -> Table {
+    let mut t = table(
+        "Barrier transactions next to pgbench",
+        "One barrier call (an entrance or an exit) is one transaction; pgbench's is its TPC-B-like one on the same PostgreSQL with as many clients. \"× pgbench\" is the barrier rate over pgbench's (target: at least 0.5 on PostgreSQL); the target for latency is a p99 under 20 ms at 100 barriers. \"Priced\" is the share of exits whose answer carried the price (the invoice arrived within the exit's wait). The quote is a customer's price request for a parked car during the same run.",
+        &[
+            "Load",
+            "Database",
+            "Clients",
+            "Transactions/s",
+            "× pgbench",
+            "Mean (ms)",
+            "p50 (ms)",
+            "p99 (ms)",
+            "Max (ms)",
+            "Error %",
+            "Priced %",
+            "Quote mean (ms)",
+            "Quote p99 (ms)",
+        ],
+    );
+    let pgbench = |clients: Option<&str>| {
+        cells(res, "parking")
+            .filter(|c| c.id.starts_with("pgbench/") && c.param("Clients") == clients)
+            .flat_map(|c| c.runs.iter())
+            .find_map(|r| m(r, "throughput"))
+    };
+    for c in cells(res, "parking") {
+        for r in &c.runs {
+            let lead = vec![
+                c.name.clone(),
+                c.param("Database").unwrap_or_default().into(),
+                c.param("Clients").unwrap_or_default().into(),
+            ];
+            if let Some(row) = missing(lead.clone(), t.headers.len(), r) {
+                t.rows.push(row);
+                continue;
+            }
+            let own = m(r, "throughput");
+            let ratio = if c.id.starts_with("pgbench/") {
+                None
+            } else {
+                own.zip(pgbench(c.param("Clients")))
+                    .filter(|(_, p)| *p > 0.0)
+                    .map(|(o, p)| o / p)
+            };
+            let mut row = lead;
+            row.extend([
+                num(own, 1),
+                num(ratio, 2),
+                num(m(r, "mean_ms"), 2),
+                num(m(r, "median_ms"), 2),
+                num(m(r, "p99_ms"), 2),
+                num(m(r, "max_ms"), 2),
+                num(m(r, "error_pct"), 2),
+                num(m(r, "priced_pct"), 1),
+                num(m(r, "quote_mean_ms"), 2),
+                num(m(r, "quote_p99_ms"), 2),
             ]);
             t.rows.push(row);
         }

@@ -16,6 +16,26 @@ use pms_tariff::json::TableDoc;
 /// The time zone parks get unless configured otherwise.
 pub const DEFAULT_TIME_ZONE: &str = "Europe/Lisbon";
 
+/// How the demo parks are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoParks {
+    /// Their time zone (IANA name).
+    pub time_zone: String,
+    /// Free, operational fuel spots added to each park beyond the published ten (floor `C`,
+    /// numbered `C1`, `C2`, …), so that a load test has room for its cars; 0 for the published
+    /// seed.
+    pub extra_spots: u32,
+}
+
+impl Default for DemoParks {
+    fn default() -> Self {
+        Self {
+            time_zone: DEFAULT_TIME_ZONE.into(),
+            extra_spots: 0,
+        }
+    }
+}
+
 /// Park number, latitude, longitude, overnight fee (whole euros) and whether it is charged.
 const PARKS: [(i64, f64, f64, i64, bool); 5] = [
     (1, 40.36841685539075, -8.659655996430294, 5, true),
@@ -64,13 +84,17 @@ const DISPLAYS: [(&str, usize, &str, &str); 9] = [
 ];
 
 impl Store {
-    /// Creates the demo parks when there are none; returns whether it did. Parks get
-    /// `time_zone`.
+    /// Creates the demo parks as `demo` says when there are none; returns whether it did.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn seed_if_empty(&self, time_zone: &str) -> Result<bool, StoreError> {
+    pub async fn seed_if_empty(&self, demo: &DemoParks) -> Result<bool, StoreError> {
         let now = Timestamp::now();
+        let time_zone = demo.time_zone.as_str();
+        let capacity = SPOTS.len() as i64 + i64::from(demo.extra_spots);
+        let extra: Vec<(String, &str, &str, bool, bool)> = (1..=demo.extra_spots)
+            .map(|n| (format!("C{n}"), "C", "FUEL", false, true))
+            .collect();
         retry(|| async {
             let r: Result<bool, StoreError> = transaction!(self, |tx| {
                 let parks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM parks").fetch_one(&mut *tx).await?;
@@ -83,7 +107,7 @@ impl Store {
                     sqlx::query(
                         "INSERT INTO parks (id, park_number, max_occupancy, occupied, latitude, longitude, time_zone, \
                          parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled) \
-                         VALUES ($1, $1, 10, $2, $3, $4, $5, 15, 1, $6, $7)",
+                         VALUES ($1, $1, $8, $2, $3, $4, $5, 15, 1, $6, $7)",
                     )
                     .bind(number)
                     .bind(occupied)
@@ -92,9 +116,11 @@ impl Store {
                     .bind(time_zone)
                     .bind(fee)
                     .bind(i64::from(*on))
+                    .bind(capacity)
                     .execute(&mut *tx)
                     .await?;
-                    for (spot, floor, energy, occupied, operational) in SPOTS {
+                    let published = SPOTS.iter().map(|(n, f, e, o, op)| ((*n).to_owned(), *f, *e, *o, *op));
+                    for (spot, floor, energy, occupied, operational) in published.chain(extra.iter().cloned()) {
                         sqlx::query(
                             "INSERT INTO spots (park_id, spot_number, spot_type, spot_vehicle_type, floor_level, occupied, operational) \
                              VALUES ($1, $2, $3, 'AUTOMOBILE', $4, $5, $6)",
@@ -138,7 +164,7 @@ impl Store {
                     let park = Park {
                         id: *number,
                         number: *number,
-                        max_occupancy: 10,
+                        max_occupancy: capacity,
                         latitude: *lat,
                         longitude: *lon,
                         time_zone: time_zone.to_owned(),

@@ -322,3 +322,35 @@ async fn create_payment_prices_a_stay_for_staff_and_stores_nothing() {
         json!([])
     );
 }
+
+/// `pms up --demo-extra-spots N` (load tests): every demo park gets N more free fuel spots on
+/// floor C, and its capacity grows with them; the published spots are as they were.
+#[tokio::test]
+async fn demo_parks_can_get_extra_spots_for_load_tests() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = pms_service::store::StoreConfig::sqlite_file(&dir.path().join("parks.db"));
+    let store = pms_parks::store::Store::open(&config).expect("store");
+    store.migrate().await.expect("migrate");
+    let demo = pms_parks::store::seed::DemoParks {
+        extra_spots: 3,
+        ..Default::default()
+    };
+    assert!(store.seed_if_empty(&demo).await.expect("seed"));
+    assert!(
+        !store.seed_if_empty(&demo).await.expect("seed"),
+        "only once"
+    );
+    for park in 1..=5 {
+        let spots = store.spots(park).await.expect("spots");
+        assert_eq!(spots.len(), 13, "park {park}");
+        let extra: Vec<_> = spots
+            .iter()
+            .filter(|s| s.spot_number.starts_with('C'))
+            .collect();
+        assert_eq!(extra.len(), 3);
+        assert!(extra.iter().all(|s| s.operational
+            && !s.occupied
+            && s.spot_type == pms_service::vocab::EnergySource::Fuel));
+        assert_eq!(store.park(park).await.expect("park").max_occupancy, 13);
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use pms_auth::VerifierConfig;
 use pms_net::serve::{Drain, ServeConfig};
 use pms_parks::devices::{DeviceKeys, DeviceKind, DEVICE_KEY_HEADER};
+use pms_parks::store::seed::DemoParks;
 use pms_service::store::StoreConfig;
 use pms_testkit::client::{Collected, Proto, TestClient};
 use pms_testkit::{certs, pg, Spawned};
@@ -138,8 +139,10 @@ impl System {
             store: store(db, dir.path(), &pg_url, "parks"),
             verifier: verifier(),
             device_secret: DEVICE_SECRET.to_vec(),
-            seed: true,
-            time_zone: "Europe/Lisbon".into(),
+            seed: Some(DemoParks {
+                time_zone: "Europe/Lisbon".into(),
+                extra_spots: 0,
+            }),
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: options.exit_wait,
         })

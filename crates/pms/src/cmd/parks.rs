@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use pms_net::serve::ServeConfig;
+use pms_parks::store::seed::DemoParks;
 use pms_parks::{App, ParksConfig};
 
 use super::service::{bind, read_secret, ServiceArgs};
@@ -39,6 +40,10 @@ pub struct ParksOptions {
     /// Do not create the demo parks in an empty database.
     #[arg(long)]
     pub no_seed_parks: bool,
+    /// Free fuel spots added to each demo park beyond the published ten (floor C), so that a
+    /// load test has room for its cars.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub demo_extra_spots: u32,
 }
 
 /// Environment variable holding the device secret.
@@ -65,8 +70,10 @@ impl ParksOptions {
             store: service.store("parks")?,
             verifier,
             device_secret: secret.into_bytes(),
-            seed: !self.no_seed_parks,
-            time_zone: self.time_zone.clone(),
+            seed: (!self.no_seed_parks).then(|| DemoParks {
+                time_zone: self.time_zone.clone(),
+                extra_spots: self.demo_extra_spots,
+            }),
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: std::time::Duration::from_millis(self.exit_wait_ms),
         })

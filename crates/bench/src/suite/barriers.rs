@@ -1,0 +1,628 @@
+//! The parking suite's load: barrier clients, each a car going in and out of its park again
+//! and again through the gateway of a running `pms up`, plus one customer asking for a price
+//! quote the whole time. Setting up registers the cars' owners through the public API, waits
+//! until parks and payments have applied every event of it, and reads the barriers' keys with
+//! `pms device key`.
+//!
+//! Every call is timed from just before its request is written to the end of its answer; only
+//! calls started after the warm-up count. A call counts as a success when it answers 200 with
+//! `"success": true`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http::{HeaderName, HeaderValue, Method};
+use serde_json::{json, Value};
+
+use crate::target::{Conn, HttpVersion, Target};
+
+use super::SuiteError;
+
+/// Parks of the demo seed.
+pub const PARKS: usize = 5;
+/// The header a barrier's key goes in.
+const DEVICE_KEY: HeaderName = HeaderName::from_static("x-device-key");
+/// The seeded supervisor, whose token the quotes carry.
+const SUPERVISOR: &str = "supervisor@isep.ipp.pt";
+/// Registrations sent at once while setting up.
+const REGISTERING: usize = 8;
+/// Pause between two quotes: a customer's app refreshing a hundred times a second.
+const QUOTE_PAUSE: Duration = Duration::from_millis(10);
+/// Longest wait for parks and payments to apply the registrations' events.
+const CATCH_UP: Duration = Duration::from_secs(120);
+
+/// Where the system under test listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// The gateway's cleartext listener.
+    pub gateway: u16,
+    /// The parks service's own listener (its `/metrics`).
+    pub parks: u16,
+    /// The payments service's own listener (its `/metrics`).
+    pub payments: u16,
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Barrier calls, µs, both directions (successes and failures).
+    pub calls: Histogram<u64>,
+    /// Barrier calls answered with success.
+    pub successes: u64,
+    /// Barrier calls that failed (status, `success: false`, or the connection).
+    pub failures: u64,
+    /// Exits that succeeded.
+    pub exits: u64,
+    /// Of which with the price in the answer (the invoice arrived within the exit's wait).
+    pub priced_exits: u64,
+    /// Quotes, µs.
+    pub quotes: Histogram<u64>,
+    /// Quotes not answered 200.
+    pub quote_failures: u64,
+    /// The measured window.
+    pub window: Duration,
+    /// The first few failures, for the report.
+    pub failure_samples: Vec<String>,
+}
+
+/// The barrier pair a client uses: park, entrance id, exit id.
+pub fn barriers_of(client: usize) -> (i64, i64, i64) {
+    let park = (client % PARKS) as i64 + 1;
+    // Each park has two active pairs (B1.1/B1.2 and B2.1/B2.2): ids 1–4 of its six.
+    let pair = ((client / PARKS) % 2) as i64;
+    let first = (park - 1) * 6 + 1 + 2 * pair;
+    (park, first, first + 1)
+}
+
+/// The plate of car `i` (`NN-BK-NN`, distinct for i < 10,000).
+pub fn plate(i: usize) -> String {
+    format!("{:02}-BK-{:02}", (i / 100) % 100, i % 100)
+}
+
+/// The barrier ids the clients use.
+pub fn barrier_ids(clients: usize) -> Vec<i64> {
+    let mut ids: Vec<i64> = (0..clients.max(1))
+        .flat_map(|c| {
+            let (_, entrance, exit) = barriers_of(c);
+            [entrance, exit]
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The run's configuration.
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// Barrier clients.
+    pub clients: usize,
+    /// Whole run.
+    pub duration: Duration,
+    /// Not measured.
+    pub warmup: Duration,
+    /// The demo accounts' password (for the supervisor's token).
+    pub password: String,
+    /// Barrier id → key.
+    pub keys: Vec<(i64, String)>,
+}
+
+/// Registers the cars, waits for the events, then runs the load.
+///
+/// # Errors
+/// A failed setup step (the load's own failures are counted, not errors).
+pub fn run(ports: Ports, load: &Load) -> Result<Outcome, SuiteError> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .map_err(|e| SuiteError::io("starting the load's runtime", e))?;
+    rt.block_on(async {
+        let api = Api::new(ports.gateway)?;
+        register(&api, load.clients + 1).await?;
+        caught_up(ports).await?;
+        let token = api.login(&load.password).await?;
+        drive(Arc::new(api), load, token).await
+    })
+}
+
+/// Requests to the gateway's cleartext listener.
+struct Api {
+    gateway: u16,
+    entrance: Target,
+    exit: Target,
+}
+
+/// One answer: status and JSON body (`Null` when not JSON).
+struct Reply {
+    status: http::StatusCode,
+    body: Value,
+}
+
+impl Api {
+    fn new(gateway: u16) -> Result<Self, SuiteError> {
+        Ok(Self {
+            gateway,
+            entrance: target(gateway, "/barriers/entrance")?,
+            exit: target(gateway, "/barriers/exit")?,
+        })
+    }
+
+    async fn connect(&self) -> Result<Conn, SuiteError> {
+        self.entrance
+            .connect()
+            .await
+            .map_err(|k| SuiteError::Failed(format!("connecting to the gateway: {k:?}")))
+    }
+
+    /// One request on a fresh connection.
+    async fn once(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Value,
+    ) -> Result<Reply, SuiteError> {
+        let t = target(self.gateway, path)?;
+        let mut conn = self.connect().await?;
+        send(&mut conn, &t, method, headers, body)
+            .await
+            .map_err(|e| SuiteError::Failed(format!("{method} {path}: {e}")))
+    }
+
+    async fn login(&self, password: &str) -> Result<String, SuiteError> {
+        let r = self
+            .once(
+                &Method::POST,
+                "/users/login",
+                &[],
+                json!({"email": SUPERVISOR, "password": password}),
+            )
+            .await?;
+        r.body["token"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| SuiteError::Failed(format!("login answered {}: {}", r.status, r.body)))
+    }
+}
+
+fn target(port: u16, path: &str) -> Result<Target, SuiteError> {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    Target::new(&url, HttpVersion::Http1, &pms_net::tls::Trust::Nothing)
+        .map_err(|e| SuiteError::Failed(format!("{url}: {e}")))
+}
+
+/// Sends one JSON request on `conn` (a `Null` body sends none).
+async fn send(
+    conn: &mut Conn,
+    t: &Target,
+    method: &Method,
+    headers: &[(HeaderName, HeaderValue)],
+    body: Value,
+) -> Result<Reply, String> {
+    let mut all = headers.to_vec();
+    let bytes = if body.is_null() {
+        Bytes::new()
+    } else {
+        all.push((
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ));
+        Bytes::from(body.to_string())
+    };
+    let out = t.outgoing(method, &all, bytes).map_err(|e| e.to_string())?;
+    let (answer, _) = conn.send(&out).await.map_err(|e| format!("{e:?}"))?;
+    Ok(Reply {
+        status: answer.status,
+        body: serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
+    })
+}
+
+/// Registers `n` customers, each with car `plate(i)`, through the public `createUser`.
+async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
+    let t = target(api.gateway, "/users/createUser")?;
+    let t = &t;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let next = &next;
+    let workers = (0..REGISTERING.min(n)).map(|_| async move {
+        let mut conn = api.connect().await?;
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= n {
+                return Ok::<(), SuiteError>(());
+            }
+            let body = json!({
+                "firstName": "Bench", "lastName": format!("Driver {i}"),
+                "email": format!("driver{i}@bench.pms.test"), "password": "Bench#Driver2026",
+                "nif": 300_000_000 + i, "licensePlateNumber": plate(i),
+                "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
+            });
+            let r = send(&mut conn, t, &Method::POST, &[], body)
+                .await
+                .map_err(|e| SuiteError::Failed(format!("registering driver {i}: {e}")))?;
+            if r.status != http::StatusCode::CREATED {
+                return Err(SuiteError::Failed(format!(
+                    "registering driver {i} answered {}: {}",
+                    r.status, r.body
+                )));
+            }
+        }
+    });
+    for r in futures_util::future::join_all(workers).await {
+        r?;
+    }
+    Ok(())
+}
+
+/// Waits until parks and payments report no event of another service left to apply.
+async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
+    let started = Instant::now();
+    loop {
+        let mut lagging = Vec::new();
+        for (name, port) in [("parks", ports.parks), ("payments", ports.payments)] {
+            let t = target(port, "/metrics")?;
+            let mut conn = t
+                .connect()
+                .await
+                .map_err(|k| SuiteError::Failed(format!("{name} /metrics: {k:?}")))?;
+            let out = t
+                .outgoing(&Method::GET, &[], Bytes::new())
+                .map_err(|e| SuiteError::Failed(e.to_string()))?;
+            let (answer, _) = conn
+                .send(&out)
+                .await
+                .map_err(|e| SuiteError::Failed(format!("{name} /metrics: {e:?}")))?;
+            let text = String::from_utf8_lossy(&answer.body);
+            if !lag_is_zero(&text) {
+                lagging.push(name);
+            }
+        }
+        if lagging.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > CATCH_UP {
+            return Err(SuiteError::Failed(format!(
+                "{} still had events to apply after {} s",
+                lagging.join(" and "),
+                CATCH_UP.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether a service's metrics show consumer lags and every one is 0.
+pub fn lag_is_zero(metrics: &str) -> bool {
+    let lags: Vec<&str> = metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("_consumer_lag_events"))
+        .collect();
+    !lags.is_empty()
+        && lags
+            .iter()
+            .all(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(0.0))
+}
+
+/// The time of a plate read: now, but always after the client's previous one (an exit in the
+/// same millisecond as its entrance is a stay of zero, and the next entrance must come after).
+fn read_time(last: &mut i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    *last = now.max(*last + 1);
+    rfc3339_ms(*last)
+}
+
+/// `ms` since the epoch as RFC 3339 with milliseconds, UTC.
+fn rfc3339_ms(ms: i64) -> String {
+    let t = SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    let mut s = String::new();
+    pms_net::utc::write_rfc3339(&mut s, t, true);
+    s
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+/// What one client counted.
+struct Tally {
+    calls: Histogram<u64>,
+    successes: u64,
+    failures: u64,
+    exits: u64,
+    priced_exits: u64,
+    samples: Vec<String>,
+}
+
+async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, SuiteError> {
+    let start = Instant::now();
+    let measure_from = start + load.warmup;
+    let end = start + load.duration;
+    let key = |id: i64| -> Result<HeaderValue, SuiteError> {
+        let k = load
+            .keys
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, k)| k.as_str())
+            .ok_or_else(|| SuiteError::Failed(format!("no key for barrier {id}")))?;
+        HeaderValue::try_from(k).map_err(|e| SuiteError::Failed(format!("barrier key: {e}")))
+    };
+    // The quoted car parks in park 1 for the whole run.
+    let parked = plate(load.clients);
+    let (park, entrance, _) = barriers_of(0);
+    let mut conn = api.connect().await?;
+    let mut last = 0;
+    let r = send(
+        &mut conn,
+        &api.entrance,
+        &Method::POST,
+        &[(DEVICE_KEY, key(entrance)?)],
+        plate_read(entrance, park, &parked, &read_time(&mut last)),
+    )
+    .await
+    .map_err(|e| SuiteError::Failed(format!("parking the quoted car: {e}")))?;
+    if r.body["success"] != true {
+        return Err(SuiteError::Failed(format!(
+            "parking the quoted car answered {}: {}",
+            r.status, r.body
+        )));
+    }
+    let mut tasks = Vec::new();
+    for c in 0..load.clients {
+        let (park, entrance, exit) = barriers_of(c);
+        let keys = (key(entrance)?, key(exit)?);
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            car(&api, c, park, (entrance, exit), keys, measure_from, end).await
+        }));
+    }
+    let auth = HeaderValue::try_from(format!("Bearer {token}"))
+        .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
+    let quoter = tokio::spawn(quotes(api.clone(), parked, auth, measure_from, end));
+    let mut out = Outcome {
+        calls: histogram(),
+        successes: 0,
+        failures: 0,
+        exits: 0,
+        priced_exits: 0,
+        quotes: histogram(),
+        quote_failures: 0,
+        window: load.duration - load.warmup,
+        failure_samples: Vec::new(),
+    };
+    for t in tasks {
+        let t = t
+            .await
+            .map_err(|e| SuiteError::Failed(format!("a barrier client: {e}")))?;
+        out.calls
+            .add(&t.calls)
+            .map_err(|e| SuiteError::Failed(e.to_string()))?;
+        out.successes += t.successes;
+        out.failures += t.failures;
+        out.exits += t.exits;
+        out.priced_exits += t.priced_exits;
+        for s in t.samples {
+            if out.failure_samples.len() < 10 {
+                out.failure_samples.push(s);
+            }
+        }
+    }
+    let (quotes, quote_failures) = quoter
+        .await
+        .map_err(|e| SuiteError::Failed(format!("the quote client: {e}")))?;
+    out.quotes = quotes;
+    out.quote_failures = quote_failures;
+    Ok(out)
+}
+
+fn plate_read(barrier: i64, park: i64, plate: &str, at: &str) -> Value {
+    json!({"barrierID": barrier, "parkID": park, "parkNumber": park, "plateNumber": plate, "date": at})
+}
+
+/// One car: in and out until `end`, on one kept-alive connection (a new one after a failure).
+async fn car(
+    api: &Api,
+    i: usize,
+    park: i64,
+    (entrance, exit): (i64, i64),
+    (entrance_key, exit_key): (HeaderValue, HeaderValue),
+    measure_from: Instant,
+    end: Instant,
+) -> Tally {
+    let mut tally = Tally {
+        calls: histogram(),
+        successes: 0,
+        failures: 0,
+        exits: 0,
+        priced_exits: 0,
+        samples: Vec::new(),
+    };
+    let plate = plate(i);
+    let mut inside = false;
+    let mut last = 0;
+    let mut conn: Option<Conn> = None;
+    while Instant::now() < end {
+        let (t, barrier, key) = if inside {
+            (&api.exit, exit, &exit_key)
+        } else {
+            (&api.entrance, entrance, &entrance_key)
+        };
+        let body = plate_read(barrier, park, &plate, &read_time(&mut last));
+        let began = Instant::now();
+        let reply = match conn.as_mut() {
+            Some(c) => send(c, t, &Method::POST, &[(DEVICE_KEY, key.clone())], body).await,
+            None => match api.connect().await {
+                Ok(c) => {
+                    let c = conn.insert(c);
+                    send(c, t, &Method::POST, &[(DEVICE_KEY, key.clone())], body).await
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let measured = began >= measure_from;
+        if measured {
+            tally.calls.saturating_record(took.max(1));
+        }
+        let failure = match &reply {
+            Ok(r) if r.status == http::StatusCode::OK && r.body["success"] == true => None,
+            Ok(r) => Some(format!("{} {}", r.status, r.body)),
+            Err(e) => {
+                conn = None;
+                Some(e.clone())
+            }
+        };
+        match failure {
+            None => {
+                if measured {
+                    tally.successes += 1;
+                    if inside {
+                        tally.exits += 1;
+                        let priced = reply.as_ref().is_ok_and(|r| {
+                            r.body["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("Your total will be"))
+                        });
+                        tally.priced_exits += u64::from(priced);
+                    }
+                }
+                inside = !inside;
+            }
+            Some(why) => {
+                if measured {
+                    tally.failures += 1;
+                    if tally.samples.len() < 3 {
+                        tally.samples.push(format!(
+                            "{} {plate}: {why}",
+                            if inside { "exit" } else { "entrance" }
+                        ));
+                    }
+                }
+                // Not straight back in: the refusal may last (a full park, a restart).
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    tally
+}
+
+/// The parked car's price, asked for until `end`; returns the measured quotes and failures.
+async fn quotes(
+    api: Arc<Api>,
+    plate: String,
+    auth: HeaderValue,
+    measure_from: Instant,
+    end: Instant,
+) -> (Histogram<u64>, u64) {
+    let mut h = histogram();
+    let mut failures = 0;
+    let Ok(t) = target(api.gateway, &format!("/payments/quote/{plate}")) else {
+        return (h, 1);
+    };
+    let mut conn: Option<Conn> = None;
+    while Instant::now() < end {
+        let began = Instant::now();
+        let ok = match conn.as_mut() {
+            Some(c) => send(
+                c,
+                &t,
+                &Method::GET,
+                &[(http::header::AUTHORIZATION, auth.clone())],
+                Value::Null,
+            )
+            .await
+            .is_ok_and(|r| r.status == http::StatusCode::OK),
+            None => {
+                if let Ok(c) = api.connect().await {
+                    conn = Some(c);
+                }
+                continue;
+            }
+        };
+        if !ok {
+            conn = None;
+        }
+        if began >= measure_from {
+            let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+            h.saturating_record(took.max(1));
+            failures += u64::from(!ok);
+        }
+        tokio::time::sleep(QUOTE_PAUSE).await;
+    }
+    (h, failures)
+}
+
+/// `pms device key barrier ID --data-dir DATA` for every barrier the clients use.
+///
+/// # Errors
+/// `pms` failed or printed nothing.
+pub fn keys(pms: &Path, data: &Path, clients: usize) -> Result<Vec<(i64, String)>, SuiteError> {
+    barrier_ids(clients)
+        .into_iter()
+        .map(|id| {
+            let out = std::process::Command::new(pms)
+                .args(["device", "key", "barrier", &id.to_string(), "--data-dir"])
+                .arg(data)
+                .output()
+                .map_err(|e| SuiteError::io("running pms device key", e))?;
+            let key = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !out.status.success() || key.is_empty() {
+                return Err(SuiteError::Failed(format!(
+                    "pms device key barrier {id}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            Ok((id, key))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_spread_over_the_parks_and_their_two_barrier_pairs() {
+        assert_eq!(barriers_of(0), (1, 1, 2));
+        assert_eq!(barriers_of(1), (2, 7, 8));
+        assert_eq!(barriers_of(4), (5, 25, 26));
+        assert_eq!(barriers_of(5), (1, 3, 4), "the second pair of park 1");
+        assert_eq!(barriers_of(10), (1, 1, 2));
+        assert_eq!(barrier_ids(3), [1, 2, 7, 8, 13, 14]);
+        assert_eq!(barrier_ids(100).len(), 20, "every active barrier");
+    }
+
+    #[test]
+    fn plates_are_portuguese_and_distinct() {
+        assert_eq!(plate(0), "00-BK-00");
+        assert_eq!(plate(1234), "12-BK-34");
+        let all: std::collections::BTreeSet<String> = (0..10_000).map(plate).collect();
+        assert_eq!(all.len(), 10_000);
+    }
+
+    #[test]
+    fn read_times_always_move_forward() {
+        let mut last = i64::MAX / 2;
+        let a = read_time(&mut last);
+        let b = read_time(&mut last);
+        assert_ne!(a, b);
+        assert_eq!(last, i64::MAX / 2 + 2);
+    }
+
+    #[test]
+    fn the_lag_is_zero_only_when_every_consumer_says_so() {
+        let caught = "# TYPE x gauge\npms_parks_consumer_lag_events{source=\"users\"} 0\npms_parks_consumer_lag_events{source=\"payments\"} 0\n";
+        assert!(lag_is_zero(caught));
+        let behind = caught.replace("payments\"} 0", "payments\"} 3");
+        assert!(!lag_is_zero(&behind));
+        assert!(
+            !lag_is_zero("pms_parks_outbox_events 4\n"),
+            "no lag reported yet"
+        );
+    }
+}
