@@ -3,7 +3,7 @@
 //! | source | event | effect |
 //! |---|---|---|
 //! | users | `customer.registered`, `customer.changed` (v1) | upsert the customer and replace their vehicles |
-//! | payments | `invoice.issued` (v1) | the visit's price, discount and invoice id; exits waiting for it are woken |
+//! | payments | `invoice.issued` (v1) | the visit's price, discount and invoice id, and the price on its exit's displays; the exit waiting for it is handed the price |
 //!
 //! Anything else is skipped. Unknown versions and malformed payloads are parked.
 
@@ -13,7 +13,7 @@ use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
 
 use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
 use crate::store::StoreError;
-use crate::App;
+use crate::{rules, App};
 
 /// Applies the users service's events.
 #[derive(Debug, Clone)]
@@ -62,7 +62,12 @@ impl Handler for FromPayments {
                         "an invoice for a visit parks does not know"
                     );
                 }
-                self.0.invoices.notify_waiters();
+                let shown = (
+                    rules::shown_money(&i.final_price),
+                    rules::shown_money(&i.discount),
+                );
+                self.0.prices.settle(i.visit_id, &shown);
+                self.0.displays_changed();
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),

@@ -26,6 +26,7 @@ pub mod events;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod prices;
 pub mod rules;
 pub mod store;
 
@@ -39,10 +40,10 @@ use pms_net::serve::{Drain, ServeConfig};
 use pms_service::http::BodyLimits;
 use pms_service::Readiness;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 use crate::devices::{DeviceKeys, WeakSecret};
 use crate::metrics::Metrics;
+use crate::prices::PriceWaiters;
 use crate::store::seed::DemoParks;
 use crate::store::{Store, StoreConfig, StoreError};
 
@@ -112,8 +113,8 @@ pub struct Inner {
     pub limits: BodyLimits,
     /// Longest wait of an exit for its invoice.
     pub exit_wait: Duration,
-    /// Rung when an invoice reaches a visit (exits waiting for their price listen).
-    pub invoices: Notify,
+    /// Exits waiting for their visit's price, handed it when its invoice is applied.
+    pub prices: PriceWaiters,
     /// Rung when a display's text or its park's occupancy may have changed.
     pub displays: tokio::sync::watch::Sender<u64>,
     /// Counters.
@@ -149,7 +150,7 @@ impl App {
             ready: Readiness::new("parks"),
             limits: config.limits,
             exit_wait: config.exit_wait,
-            invoices: Notify::new(),
+            prices: PriceWaiters::default(),
             displays: tokio::sync::watch::Sender::new(0),
             metrics: Metrics::default(),
             seed: config.seed,
@@ -187,6 +188,11 @@ impl App {
     /// the displays' followers.
     pub fn committed(&self) {
         self.outbox.committed();
+        self.displays_changed();
+    }
+
+    /// What displays show may have changed (and no event was written): wake their followers.
+    pub fn displays_changed(&self) {
         self.displays.send_modify(|n| *n = n.wrapping_add(1));
     }
 }

@@ -76,6 +76,22 @@ pub fn goodbye(name: &str, price: Option<(&str, &str)>) -> String {
     }
 }
 
+/// Money as the original showed it (`1.2`, `0.0`): at least one decimal, no trailing zeros.
+/// Text that is not a number is shown as it is.
+pub fn shown_money(text: &str) -> String {
+    match text.parse::<rust_decimal::Decimal>() {
+        Ok(d) => {
+            let d = d.normalize();
+            if d.scale() == 0 {
+                format!("{d}.0")
+            } else {
+                d.to_string()
+            }
+        }
+        Err(_) => text.to_owned(),
+    }
+}
+
 /// Whether a spot fits a vehicle: the same vehicle type and the same energy (spec §5.6; an
 /// electric car does not take a fuel spot).
 pub fn fits(

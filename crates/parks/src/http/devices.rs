@@ -13,6 +13,7 @@ use pms_service::ApiError;
 use super::store_error;
 use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
 use crate::model::{BarrierAnswer, Direction};
+use crate::prices::Price;
 use crate::rules::{self, Refusal};
 use crate::store::visits::{Barrier, Passage};
 use crate::store::StoreError;
@@ -133,22 +134,12 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             match direction {
                 Direction::Entrance => rules::welcome(&name),
                 Direction::Exit => {
+                    // The displays get the price from the invoice's consumer.
                     let price = match price {
-                        Some(p) => Some(tidy(p)),
+                        Some((p, d)) => Some((rules::shown_money(&p), rules::shown_money(&d))),
                         None => wait_for_price(&s, visit_id).await,
                     };
-                    let message = rules::goodbye(
-                        &name,
-                        price.as_ref().map(|(p, d)| (p.as_str(), d.as_str())),
-                    );
-                    if price.is_some() {
-                        // Best effort: the displays already say goodbye without the price.
-                        if let Err(e) = s.store.show(barrier.id, &message).await {
-                            tracing::debug!(error = %e, "could not put the price on the displays");
-                        }
-                        s.committed();
-                    }
-                    message
+                    rules::goodbye(&name, price.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))
                 }
             }
         }
@@ -157,40 +148,21 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
 }
 
 /// The visit's price and discount, waiting up to the configured exit wait for its invoice.
-async fn wait_for_price(s: &App, visit_id: i64) -> Option<(String, String)> {
-    let deadline = tokio::time::Instant::now() + s.exit_wait;
-    loop {
-        let rung = s.invoices.notified();
-        tokio::pin!(rung);
-        rung.as_mut().enable();
-        match s.store.visit_price(visit_id).await {
-            Ok(Some(price)) => return Some(tidy(price)),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::debug!(error = %e, "reading a visit's price");
-                return None;
-            }
-        }
-        if tokio::time::timeout_at(deadline, rung).await.is_err() {
+async fn wait_for_price(s: &App, visit_id: i64) -> Option<Price> {
+    // Registered before the read, so an invoice applied in between is not missed.
+    let mut waiting = s.prices.wait(visit_id);
+    match s.store.visit_price(visit_id).await {
+        Ok(Some((p, d))) => return Some((rules::shown_money(&p), rules::shown_money(&d))),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "reading a visit's price");
             return None;
         }
     }
-}
-
-/// Money as the original showed it (`1.2`, `0.0`): at least one decimal, no trailing zeros.
-fn tidy((price, discount): (String, String)) -> (String, String) {
-    let show = |t: String| match t.parse::<rust_decimal::Decimal>() {
-        Ok(d) => {
-            let d = d.normalize();
-            if d.scale() == 0 {
-                format!("{d}.0")
-            } else {
-                d.to_string()
-            }
-        }
-        Err(_) => t,
-    };
-    (show(price), show(discount))
+    tokio::time::timeout(s.exit_wait, waiting.price())
+        .await
+        .ok()
+        .flatten()
 }
 
 fn answer(

@@ -9,7 +9,10 @@ use pms_service::transaction;
 use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
 use serde::Deserialize;
 
-use super::{Store, StoreError};
+use jiff::Timestamp;
+
+use super::{ms, Store, StoreError};
+use crate::rules;
 
 /// The consumer name the parks service records its positions under.
 pub const CONSUMER: &str = "parks";
@@ -102,26 +105,49 @@ impl Store {
         .await
     }
 
-    /// Puts an invoice's price on its visit; records `event`'s position. Returns whether the
+    /// Puts an invoice's price on its visit and on its exit's displays (those still showing
+    /// that visit's goodbye without a price); records `event`'s position. Returns whether the
     /// visit exists here.
     ///
     /// # Errors
     /// Database failures.
     pub async fn apply_invoice(&self, i: &InvoiceDoc, event: &Event) -> Result<bool, StoreError> {
+        let now = ms(Timestamp::now());
         super::retry(|| async {
             let r: Result<bool, StoreError> = transaction!(self, |tx| {
-                let done = sqlx::query(
-                    "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4",
+                let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+                    "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
+                     RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
                 )
                 .bind(i.invoice_id)
                 .bind(&i.final_price)
                 .bind(&i.discount)
                 .bind(i.visit_id)
-                .execute(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
+                if let Some((Some(barrier), Some(name))) = &visit {
+                    // The exit's displays still saying this visit's goodbye get its price.
+                    let priced = rules::goodbye(
+                        name,
+                        Some((
+                            &rules::shown_money(&i.final_price),
+                            &rules::shown_money(&i.discount),
+                        )),
+                    );
+                    sqlx::query(
+                        "UPDATE displays SET message = $1, updated_at_ms = $2 \
+                         WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
+                    )
+                    .bind(priced)
+                    .bind(now)
+                    .bind(barrier)
+                    .bind(rules::goodbye(name, None))
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 tx.record_position(CONSUMER, &event.source, event.id)
                     .await?;
-                Ok::<bool, StoreError>(done.rows_affected() == 1)
+                Ok::<bool, StoreError>(visit.is_some())
             });
             r
         })

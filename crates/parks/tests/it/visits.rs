@@ -145,6 +145,10 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         r.json()["message"],
         "Have a nice day Maya Gupta! Your invoice will follow."
     );
+    assert_eq!(
+        display_message(&sys, 2).await,
+        "Have a nice day Maya Gupta! Your invoice will follow."
+    );
     // Payments comes back: its consumers catch up and the visit gets its price.
     let (_stop, rx) = tokio::sync::watch::channel(false);
     pms_payments::events::spawn_consumers(
@@ -165,6 +169,11 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         }
     })
     .await;
+    // The exit's display, still saying that goodbye, now says the price too.
+    assert_eq!(
+        display_message(&sys, 2).await,
+        "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€."
+    );
 }
 
 #[tokio::test]
@@ -463,4 +472,18 @@ async fn the_database_goes_away_and_comes_back() {
             .json(),
         1
     );
+}
+
+/// What display `id` shows now.
+async fn display_message(sys: &System, id: i64) -> serde_json::Value {
+    let mut c = sys.client(Via::H1).await;
+    c.call(
+        "POST",
+        "/display/get",
+        &[("x-device-key", &sys.display_key(id))],
+        json!({"displayID": id}).to_string(),
+    )
+    .await
+    .json()["message"]
+        .clone()
 }
