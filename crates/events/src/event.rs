@@ -29,6 +29,16 @@ pub struct Event {
 }
 
 impl Event {
+    /// How long ago it was written to its outbox; zero when its time does not parse or lies
+    /// ahead (another machine's clock).
+    pub fn age(&self) -> std::time::Duration {
+        self.created_at
+            .parse::<jiff::Timestamp>()
+            .ok()
+            .and_then(|t| jiff::Timestamp::now().duration_since(t).try_into().ok())
+            .unwrap_or_default()
+    }
+
     /// The payload as `T`, when the version is one `T` reads (`readable`).
     ///
     /// # Errors
@@ -103,6 +113,21 @@ mod tests {
             payload,
             created_at: "2026-11-27T00:00:00Z".into(),
         }
+    }
+
+    #[test]
+    fn an_events_age_is_the_time_since_it_was_written_and_never_negative() {
+        let mut e = event(1, serde_json::json!({}));
+        e.created_at = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10)).to_string();
+        assert!(
+            (10.0..11.0).contains(&e.age().as_secs_f64()),
+            "{:?}",
+            e.age()
+        );
+        e.created_at = "2999-01-01T00:00:00Z".into();
+        assert_eq!(e.age(), std::time::Duration::ZERO);
+        e.created_at = "not a time".into();
+        assert_eq!(e.age(), std::time::Duration::ZERO);
     }
 
     #[test]

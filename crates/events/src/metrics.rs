@@ -1,12 +1,24 @@
-//! The events' Prometheus metrics a service shows on `/metrics`: its outbox's size
-//! (`<prefix>_outbox_events`) and, per producer it consumes in place, how many of that producer's
-//! events it has not applied yet (`<prefix>_consumer_lag_events{source}`). The service registers
-//! its own metrics in the same registry ([`EventMetrics::registry`]).
+//! The events' Prometheus metrics a service shows on `/metrics`, with the prefix `pms_<service>`:
+//!
+//! | metric | what |
+//! |---|---|
+//! | `outbox_events` | events in its outbox, all time |
+//! | `consumer_lag_events{source}` | that producer's events not applied here yet |
+//! | `consumer_lag_seconds{source}` | how old the oldest of them is (0 when caught up) |
+//! | `parked_events{source}` | that producer's events parked here (unreadable; see `pms events`) |
+//! | `redelivered_events_total{source}` | broker deliveries of an event already delivered or applied |
+//!
+//! Embedded consumers (reading a producer's outbox in place) are measured when the metrics are
+//! rendered; broker consumers report as they go through [`ConsumerGauges`], from each message's
+//! delivery count and the broker's pending count. The service registers its own metrics in the
+//! same registry ([`EventMetrics::registry`]).
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pms_service::store::Db;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -15,7 +27,47 @@ use crate::outbox::Outbox;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct Source {
-    source: &'static str,
+    source: String,
+}
+
+impl Source {
+    fn of(source: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+        }
+    }
+}
+
+/// Seconds, as a float gauge.
+type Seconds = Gauge<f64, AtomicU64>;
+
+/// What a broker consumer of one producer reports as it applies messages (handles on the
+/// service's metrics; [`Default`] gives detached ones, for tests).
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGauges {
+    lag: Gauge,
+    lag_seconds: Seconds,
+    redelivered: Counter,
+}
+
+impl ConsumerGauges {
+    /// A message was delivered with `pending` more after it; the event in it was written
+    /// `age` ago.
+    pub fn delivered(&self, pending: u64, age: std::time::Duration) {
+        self.lag.set(i64::try_from(pending).unwrap_or(i64::MAX));
+        self.lag_seconds
+            .set(if pending == 0 { 0.0 } else { age.as_secs_f64() });
+    }
+
+    /// A delivery of something already delivered or applied.
+    pub fn redelivered(&self) {
+        self.redelivered.inc();
+    }
+
+    /// Redeliveries counted so far.
+    pub fn redeliveries(&self) -> u64 {
+        self.redelivered.get()
+    }
 }
 
 /// One service's registry with the event gauges in it.
@@ -25,6 +77,9 @@ pub struct EventMetrics {
     registry: Mutex<Registry>,
     outbox: Gauge,
     lag: Family<Source, Gauge>,
+    lag_seconds: Family<Source, Seconds>,
+    parked: Family<Source, Gauge>,
+    redelivered: Family<Source, Counter>,
     sources: OnceLock<Vec<Outbox>>,
 }
 
@@ -44,12 +99,43 @@ impl EventMetrics {
             "Events of each producer not yet applied here",
             lag.clone(),
         );
+        let lag_seconds = Family::<Source, Seconds>::default();
+        registry.register(
+            "consumer_lag_seconds",
+            "Age of the oldest event of each producer not yet applied here (0 when caught up)",
+            lag_seconds.clone(),
+        );
+        let parked = Family::<Source, Gauge>::default();
+        registry.register(
+            "parked_events",
+            "Events of each producer parked here: unreadable, set aside, see pms events",
+            parked.clone(),
+        );
+        let redelivered = Family::<Source, Counter>::default();
+        registry.register(
+            "redelivered_events",
+            "Broker deliveries of an event already delivered or applied",
+            redelivered.clone(),
+        );
         Self {
             consumer: service,
             registry: Mutex::new(registry),
             outbox,
             lag,
+            lag_seconds,
+            parked,
+            redelivered,
             sources: OnceLock::new(),
+        }
+    }
+
+    /// The handles a broker consumer of `source`'s events reports through.
+    pub fn broker_consumer(&self, source: &str) -> ConsumerGauges {
+        let label = Source::of(source);
+        ConsumerGauges {
+            lag: self.lag.get_or_create(&label).clone(),
+            lag_seconds: self.lag_seconds.get_or_create(&label).clone(),
+            redelivered: self.redelivered.get_or_create(&label).clone(),
         }
     }
 
@@ -70,13 +156,27 @@ impl EventMetrics {
             self.outbox.set(head);
         }
         for source in self.sources.get().into_iter().flatten() {
+            let label = Source::of(source.source);
             let position = crate::consumer::position(db, self.consumer, source.source).await;
             if let (Ok(head), Ok(position)) = (source.head().await, position) {
-                self.lag
-                    .get_or_create(&Source {
-                        source: source.source,
-                    })
-                    .set(head - position);
+                self.lag.get_or_create(&label).set(head - position);
+                let age = if head > position {
+                    source
+                        .read_after(position, 1)
+                        .await
+                        .ok()
+                        .and_then(|next| next.first().map(|e| e.age().as_secs_f64()))
+                } else {
+                    Some(0.0)
+                };
+                if let Some(age) = age {
+                    self.lag_seconds.get_or_create(&label).set(age);
+                }
+            }
+        }
+        if let Ok(parked) = parked_by_source(db, self.consumer).await {
+            for (source, n) in parked {
+                self.parked.get_or_create(&Source::of(&source)).set(n);
             }
         }
         let mut out = String::new();
@@ -84,5 +184,50 @@ impl EventMetrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Parked events per producer for `consumer`.
+async fn parked_by_source(db: &Db, consumer: &str) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    pms_service::repeatable!(db, |conn| sqlx::query_as::<_, (String, i64)>(
+        "SELECT source, COUNT(*) FROM parked_events WHERE consumer = $1 GROUP BY source"
+    )
+    .bind(consumer)
+    .fetch_all(&mut *conn)
+    .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_consumers_report_lag_and_redeliveries_under_their_source() {
+        let m = EventMetrics::new("parks");
+        let g = m.broker_consumer("users");
+        g.delivered(3, std::time::Duration::from_secs(2));
+        g.redelivered();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &m.registry()).expect("encode");
+        assert!(
+            text.contains("pms_parks_consumer_lag_events{source=\"users\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pms_parks_consumer_lag_seconds{source=\"users\"} 2.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pms_parks_redelivered_events_total{source=\"users\"} 1"),
+            "{text}"
+        );
+        g.delivered(0, std::time::Duration::from_secs(9));
+        assert_eq!(g.redeliveries(), 1);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &m.registry()).expect("encode");
+        assert!(
+            text.contains("pms_parks_consumer_lag_seconds{source=\"users\"} 0.0"),
+            "caught up: {text}"
+        );
     }
 }

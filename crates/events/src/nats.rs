@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::consumer::{park, position, record, ApplyError, Handler, Outcome};
 use crate::event::Event;
+use crate::metrics::ConsumerGauges;
 use crate::outbox::Outbox;
 
 /// The stream all PMS events go to.
@@ -202,6 +203,8 @@ pub struct NatsConsumer<H> {
     pub handler: Arc<H>,
     /// The broker.
     pub nats: Nats,
+    /// Where it reports its lag and redeliveries ([`crate::metrics::EventMetrics::broker_consumer`]).
+    pub gauges: ConsumerGauges,
 }
 
 impl<H: Handler> NatsConsumer<H> {
@@ -253,6 +256,10 @@ impl<H: Handler> NatsConsumer<H> {
             .map_err(nats_error)?;
         while let Some(message) = messages.next().await {
             let message = message.map_err(nats_error)?;
+            let delivery = message.info().ok().map(|i| (i.delivered, i.pending));
+            if delivery.is_some_and(|(delivered, _)| delivered > 1) {
+                self.gauges.redelivered();
+            }
             let event = match serde_json::from_slice::<Wire>(&message.payload) {
                 Ok(w) => Event {
                     id: w.id,
@@ -271,7 +278,16 @@ impl<H: Handler> NatsConsumer<H> {
                     continue;
                 }
             };
-            if event.id > at {
+            if let Some((_, pending)) = delivery {
+                self.gauges.delivered(pending, event.age());
+            }
+            if event.id <= at {
+                // Applied before (the inbox says so): acknowledged again, applied once. Counted
+                // unless the broker already counted it as a redelivery.
+                if delivery.is_none_or(|(delivered, _)| delivered <= 1) {
+                    self.gauges.redelivered();
+                }
+            } else {
                 match self.handler.apply(&event).await {
                     Ok(Outcome::Applied) => {}
                     Ok(Outcome::Ignored) => record(&self.db, self.name, self.source, event.id)

@@ -121,6 +121,7 @@ pub fn spawn_nats(
             db: db.clone(),
             handler: Arc::new(FromUsers(app.clone())),
             nats: nats.clone(),
+            gauges: app.metrics.events.broker_consumer("users"),
         }
         .spawn(shutdown.clone()),
         NatsConsumer {
@@ -129,6 +130,7 @@ pub fn spawn_nats(
             db,
             handler: Arc::new(FromPayments(app.clone())),
             nats,
+            gauges: app.metrics.events.broker_consumer("payments"),
         }
         .spawn(shutdown),
     ]

@@ -125,6 +125,7 @@ pub fn spawn_nats(
             db: db.clone(),
             handler: Arc::new(FromParks(app.clone())),
             nats: nats.clone(),
+            gauges: app.metrics.broker_consumer("parks"),
         }
         .spawn(shutdown.clone()),
         NatsConsumer {
@@ -133,6 +134,7 @@ pub fn spawn_nats(
             db,
             handler: Arc::new(FromUsers(app.clone())),
             nats,
+            gauges: app.metrics.broker_consumer("users"),
         }
         .spawn(shutdown),
     ]

@@ -70,6 +70,7 @@ pub fn spawn_nats(
             db: app.store.db().clone(),
             handler: Arc::new(FromPayments(app.clone())),
             nats,
+            gauges: app.metrics.broker_consumer("payments"),
         }
         .spawn(shutdown),
     ]

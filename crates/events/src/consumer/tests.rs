@@ -141,3 +141,46 @@ async fn concurrent_producers_lose_nothing() {
     while c.step().await.expect("step") {}
     assert_eq!(seen(&pair.consumer).await.len(), 200);
 }
+
+#[tokio::test]
+async fn metrics_show_the_lag_its_age_and_the_parked_events() {
+    let pair = pair(Backend::Sqlite).await.expect("sqlite");
+    let metrics = crate::metrics::EventMetrics::new("test");
+    let source = crate::Outbox::new("producer", pair.producer.clone());
+    metrics.watch_sources(vec![source]);
+    let own = crate::Outbox::new("test", pair.consumer.clone());
+    produce(&pair.producer, &names(0..2)).await;
+    let unreadable = NewEvent {
+        aggregate_type: "thing",
+        aggregate_id: "x".into(),
+        event_type: "thing.named",
+        version: 9,
+        payload: "{}".into(),
+    };
+    append_one(&pair.producer, &unreadable).await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let text = metrics.render(&own, &pair.consumer).await;
+    assert!(
+        text.contains("pms_test_consumer_lag_events{source=\"producer\"} 3"),
+        "{text}"
+    );
+    let age: f64 = text
+        .lines()
+        .find(|l| l.starts_with("pms_test_consumer_lag_seconds{source=\"producer\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .expect("lag seconds");
+    assert!(
+        age >= 0.05,
+        "the oldest unapplied event is the first one: {text}"
+    );
+    let c = consumer(&pair, 0);
+    while c.step().await.expect("step") {}
+    let text = metrics.render(&own, &pair.consumer).await;
+    for line in [
+        "pms_test_consumer_lag_events{source=\"producer\"} 0",
+        "pms_test_consumer_lag_seconds{source=\"producer\"} 0.0",
+        "pms_test_parked_events{source=\"producer\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}

@@ -21,6 +21,7 @@ fn nats_consumer(pair: &Pair, nats: &Nats) -> NatsConsumer<Recorder> {
             fail_first: AtomicU32::new(0),
         }),
         nats: nats.clone(),
+        gauges: crate::metrics::ConsumerGauges::default(),
     }
 }
 
@@ -153,6 +154,49 @@ async fn unreadable_events_are_parked_and_the_rest_flow_through_the_broker() {
             .map(|p| p.0)
             .collect::<Vec<_>>(),
         vec![bad]
+    );
+    let _ = stop.send(true);
+    task.await.expect("consumer");
+}
+
+#[tokio::test]
+async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
+    if skipped() {
+        return;
+    }
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let pair = pair(Backend::Sqlite).await.expect("sqlite");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    produce(&pair.producer, &names(0..5)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let metrics = crate::metrics::EventMetrics::new("test");
+    let mut consumer = nats_consumer(&pair, &nats);
+    consumer.gauges = metrics.broker_consumer("producer");
+    // The first attempt fails: the broker delivers that event again.
+    consumer.handler = Arc::new(Recorder {
+        db: pair.consumer.clone(),
+        fail_first: AtomicU32::new(1),
+    });
+    let gauges = consumer.gauges.clone();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = consumer.spawn(rx);
+    until_seen(&pair.consumer, 5).await;
+    assert_eq!(
+        gauges.redeliveries(),
+        1,
+        "the failed event, delivered twice"
+    );
+    let text = metrics
+        .render(&Outbox::new("test", pair.consumer.clone()), &pair.consumer)
+        .await;
+    assert!(
+        text.contains("pms_test_consumer_lag_events{source=\"producer\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pms_test_redelivered_events_total{source=\"producer\"} 1"),
+        "{text}"
     );
     let _ = stop.send(true);
     task.await.expect("consumer");
