@@ -10,6 +10,9 @@
 //!   with at most one message unacknowledged so events arrive in order even when one is
 //!   redelivered. Events at or below the recorded position (a redelivery of an event already
 //!   applied) are acknowledged and skipped: the position is the inbox of applied ids.
+//! - A replay ([`Nats::forget_consumer`], `pms events replay --nats-url`) sets the position back
+//!   and deletes the durable; the running consumer's subscription ends, it creates the durable
+//!   again from the stream's start, skips what its position covers and applies the rest again.
 //!
 //! While the broker is away nothing is lost: the outbox keeps the events and the relay drains it
 //! when the broker returns; the services stay ready.
@@ -108,6 +111,28 @@ impl Nats {
     pub async fn stream_messages(&self) -> Result<u64, NatsError> {
         let mut s = self.js.get_stream(STREAM).await.map_err(nats_error)?;
         Ok(s.info().await.map_err(nats_error)?.state.messages)
+    }
+
+    /// Deletes the durable consumer of `consumer` for `source`'s events, so that its next
+    /// subscription starts from the beginning of the stream; returns whether there was one.
+    ///
+    /// # Errors
+    /// When the broker does not answer.
+    pub async fn forget_consumer(&self, consumer: &str, source: &str) -> Result<bool, NatsError> {
+        let stream = self.js.get_stream(STREAM).await.map_err(nats_error)?;
+        match stream
+            .delete_consumer(&durable_name(consumer, source))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(e.kind(), stream::ConsumerErrorKind::JetStream(js)
+                    if js.error_code() == jetstream::ErrorCode::CONSUMER_NOT_FOUND) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(nats_error(e)),
+        }
     }
 
     /// Publishes `event` and waits for the broker's acknowledgement.
@@ -234,7 +259,7 @@ impl<H: Handler> NatsConsumer<H> {
 
     /// One subscription: applies messages until an error ends it.
     async fn session(&self) -> Result<(), NatsError> {
-        let durable = format!("{}-{}", self.name, self.source);
+        let durable = durable_name(self.name, self.source);
         let stream = self.nats.js.get_stream(STREAM).await.map_err(nats_error)?;
         let consumer: jetstream::consumer::PullConsumer = stream
             .get_or_create_consumer(
@@ -309,6 +334,11 @@ impl<H: Handler> NatsConsumer<H> {
         }
         Ok(())
     }
+}
+
+/// The durable consumer of `consumer` (a service) for `source`'s events.
+pub fn durable_name(consumer: &str, source: &str) -> String {
+    format!("{consumer}-{source}")
 }
 
 #[cfg(test)]

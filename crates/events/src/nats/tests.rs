@@ -201,3 +201,51 @@ async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
     let _ = stop.send(true);
     task.await.expect("consumer");
 }
+
+#[tokio::test]
+async fn a_replay_through_the_broker_applies_the_events_again_from_an_id() {
+    if skipped() {
+        return;
+    }
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let pair = pair(Backend::Sqlite).await.expect("sqlite");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    produce(&pair.producer, &names(0..5)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = nats_consumer(&pair, &nats).spawn(rx);
+    until_seen(&pair.consumer, 5).await;
+    // What the replay is for: the effects of events 3 to 5 were lost here.
+    let r: Result<_, sqlx::Error> = pms_service::repeatable!(pair.consumer, |conn| {
+        sqlx::query("DELETE FROM seen WHERE id >= 3")
+            .execute(&mut *conn)
+            .await
+            .map(|done| done.rows_affected())
+    });
+    assert_eq!(r.expect("delete"), 3);
+    // `pms events replay --from 3 --nats-url …`: the position back, the durable gone.
+    crate::consumer::rewind(&pair.consumer, "test", "producer", 2)
+        .await
+        .expect("rewind");
+    assert!(nats
+        .forget_consumer("test", "producer")
+        .await
+        .expect("forget"));
+    until_seen(&pair.consumer, 5).await;
+    let all = seen(&pair.consumer).await;
+    assert_eq!(
+        all.iter().map(|r| r.0).collect::<Vec<_>>(),
+        (1..=5).collect::<Vec<i64>>(),
+        "3 to 5 applied again, 1 and 2 not twice"
+    );
+    assert!(
+        !nats
+            .forget_consumer("nobody", "producer")
+            .await
+            .expect("forget"),
+        "no such durable"
+    );
+    let _ = stop.send(true);
+    task.await.expect("consumer");
+}
