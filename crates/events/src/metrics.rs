@@ -3,6 +3,7 @@
 //! | metric | what |
 //! |---|---|
 //! | `outbox_events` | events in its outbox, all time |
+//! | `outbox_unpublished_events` | of which not yet on the broker (only when a relay runs) |
 //! | `consumer_lag_events{source}` | that producer's events not applied here yet |
 //! | `consumer_lag_seconds{source}` | how old the oldest of them is (0 when caught up) |
 //! | `parked_events{source}` | that producer's events parked here (unreadable; see `pms events`) |
@@ -76,6 +77,8 @@ pub struct EventMetrics {
     consumer: &'static str,
     registry: Mutex<Registry>,
     outbox: Gauge,
+    unpublished: Gauge,
+    relayed: std::sync::atomic::AtomicBool,
     lag: Family<Source, Gauge>,
     lag_seconds: Family<Source, Seconds>,
     parked: Family<Source, Gauge>,
@@ -93,6 +96,7 @@ impl EventMetrics {
             "Events in this service's outbox, all time (consumers read them in place)",
             outbox.clone(),
         );
+        let unpublished = Gauge::default();
         let lag = Family::<Source, Gauge>::default();
         registry.register(
             "consumer_lag_events",
@@ -121,11 +125,27 @@ impl EventMetrics {
             consumer: service,
             registry: Mutex::new(registry),
             outbox,
+            unpublished,
+            relayed: std::sync::atomic::AtomicBool::new(false),
             lag,
             lag_seconds,
             parked,
             redelivered,
             sources: OnceLock::new(),
+        }
+    }
+
+    /// A relay publishes this service's outbox to the broker: show its backlog from now on.
+    pub fn watch_relay(&self) {
+        if !self
+            .relayed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.registry().register(
+                "outbox_unpublished_events",
+                "Events in this service's outbox not yet published to the broker",
+                self.unpublished.clone(),
+            );
         }
     }
 
@@ -154,6 +174,11 @@ impl EventMetrics {
     pub async fn render(&self, own: &Outbox, db: &Db) -> String {
         if let Ok(head) = own.head().await {
             self.outbox.set(head);
+        }
+        if self.relayed.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(n) = own.backlog().await {
+                self.unpublished.set(n);
+            }
         }
         for source in self.sources.get().into_iter().flatten() {
             let label = Source::of(source.source);

@@ -98,6 +98,19 @@ impl Outbox {
         self.read_after(after, limit).await
     }
 
+    /// How many events are not yet published to the broker (the relay's backlog).
+    ///
+    /// # Errors
+    /// When the database is unavailable.
+    pub async fn backlog(&self) -> Result<i64, DbError> {
+        repeatable!(self.db, |conn| sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM outbox WHERE published_at IS NULL"
+        )
+        .fetch_one(&mut *conn)
+        .await)
+        .map_err(|e| DbError::of(&e))
+    }
+
     /// Marks the events `first..=last` published (the relay has the broker's acknowledgement
     /// for each). Ids commit in order, so no unpublished row in that range was missed.
     ///

@@ -117,6 +117,7 @@ pub fn spawn_nats(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     use pms_events::nats::{relay, NatsConsumer};
     let db = app.store.db().clone();
+    app.metrics.watch_relay();
     vec![
         tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
         NatsConsumer {

@@ -62,6 +62,7 @@ pub fn spawn_nats(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     use pms_events::nats::{relay, NatsConsumer};
+    app.metrics.watch_relay();
     vec![
         tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
         NatsConsumer {

@@ -249,3 +249,30 @@ async fn a_replay_through_the_broker_applies_the_events_again_from_an_id() {
     let _ = stop.send(true);
     task.await.expect("consumer");
 }
+
+#[tokio::test]
+async fn the_relays_backlog_is_shown_and_drains() {
+    if skipped() {
+        return;
+    }
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let pair = pair(Backend::Sqlite).await.expect("sqlite");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    let metrics = crate::metrics::EventMetrics::new("producer");
+    produce(&pair.producer, &names(0..3)).await;
+    let before = metrics.render(&outbox, &pair.producer).await;
+    assert!(!before.contains("unpublished"), "no relay, no backlog: {before}");
+    metrics.watch_relay();
+    let text = metrics.render(&outbox, &pair.producer).await;
+    assert!(
+        text.contains("pms_producer_outbox_unpublished_events 3"),
+        "{text}"
+    );
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let text = metrics.render(&outbox, &pair.producer).await;
+    assert!(
+        text.contains("pms_producer_outbox_unpublished_events 0"),
+        "{text}"
+    );
+}
