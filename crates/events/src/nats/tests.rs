@@ -262,7 +262,10 @@ async fn the_relays_backlog_is_shown_and_drains() {
     let metrics = crate::metrics::EventMetrics::new("producer");
     produce(&pair.producer, &names(0..3)).await;
     let before = metrics.render(&outbox, &pair.producer).await;
-    assert!(!before.contains("unpublished"), "no relay, no backlog: {before}");
+    assert!(
+        !before.contains("unpublished"),
+        "no relay, no backlog: {before}"
+    );
     metrics.watch_relay();
     let text = metrics.render(&outbox, &pair.producer).await;
     assert!(
