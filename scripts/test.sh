@@ -38,6 +38,11 @@ done
 (cd tests/browser && npm install --no-package-lock --no-audit --no-fund --silent)
 node tests/browser/check-report.mjs "$suites"/*/report.html
 
+# The front office in Chromium against a real `pms up`: each screen at phone and desktop size,
+# axe-core, keyboard use, the session cookie; screenshots in target/front-office.
+echo "== the front office in Chromium"
+node tests/browser/front-office.mjs target/debug/pms target/front-office
+
 # One closing line for the whole workspace (cargo prints one summary per test binary, the last of
 # which is usually an empty doc-test run).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }

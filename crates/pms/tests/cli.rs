@@ -8,23 +8,11 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{exchange, free_port, wait_for_port};
+
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "port {port} never opened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn sigterm(child: &Child) {
     let status = Command::new("kill")
@@ -33,15 +21,6 @@ fn sigterm(child: &Child) {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-/// One HTTP/1.1 exchange on a fresh connection (the request must say `connection: close`).
-fn exchange(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    std::io::Write::write_all(&mut s, request.as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    resp
 }
 
 /// Logs in through the gateway on `port` and returns the token.
@@ -371,6 +350,8 @@ fn up_runs_gateway_services_and_echo_and_keeps_its_state() {
                 "--parks-listen",
                 "127.0.0.1:0",
                 "--payments-listen",
+                "127.0.0.1:0",
+                "--web-listen",
                 "127.0.0.1:0",
                 "--argon2-m-kib",
                 "64",

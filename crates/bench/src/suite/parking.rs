@@ -313,7 +313,7 @@ fn barriers(
         parks: free_port()?,
         payments: free_port()?,
     };
-    let (users, admin, tls) = (free_port()?, free_port()?, free_port()?);
+    let (users, admin, tls, web) = (free_port()?, free_port()?, free_port()?, free_port()?);
     let listen = |flag: &str, port: u16| [flag.to_owned(), loopback(port).to_string()];
     let mut up = ctx
         .pms("pms up", &["up", "--data-dir"])
@@ -324,6 +324,7 @@ fn barriers(
         .args(listen("--users-listen", users))
         .args(listen("--parks-listen", ports.parks))
         .args(listen("--payments-listen", ports.payments))
+        .args(listen("--web-listen", web))
         .args([
             "--demo-extra-spots".to_owned(),
             extra_spots(job.clients).to_string(),

@@ -49,6 +49,9 @@ pub struct Args {
     /// The payments service's own listener.
     #[arg(long, default_value = "127.0.0.1:8086")]
     payments_listen: SocketAddr,
+    /// The front office's own listener (people use it through the gateway, at `/app/`).
+    #[arg(long, default_value = "127.0.0.1:8096")]
+    web_listen: SocketAddr,
     #[command(flatten)]
     users: ServiceOptions,
     #[command(flatten)]
@@ -105,12 +108,15 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let payments_listener =
             super::service::bind(args.payments_listen, "payments service").await?;
         let payments_addr = payments_listener.local_addr()?;
+        let web_listener = super::service::bind(args.web_listen, "front office").await?;
+        let web_addr = web_listener.local_addr()?;
 
         let upstreams = Upstreams {
             echo: echo_addr,
             users: users_addr,
             parks: parks_addr,
             payments: payments_addr,
+            web: web_addr,
         };
         let toml = gateway_config(&args, &upstreams, &certs, &secret_path);
         let config_path = args.data_dir.join("gateway.toml");
@@ -172,6 +178,16 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             ServeConfig::default(),
             stopped(stop_rx.clone()),
         ));
+        let web = pms_web::App::new(&pms_web::WebConfig {
+            gateway: format!("http://{}", args.listen),
+            secure_cookies: true,
+        });
+        let web_task = tokio::spawn(pms_web::run(
+            web_listener,
+            web,
+            ServeConfig::default(),
+            stopped(stop_rx.clone()),
+        ));
         tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
@@ -189,6 +205,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let _ = users.await;
         let _ = parks_task.await;
         let _ = payments_task.await;
+        let _ = web_task.await;
         for c in consumers {
             let _ = c.await;
         }
@@ -226,6 +243,7 @@ struct Upstreams {
     users: SocketAddr,
     parks: SocketAddr,
     payments: SocketAddr,
+    web: SocketAddr,
 }
 
 /// Reuses a secret kept in the data directory (the JWT secret, the device secret), or writes a
@@ -287,6 +305,10 @@ name = "payments"
 endpoints = ["http://{payments}"]
 
 [[upstreams]]
+name = "web"
+endpoints = ["http://{web}"]
+
+[[upstreams]]
 name = "echo"
 endpoints = ["http://{echo}"]
 
@@ -313,6 +335,7 @@ xml_layout = "ballerina-compat"
         users = up.users,
         parks = up.parks,
         payments = up.payments,
+        web = up.web,
         echo = up.echo,
     )
 }
@@ -346,6 +369,7 @@ fn print_banner(
     let login_body = serde_json::json!({"email": "supervisor@isep.ipp.pt", "password": shown});
     println!(
         "PMS is up.
+  front office http://{listen}/app/  (sign in with a demo account below, or register)
   gateway      http://{listen}  (HTTP/1.1 and h2c)
                https://{tls}  (h2 and HTTP/1.1; CA: {ca})
   admin        http://{admin}/readyz  /metrics

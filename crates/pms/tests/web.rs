@@ -1,0 +1,302 @@
+//! The front office through `pms up`'s gateway, as a browser without scripts uses it: the
+//! session cookie's flags, CSRF refusals, a wrong password, a registration refused beside the
+//! field the API names and then accepted, the account page with the new car, signing out, and
+//! the security headers on every answer.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+
+use common::{exchange, free_port, wait_for_port};
+
+const PMS: &str = env!("CARGO_BIN_EXE_pms");
+
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An answer split into its status, headers (lower-case names) and body.
+struct Page {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Page {
+    fn parse(raw: &str) -> Self {
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        Self {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The session id the answer sets, if it sets one.
+    fn session(&self) -> Option<String> {
+        let cookie = self.header("set-cookie")?;
+        let value = cookie.strip_prefix("pms_session=")?.split(';').next()?;
+        (!value.is_empty()).then(|| value.to_owned())
+    }
+
+    /// The CSRF token of the page's first form.
+    fn csrf(&self) -> String {
+        let at = self.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        self.body[at..at + 64].to_owned()
+    }
+}
+
+fn get(port: u16, path: &str, session: Option<&str>) -> Page {
+    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
+    Page::parse(&exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}connection: close\r\n\r\n"),
+    ))
+}
+
+fn post(port: u16, path: &str, session: Option<&str>, form: &[(&str, &str)]) -> Page {
+    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
+    let body: Vec<String> = form
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    let body = body.join("&");
+    Page::parse(&exchange(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    ))
+}
+
+/// Form encoding of the characters these tests send.
+fn encode(v: &str) -> String {
+    v.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '.' | '_' => c.to_string(),
+            ' ' => "+".into(),
+            c => format!("%{:02X}", c as u32),
+        })
+        .collect()
+}
+
+fn start() -> (tempfile::TempDir, Up, u16) {
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let up = Command::new(PMS)
+        .args(["up", "--data-dir"])
+        .arg(data.path().join("pd"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--tls-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--admin-listen", &format!("127.0.0.1:{}", free_port())])
+        .args([
+            "--users-listen",
+            "127.0.0.1:0",
+            "--parks-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--payments-listen",
+            "127.0.0.1:0",
+            "--web-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--argon2-m-kib", "64", "--argon2-t", "1"])
+        .env("PMS_SEED_PASSWORD", "Chosen#Password1")
+        .env("PMS_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = Up(up);
+    wait_for_port(port);
+    (data, up, port)
+}
+
+#[test]
+fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
+    let (_data, _up, port) = start();
+
+    // The start page sends a newcomer to sign in.
+    let start = get(port, "/app/", None);
+    assert_eq!(start.status, 303);
+    assert_eq!(start.header("location"), Some("/app/signin"));
+
+    // The sign-in page opens a session: an HttpOnly, SameSite=Strict, Secure cookie, and a CSP
+    // that lets no script run.
+    let signin = get(port, "/app/signin", None);
+    assert_eq!(signin.status, 200, "{}", signin.body);
+    let cookie = signin.header("set-cookie").expect("a session cookie");
+    for flag in ["HttpOnly", "SameSite=Strict", "Secure", "Path=/app"] {
+        assert!(cookie.contains(flag), "{flag} in {cookie}");
+    }
+    let csp = signin.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("default-src 'none'") && !csp.contains("script-src"),
+        "{csp}"
+    );
+    assert_eq!(signin.header("x-frame-options"), Some("DENY"));
+    assert!(
+        signin.body.contains("<label for=\"email\">"),
+        "labelled fields"
+    );
+    let anon = signin.session().expect("session id");
+    let csrf = signin.csrf();
+
+    // A form without the session's CSRF token is refused, and nothing happens.
+    let forged = post(
+        port,
+        "/app/signin",
+        Some(&anon),
+        &[
+            ("csrf", "0"),
+            ("email", "supervisor@isep.ipp.pt"),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert!(forged.session().is_none());
+    let cross_site = post(
+        port,
+        "/app/signin",
+        None,
+        &[
+            ("csrf", &csrf),
+            ("email", "supervisor@isep.ipp.pt"),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert_eq!(cross_site.status, 403, "no cookie, no sign-in");
+
+    // A wrong password says so on the form; the e-mail stays typed in.
+    let wrong = post(
+        port,
+        "/app/signin",
+        Some(&anon),
+        &[
+            ("csrf", &csrf),
+            ("email", "supervisor@isep.ipp.pt"),
+            ("password", "Wrong#Password1"),
+        ],
+    );
+    assert_eq!(wrong.status, 401);
+    assert!(
+        wrong.body.contains("wrong e-mail or password"),
+        "{}",
+        wrong.body
+    );
+    assert!(wrong.body.contains("value=\"supervisor@isep.ipp.pt\""));
+
+    // Registering: the API's refusal appears beside the field it names, the password is not
+    // sent back, and user-typed text is escaped.
+    let page = get(port, "/app/register", Some(&anon));
+    let csrf = page.csrf();
+    let mut form = vec![
+        ("csrf", csrf.as_str()),
+        ("firstName", "Ana <b>"),
+        ("lastName", "Lima"),
+        ("email", "ana@example.pt"),
+        ("password", "short"),
+        ("nif", "234567890"),
+        ("licensePlateNumber", "AB-12-CD"),
+        ("vehicleType", "AUTOMOBILE"),
+        ("vehicleEnergySource", "ELECTRIC"),
+    ];
+    let refused = post(port, "/app/register", Some(&anon), &form);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("id=\"password-error\""),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("aria-invalid=\"true\""));
+    assert!(
+        !refused.body.contains("value=\"short\""),
+        "no password echoed"
+    );
+    assert!(refused.body.contains("Ana &#60;b&#62;") || refused.body.contains("Ana &lt;b&gt;"));
+    assert!(!refused.body.contains("Ana <b>"), "escaped");
+    assert!(refused
+        .body
+        .contains("<option value=\"ELECTRIC\" selected>"));
+
+    // Accepted: signed in on a new session (not the anonymous one), and the account shows the car.
+    form[4] = ("password", "Longer#Password1");
+    form[1] = ("firstName", "Ana");
+    let created = post(port, "/app/register", Some(&anon), &form);
+    assert_eq!(created.status, 303, "{}", created.body);
+    assert_eq!(created.header("location"), Some("/app/account"));
+    let session = created.session().expect("a signed-in session");
+    assert_ne!(session, anon, "a new session id after signing in");
+    assert_eq!(
+        get(port, "/app/account", Some(&anon)).status,
+        303,
+        "the old id is dead"
+    );
+    let account = get(port, "/app/account", Some(&session));
+    assert_eq!(account.status, 200, "{}", account.body);
+    assert!(account.body.contains("<dd>Ana</dd>") && account.body.contains("<dd>CUSTOMER</dd>"));
+    assert!(account.body.contains("AB-12-CD"), "{}", account.body);
+    assert!(account.body.contains("<strong id=\"coins\">0</strong>"));
+    assert_eq!(account.header("cache-control"), Some("no-store"));
+
+    // Signing out needs the session's token too, then ends the session.
+    let csrf = account.csrf();
+    assert_eq!(
+        post(port, "/app/signout", Some(&session), &[("csrf", "x")]).status,
+        403
+    );
+    let out = post(port, "/app/signout", Some(&session), &[("csrf", &csrf)]);
+    assert_eq!(out.status, 303);
+    assert!(out
+        .header("set-cookie")
+        .is_some_and(|c| c.contains("Max-Age=0")));
+    assert_eq!(get(port, "/app/account", Some(&session)).status, 303);
+
+    // And in again with the password chosen at registration.
+    let signin = get(port, "/app/signin", None);
+    let again = post(
+        port,
+        "/app/signin",
+        signin.session().as_deref(),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", "ana@example.pt"),
+            ("password", "Longer#Password1"),
+        ],
+    );
+    assert_eq!(again.status, 303, "{}", again.body);
+    let account = get(port, "/app/account", again.session().as_deref());
+    assert!(account.body.contains("AB-12-CD"));
+
+    // The stylesheet is embedded in the binary.
+    let css = get(port, "/app/assets/style.css", None);
+    assert_eq!(css.status, 200);
+    assert!(css
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/css")));
+    assert_eq!(get(port, "/app/assets/missing.js", None).status, 404);
+}

@@ -1,0 +1,171 @@
+//! The front office's one way into the system: JSON requests to the gateway, as any client
+//! makes them, with the signed-in user's bearer token. No service is called directly.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use serde_json::Value;
+
+/// Longest wait for the gateway's answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a call got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The request could not be built (a path or token that does not fit HTTP).
+    #[error("building the request: {0}")]
+    Request(String),
+    /// No answer: connection refused, reset, or the timeout.
+    #[error("the gateway did not answer: {0}")]
+    Unreachable(String),
+}
+
+/// An answer: its status and JSON body (`Null` when it had none or it was not JSON).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Status.
+    pub status: StatusCode,
+    /// Body.
+    pub body: Value,
+}
+
+impl Reply {
+    /// The API's error message (`{"error":{"message"}}`), or the status when it has none.
+    pub fn message(&self) -> String {
+        self.body["error"]["message"].as_str().map_or_else(
+            || format!("the system answered {}", self.status),
+            str::to_owned,
+        )
+    }
+
+    /// The field the API's error names, if any.
+    pub fn field(&self) -> Option<&str> {
+        self.body["error"]["field"].as_str()
+    }
+}
+
+/// A client of one gateway.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Gateway {
+    /// A client of the gateway at `base` (`http://127.0.0.1:8080`).
+    pub fn new(base: &str) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            client: Client::builder(hyper_util::rt::TokioExecutor::new()).build_http(),
+        }
+    }
+
+    /// `method path` with `body` as JSON (none for `Null`) and `token` as the bearer.
+    ///
+    /// # Errors
+    /// [`GatewayError`] when there is no answer at all; any HTTP answer is a [`Reply`].
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: &Value,
+    ) -> Result<Reply, GatewayError> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(t) = token {
+            req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let payload = if body.is_null() {
+            Bytes::new()
+        } else {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+            Bytes::from(body.to_string())
+        };
+        let req = req
+            .body(Full::new(payload))
+            .map_err(|e| GatewayError::Request(e.to_string()))?;
+        let answer = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| GatewayError::Unreachable(e.to_string()))?;
+            let status = resp.status();
+            let bytes = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| GatewayError::Unreachable(e.to_string()))?
+                .to_bytes();
+            Ok(Reply {
+                status,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            })
+        };
+        tokio::time::timeout(TIMEOUT, answer)
+            .await
+            .map_err(|_| GatewayError::Unreachable(format!("no answer within {TIMEOUT:?}")))?
+    }
+}
+
+/// The subject and role in a token's claims. The front office got the token from the gateway
+/// itself a moment ago, so it reads them without verifying the signature: the services verify
+/// every use of it.
+pub fn claims(token: &str) -> Option<(i64, String)> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    let sub = match &v["sub"] {
+        Value::String(s) => s.parse().ok()?,
+        Value::Number(n) => n.as_i64()?,
+        _ => return None,
+    };
+    Some((sub, v["role"].as_str()?.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_are_read_from_the_tokens_payload() {
+        use base64::Engine as _;
+        let enc =
+            |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let token = format!(
+            "{}.{}.sig",
+            enc(&serde_json::json!({"alg": "HS256"})),
+            enc(&serde_json::json!({"sub": "12", "role": "CUSTOMER", "exp": 1}))
+        );
+        assert_eq!(claims(&token), Some((12, "CUSTOMER".into())));
+        assert_eq!(claims("not-a-token"), None);
+        assert_eq!(claims("a.e30.c"), None, "no subject");
+    }
+
+    #[test]
+    fn errors_read_as_the_api_says_them() {
+        let r = Reply {
+            status: StatusCode::CONFLICT,
+            body: serde_json::json!({"error": {"code": "already_registered", "message": "e-mail taken", "field": "email"}}),
+        };
+        assert_eq!(
+            (r.message(), r.field()),
+            ("e-mail taken".into(), Some("email"))
+        );
+        let bare = Reply {
+            status: StatusCode::BAD_GATEWAY,
+            body: Value::Null,
+        };
+        assert!(bare.message().contains("502"));
+    }
+}

@@ -1,0 +1,161 @@
+//! The PMS front office: server-rendered pages under `/app/` that people sign in to, embedded in
+//! the `pms` binary (templates compiled in by askama, the stylesheet by rust-embed). It talks to
+//! the services only through the gateway, like any client ([`gateway`]), keeps each browser's
+//! bearer token on the server side of an `HttpOnly` session cookie ([`session`]), checks a CSRF
+//! token on every form, and sends a strict Content-Security-Policy with every answer (no
+//! script runs, nothing is loaded from elsewhere). [`pages`] holds the screens.
+
+pub mod gateway;
+pub mod pages;
+pub mod session;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper_util::service::TowerToHyperService;
+use pms_net::serve::{Drain, NoObserver, ServeConfig};
+use tokio::net::TcpListener;
+
+use crate::gateway::Gateway;
+use crate::session::Sessions;
+
+/// The policy every answer carries: only this site's stylesheet, forms posting to this site,
+/// no scripts, no frames.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Largest form accepted.
+const MAX_FORM: usize = 16 * 1024;
+
+/// What the front office needs.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// The gateway it calls (`http://127.0.0.1:8080`).
+    pub gateway: String,
+    /// Mark the session cookie `Secure` (browsers still send it to `http://localhost` and
+    /// `http://127.0.0.1`, which they treat as secure contexts).
+    pub secure_cookies: bool,
+}
+
+/// The front office's shared state. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct App(Arc<Inner>);
+
+/// What [`App`] holds.
+#[derive(Debug)]
+pub struct Inner {
+    /// Live sessions.
+    pub sessions: Sessions,
+    /// The gateway client.
+    pub gateway: Gateway,
+    /// Whether cookies are `Secure`.
+    pub secure_cookies: bool,
+}
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl App {
+    /// The front office for `config`. Call it inside a Tokio runtime.
+    pub fn new(config: &WebConfig) -> Self {
+        Self(Arc::new(Inner {
+            sessions: Sessions::default(),
+            gateway: Gateway::new(&config.gateway),
+            secure_cookies: config.secure_cookies,
+        }))
+    }
+}
+
+/// The embedded static files.
+#[derive(rust_embed::Embed)]
+#[folder = "assets/"]
+struct Assets;
+
+async fn asset(Path(name): Path<String>) -> Response {
+    let Some(file) = Assets::get(&name) else {
+        return (StatusCode::NOT_FOUND, "no such file").into_response();
+    };
+    let kind = if name.ends_with(".css") {
+        "text/css; charset=utf-8"
+    } else {
+        "application/octet-stream"
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        file.data.into_owned(),
+    )
+        .into_response()
+}
+
+/// Adds the security headers to every answer; pages are never cached (they hold a CSRF token).
+async fn secure_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+/// The route table.
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/app", get(pages::start))
+        .route("/app/", get(pages::start))
+        .route("/app/signin", get(pages::signin_form).post(pages::signin))
+        .route(
+            "/app/register",
+            get(pages::register_page).post(pages::register),
+        )
+        .route("/app/signout", post(pages::signout))
+        .route("/app/account", get(pages::account))
+        .route("/app/assets/{name}", get(asset))
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })
+        .layer(DefaultBodyLimit::max(MAX_FORM))
+        .layer(axum::middleware::from_fn(secure_headers))
+        .with_state(app)
+}
+
+/// Serves the front office on `listener` until `shutdown`, then drains.
+pub async fn run(
+    listener: TcpListener,
+    app: App,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Drain {
+    let service = TowerToHyperService::new(router(app));
+    pms_net::serve::serve(
+        listener,
+        config,
+        move |_| service.clone(),
+        Arc::new(NoObserver),
+        shutdown,
+    )
+    .await
+}

@@ -1,0 +1,186 @@
+// The front office in a real Chromium against a real `pms up` on a throwaway data directory:
+// sign-in and registration pages, a demo customer signing in and seeing their car and wallet,
+// signing out; at a phone's size (390×844) and a desktop's (1280×800). Every page must load
+// nothing from elsewhere, log no console error (a CSP violation is one), pass axe-core with no
+// serious or critical violation, and be usable with the keyboard alone. Screenshots of each
+// screen at both sizes go to the artefacts directory.
+//
+//   node tests/browser/front-office.mjs PMS_BINARY ARTEFACT_DIR
+
+import { chromium } from "playwright-core";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const axeSource = require.resolve("axe-core/axe.min.js");
+
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const [pmsArg, artefactsArg] = process.argv.slice(2);
+if (!pmsArg || !artefactsArg) {
+  console.error("usage: node front-office.mjs PMS_BINARY ARTEFACT_DIR");
+  process.exit(64);
+}
+if (!existsSync(executablePath)) {
+  console.error(`front-office: no Chromium at ${executablePath} (Debian: apt-get install chromium; or set CHROMIUM)`);
+  process.exit(2);
+}
+const pms = resolve(pmsArg);
+const artefacts = resolve(artefactsArg);
+mkdirSync(artefacts, { recursive: true });
+
+const PASSWORD = "Browser#Check2026";
+const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } };
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+}
+
+async function waitFor(url, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      const r = await fetch(url, { redirect: "manual" });
+      if (r.status < 500) return;
+    } catch {}
+    if (Date.now() > deadline) throw new Error(`${url} never answered`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const data = mkdtempSync(join(tmpdir(), "pms-front-"));
+const ports = {};
+for (const k of ["listen", "tls", "admin"]) ports[k] = await freePort();
+const up = spawn(
+  pms,
+  [
+    "up", "--data-dir", join(data, "pd"),
+    "--listen", `127.0.0.1:${ports.listen}`,
+    "--tls-listen", `127.0.0.1:${ports.tls}`,
+    "--admin-listen", `127.0.0.1:${ports.admin}`,
+    "--users-listen", "127.0.0.1:0", "--parks-listen", "127.0.0.1:0",
+    "--payments-listen", "127.0.0.1:0", "--web-listen", "127.0.0.1:0",
+    "--argon2-m-kib", "64", "--argon2-t", "1",
+  ],
+  { env: { ...process.env, PMS_SEED_PASSWORD: PASSWORD, PMS_LOG: "warn" }, stdio: "ignore" },
+);
+const base = `http://127.0.0.1:${ports.listen}`;
+
+const problems = [];
+let browser;
+try {
+  await waitFor(`${base}/app/signin`, 30000);
+  browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-gpu"] });
+  for (const [size, viewport] of Object.entries(SIZES)) {
+    await journey(size, viewport);
+  }
+} catch (e) {
+  problems.push(`${e.stack ?? e}`);
+} finally {
+  if (browser) await browser.close();
+  up.kill("SIGTERM");
+  rmSync(data, { recursive: true, force: true });
+}
+if (problems.length > 0) {
+  console.error("FAIL front office");
+  for (const p of problems) console.error(`  - ${p}`);
+  process.exit(1);
+}
+console.log(`front office: every check passed; screenshots in ${artefacts}`);
+
+async function journey(size, viewport) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  const say = (p) => problems.push(`${size}: ${p}`);
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    // A form answered with its refusal's status (401, 400) is logged as a failed load of the
+    // page itself: that is the page working, not an error in it.
+    const own = m.location().url === page.url() && /^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text());
+    if (!own) say(`console error on ${page.url()}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => say(`script error: ${e.message}`));
+  await page.route("**/*", (route) => {
+    const url = route.request().url();
+    if (url.startsWith(base)) return route.continue();
+    say(`fetched ${url}: pages must load nothing from elsewhere`);
+    return route.abort();
+  });
+
+  // Sign-in page: labelled fields, reachable with the keyboard.
+  await page.goto(`${base}/app/`);
+  if (!page.url().endsWith("/app/signin")) say(`the start page went to ${page.url()}`);
+  await check(page, size, "signin");
+  await page.keyboard.press("Tab"); // the brand link
+  await page.keyboard.press("Tab");
+  const focused = await page.evaluate(() => document.activeElement?.id);
+  if (focused !== "email") say(`the second Tab reached ${focused}, not the e-mail field`);
+
+  // A wrong password is said on the form.
+  await page.getByLabel("E-mail").fill("leoKim@isep.ipp.pt");
+  await page.getByLabel("Password").fill("Wrong#Password1");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  const error = await page.getByRole("alert").textContent();
+  if (!/wrong e-mail or password/.test(error ?? "")) say(`wrong-password message: ${error}`);
+
+  // The registration page, with its hints.
+  await page.getByRole("link", { name: "Create an account" }).click();
+  await check(page, size, "register");
+
+  // A demo customer signs in with the keyboard and sees their car and wallet.
+  await page.goto(`${base}/app/signin`);
+  await page.getByLabel("E-mail").fill("leoKim@isep.ipp.pt");
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByLabel("Password").press("Enter");
+  await page.waitForURL(`${base}/app/account`);
+  await check(page, size, "account");
+  const text = await page.locator("main").textContent();
+  if (!text.includes("55-ND-41")) say("the account page does not list the customer's car");
+  if (!(await page.locator("#coins").isVisible())) say("no wallet on the account page");
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === "pms_session");
+  if (!session || !session.httpOnly || session.sameSite !== "Strict") {
+    say(`session cookie ${JSON.stringify(session)}: must be HttpOnly and SameSite=Strict`);
+  }
+  if (await page.evaluate(() => document.cookie.includes("pms_session"))) {
+    say("the session cookie is readable from the page");
+  }
+
+  // Signing out ends the session.
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForURL(`${base}/app/signin`);
+  await page.goto(`${base}/app/account`);
+  if (!page.url().endsWith("/app/signin")) say("the account page is still open after signing out");
+  await context.close();
+}
+
+// axe-core on the page (injected past the page's CSP in a separate context), and a screenshot.
+async function check(page, size, name) {
+  const html = await page.content();
+  const ctx = await browser.newContext({ bypassCSP: true, viewport: page.viewportSize() });
+  const probe = await ctx.newPage();
+  await probe.route("**/*", (route) =>
+    route.request().url().startsWith(base) ? route.continue() : route.abort(),
+  );
+  await probe.goto(page.url());
+  await probe.setContent(html, { waitUntil: "load" });
+  await probe.addScriptTag({ path: axeSource });
+  const result = await probe.evaluate(async () => await window.axe.run(document));
+  for (const v of result.violations) {
+    if (v.impact === "serious" || v.impact === "critical") {
+      problems.push(`${size} ${name}: axe ${v.impact} ${v.id}: ${v.help} (${v.nodes.length} element(s))`);
+    }
+  }
+  await ctx.close();
+  await page.screenshot({ path: join(artefacts, `${name}-${size}.png`), fullPage: true });
+}
