@@ -1,6 +1,6 @@
 // The front office in a real Chromium against a real `pms up` on a throwaway data directory:
-// sign-in and registration pages, a demo customer signing in and seeing their car and wallet,
-// signing out; at a phone's size (390×844) and a desktop's (1280×800). Every page must load
+// sign-in and registration pages, a demo customer signing in and seeing their car, wallet and
+// forms, their visits page, signing out; at a phone's size (390×844) and a desktop's (1280×800). Every page must load
 // nothing from elsewhere, log no console error (a CSP violation is one), pass axe-core with no
 // serious or critical violation, and be usable with the keyboard alone. Screenshots of each
 // screen at both sizes go to the artefacts directory.
@@ -155,6 +155,11 @@ async function journey(size, viewport) {
   if (await page.evaluate(() => document.cookie.includes("pms_session"))) {
     say("the session cookie is readable from the page");
   }
+
+  // The visits and invoices page (empty for this customer: the layout and its accessibility).
+  await page.getByRole("link", { name: "My visits and invoices" }).click();
+  await page.waitForURL(`${base}/app/visits`);
+  await check(page, size, "visits");
 
   // Signing out ends the session.
   await page.getByRole("button", { name: "Sign out" }).click();

@@ -103,6 +103,58 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
+/// Signs `email` in with the seed password; returns the session id.
+fn sign_in(port: u16, email: &str) -> String {
+    let signin = get(port, "/app/signin", None);
+    let r = post(
+        port,
+        "/app/signin",
+        signin.session().as_deref(),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", email),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    r.session().expect("signed in")
+}
+
+/// A demo car through park 1's barrier `barrier` with the data directory's device keys.
+fn barrier(
+    data: &std::path::Path,
+    barrier: &str,
+    direction: &str,
+    plate: &str,
+    at: &str,
+) -> String {
+    let mut child = Command::new(PMS)
+        .args(["device", "barrier", "--data-dir"])
+        .arg(data.join("pd"))
+        .args([
+            "--park",
+            "1",
+            "--barrier",
+            barrier,
+            "--direction",
+            direction,
+            "--at",
+            at,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        format!("{plate}\n").as_bytes(),
+    )
+    .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn start() -> (tempfile::TempDir, Up, u16) {
     let data = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -299,4 +351,154 @@ fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
         .header("content-type")
         .is_some_and(|t| t.starts_with("text/css")));
     assert_eq!(get(port, "/app/assets/missing.js", None).status, 404);
+}
+
+#[test]
+fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice() {
+    let (data, _up, port) = start();
+    // Rui has the three vehicles an account may have: no form to add a fourth.
+    let rui = sign_in(port, "ruiSoares@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&rui));
+    assert_eq!(account.status, 200, "{}", account.body);
+    assert!(
+        account.body.contains("28-XQ-51"),
+        "the demo car: {}",
+        account.body
+    );
+    assert!(account.body.contains("Three vehicles is the most"));
+    assert!(!account.body.contains("action=\"/app/vehicles\""));
+
+    let session = sign_in(port, "leoKim@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&session));
+    assert!(account.body.contains("55-ND-41"), "{}", account.body);
+    let csrf = account.csrf();
+
+    // A bad plate is refused beside the vehicle form; nothing is added.
+    let refused = post(
+        port,
+        "/app/vehicles",
+        Some(&session),
+        &[
+            ("csrf", &csrf),
+            ("licensePlateNumber", "12345"),
+            ("vehicleType", "AUTOMOBILE"),
+            ("vehicleEnergySource", "FUEL"),
+        ],
+    );
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("id=\"plate-error\""),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("value=\"12345\""),
+        "the typed plate stays"
+    );
+    // Without the CSRF token, nothing either.
+    let forged = post(
+        port,
+        "/app/vehicles",
+        Some(&session),
+        &[
+            ("licensePlateNumber", "77-AB-77"),
+            ("vehicleType", "AUTOMOBILE"),
+            ("vehicleEnergySource", "FUEL"),
+        ],
+    );
+    assert_eq!(forged.status, 403);
+    // A good one is added, and the page says so after the redirect.
+    let added = post(
+        port,
+        "/app/vehicles",
+        Some(&session),
+        &[
+            ("csrf", &csrf),
+            ("licensePlateNumber", "77-ab-77"),
+            ("vehicleType", "MOTORCYCLE"),
+            ("vehicleEnergySource", "ELECTRIC"),
+        ],
+    );
+    assert_eq!(added.status, 303, "{}", added.body);
+    assert_eq!(added.header("location"), Some("/app/account?done=vehicle"));
+    let account = get(port, "/app/account?done=vehicle", Some(&session));
+    assert!(account.body.contains("Vehicle added."));
+    assert!(
+        account.body.contains("77-AB-77") && account.body.contains("MOTORCYCLE"),
+        "{}",
+        account.body
+    );
+    assert!(!account.body.contains("100-AB-77"));
+    assert!(
+        !account.body.contains("Three vehicles is the most"),
+        "two of three"
+    );
+
+    // The payment method and the coin flag, saved and shown.
+    let saved = post(
+        port,
+        "/app/payment-method",
+        Some(&session),
+        &[("csrf", &csrf), ("paymentMethod", "PAYPAL")],
+    );
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let flagged = post(
+        port,
+        "/app/coins",
+        Some(&session),
+        &[("csrf", &csrf), ("parkyFlag", "on")],
+    );
+    assert_eq!(flagged.status, 303, "{}", flagged.body);
+    let account = get(port, "/app/account", Some(&session));
+    assert!(
+        account.body.contains("<option value=\"PAYPAL\" selected>"),
+        "{}",
+        account.body
+    );
+    assert!(
+        account.body.contains("id=\"parkyFlag\" checked"),
+        "{}",
+        account.body
+    );
+    let unflagged = post(port, "/app/coins", Some(&session), &[("csrf", &csrf)]);
+    assert_eq!(unflagged.status, 303);
+    assert!(!get(port, "/app/account", Some(&session))
+        .body
+        .contains("id=\"parkyFlag\" checked"));
+
+    // A visit through the device endpoints: the visits page shows it with its price, and the
+    // invoice.
+    let session = rui;
+    let empty = get(port, "/app/visits", Some(&session));
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert!(empty.body.contains("No visit yet.") && empty.body.contains("No invoice yet."));
+    assert!(barrier(
+        data.path(),
+        "1",
+        "entrance",
+        "28-XQ-51",
+        "2024-07-01T08:30:00Z"
+    )
+    .contains("\"success\":true"));
+    assert!(
+        barrier(data.path(), "2", "exit", "28-XQ-51", "2024-07-01T09:30:00Z")
+            .contains("Your total will be 0.6")
+    );
+    let visits = get(port, "/app/visits", Some(&session));
+    assert!(
+        visits.body.contains("2024-07-01 08:30 UTC") && visits.body.contains("1 h 00 min"),
+        "{}",
+        visits.body
+    );
+    assert!(visits.body.contains("0.6 €"), "the price: {}", visits.body);
+    assert!(
+        visits.body.contains("ISSUED"),
+        "the invoice: {}",
+        visits.body
+    );
+
+    // Someone else's pages are not reachable: a manager sees who they are, no customer forms.
+    let manager = sign_in(port, "customermanager@isep.ipp.pt");
+    let page = get(port, "/app/account", Some(&manager));
+    assert!(page.body.contains("CUSTOMER_MANAGER") && !page.body.contains("/app/vehicles"));
 }

@@ -127,13 +127,23 @@ pub fn router(app: App) -> Router {
     Router::new()
         .route("/app", get(pages::start))
         .route("/app/", get(pages::start))
-        .route("/app/signin", get(pages::signin_form).post(pages::signin))
+        .route(
+            "/app/signin",
+            get(pages::auth::signin_form).post(pages::auth::signin),
+        )
         .route(
             "/app/register",
-            get(pages::register_page).post(pages::register),
+            get(pages::auth::register_page).post(pages::auth::register),
         )
-        .route("/app/signout", post(pages::signout))
-        .route("/app/account", get(pages::account))
+        .route("/app/signout", post(pages::auth::signout))
+        .route("/app/account", get(pages::customer::account))
+        .route("/app/vehicles", post(pages::customer::add_vehicle))
+        .route(
+            "/app/payment-method",
+            post(pages::customer::set_payment_method),
+        )
+        .route("/app/coins", post(pages::customer::set_coin_flag))
+        .route("/app/visits", get(pages::customer::visits))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })

@@ -313,18 +313,19 @@ fn barriers(
         parks: free_port()?,
         payments: free_port()?,
     };
-    let (users, admin, tls, web) = (free_port()?, free_port()?, free_port()?, free_port()?);
     let listen = |flag: &str, port: u16| [flag.to_owned(), loopback(port).to_string()];
     let mut up = ctx
         .pms("pms up", &["up", "--data-dir"])
         .args([data.display().to_string()])
         .args(listen("--listen", ports.gateway))
-        .args(listen("--tls-listen", tls))
-        .args(listen("--admin-listen", admin))
-        .args(listen("--users-listen", users))
         .args(listen("--parks-listen", ports.parks))
         .args(listen("--payments-listen", ports.payments))
-        .args(listen("--web-listen", web))
+        // What the load does not reach directly takes any free port (fewer ports picked ahead
+        // of time, fewer races with other programs for them).
+        .args(listen("--tls-listen", 0))
+        .args(listen("--admin-listen", 0))
+        .args(listen("--users-listen", 0))
+        .args(listen("--web-listen", 0))
         .args([
             "--demo-extra-spots".to_owned(),
             extra_spots(job.clients).to_string(),
@@ -336,11 +337,13 @@ fn barriers(
     record.commands.push(up.shell_line());
     let mut proc = up.start(&dir.join("up.log"))?;
     let started = (|| {
-        for port in [admin, users, ports.parks, ports.payments] {
+        // pms up migrates and seeds users before the gateway listens.
+        for port in [ports.parks, ports.payments] {
             let ready = Ready::url(&format!("http://127.0.0.1:{port}/readyz"))
                 .map_err(SuiteError::Failed)?;
             proc.wait_ready(&ready, READY_TIMEOUT)?;
         }
+        proc.wait_ready(&Ready::Port(loopback(ports.gateway)), READY_TIMEOUT)?;
         let keys = barriers::keys(&ctx.opts.pms, &data, job.clients)?;
         record.commands.push(format!(
             "{} device key barrier ID --data-dir {}  # for each barrier in use",

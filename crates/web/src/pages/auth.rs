@@ -1,41 +1,21 @@
-//! The pages: sign in, register, sign out and the account page. Each handler reads the
-//! session, checks the CSRF token of every form, calls the gateway with the user's token and
-//! renders a template; an answer the system refuses is shown where it belongs (beside the
-//! field the API names), and a system that does not answer gets a page that says so.
+//! Signing in and out, and registering: the users service's login and `createUser` through the
+//! gateway. A successful sign-in replaces the session (new id, new CSRF token).
 
 use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Form;
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use serde_json::{json, Value};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use serde_json::json;
 
+use super::{
+    field, forged, page, problem, redirect, redirect_with_cookie, session_of, unreachable, Chrome,
+};
 use crate::gateway::{claims, Reply};
 use crate::session::{self, Session, User};
 use crate::App;
-
-/// What every page's frame shows.
-#[derive(Debug, Clone)]
-pub struct Chrome {
-    /// The page's heading and title.
-    pub title: String,
-    /// The signed-in user's name (the sign-out button shows with it).
-    pub user_name: Option<String>,
-    /// The session's CSRF token, for the page's forms.
-    pub csrf: String,
-}
-
-impl Chrome {
-    fn of(title: &str, s: &Session) -> Self {
-        Self {
-            title: title.into(),
-            user_name: s.user.as_ref().map(|u| u.name.clone()),
-            csrf: s.csrf.clone(),
-        }
-    }
-}
 
 #[derive(Template)]
 #[template(path = "signin.html")]
@@ -78,131 +58,6 @@ struct Register {
     general_error: Option<String>,
 }
 
-/// A vehicle as the account page lists it.
-#[derive(Debug, Clone)]
-struct Vehicle {
-    plate: String,
-    kind: String,
-    energy: String,
-}
-
-#[derive(Template)]
-#[template(path = "account.html")]
-struct Account {
-    chrome: Chrome,
-    name: String,
-    role: String,
-    id: i64,
-    customer: bool,
-    vehicles: Vec<Vehicle>,
-    coins: Option<i64>,
-    problem: Option<String>,
-}
-
-#[derive(Template)]
-#[template(path = "problem.html")]
-struct Problem {
-    chrome: Chrome,
-    message: String,
-}
-
-/// The request's session, or a new anonymous one (then `fresh` is true and the cookie must be
-/// set).
-fn session_of(app: &App, headers: &HeaderMap) -> (Session, bool) {
-    match session::from_cookies(headers).and_then(|id| app.sessions.get(&id)) {
-        Some(s) => (s, false),
-        None => (app.sessions.create(), true),
-    }
-}
-
-/// A rendered page with `status`, setting the session cookie when `cookie` says so.
-fn page(
-    app: &App,
-    status: StatusCode,
-    html: Result<String, askama::Error>,
-    cookie: Option<&str>,
-) -> Response {
-    let mut resp = match html {
-        Ok(body) => (
-            status,
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            body,
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "rendering a page");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the page could not be rendered",
-            )
-                .into_response()
-        }
-    };
-    if let Some(id) = cookie {
-        resp.headers_mut().insert(
-            header::SET_COOKIE,
-            session::set_cookie(id, app.secure_cookies),
-        );
-    }
-    resp
-}
-
-fn redirect(to: &'static str) -> Response {
-    (
-        StatusCode::SEE_OTHER,
-        [(header::LOCATION, HeaderValue::from_static(to))],
-    )
-        .into_response()
-}
-
-fn redirect_with_cookie(to: &'static str, cookie: HeaderValue) -> Response {
-    let mut r = redirect(to);
-    r.headers_mut().insert(header::SET_COOKIE, cookie);
-    r
-}
-
-/// A page saying what went wrong, with `status`.
-fn problem(app: &App, s: &Session, status: StatusCode, message: String) -> Response {
-    let html = Problem {
-        chrome: Chrome::of("Something went wrong", s),
-        message,
-    }
-    .render();
-    page(app, status, html, None)
-}
-
-/// A form post whose CSRF token is missing or wrong: refused, nothing done.
-fn forged(app: &App, s: &Session) -> Response {
-    problem(
-        app,
-        s,
-        StatusCode::FORBIDDEN,
-        "This form has expired or did not come from this site. Go back, reload the page and try again.".into(),
-    )
-}
-
-fn unreachable(app: &App, s: &Session, e: &crate::gateway::GatewayError) -> Response {
-    tracing::warn!(error = %e, "the gateway did not answer");
-    problem(
-        app,
-        s,
-        StatusCode::BAD_GATEWAY,
-        "PMS is not answering right now. Please try again in a moment.".into(),
-    )
-}
-
-/// `GET /app/`: the account page when signed in, else the sign-in page.
-pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
-    let signed_in = session::from_cookies(&headers)
-        .and_then(|id| app.sessions.get(&id))
-        .is_some_and(|s| s.user.is_some());
-    redirect(if signed_in {
-        "/app/account"
-    } else {
-        "/app/signin"
-    })
-}
-
 /// `GET /app/signin`.
 pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Response {
     let (s, fresh) = session_of(&app, &headers);
@@ -217,10 +72,6 @@ pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Response
     }
     .render();
     page(&app, StatusCode::OK, html, fresh.then_some(s.id.as_str()))
-}
-
-fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
-    form.get(name).map_or("", String::as_str)
 }
 
 /// `POST /app/signin`.
@@ -456,75 +307,4 @@ pub async fn register(
         // Created, but not signed in (the login failed): the sign-in page says what to do.
         _ => redirect("/app/signin"),
     }
-}
-
-/// `GET /app/account`.
-pub async fn account(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, _) = session_of(&app, &headers);
-    let Some(user) = s.user.clone() else {
-        return redirect("/app/signin");
-    };
-    let customer = user.role == "CUSTOMER";
-    let mut problem_text = None;
-    let (mut vehicles, mut coins) = (Vec::new(), None);
-    if customer {
-        let token = Some(user.token.as_str());
-        let (vehicles_path, wallet_path) = (
-            format!("/users/vehicles/{}", user.id),
-            format!("/users/parkies/{}", user.id),
-        );
-        let (v, c) = tokio::join!(
-            app.gateway
-                .call(Method::GET, &vehicles_path, token, &Value::Null),
-            app.gateway
-                .call(Method::GET, &wallet_path, token, &Value::Null),
-        );
-        let expired = [&v, &c]
-            .into_iter()
-            .flatten()
-            .any(|r| r.status == StatusCode::UNAUTHORIZED);
-        if expired {
-            // The token expired: sign in again.
-            app.sessions.remove(&s.id);
-            return redirect_with_cookie("/app/signin", session::clear_cookie(app.secure_cookies));
-        }
-        match v {
-            Ok(r) if r.status == StatusCode::OK => {
-                vehicles = r
-                    .body
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|v| Vehicle {
-                        plate: v["licensePlateNumber"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                        kind: v["vehicleType"].as_str().unwrap_or_default().to_owned(),
-                        energy: v["vehicleEnergySource"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                    })
-                    .collect();
-            }
-            Ok(r) => problem_text = Some(r.message()),
-            Err(e) => problem_text = Some(e.to_string()),
-        }
-        if let Ok(r) = c {
-            coins = r.body["parkies"].as_i64();
-        }
-    }
-    let html = Account {
-        chrome: Chrome::of("Your account", &s),
-        name: user.name.clone(),
-        role: user.role.clone(),
-        id: user.id,
-        customer,
-        vehicles,
-        coins,
-        problem: problem_text,
-    }
-    .render();
-    page(&app, StatusCode::OK, html, None)
 }

@@ -1,0 +1,398 @@
+//! A person's own account. Everyone sees who they are; a customer also manages their vehicles
+//! (add one, at most three), their payment method, their PARKY wallet and the "pay my next
+//! visit with coins" flag, and reads their visits and invoices. Every change is a form posted
+//! here (CSRF-checked), sent to the gateway with the customer's token, then a redirect back
+//! (so a reload never posts twice); a refusal is shown beside the form it concerns.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use axum::Form;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::{call_as, checked, field, page, redirect, signed_in_user, when, Chrome};
+use crate::gateway::Reply;
+use crate::session::{Session, User};
+use crate::App;
+
+/// Most vehicles a customer may have (the users service's rule).
+const MAX_VEHICLES: usize = 3;
+
+/// A vehicle as the account page lists it.
+#[derive(Debug, Clone)]
+struct Vehicle {
+    plate: String,
+    kind: String,
+    energy: String,
+}
+
+/// What a customer's part of the account page shows.
+#[derive(Debug, Clone, Default)]
+struct CustomerView {
+    vehicles: Vec<Vehicle>,
+    coins: Option<i64>,
+    coin_flag: Option<bool>,
+    payment_method: Option<String>,
+}
+
+/// A refusal to show beside one of the page's forms.
+#[derive(Debug, Clone, Default)]
+struct Refusals {
+    vehicle: Option<String>,
+    payment: Option<String>,
+    coins: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "account.html")]
+struct Account {
+    chrome: Chrome,
+    user: User,
+    customer: Option<CustomerView>,
+    refusals: Refusals,
+    /// The form values of a refused vehicle, shown again.
+    plate: String,
+    notice: Option<&'static str>,
+    problem: Option<String>,
+}
+
+impl Account {
+    fn can_add_vehicle(&self) -> bool {
+        self.customer
+            .as_ref()
+            .is_some_and(|c| c.vehicles.len() < MAX_VEHICLES)
+    }
+}
+
+/// A visit as the visits page lists it.
+#[derive(Debug, Clone)]
+struct VisitRow {
+    start: String,
+    end: String,
+    duration: String,
+    park: String,
+    plate: String,
+    price: String,
+}
+
+/// An invoice as the visits page lists it.
+#[derive(Debug, Clone)]
+struct InvoiceRow {
+    id: String,
+    park: String,
+    plate: String,
+    left: String,
+    total: String,
+    discount: String,
+    paid: String,
+    status: String,
+}
+
+#[derive(Template)]
+#[template(path = "visits.html")]
+struct Visits {
+    chrome: Chrome,
+    visits: Vec<VisitRow>,
+    invoices: Vec<InvoiceRow>,
+    problem: Option<String>,
+}
+
+/// Which change just succeeded (`?done=…` after the redirect).
+#[derive(Debug, serde::Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+fn notice(done: Option<&str>) -> Option<&'static str> {
+    match done? {
+        "vehicle" => Some("Vehicle added."),
+        "payment" => Some("Payment method saved."),
+        "coins" => Some("Saved: your next visit's coin choice."),
+        _ => None,
+    }
+}
+
+/// JSON money (`1.2`, `"1.20"`) as text, `—` when absent.
+fn money(v: &Value) -> String {
+    match v {
+        Value::Number(n) => format!("{n} €"),
+        Value::String(s) => format!("{s} €"),
+        _ => "—".into(),
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Reads what a customer's account page shows; `Err` carries the response for an expired
+/// session or a silent system.
+async fn customer_view(
+    app: &App,
+    s: &Session,
+    user: &User,
+) -> Result<(CustomerView, Option<String>), Response> {
+    let paths = [
+        format!("/users/vehicles/{}", user.id),
+        format!("/users/parkies/{}", user.id),
+        format!("/parks/getUserParkyFlag/{}", user.id),
+        format!("/users/paymentMethod/{}", user.id),
+    ];
+    let null = Value::Null;
+    let (vehicles, wallet, flag, method) = tokio::join!(
+        call_as(app, s, user, Method::GET, &paths[0], &null),
+        call_as(app, s, user, Method::GET, &paths[1], &null),
+        call_as(app, s, user, Method::GET, &paths[2], &null),
+        call_as(app, s, user, Method::GET, &paths[3], &null),
+    );
+    let (vehicles, wallet, flag, method) = (vehicles?, wallet?, flag?, method?);
+    let ok = |r: &Reply| r.status == StatusCode::OK;
+    let mut problem = None;
+    if !ok(&vehicles) {
+        problem = Some(vehicles.message());
+    }
+    let view = CustomerView {
+        vehicles: vehicles
+            .body
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| Vehicle {
+                plate: text(&v["licensePlateNumber"]),
+                kind: text(&v["vehicleType"]),
+                energy: text(&v["vehicleEnergySource"]),
+            })
+            .collect(),
+        coins: ok(&wallet)
+            .then(|| wallet.body["parkies"].as_i64())
+            .flatten(),
+        coin_flag: ok(&flag).then(|| flag.body.as_bool()).flatten(),
+        payment_method: ok(&method)
+            .then(|| method.body["paymentMethod"].as_str().map(str::to_owned))
+            .flatten(),
+    };
+    Ok((view, problem))
+}
+
+/// The account page for `user`, with `refusals` beside their forms.
+async fn account_page(
+    app: &App,
+    s: &Session,
+    user: &User,
+    status: StatusCode,
+    refusals: Refusals,
+    plate: String,
+    done: Option<&str>,
+) -> Response {
+    let (customer, problem) = if user.role == "CUSTOMER" {
+        match customer_view(app, s, user).await {
+            Ok((view, problem)) => (Some(view), problem),
+            Err(response) => return response,
+        }
+    } else {
+        (None, None)
+    };
+    let html = Account {
+        chrome: Chrome::of("Your account", s),
+        user: user.clone(),
+        customer,
+        refusals,
+        plate,
+        notice: notice(done),
+        problem,
+    }
+    .render();
+    page(app, status, html, None)
+}
+
+/// `GET /app/account`.
+pub async fn account(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(done): Query<Done>,
+) -> Response {
+    let (s, user) = match signed_in_user(&app, &headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    account_page(
+        &app,
+        &s,
+        &user,
+        StatusCode::OK,
+        Refusals::default(),
+        String::new(),
+        done.done.as_deref(),
+    )
+    .await
+}
+
+/// A change posted from the account page: the gateway call it makes, and where a refusal shows.
+enum Change {
+    Vehicle,
+    Payment,
+    Coins,
+}
+
+async fn change(
+    app: App,
+    headers: HeaderMap,
+    form: HashMap<String, String>,
+    what: Change,
+) -> Response {
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let Some(user) = s.user.clone() else {
+        return redirect("/app/signin");
+    };
+    let (method, path, body, done) = match what {
+        Change::Vehicle => (
+            Method::PUT,
+            format!("/users/vehicle/{}", user.id),
+            json!({
+                "licensePlateNumber": field(&form, "licensePlateNumber").trim(),
+                "vehicleType": field(&form, "vehicleType"),
+                "vehicleEnergySource": field(&form, "vehicleEnergySource"),
+            }),
+            "/app/account?done=vehicle",
+        ),
+        Change::Payment => (
+            Method::PUT,
+            format!("/users/paymentMethod/{}", user.id),
+            json!({"paymentMethod": field(&form, "paymentMethod")}),
+            "/app/account?done=payment",
+        ),
+        Change::Coins => (
+            Method::PUT,
+            "/parks/changeUserParkyFlag".to_owned(),
+            json!({"customerID": user.id, "parkyFlag": field(&form, "parkyFlag") == "on"}),
+            "/app/account?done=coins",
+        ),
+    };
+    let reply = match call_as(&app, &s, &user, method, &path, &body).await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
+    if reply.status.is_success() {
+        return redirect(done);
+    }
+    let mut refusals = Refusals::default();
+    let message = Some(reply.message());
+    match what {
+        Change::Vehicle => refusals.vehicle = message,
+        Change::Payment => refusals.payment = message,
+        Change::Coins => refusals.coins = message,
+    }
+    let status = if reply.status.is_client_error() {
+        reply.status
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    let plate = field(&form, "licensePlateNumber").to_owned();
+    account_page(&app, &s, &user, status, refusals, plate, None).await
+}
+
+/// `POST /app/vehicles`: adds a vehicle.
+pub async fn add_vehicle(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    change(app, headers, form, Change::Vehicle).await
+}
+
+/// `POST /app/payment-method`.
+pub async fn set_payment_method(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    change(app, headers, form, Change::Payment).await
+}
+
+/// `POST /app/coins`: "pay my next visit with coins" on or off.
+pub async fn set_coin_flag(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    change(app, headers, form, Change::Coins).await
+}
+
+/// `GET /app/visits`: the customer's visits and invoices, newest first.
+pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
+    let (s, user) = match signed_in_user(&app, &headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let history_path = format!("/parks/parkingHistory/{}", user.id);
+    let (history, invoices) = tokio::join!(
+        call_as(&app, &s, &user, Method::GET, &history_path, &Value::Null),
+        call_as(&app, &s, &user, Method::GET, "/payments/mine", &Value::Null),
+    );
+    let (history, invoices) = match (history, invoices) {
+        (Ok(h), Ok(i)) => (h, i),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let problem = [&history, &invoices]
+        .into_iter()
+        .find(|r| r.status != StatusCode::OK)
+        .map(Reply::message);
+    let mut visits: Vec<VisitRow> = history
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| VisitRow {
+            start: when(&text(&v["startTime"])),
+            end: when(&text(&v["endTime"])),
+            duration: format!(
+                "{} h {:02} min",
+                v["hoursBetweenEntranceExit"].as_i64().unwrap_or(0),
+                v["minutesBetweenEntranceExit"].as_i64().unwrap_or(0)
+            ),
+            park: text(&v["parkId"]),
+            plate: text(&v["plateNumber"]),
+            price: if v["price"].is_null() {
+                "invoice to follow".into()
+            } else {
+                money(&v["price"])
+            },
+        })
+        .collect();
+    visits.reverse();
+    let mut invoices: Vec<InvoiceRow> = invoices
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| InvoiceRow {
+            id: text(&i["invoice"]),
+            park: text(&i["parkId"]),
+            plate: text(&i["licensePlateNumber"]),
+            left: when(&text(&i["leftPark"])),
+            total: money(&i["total"]),
+            discount: money(&i["discount"]),
+            paid: money(&i["finalPrice"]),
+            status: text(&i["status"]),
+        })
+        .collect();
+    invoices.reverse();
+    let html = Visits {
+        chrome: Chrome::of("Your visits and invoices", &s),
+        visits,
+        invoices,
+        problem,
+    }
+    .render();
+    page(&app, StatusCode::OK, html, None)
+}

@@ -1,0 +1,232 @@
+//! The pages. Every handler reads the session, checks the CSRF token of every form, calls the
+//! gateway with the signed-in user's token and renders a template: [`auth`] signs people in and
+//! out and registers them, [`customer`] is a customer's own account. What the system refuses is
+//! shown where it belongs (beside the field the API names); a system that does not answer gets a
+//! page that says so, and an expired token sends the person to sign in again.
+
+pub mod auth;
+pub mod customer;
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use serde_json::Value;
+
+use crate::gateway::{GatewayError, Reply};
+use crate::session::{self, Session, User};
+use crate::App;
+
+/// What every page's frame shows.
+#[derive(Debug, Clone)]
+pub struct Chrome {
+    /// The page's heading and title.
+    pub title: String,
+    /// The signed-in user's name (the sign-out button shows with it).
+    pub user_name: Option<String>,
+    /// The session's CSRF token, for the page's forms.
+    pub csrf: String,
+}
+
+impl Chrome {
+    /// The frame of page `title` for session `s`.
+    pub fn of(title: &str, s: &Session) -> Self {
+        Self {
+            title: title.into(),
+            user_name: s.user.as_ref().map(|u| u.name.clone()),
+            csrf: s.csrf.clone(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "problem.html")]
+struct Problem {
+    chrome: Chrome,
+    message: String,
+}
+
+/// The request's session, or a new anonymous one (then `fresh` is true and the cookie must be
+/// set).
+pub fn session_of(app: &App, headers: &HeaderMap) -> (Session, bool) {
+    match session::from_cookies(headers).and_then(|id| app.sessions.get(&id)) {
+        Some(s) => (s, false),
+        None => (app.sessions.create(), true),
+    }
+}
+
+/// A rendered page with `status`, setting the session cookie when `cookie` says so.
+pub fn page(
+    app: &App,
+    status: StatusCode,
+    html: Result<String, askama::Error>,
+    cookie: Option<&str>,
+) -> Response {
+    let mut resp = match html {
+        Ok(body) => (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "rendering a page");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page could not be rendered",
+            )
+                .into_response()
+        }
+    };
+    if let Some(id) = cookie {
+        resp.headers_mut().insert(
+            header::SET_COOKIE,
+            session::set_cookie(id, app.secure_cookies),
+        );
+    }
+    resp
+}
+
+pub fn redirect(to: &'static str) -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, HeaderValue::from_static(to))],
+    )
+        .into_response()
+}
+
+pub fn redirect_with_cookie(to: &'static str, cookie: HeaderValue) -> Response {
+    let mut r = redirect(to);
+    r.headers_mut().insert(header::SET_COOKIE, cookie);
+    r
+}
+
+/// A page saying what went wrong, with `status`.
+pub fn problem(app: &App, s: &Session, status: StatusCode, message: String) -> Response {
+    let html = Problem {
+        chrome: Chrome::of("Something went wrong", s),
+        message,
+    }
+    .render();
+    page(app, status, html, None)
+}
+
+/// A form post whose CSRF token is missing or wrong: refused, nothing done.
+pub fn forged(app: &App, s: &Session) -> Response {
+    problem(
+        app,
+        s,
+        StatusCode::FORBIDDEN,
+        "This form has expired or did not come from this site. Go back, reload the page and try again.".into(),
+    )
+}
+
+pub fn unreachable(app: &App, s: &Session, e: &GatewayError) -> Response {
+    tracing::warn!(error = %e, "the gateway did not answer");
+    problem(
+        app,
+        s,
+        StatusCode::BAD_GATEWAY,
+        "PMS is not answering right now. Please try again in a moment.".into(),
+    )
+}
+
+/// A form's value for `name` (empty when it was not sent).
+pub fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
+    form.get(name).map_or("", String::as_str)
+}
+
+/// The signed-in user of a request, or the answer that sends them to sign in.
+///
+/// # Errors
+/// The redirect to the sign-in page when nobody is signed in.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), Response> {
+    let (s, _) = session_of(app, headers);
+    match s.user.clone() {
+        Some(u) => Ok((s, u)),
+        None => Err(redirect("/app/signin")),
+    }
+}
+
+/// Calls the gateway as `user`; an expired token ends the session and sends them to sign in,
+/// no answer at all gets the "not answering" page.
+///
+/// # Errors
+/// The response to send instead.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub async fn call_as(
+    app: &App,
+    s: &Session,
+    user: &User,
+    method: Method,
+    path: &str,
+    body: &Value,
+) -> Result<Reply, Response> {
+    match app
+        .gateway
+        .call(method, path, Some(&user.token), body)
+        .await
+    {
+        Ok(r) if r.status == StatusCode::UNAUTHORIZED => {
+            app.sessions.remove(&s.id);
+            Err(redirect_with_cookie(
+                "/app/signin",
+                session::clear_cookie(app.secure_cookies),
+            ))
+        }
+        Ok(r) => Ok(r),
+        Err(e) => Err(unreachable(app, s, &e)),
+    }
+}
+
+/// A form post's session, if its CSRF token is the session's.
+///
+/// # Errors
+/// The refusal (403) when the token is missing or wrong, or the browser had no session.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn checked(
+    app: &App,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<Session, Response> {
+    let (s, fresh) = session_of(app, headers);
+    if fresh || !s.csrf_matches(field(form, "csrf")) {
+        return Err(forged(app, &s));
+    }
+    Ok(s)
+}
+
+/// An RFC 3339 instant as people read it: `2024-07-01 08:30 UTC`.
+pub fn when(rfc3339: &str) -> String {
+    match (rfc3339.get(..10), rfc3339.get(11..16)) {
+        (Some(day), Some(time)) if rfc3339.ends_with('Z') => format!("{day} {time} UTC"),
+        _ => rfc3339.to_owned(),
+    }
+}
+
+/// `GET /app/`: the account page when signed in, else the sign-in page.
+pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
+    let signed_in = session::from_cookies(&headers)
+        .and_then(|id| app.sessions.get(&id))
+        .is_some_and(|s| s.user.is_some());
+    redirect(if signed_in {
+        "/app/account"
+    } else {
+        "/app/signin"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_read_as_day_and_minute_in_utc() {
+        assert_eq!(when("2024-07-01T08:30:00Z"), "2024-07-01 08:30 UTC");
+        assert_eq!(when("2024-07-01T08:30:00.123Z"), "2024-07-01 08:30 UTC");
+        assert_eq!(when("yesterday"), "yesterday");
+    }
+}
