@@ -83,6 +83,7 @@ try {
   browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-gpu"] });
   for (const [size, viewport] of Object.entries(SIZES)) {
     await journey(size, viewport);
+    await staff(size, viewport);
   }
 } catch (e) {
   problems.push(`${e.stack ?? e}`);
@@ -167,6 +168,34 @@ async function journey(size, viewport) {
   await page.goto(`${base}/app/account`);
   if (!page.url().endsWith("/app/signin")) say("the account page is still open after signing out");
   await context.close();
+}
+
+// Each staff role's main screen: the customer manager's users, the park manager's parks and a
+// park's spots, the supervisor's read-only users.
+async function staff(size, viewport) {
+  const signIn = async (page, email) => {
+    await page.goto(`${base}/app/signin`);
+    await page.getByLabel("E-mail").fill(email);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${base}/app/account`);
+  };
+  for (const [email, screens] of [
+    ["customermanager@isep.ipp.pt", [["users", "/app/users"]]],
+    ["parkmanager@isep.ipp.pt", [["parks", "/app/parks"], ["park", "/app/parks/1"]]],
+    ["supervisor@isep.ipp.pt", [["users-supervisor", "/app/users"]]],
+  ]) {
+    const context = await browser.newContext({ viewport });
+    const page = await context.newPage();
+    page.on("console", (m) => m.type() === "error" && problems.push(`${size} ${email}: console error on ${m.location().url}: ${m.text()}`));
+    await signIn(page, email);
+    for (const [name, path] of screens) {
+      const r = await page.goto(`${base}${path}`);
+      if (r.status() !== 200) problems.push(`${size} ${email}: ${path} answered ${r.status()}`);
+      await check(page, size, name);
+    }
+    await context.close();
+  }
 }
 
 // axe-core on the page (injected past the page's CSP in a separate context), and a screenshot.

@@ -502,3 +502,147 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
     let page = get(port, "/app/account", Some(&manager));
     assert!(page.body.contains("CUSTOMER_MANAGER") && !page.body.contains("/app/vehicles"));
 }
+
+#[test]
+fn staff_screens_open_to_their_roles_only() {
+    let (_data, _up, port) = start();
+
+    // A customer opening a manager's page is told which role it needs.
+    let leo = sign_in(port, "leoKim@isep.ipp.pt");
+    for path in ["/app/users", "/app/parks", "/app/parks/1"] {
+        let r = get(port, path, Some(&leo));
+        assert_eq!(r.status, 403, "{path}: {}", r.body);
+        assert!(
+            r.body.contains("Not allowed") && r.body.contains("CUSTOMER"),
+            "{}",
+            r.body
+        );
+    }
+
+    // The customer manager: every user, a search, coins granted to the ticked ones.
+    let cm = sign_in(port, "customermanager@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&cm));
+    assert!(
+        account.body.contains("href=\"/app/users\"")
+            && !account.body.contains("href=\"/app/parks\"")
+    );
+    let list = get(port, "/app/users", Some(&cm));
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert!(list.body.contains("6 user(s)"), "{}", list.body);
+    let found = get(port, "/app/users?q=GUPTA", Some(&cm));
+    assert!(found.body.contains("1 user(s)") && found.body.contains("mayaGupta@isep.ipp.pt"));
+    let maya_id = {
+        let at = found
+            .body
+            .find("name=\"userIds\" value=\"")
+            .expect("a checkbox")
+            + 22;
+        found.body[at..].split('"').next().unwrap().to_owned()
+    };
+    let csrf = list.csrf();
+    let no_reason = post(
+        port,
+        "/app/users/grant",
+        Some(&cm),
+        &[
+            ("csrf", &csrf),
+            ("userIds", &maya_id),
+            ("amount", "150"),
+            ("reason", ""),
+        ],
+    );
+    assert_eq!(no_reason.status, 400, "{}", no_reason.body);
+    assert!(no_reason.body.contains("id=\"grant-error\""));
+    let granted = post(
+        port,
+        "/app/users/grant",
+        Some(&cm),
+        &[
+            ("csrf", &csrf),
+            ("userIds", &maya_id),
+            ("userIds", "4"),
+            ("amount", "150"),
+            ("reason", "welcome"),
+        ],
+    );
+    assert_eq!(granted.status, 303, "{}", granted.body);
+    let list = get(port, "/app/users?done=grant&q=isep", Some(&cm));
+    assert!(list.body.contains("Coins updated."));
+    assert!(list.body.contains("<td>150</td>"), "{}", list.body);
+    assert!(
+        list.body
+            .contains("Maya Gupta (mayaGupta@isep.ipp.pt): 150"),
+        "top 10: {}",
+        list.body
+    );
+    let too_much = post(
+        port,
+        "/app/users/grant",
+        Some(&cm),
+        &[
+            ("csrf", &csrf),
+            ("userIds", &maya_id),
+            ("amount", "-1000"),
+            ("reason", "oops"),
+        ],
+    );
+    assert_eq!(too_much.status, 409, "{}", too_much.body);
+
+    // The supervisor reads the list but grants nothing.
+    let sup = sign_in(port, "supervisor@isep.ipp.pt");
+    let list = get(port, "/app/users", Some(&sup));
+    assert_eq!(list.status, 200);
+    assert!(!list.body.contains("name=\"userIds\"") && !list.body.contains("name=\"amount\""));
+    let refused = post(
+        port,
+        "/app/users/grant",
+        Some(&sup),
+        &[
+            ("csrf", &list.csrf()),
+            ("userIds", &maya_id),
+            ("amount", "5"),
+            ("reason", "x"),
+        ],
+    );
+    assert_eq!(refused.status, 403);
+
+    // The park manager: the parks, a spot taken out of service and back.
+    let pm = sign_in(port, "parkmanager@isep.ipp.pt");
+    let parks = get(port, "/app/parks", Some(&pm));
+    assert_eq!(parks.status, 200, "{}", parks.body);
+    assert_eq!(parks.body.matches("href=\"/app/parks/").count(), 5);
+    let park = get(port, "/app/parks/1", Some(&pm));
+    assert!(
+        park.body.contains("<strong id=\"free\">6</strong> of 10"),
+        "{}",
+        park.body
+    );
+    let out = post(
+        port,
+        "/app/parks/1/spots",
+        Some(&pm),
+        &[
+            ("csrf", &park.csrf()),
+            ("spotNumber", "A2"),
+            ("operational", "false"),
+        ],
+    );
+    assert_eq!(out.status, 303, "{}", out.body);
+    let park = get(port, "/app/parks/1?done=spot", Some(&pm));
+    assert!(
+        park.body.contains("Spot updated.") && park.body.contains("<strong id=\"free\">5</strong>")
+    );
+    assert!(park.body.contains("Put back spot A2"));
+    let unknown = post(
+        port,
+        "/app/parks/1/spots",
+        Some(&pm),
+        &[
+            ("csrf", &park.csrf()),
+            ("spotNumber", "Z9"),
+            ("operational", "false"),
+        ],
+    );
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(get(port, "/app/parks/99", Some(&pm)).status, 404);
+}

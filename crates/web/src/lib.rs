@@ -84,10 +84,10 @@ async fn asset(Path(name): Path<String>) -> Response {
     let Some(file) = Assets::get(&name) else {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
     };
-    let kind = if name.ends_with(".css") {
-        "text/css; charset=utf-8"
-    } else {
-        "application/octet-stream"
+    let kind = match name.rsplit('.').next() {
+        Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
     };
     (
         [
@@ -144,6 +144,11 @@ pub fn router(app: App) -> Router {
         )
         .route("/app/coins", post(pages::customer::set_coin_flag))
         .route("/app/visits", get(pages::customer::visits))
+        .route("/app/users", get(pages::staff::users))
+        .route("/app/users/grant", post(pages::staff::grant))
+        .route("/app/parks", get(pages::staff::parks))
+        .route("/app/parks/{number}", get(pages::staff::park))
+        .route("/app/parks/{number}/spots", post(pages::staff::set_spot))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })

@@ -60,6 +60,19 @@ struct Account {
 }
 
 impl Account {
+    /// The staff screens this user's role opens.
+    fn tools(&self) -> Vec<(&'static str, &'static str)> {
+        let role = self.user.role.as_str();
+        let mut out = Vec::new();
+        if super::staff::USER_READERS.contains(&role) {
+            out.push(("/app/users", "Users and PARKY coins"));
+        }
+        if super::staff::PARK_STAFF.contains(&role) {
+            out.push(("/app/parks", "Parks and spots"));
+        }
+        out
+    }
+
     fn can_add_vehicle(&self) -> bool {
         self.customer
             .as_ref()

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod customer;
+pub mod staff;
 
 use std::collections::HashMap;
 
@@ -89,15 +90,12 @@ pub fn page(
     resp
 }
 
-pub fn redirect(to: &'static str) -> Response {
-    (
-        StatusCode::SEE_OTHER,
-        [(header::LOCATION, HeaderValue::from_static(to))],
-    )
-        .into_response()
+pub fn redirect(to: &str) -> Response {
+    let location = HeaderValue::try_from(to).unwrap_or_else(|_| HeaderValue::from_static("/app/"));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
-pub fn redirect_with_cookie(to: &'static str, cookie: HeaderValue) -> Response {
+pub fn redirect_with_cookie(to: &str, cookie: HeaderValue) -> Response {
     let mut r = redirect(to);
     r.headers_mut().insert(header::SET_COOKIE, cookie);
     r

@@ -1,0 +1,465 @@
+//! The staff's screens. Customer managers and supervisors see every user (searched and paged
+//! here) and the top-10 PARKY report; customer managers grant or deduct coins for the users
+//! they tick. Park managers and supervisors see the parks with their free spots, and each park's
+//! spots, which they take out of service and back. Anyone else opening these pages is told
+//! which role they need.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::Form;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::{call_as, checked, page, problem, redirect, signed_in_user, Chrome};
+use crate::gateway::Reply;
+use crate::session::{Session, User};
+use crate::App;
+
+/// Who sees the user list.
+pub const USER_READERS: &[&str] = &["CUSTOMER_MANAGER", "SUPERVISOR"];
+/// Who grants coins.
+pub const GRANTERS: &[&str] = &["CUSTOMER_MANAGER"];
+/// Who manages parks.
+pub const PARK_STAFF: &[&str] = &["PARK_MANAGER", "SUPERVISOR"];
+/// Users a page shows.
+const PAGE: usize = 25;
+/// Users read per call while searching.
+const BATCH: usize = 1000;
+
+/// The "not allowed" page when `user`'s role is not among `roles`.
+#[allow(clippy::result_large_err)] // the error is the response itself
+fn allowed(
+    app: &App,
+    s: &Session,
+    user: &User,
+    roles: &[&str],
+    what: &str,
+) -> Result<(), Response> {
+    if roles.contains(&user.role.as_str()) {
+        return Ok(());
+    }
+    Err(problem(
+        app,
+        s,
+        StatusCode::FORBIDDEN,
+        format!(
+            "Not allowed: {what} is for {}. You are signed in as {}.",
+            roles.join(" and "),
+            user.role
+        ),
+    ))
+}
+
+/// A user as the list shows them.
+#[derive(Debug, Clone)]
+struct UserRow {
+    id: i64,
+    name: String,
+    email: String,
+    role: String,
+    status: String,
+    coins: i64,
+}
+
+#[derive(Template)]
+#[template(path = "users.html")]
+struct Users {
+    chrome: Chrome,
+    q: String,
+    rows: Vec<UserRow>,
+    total: usize,
+    page: usize,
+    pages: usize,
+    can_grant: bool,
+    top: Vec<(String, String, i64)>,
+    notice: Option<&'static str>,
+    error: Option<String>,
+}
+
+/// The list's query.
+#[derive(Debug, serde::Deserialize)]
+pub struct UsersQuery {
+    q: Option<String>,
+    page: Option<usize>,
+    done: Option<String>,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Every user, read a thousand at a time.
+async fn all_users(app: &App, s: &Session, user: &User) -> Result<Vec<UserRow>, Response> {
+    let mut out = Vec::new();
+    for offset in (0..).step_by(BATCH).take(100) {
+        let path = format!("/users/getAllUsers?limit={BATCH}&offset={offset}");
+        let r = call_as(app, s, user, Method::GET, &path, &Value::Null).await?;
+        if r.status != StatusCode::OK {
+            return Err(problem(app, s, StatusCode::BAD_GATEWAY, r.message()));
+        }
+        let batch = r.body.as_array().cloned().unwrap_or_default();
+        let n = batch.len();
+        out.extend(batch.iter().map(|u| UserRow {
+            id: u["id"].as_i64().unwrap_or(0),
+            name: format!("{} {}", text(&u["firstName"]), text(&u["lastName"])),
+            email: text(&u["email"]),
+            role: text(&u["role"]),
+            status: text(&u["userStatus"]),
+            coins: u["totalParkies"].as_i64().unwrap_or(0),
+        }));
+        if n < BATCH {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+async fn users_page(
+    app: &App,
+    s: &Session,
+    user: &User,
+    query: &UsersQuery,
+    status: StatusCode,
+    error: Option<String>,
+) -> Response {
+    if let Err(r) = allowed(app, s, user, USER_READERS, "the user list") {
+        return r;
+    }
+    let everyone = match all_users(app, s, user).await {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    let q = query.q.clone().unwrap_or_default();
+    let needle = q.trim().to_lowercase();
+    let found: Vec<UserRow> = everyone
+        .into_iter()
+        .filter(|u| {
+            needle.is_empty()
+                || u.name.to_lowercase().contains(&needle)
+                || u.email.to_lowercase().contains(&needle)
+        })
+        .collect();
+    let pages = found.len().div_ceil(PAGE).max(1);
+    let page_no = query.page.unwrap_or(1).clamp(1, pages);
+    let rows = found
+        .iter()
+        .skip((page_no - 1) * PAGE)
+        .take(PAGE)
+        .cloned()
+        .collect();
+    let top = match call_as(
+        app,
+        s,
+        user,
+        Method::GET,
+        "/userReport/top10Parky",
+        &Value::Null,
+    )
+    .await
+    {
+        Ok(r) if r.status == StatusCode::OK => r
+            .body
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                (
+                    text(&t["name"]),
+                    text(&t["email"]),
+                    t["parkies"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect(),
+        Ok(_) => Vec::new(),
+        Err(r) => return r,
+    };
+    let html = Users {
+        chrome: Chrome::of("Users", s),
+        q,
+        total: found.len(),
+        rows,
+        page: page_no,
+        pages,
+        can_grant: GRANTERS.contains(&user.role.as_str()),
+        top,
+        notice: (query.done.as_deref() == Some("grant")).then_some("Coins updated."),
+        error,
+    }
+    .render();
+    page(app, status, html, None)
+}
+
+/// `GET /app/users[?q=TEXT&page=N]`.
+pub async fn users(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(query): Query<UsersQuery>,
+) -> Response {
+    let (s, user) = match signed_in_user(&app, &headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    users_page(&app, &s, &user, &query, StatusCode::OK, None).await
+}
+
+/// `POST /app/users/grant`: coins to (or, negative, from) every ticked user, with a reason.
+pub async fn grant(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(pairs): Form<Vec<(String, String)>>,
+) -> Response {
+    let form: HashMap<String, String> = pairs.iter().cloned().collect();
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let Some(user) = s.user.clone() else {
+        return redirect("/app/signin");
+    };
+    if let Err(r) = allowed(&app, &s, &user, GRANTERS, "granting coins") {
+        return r;
+    }
+    let ids: Vec<Value> = pairs
+        .iter()
+        .filter(|(k, _)| k == "userIds")
+        .map(|(_, v)| v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n)))
+        .collect();
+    let amount = form.get("amount").map_or("", String::as_str).trim();
+    let body = json!({
+        "userIds": ids,
+        "amount": amount.parse::<i64>().map_or_else(|_| json!(amount), |n| json!(n)),
+        "reason": form.get("reason").map_or("", String::as_str),
+    });
+    let reply: Reply = match call_as(&app, &s, &user, Method::POST, "/users/parkies", &body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if reply.status.is_success() {
+        return redirect("/app/users?done=grant");
+    }
+    let status = if reply.status.is_client_error() {
+        reply.status
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    let query = UsersQuery {
+        q: None,
+        page: None,
+        done: None,
+    };
+    users_page(&app, &s, &user, &query, status, Some(reply.message())).await
+}
+
+/// A park in the parks list.
+#[derive(Debug, Clone)]
+struct ParkRow {
+    number: i64,
+    capacity: i64,
+    free: i64,
+}
+
+#[derive(Template)]
+#[template(path = "parks.html")]
+struct Parks {
+    chrome: Chrome,
+    parks: Vec<ParkRow>,
+}
+
+/// A spot of a park.
+#[derive(Debug, Clone)]
+struct SpotRow {
+    number: String,
+    floor: String,
+    kind: String,
+    energy: String,
+    occupied: bool,
+    operational: bool,
+}
+
+#[derive(Template)]
+#[template(path = "park.html")]
+struct ParkPage {
+    chrome: Chrome,
+    number: i64,
+    spots: Vec<SpotRow>,
+    free: usize,
+    notice: Option<&'static str>,
+    error: Option<String>,
+}
+
+/// `GET /app/parks`.
+pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Response {
+    let (s, user) = match signed_in_user(&app, &headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    if let Err(r) = allowed(&app, &s, &user, PARK_STAFF, "managing parks") {
+        return r;
+    }
+    let r = match call_as(
+        &app,
+        &s,
+        &user,
+        Method::GET,
+        "/parks/getAllOccupancies",
+        &Value::Null,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if r.status != StatusCode::OK {
+        return problem(&app, &s, StatusCode::BAD_GATEWAY, r.message());
+    }
+    let parks = r
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| ParkRow {
+            number: p["parkNumber"].as_i64().unwrap_or(0),
+            capacity: p["occupancy"].as_i64().unwrap_or(0),
+            free: p["currentCapacity"].as_i64().unwrap_or(0),
+        })
+        .collect();
+    let html = Parks {
+        chrome: Chrome::of("Parks", &s),
+        parks,
+    }
+    .render();
+    page(&app, StatusCode::OK, html, None)
+}
+
+/// The park page's query.
+#[derive(Debug, serde::Deserialize)]
+pub struct ParkQuery {
+    done: Option<String>,
+}
+
+async fn park_page(
+    app: &App,
+    s: &Session,
+    user: &User,
+    number: i64,
+    status: StatusCode,
+    notice: Option<&'static str>,
+    error: Option<String>,
+) -> Response {
+    if let Err(r) = allowed(app, s, user, PARK_STAFF, "managing parks") {
+        return r;
+    }
+    let path = format!("/parks/getSpotsByParkNumber/{number}");
+    let r = match call_as(app, s, user, Method::GET, &path, &Value::Null).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if r.status == StatusCode::NOT_FOUND {
+        return problem(
+            app,
+            s,
+            StatusCode::NOT_FOUND,
+            format!("There is no park {number}."),
+        );
+    }
+    if r.status != StatusCode::OK {
+        return problem(app, s, StatusCode::BAD_GATEWAY, r.message());
+    }
+    let spots: Vec<SpotRow> = r
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| SpotRow {
+            number: text(&p["spotNumber"]),
+            floor: text(&p["floorLevel"]),
+            kind: text(&p["spotVehicleType"]),
+            energy: text(&p["spotType"]),
+            occupied: p["occupied"].as_bool().unwrap_or(false),
+            operational: p["operational"].as_bool().unwrap_or(false),
+        })
+        .collect();
+    let free = spots
+        .iter()
+        .filter(|p| p.operational && !p.occupied)
+        .count();
+    let html = ParkPage {
+        chrome: Chrome::of(&format!("Park {number}"), s),
+        number,
+        spots,
+        free,
+        notice,
+        error,
+    }
+    .render();
+    page(app, status, html, None)
+}
+
+/// `GET /app/parks/{number}`.
+pub async fn park(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Query(query): Query<ParkQuery>,
+) -> Response {
+    let (s, user) = match signed_in_user(&app, &headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let notice = (query.done.as_deref() == Some("spot")).then_some("Spot updated.");
+    park_page(&app, &s, &user, number, StatusCode::OK, notice, None).await
+}
+
+/// `POST /app/parks/{number}/spots`: a spot out of service or back.
+pub async fn set_spot(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let Some(user) = s.user.clone() else {
+        return redirect("/app/signin");
+    };
+    if let Err(r) = allowed(&app, &s, &user, PARK_STAFF, "managing parks") {
+        return r;
+    }
+    let body = json!({
+        "parkNumber": number,
+        "spotNumber": form.get("spotNumber").map_or("", String::as_str),
+        "operational": form.get("operational").map(String::as_str) == Some("true"),
+        "managerName": user.name,
+    });
+    let reply = match call_as(
+        &app,
+        &s,
+        &user,
+        Method::PUT,
+        "/parks/enableDisableSpot",
+        &body,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    if reply.status.is_success() {
+        return redirect(&format!("/app/parks/{number}?done=spot"));
+    }
+    let status = if reply.status.is_client_error() {
+        reply.status
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    park_page(&app, &s, &user, number, status, None, Some(reply.message())).await
+}
