@@ -42,6 +42,16 @@ impl Reply {
         )
     }
 
+    /// The status to answer a refused form with: the API's own 4xx (the person can fix it), or
+    /// 502 when the system failed.
+    pub fn refused_status(&self) -> StatusCode {
+        if self.status.is_client_error() {
+            self.status
+        } else {
+            StatusCode::BAD_GATEWAY
+        }
+    }
+
     /// The field the API's error names, if any.
     pub fn field(&self) -> Option<&str> {
         self.body["error"]["field"].as_str()

@@ -4,9 +4,10 @@
 //! until parks and payments have applied every event of it, and reads the barriers' keys with
 //! `pms device key`.
 //!
-//! Every call is timed from just before its request is written to the end of its answer; only
-//! calls started after the warm-up count. A call counts as a success when it answers 200 with
-//! `"success": true`.
+//! Every call is timed from just before its request is written to the end of its answer and
+//! recorded in the load generator's own collector ([`crate::collect`]), which keeps the warm-up
+//! apart and the per-second timeline, so the reports draw this load like any other. A call counts
+//! as a success when it answers 200 with `"success": true`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use hdrhistogram::Histogram;
 use http::{HeaderName, HeaderValue, Method};
 use serde_json::{json, Value};
 
+use crate::collect::{CollectConfig, Collected, Collector, StopReason};
+use crate::stats::{ErrorKind, Sample};
 use crate::target::{Conn, HttpVersion, Target};
 
 use super::SuiteError;
@@ -48,11 +51,11 @@ pub struct Ports {
 /// What a run measured.
 #[derive(Debug)]
 pub struct Outcome {
-    /// Barrier calls, µs, both directions (successes and failures).
-    pub calls: Histogram<u64>,
-    /// Barrier calls answered with success.
+    /// Every barrier call, both directions: the measured ones, the warm-up, the timeline.
+    pub calls: Collected,
+    /// Measured barrier calls answered with success.
     pub successes: u64,
-    /// Barrier calls that failed (status, `success: false`, or the connection).
+    /// Measured barrier calls that failed (status, `success: false`, or the connection).
     pub failures: u64,
     /// Exits that succeeded.
     pub exits: u64,
@@ -331,7 +334,6 @@ fn histogram() -> Histogram<u64> {
 
 /// What one client counted.
 struct Tally {
-    calls: Histogram<u64>,
     successes: u64,
     failures: u64,
     exits: u64,
@@ -340,7 +342,12 @@ struct Tally {
 }
 
 async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, SuiteError> {
-    let start = Instant::now();
+    let collector = Collector::new(CollectConfig {
+        warmup: load.warmup,
+        ..CollectConfig::default()
+    })
+    .map_err(|e| SuiteError::io("starting the collector", e))?;
+    let start = collector.start().into_std();
     let measure_from = start + load.warmup;
     let end = start + load.duration;
     let key = |id: i64| -> Result<HeaderValue, SuiteError> {
@@ -372,20 +379,42 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
             r.status, r.body
         )));
     }
+    let clients = load.clients as f64;
+    let ticker = tokio::spawn(collector.clone().tick(move |_| clients, |_| {}));
     let mut tasks = Vec::new();
     for c in 0..load.clients {
         let (park, entrance, exit) = barriers_of(c);
         let keys = (key(entrance)?, key(exit)?);
         let api = api.clone();
+        let collector = collector.clone();
         tasks.push(tokio::spawn(async move {
-            car(&api, c, park, (entrance, exit), keys, measure_from, end).await
+            let _active = collector.enter();
+            car(
+                &api,
+                c,
+                park,
+                (entrance, exit),
+                keys,
+                &collector,
+                (measure_from, end),
+            )
+            .await
         }));
     }
     let auth = HeaderValue::try_from(format!("Bearer {token}"))
         .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
     let quoter = tokio::spawn(quotes(api.clone(), parked, auth, measure_from, end));
     let mut out = Outcome {
-        calls: histogram(),
+        calls: Collected {
+            measured: crate::stats::Recorder::default(),
+            uncorrected: None,
+            warmup: crate::stats::Recorder::default(),
+            timeline: Vec::new(),
+            reason: StopReason::Completed,
+            ended: load.duration,
+            active_at_stop: None,
+            rows: 0,
+        },
         successes: 0,
         failures: 0,
         exits: 0,
@@ -399,9 +428,6 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         let t = t
             .await
             .map_err(|e| SuiteError::Failed(format!("a barrier client: {e}")))?;
-        out.calls
-            .add(&t.calls)
-            .map_err(|e| SuiteError::Failed(e.to_string()))?;
         out.successes += t.successes;
         out.failures += t.failures;
         out.exits += t.exits;
@@ -412,6 +438,11 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
             }
         }
     }
+    collector.stop_because(StopReason::Completed);
+    let _ = ticker.await;
+    out.calls = collector
+        .finish(load.duration)
+        .map_err(|e| SuiteError::io("collecting the barrier calls", e))?;
     let (quotes, quote_failures) = quoter
         .await
         .map_err(|e| SuiteError::Failed(format!("the quote client: {e}")))?;
@@ -431,11 +462,11 @@ async fn car(
     park: i64,
     (entrance, exit): (i64, i64),
     (entrance_key, exit_key): (HeaderValue, HeaderValue),
-    measure_from: Instant,
-    end: Instant,
+    collector: &Collector,
+    (measure_from, end): (Instant, Instant),
 ) -> Tally {
+    let start = collector.start().into_std();
     let mut tally = Tally {
-        calls: histogram(),
         successes: 0,
         failures: 0,
         exits: 0,
@@ -464,19 +495,40 @@ async fn car(
                 Err(e) => Err(e.to_string()),
             },
         };
-        let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let elapsed = began.elapsed();
         let measured = began >= measure_from;
-        if measured {
-            tally.calls.saturating_record(took.max(1));
-        }
-        let failure = match &reply {
-            Ok(r) if r.status == http::StatusCode::OK && r.body["success"] == true => None,
-            Ok(r) => Some(format!("{} {}", r.status, r.body)),
+        let (failure, status, kind) = match &reply {
+            Ok(r) if r.status == http::StatusCode::OK && r.body["success"] == true => {
+                (None, Some(r.status.as_u16()), None)
+            }
+            Ok(r) => (
+                Some(format!("{} {}", r.status, r.body)),
+                Some(r.status.as_u16()),
+                Some(if r.status == http::StatusCode::OK {
+                    ErrorKind::Check
+                } else {
+                    ErrorKind::Status
+                }),
+            ),
             Err(e) => {
                 conn = None;
-                Some(e.clone())
+                (Some(e.clone()), None, Some(ErrorKind::Reset))
             }
         };
+        collector.record(
+            i,
+            &Sample {
+                due: began.saturating_duration_since(start),
+                lag: Duration::ZERO,
+                ttfb: status.map(|_| elapsed),
+                elapsed,
+                connect: None,
+                sent: 0,
+                received: 0,
+                status,
+                error: kind,
+            },
+        );
         match failure {
             None => {
                 if measured {

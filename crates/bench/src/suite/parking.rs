@@ -12,10 +12,11 @@ use crate::startup::Ready;
 
 use super::barriers::{self, Load, Outcome, Ports, PARKS};
 use super::gateway::{random_hex, Shared};
+use super::metrics;
 use super::plan::{ParkingJob, ParkingLoad};
 use super::procs::{free_port, loopback, which, Spawn};
 use super::proxy::READY_TIMEOUT;
-use super::results::RunRecord;
+use super::results::{RunOutput, RunRecord};
 use super::spec::Backend;
 use super::{Ctx, SuiteError};
 
@@ -365,21 +366,20 @@ fn barriers(
     Ok(())
 }
 
-/// The cell's named figures and notes from the load's outcome.
+/// The cell's named figures and notes from the load's outcome; its statistics (histogram and
+/// timeline) become the run's output, so the reports chart it like any load.
 fn figures(record: &mut RunRecord, o: &Outcome) {
     let window = o.window.as_secs_f64().max(f64::MIN_POSITIVE);
+    let measured = o.calls.measured.summary("measured", o.window);
+    let warmup = o
+        .calls
+        .warmup
+        .summary("warmup", o.calls.ended.saturating_sub(o.window));
     let calls = o.successes + o.failures;
-    let m = &mut record.metrics;
+    let mut m = metrics::of_summary(&measured);
+    // Barrier transactions: the calls that did what they were asked.
     m.insert("throughput".into(), o.successes as f64 / window);
     m.insert("cycles_per_s".into(), o.exits as f64 / window);
-    m.insert(
-        "error_pct".into(),
-        if calls == 0 {
-            0.0
-        } else {
-            o.failures as f64 * 100.0 / calls as f64
-        },
-    );
     if o.exits > 0 {
         m.insert(
             "priced_pct".into(),
@@ -387,8 +387,16 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
         );
     }
     m.insert("transactions".into(), calls as f64);
-    put_latencies(m, &o.calls, "");
-    put_latencies(m, &o.quotes, "quote_");
+    put_latencies(&mut m, &o.quotes, "quote_");
+    record.metrics = m;
+    record.output = Some(RunOutput {
+        labels: vec![measured, warmup],
+        stop: o.calls.reason.clone(),
+        ended_s: o.calls.ended.as_secs_f64(),
+        schedule: None,
+        timeline: o.calls.timeline.clone(),
+        watch: None,
+    });
     record.extra = Some(serde_json::json!({
         "barrier_calls": calls,
         "failures": o.failures,

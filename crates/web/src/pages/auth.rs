@@ -108,11 +108,7 @@ pub async fn signin(
                 notice: None,
             }
             .render();
-            let status = if r.status.is_client_error() {
-                r.status
-            } else {
-                StatusCode::BAD_GATEWAY
-            };
+            let status = r.refused_status();
             page(&app, status, html, None)
         }
         Err(e) => unreachable(&app, &s, &e),
@@ -282,11 +278,7 @@ pub async fn register(
         Err(e) => return unreachable(&app, &s, &e),
     };
     if created.status != StatusCode::CREATED {
-        let status = if created.status.is_client_error() {
-            created.status
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = created.refused_status();
         return page(
             &app,
             status,

@@ -305,11 +305,7 @@ async fn change(
         Change::Payment => refusals.payment = message,
         Change::Coins => refusals.coins = message,
     }
-    let status = if reply.status.is_client_error() {
-        reply.status
-    } else {
-        StatusCode::BAD_GATEWAY
-    };
+    let status = reply.refused_status();
     let plate = field(&form, "licensePlateNumber").to_owned();
     account_page(&app, &s, &user, status, refusals, plate, None).await
 }

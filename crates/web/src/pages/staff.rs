@@ -244,11 +244,7 @@ pub async fn grant(
     if reply.status.is_success() {
         return redirect("/app/users?done=grant");
     }
-    let status = if reply.status.is_client_error() {
-        reply.status
-    } else {
-        StatusCode::BAD_GATEWAY
-    };
+    let status = reply.refused_status();
     let query = UsersQuery {
         q: None,
         page: None,
@@ -456,10 +452,6 @@ pub async fn set_spot(
     if reply.status.is_success() {
         return redirect(&format!("/app/parks/{number}?done=spot"));
     }
-    let status = if reply.status.is_client_error() {
-        reply.status
-    } else {
-        StatusCode::BAD_GATEWAY
-    };
+    let status = reply.refused_status();
     park_page(&app, &s, &user, number, status, None, Some(reply.message())).await
 }
