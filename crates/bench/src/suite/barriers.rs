@@ -51,12 +51,9 @@ pub struct Ports {
 /// What a run measured.
 #[derive(Debug)]
 pub struct Outcome {
-    /// Every barrier call, both directions: the measured ones, the warm-up, the timeline.
+    /// Every barrier call, both directions: the measured ones (a failure is a non-200 answer,
+    /// `success: false` or a broken connection), the warm-up, the timeline.
     pub calls: Collected,
-    /// Measured barrier calls answered with success.
-    pub successes: u64,
-    /// Measured barrier calls that failed (status, `success: false`, or the connection).
-    pub failures: u64,
     /// Exits that succeeded.
     pub exits: u64,
     /// Of which with the price in the answer (the invoice arrived within the exit's wait).
@@ -328,14 +325,8 @@ fn rfc3339_ms(ms: i64) -> String {
     s
 }
 
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
-}
-
 /// What one client counted.
 struct Tally {
-    successes: u64,
-    failures: u64,
     exits: u64,
     priced_exits: u64,
     samples: Vec<String>,
@@ -404,51 +395,37 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
     let auth = HeaderValue::try_from(format!("Bearer {token}"))
         .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
     let quoter = tokio::spawn(quotes(api.clone(), parked, auth, measure_from, end));
-    let mut out = Outcome {
-        calls: Collected {
-            measured: crate::stats::Recorder::default(),
-            uncorrected: None,
-            warmup: crate::stats::Recorder::default(),
-            timeline: Vec::new(),
-            reason: StopReason::Completed,
-            ended: load.duration,
-            active_at_stop: None,
-            rows: 0,
-        },
-        successes: 0,
-        failures: 0,
+    let mut all = Tally {
         exits: 0,
         priced_exits: 0,
-        quotes: histogram(),
-        quote_failures: 0,
-        window: load.duration - load.warmup,
-        failure_samples: Vec::new(),
+        samples: Vec::new(),
     };
     for t in tasks {
         let t = t
             .await
             .map_err(|e| SuiteError::Failed(format!("a barrier client: {e}")))?;
-        out.successes += t.successes;
-        out.failures += t.failures;
-        out.exits += t.exits;
-        out.priced_exits += t.priced_exits;
-        for s in t.samples {
-            if out.failure_samples.len() < 10 {
-                out.failure_samples.push(s);
-            }
-        }
+        all.exits += t.exits;
+        all.priced_exits += t.priced_exits;
+        let room = 10usize.saturating_sub(all.samples.len());
+        all.samples.extend(t.samples.into_iter().take(room));
     }
     collector.stop_because(StopReason::Completed);
     let _ = ticker.await;
-    out.calls = collector
+    let calls = collector
         .finish(load.duration)
         .map_err(|e| SuiteError::io("collecting the barrier calls", e))?;
     let (quotes, quote_failures) = quoter
         .await
         .map_err(|e| SuiteError::Failed(format!("the quote client: {e}")))?;
-    out.quotes = quotes;
-    out.quote_failures = quote_failures;
-    Ok(out)
+    Ok(Outcome {
+        calls,
+        exits: all.exits,
+        priced_exits: all.priced_exits,
+        quotes,
+        quote_failures,
+        window: load.duration - load.warmup,
+        failure_samples: all.samples,
+    })
 }
 
 fn plate_read(barrier: i64, park: i64, plate: &str, at: &str) -> Value {
@@ -467,8 +444,6 @@ async fn car(
 ) -> Tally {
     let start = collector.start().into_std();
     let mut tally = Tally {
-        successes: 0,
-        failures: 0,
         exits: 0,
         priced_exits: 0,
         samples: Vec::new(),
@@ -531,29 +506,23 @@ async fn car(
         );
         match failure {
             None => {
-                if measured {
-                    tally.successes += 1;
-                    if inside {
-                        tally.exits += 1;
-                        let priced = reply.as_ref().is_ok_and(|r| {
-                            r.body["message"]
-                                .as_str()
-                                .is_some_and(|m| m.contains("Your total will be"))
-                        });
-                        tally.priced_exits += u64::from(priced);
-                    }
+                if measured && inside {
+                    tally.exits += 1;
+                    let priced = reply.as_ref().is_ok_and(|r| {
+                        r.body["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("Your total will be"))
+                    });
+                    tally.priced_exits += u64::from(priced);
                 }
                 inside = !inside;
             }
             Some(why) => {
-                if measured {
-                    tally.failures += 1;
-                    if tally.samples.len() < 3 {
-                        tally.samples.push(format!(
-                            "{} {plate}: {why}",
-                            if inside { "exit" } else { "entrance" }
-                        ));
-                    }
+                if measured && tally.samples.len() < 3 {
+                    tally.samples.push(format!(
+                        "{} {plate}: {why}",
+                        if inside { "exit" } else { "entrance" }
+                    ));
                 }
                 // Not straight back in: the refusal may last (a full park, a restart).
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -571,7 +540,7 @@ async fn quotes(
     measure_from: Instant,
     end: Instant,
 ) -> (Histogram<u64>, u64) {
-    let mut h = histogram();
+    let mut h = crate::stats::histogram(3);
     let mut failures = 0;
     let Ok(t) = target(api.gateway, &format!("/payments/quote/{plate}")) else {
         return (h, 1);

@@ -234,7 +234,7 @@ impl PgbenchSummary {
 /// transaction, `client_id transaction_no time script_no time_epoch time_us`, where `time` is
 /// not a number for a failed one.
 fn transaction_log(logs: &Path) -> Result<Histogram<u64>, SuiteError> {
-    let mut h = histogram();
+    let mut h = crate::stats::histogram(3);
     let entries = std::fs::read_dir(logs)
         .map_err(|e| SuiteError::io(&format!("reading {}", logs.display()), e))?;
     for entry in entries.flatten() {
@@ -256,10 +256,6 @@ pub fn record_log(text: &str, h: &mut Histogram<u64>) {
             h.saturating_record(us.max(1));
         }
     }
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
 }
 
 /// `mean`, `median`, `p99` and `max` of `h` (µs) as `<prefix>mean_ms` and so on.
@@ -375,10 +371,10 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
         .calls
         .warmup
         .summary("warmup", o.calls.ended.saturating_sub(o.window));
-    let calls = o.successes + o.failures;
+    let (calls, failures) = (measured.samples, measured.errors);
     let mut m = metrics::of_summary(&measured);
     // Barrier transactions: the calls that did what they were asked.
-    m.insert("throughput".into(), o.successes as f64 / window);
+    m.insert("throughput".into(), measured.successes() as f64 / window);
     m.insert("cycles_per_s".into(), o.exits as f64 / window);
     if o.exits > 0 {
         m.insert(
@@ -399,7 +395,7 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
     });
     record.extra = Some(serde_json::json!({
         "barrier_calls": calls,
-        "failures": o.failures,
+        "failures": failures,
         "failure_samples": o.failure_samples,
         "exits": o.exits,
         "priced_exits": o.priced_exits,
@@ -451,7 +447,7 @@ mod tests {
 
     #[test]
     fn transaction_logs_give_latencies_and_skip_failures() {
-        let mut h = histogram();
+        let mut h = crate::stats::histogram(3);
         record_log(
             "0 1 812 0 1700000000 1\n0 2 1200 0 1700000000 5\n1 1 failed 0 1700000000 9\n",
             &mut h,

@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::json;
 
 use super::{
-    field, forged, page, problem, redirect, redirect_with_cookie, session_of, unreachable, Chrome,
+    checked, field, page, problem, redirect, redirect_with_cookie, session_of, unreachable, Chrome,
 };
 use crate::gateway::{claims, Reply};
 use crate::session::{self, Session, User};
@@ -80,10 +80,10 @@ pub async fn signin(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let (s, fresh) = session_of(&app, &headers);
-    if fresh || !s.csrf_matches(field(&form, "csrf")) {
-        return forged(&app, &s);
-    }
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     let email = field(&form, "email").trim().to_owned();
     let body = json!({"email": email, "password": field(&form, "password")});
     match app
@@ -138,10 +138,10 @@ pub async fn signout(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let (s, fresh) = session_of(&app, &headers);
-    if fresh || !s.csrf_matches(field(&form, "csrf")) {
-        return forged(&app, &s);
-    }
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     app.sessions.remove(&s.id);
     redirect_with_cookie("/app/signin", session::clear_cookie(app.secure_cookies))
 }
@@ -255,10 +255,10 @@ pub async fn register(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let (s, fresh) = session_of(&app, &headers);
-    if fresh || !s.csrf_matches(field(&form, "csrf")) {
-        return forged(&app, &s);
-    }
+    let s = match checked(&app, &headers, &form) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     let body = json!({
         "firstName": field(&form, "firstName"),
         "lastName": field(&form, "lastName"),

@@ -13,7 +13,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, checked, field, page, redirect, signed_in_user, when, Chrome};
+use super::{call_as, checked, field, page, redirect, signed_in_user, text, when, Chrome};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -134,14 +134,6 @@ fn money(v: &Value) -> String {
         Value::Number(n) => format!("{n} €"),
         Value::String(s) => format!("{s} €"),
         _ => "—".into(),
-    }
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
     }
 }
 

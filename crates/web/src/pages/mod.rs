@@ -197,6 +197,15 @@ pub fn checked(
     Ok(s)
 }
 
+/// A JSON string or number as text (empty for anything else).
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
 /// An RFC 3339 instant as people read it: `2024-07-01 08:30 UTC`.
 pub fn when(rfc3339: &str) -> String {
     match (rfc3339.get(..10), rfc3339.get(11..16)) {

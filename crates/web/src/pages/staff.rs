@@ -13,7 +13,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, checked, page, problem, redirect, signed_in_user, Chrome};
+use super::{call_as, checked, page, problem, redirect, signed_in_user, text, Chrome};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -85,14 +85,6 @@ pub struct UsersQuery {
     q: Option<String>,
     page: Option<usize>,
     done: Option<String>,
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
-    }
 }
 
 /// Every user, read a thousand at a time.
