@@ -42,35 +42,38 @@ pub trait EventConn: Send {
 const APPEND: &str =
     "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
+/// PostgreSQL's append: the lock first (a materialized CTE runs before the row it feeds is
+/// formed, so the id is drawn under the lock), in the same round trip as the insert.
+const APPEND_LOCKED: &str = "WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($7)) \
+     INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
+     SELECT $1, $2, $3, $4, $5, $6 FROM locked RETURNING id";
 const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, updated_at) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at";
 const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
 
-/// The statements, for one connection type; `$lock` runs before an append.
+/// The statements, for one connection type; `$lock` is the advisory lock key `$append` takes.
 macro_rules! event_conn {
-    ($conn:ty, $lock:expr) => {
+    ($conn:ty, $append:expr, $lock:expr) => {
         impl EventConn for $conn {
             fn append<'a>(
                 &'a mut self,
                 event: &'a NewEvent,
             ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a {
                 async move {
-                    if let Some(lock) = $lock {
-                        sqlx::query(lock)
-                            .bind(OUTBOX_LOCK_KEY)
-                            .execute(&mut *self)
-                            .await?;
-                    }
-                    sqlx::query_scalar(APPEND)
+                    let query = sqlx::query_scalar($append)
                         .bind(event.aggregate_type)
                         .bind(&event.aggregate_id)
                         .bind(event.event_type)
                         .bind(event.version)
                         .bind(&event.payload)
-                        .bind(now())
-                        .fetch_one(&mut *self)
-                        .await
+                        .bind(now());
+                    match $lock {
+                        Some(key) => query.bind(key),
+                        None => query,
+                    }
+                    .fetch_one(&mut *self)
+                    .await
                 }
             }
 
@@ -117,8 +120,8 @@ macro_rules! event_conn {
     };
 }
 
-event_conn!(PgConnection, Some("SELECT pg_advisory_xact_lock($1)"));
-event_conn!(SqliteConnection, None::<&str>);
+event_conn!(PgConnection, APPEND_LOCKED, Some(OUTBOX_LOCK_KEY));
+event_conn!(SqliteConnection, APPEND, None::<i64>);
 
 /// Now, RFC 3339 UTC.
 pub fn now() -> String {

@@ -184,3 +184,62 @@ async fn metrics_show_the_lag_its_age_and_the_parked_events() {
         assert!(text.contains(line), "{line} in\n{text}");
     }
 }
+
+/// The PostgreSQL append takes the outbox lock before it draws an id: a second transaction
+/// appending while the first holds the lock waits without drawing one, and its id comes after
+/// the first's, so ids commit in order.
+#[tokio::test]
+async fn a_postgres_append_draws_its_id_under_the_outbox_lock() {
+    use sqlx::{Connection, PgConnection};
+
+    use crate::conn::EventConn;
+
+    if pms_testkit::pg::skipped() {
+        return;
+    }
+    let url = pms_testkit::pg::shared().fresh_database();
+    let mut setup = PgConnection::connect(&url).await.expect("connect");
+    sqlx::raw_sql(crate::SCHEMA_POSTGRES)
+        .execute(&mut setup)
+        .await
+        .expect("schema");
+    let event =
+        NewEvent::new("thing", "a", "thing.named", 1, &Named { name: "a".into() }).expect("event");
+
+    let mut first = PgConnection::connect(&url).await.expect("connect");
+    let mut first_tx = first.begin().await.expect("begin");
+    let first_id = first_tx.append(&event).await.expect("first append");
+
+    let second = {
+        let (url, event) = (url.clone(), event.clone());
+        tokio::spawn(async move {
+            let mut second = PgConnection::connect(&url).await.expect("connect");
+            let mut tx = second.begin().await.expect("begin");
+            let id = tx.append(&event).await.expect("second append");
+            tx.commit().await.expect("commit");
+            id
+        })
+    };
+    assert_eventually("the second append waits for the outbox lock", 500, || {
+        let url = url.clone();
+        async move {
+            let mut probe = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            )
+            .fetch_one(&mut probe)
+            .await
+            .expect("pg_locks")
+                == 1
+        }
+    })
+    .await;
+    let drawn: i64 = sqlx::query_scalar("SELECT last_value FROM outbox_id_seq")
+        .fetch_one(&mut setup)
+        .await
+        .expect("sequence");
+    assert_eq!(drawn, first_id, "no id is drawn while the lock is held");
+    first_tx.commit().await.expect("commit");
+    let second_id = second.await.expect("second");
+    assert!(second_id > first_id, "{second_id} after {first_id}");
+}

@@ -52,6 +52,7 @@ impl pms_service::store::Refusal for Refusal {
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    barriers: std::sync::Arc<visits::BarrierCache>,
 }
 
 impl std::ops::Deref for Store {
@@ -73,6 +74,7 @@ impl Store {
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
         Ok(Self {
             db: Db::open(config)?,
+            barriers: std::sync::Arc::default(),
         })
     }
 

@@ -9,6 +9,10 @@
 //! Retries by a barrier are harmless: an entrance or exit repeated with the same plate, barrier
 //! and time answers as the first did and changes nothing.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
@@ -38,6 +42,28 @@ pub struct Barrier {
     pub state: State,
     /// The park's clock.
     pub time_zone: String,
+}
+
+/// How long a barrier read from the database is used without reading it again.
+pub const BARRIER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// Barriers read lately, by id.
+#[derive(Debug, Default)]
+pub struct BarrierCache(Mutex<HashMap<i64, (Barrier, Instant)>>);
+
+impl BarrierCache {
+    fn get(&self, id: i64) -> Option<Barrier> {
+        let cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cached
+            .get(&id)
+            .filter(|(_, at)| at.elapsed() < BARRIER_CACHE_TTL)
+            .map(|(b, _)| b.clone())
+    }
+
+    fn put(&self, barrier: Barrier) {
+        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cached.insert(barrier.id, (barrier, Instant::now()));
+    }
 }
 
 /// How an entrance or exit went.
@@ -100,22 +126,74 @@ struct Owner {
     name: String,
     nif: i64,
     status: UserStatus,
+    /// The "pay my next visit with coins" flag as read.
+    use_coins: bool,
 }
 
-const OWNER: &str =
-    "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status \
-     FROM vehicles v JOIN customers c ON c.id = v.customer_id WHERE v.plate = $1";
+/// The plate's open visit, in whichever park.
+struct OpenVisit {
+    id: i64,
+    park_id: i64,
+    spot_id: i64,
+    entry_barrier_id: i64,
+    entered_at_ms: i64,
+    spot_number: String,
+}
 
-fn owner_of(row: (i64, String, String, String, i64, String)) -> Result<Owner, StoreError> {
+/// A plate's owner and open visit, read in one statement at the start of an entrance or exit.
+const PLATE: &str =
+    "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status, c.use_parky_coins, \
+     o.id, o.park_id, o.spot_id, o.entry_barrier_id, o.entered_at_ms, s.spot_number \
+     FROM vehicles v JOIN customers c ON c.id = v.customer_id \
+     LEFT JOIN visits o ON o.plate = v.plate AND o.left_at_ms IS NULL \
+     LEFT JOIN spots s ON s.id = o.spot_id WHERE v.plate = $1";
+
+type PlateRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+fn plate_of(row: PlateRow) -> Result<(Owner, Option<OpenVisit>), StoreError> {
     let bad = |what: &str| StoreError::Internal(format!("stored {what} is not a known name"));
-    Ok(Owner {
+    let open = match (row.7, row.8, row.9, row.10, row.11, row.12) {
+        (
+            Some(id),
+            Some(park_id),
+            Some(spot_id),
+            Some(entry_barrier_id),
+            Some(entered_at_ms),
+            Some(spot_number),
+        ) => Some(OpenVisit {
+            id,
+            park_id,
+            spot_id,
+            entry_barrier_id,
+            entered_at_ms,
+            spot_number,
+        }),
+        _ => None,
+    };
+    let owner = Owner {
         customer_id: row.0,
         vehicle_type: VehicleType::parse(&row.1).ok_or_else(|| bad("vehicle type"))?,
         energy: EnergySource::parse(&row.2).ok_or_else(|| bad("energy source"))?,
         name: row.3,
         nif: row.4,
         status: UserStatus::parse(&row.5).ok_or_else(|| bad("status"))?,
-    })
+        use_coins: super::flag(row.6),
+    };
+    Ok((owner, open))
 }
 
 /// Sets the message of the active displays of a barrier (same park by construction: displays
@@ -135,11 +213,16 @@ macro_rules! show_on_displays {
 pub(crate) use show_on_displays;
 
 impl Store {
-    /// The barrier with id `id`.
+    /// The barrier with id `id`, from the store's cache when read in the last
+    /// [`BARRIER_CACHE_TTL`] (barriers change only with the seed or an operator's SQL; every
+    /// entrance and exit names one).
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn barrier(&self, id: i64) -> Result<Barrier, StoreError> {
+        if let Some(b) = self.barriers.get(id) {
+            return Ok(b);
+        }
         let row: Option<(i64, i64, i64, String, String, String, String)> = repeatable!(
             self,
             |conn| {
@@ -154,7 +237,7 @@ impl Store {
         )?;
         let (id, park_id, park_number, number, direction, state, time_zone) =
             row.ok_or_else(|| StoreError::not_found("barrier", id))?;
-        Ok(Barrier {
+        let barrier = Barrier {
             id,
             park_id,
             park_number,
@@ -163,7 +246,9 @@ impl Store {
                 .ok_or_else(|| StoreError::Internal(direction.clone()))?,
             state: State::parse(&state).ok_or_else(|| StoreError::Internal(state.clone()))?,
             time_zone,
-        })
+        };
+        self.barriers.put(barrier.clone());
+        Ok(barrier)
     }
 
     /// A car with `plate` at `barrier` at `at`: an entrance or an exit by the barrier's
@@ -201,33 +286,26 @@ impl Store {
         let at_ms = ms(at);
         let now_ms = ms(Timestamp::now());
         transaction!(self, |tx| {
-            let Some(row) = sqlx::query_as(OWNER)
+            let Some(row) = sqlx::query_as(PLATE)
                 .bind(plate)
                 .fetch_optional(&mut *tx)
                 .await?
             else {
                 return Err(StoreError::Refused(Refusal::UnknownPlateAtEntrance));
             };
-            let owner = owner_of(row)?;
+            let (owner, open) = plate_of(row)?;
             if owner.status == UserStatus::Blocked {
                 return Err(StoreError::Refused(Refusal::Blocked));
             }
             if barrier.state != State::Active {
                 return Err(StoreError::Refused(Refusal::BarrierDisabled));
             }
-            let open: Option<(i64, i64, i64, i64, String)> = sqlx::query_as(
-                "SELECT v.id, v.park_id, v.entry_barrier_id, v.entered_at_ms, s.spot_number \
-                 FROM visits v JOIN spots s ON s.id = v.spot_id WHERE v.plate = $1 AND v.left_at_ms IS NULL",
-            )
-            .bind(plate)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some((visit_id, _park, entry_barrier, entered, spot)) = open {
-                if entry_barrier == barrier.id && entered == at_ms {
+            if let Some(open) = open {
+                if open.entry_barrier_id == barrier.id && open.entered_at_ms == at_ms {
                     return Ok(Passage::Open {
-                        visit_id,
+                        visit_id: open.id,
                         name: owner.name,
-                        spot,
+                        spot: open.spot_number,
                         repeated: true,
                         price: None,
                     });
@@ -245,9 +323,13 @@ impl Store {
             if raised.rows_affected() == 0 {
                 return Err(StoreError::Refused(Refusal::Full));
             }
+            // The first free spot that fits, taken in the same statement. Under the park's row
+            // no other entrance of this park runs, so no spot here means the park is full for
+            // this vehicle.
             let spot: Option<(i64, String)> = sqlx::query_as(
-                "SELECT id, spot_number FROM spots WHERE park_id = $1 AND operational = 1 AND occupied = 0 \
-                 AND spot_vehicle_type = $2 AND spot_type = $3 ORDER BY floor_level, spot_number LIMIT 1",
+                "UPDATE spots SET occupied = 1 WHERE occupied = 0 AND id = (SELECT id FROM spots \
+                 WHERE park_id = $1 AND operational = 1 AND occupied = 0 AND spot_vehicle_type = $2 AND spot_type = $3 \
+                 ORDER BY floor_level, spot_number LIMIT 1) RETURNING id, spot_number",
             )
             .bind(barrier.park_id)
             .bind(owner.vehicle_type.as_str())
@@ -257,15 +339,6 @@ impl Store {
             let Some((spot_id, spot_number)) = spot else {
                 return Err(StoreError::Refused(Refusal::Full));
             };
-            let taken = sqlx::query("UPDATE spots SET occupied = 1 WHERE id = $1 AND occupied = 0")
-                .bind(spot_id)
-                .execute(&mut *tx)
-                .await?;
-            if taken.rows_affected() != 1 {
-                return Err(StoreError::Transient(format!(
-                    "spot {spot_number} was taken meanwhile"
-                )));
-            }
             let visit_id: i64 = sqlx::query_scalar(
                 "INSERT INTO visits (park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -338,26 +411,18 @@ impl Store {
         let at_ms = ms(at);
         let now_ms = ms(Timestamp::now());
         transaction!(self, |tx| {
-            let Some(row) = sqlx::query_as(OWNER)
+            let Some(row) = sqlx::query_as(PLATE)
                 .bind(plate)
                 .fetch_optional(&mut *tx)
                 .await?
             else {
                 return Err(StoreError::Refused(Refusal::UnknownPlateAtExit));
             };
-            let owner = owner_of(row)?;
+            let (owner, open) = plate_of(row)?;
             if barrier.state != State::Active {
                 return Err(StoreError::Refused(Refusal::BarrierDisabled));
             }
-            let open: Option<(i64, i64, i64, String)> = sqlx::query_as(
-                "SELECT v.id, v.spot_id, v.entered_at_ms, s.spot_number FROM visits v JOIN spots s ON s.id = v.spot_id \
-                 WHERE v.plate = $1 AND v.park_id = $2 AND v.left_at_ms IS NULL",
-            )
-            .bind(plate)
-            .bind(barrier.park_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((visit_id, spot_id, entered_ms, spot_number)) = open else {
+            let Some(open) = open.filter(|v| v.park_id == barrier.park_id) else {
                 // The same exit again (the barrier retried): answer as before.
                 let done: Option<(i64, String, Option<String>, Option<String>)> = sqlx::query_as(
                     "SELECT v.id, s.spot_number, v.price, v.discount FROM visits v JOIN spots s ON s.id = v.spot_id \
@@ -380,6 +445,13 @@ impl Store {
                     None => Err(StoreError::Refused(Refusal::NotInside)),
                 };
             };
+            let OpenVisit {
+                id: visit_id,
+                spot_id,
+                entered_at_ms: entered_ms,
+                spot_number,
+                ..
+            } = open;
             if at_ms < entered_ms {
                 return Err(StoreError::Refused(Refusal::ExitBeforeEntrance));
             }
@@ -392,15 +464,17 @@ impl Store {
                 .bind(spot_id)
                 .execute(&mut *tx)
                 .await?;
-            // The one-shot flag: consumed by this exit if (and only if) it was set.
-            let use_coins = sqlx::query(
-                "UPDATE customers SET use_parky_coins = 0 WHERE id = $1 AND use_parky_coins = 1",
-            )
-            .bind(owner.customer_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-                == 1;
+            // The one-shot flag: consumed by this exit if (and only if) it is still set. A flag
+            // read as clear is left alone: one set meanwhile counts for the next visit.
+            let use_coins = owner.use_coins
+                && sqlx::query(
+                    "UPDATE customers SET use_parky_coins = 0 WHERE id = $1 AND use_parky_coins = 1",
+                )
+                .bind(owner.customer_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
             sqlx::query(
                 "UPDATE visits SET left_at_ms = $1, exit_barrier_id = $2, use_coins = $3 WHERE id = $4",
             )

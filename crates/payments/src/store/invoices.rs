@@ -160,15 +160,12 @@ impl Store {
         let now = Timestamp::now().as_millisecond();
         retry(|| async {
             let r: Result<(), StoreError> = transaction!(self, |tx| {
-                let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM invoices WHERE visit_id = $1")
-                    .bind(v.visit_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if exists.is_none() {
-                    let id: i64 = sqlx::query_scalar(
+                // Once per visit: a visit invoiced already inserts nothing.
+                let issued: Option<i64> = sqlx::query_scalar(
                         "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
                          time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) RETURNING id",
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) \
+                         ON CONFLICT (visit_id) DO NOTHING RETURNING id",
                     )
                     .bind(v.visit_id)
                     .bind(v.customer_id)
@@ -184,8 +181,9 @@ impl Store {
                     .bind(if awaiting { "AWAITING_COINS" } else { "ISSUED" })
                     .bind(now)
                     .bind((!awaiting).then_some(now))
-                    .fetch_one(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
+                if let Some(id) = issued {
                     for row in &bill.rows {
                         sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
                             .bind(id)
