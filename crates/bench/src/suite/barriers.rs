@@ -108,6 +108,34 @@ pub struct Load {
     pub password: String,
     /// Barrier id → key.
     pub keys: Vec<(i64, String)>,
+    /// Calls per second offered by all clients together, each client on its own fixed schedule
+    /// (a call that is late is measured from when it was due); `None`: each client calls again
+    /// as soon as it has its answer.
+    pub rate: Option<f64>,
+}
+
+/// When a client's calls are due: every `every`, from `first`.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    first: Instant,
+    every: Duration,
+}
+
+impl Schedule {
+    /// Client `i` of `clients` sharing `rate` calls per second from `start`, the clients'
+    /// first calls spread over one interval.
+    fn of(i: usize, clients: usize, rate: f64, start: Instant) -> Self {
+        let every = Duration::from_secs_f64(clients as f64 / rate);
+        Self {
+            first: start + every.mul_f64(i as f64 / clients as f64),
+            every,
+        }
+    }
+
+    /// The `n`th call's due time.
+    fn due(&self, n: u32) -> Instant {
+        self.first + self.every * n
+    }
 }
 
 /// Registers the cars, waits for the events, then runs the load.
@@ -378,6 +406,9 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         let keys = (key(entrance)?, key(exit)?);
         let api = api.clone();
         let collector = collector.clone();
+        let schedule = load
+            .rate
+            .map(|rate| Schedule::of(c, load.clients, rate, start));
         tasks.push(tokio::spawn(async move {
             let _active = collector.enter();
             car(
@@ -388,6 +419,7 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
                 keys,
                 &collector,
                 (measure_from, end),
+                schedule,
             )
             .await
         }));
@@ -432,7 +464,9 @@ fn plate_read(barrier: i64, park: i64, plate: &str, at: &str) -> Value {
     json!({"barrierID": barrier, "parkID": park, "parkNumber": park, "plateNumber": plate, "date": at})
 }
 
-/// One car: in and out until `end`, on one kept-alive connection (a new one after a failure).
+/// One car: in and out until `end`, on one kept-alive connection (a new one after a failure),
+/// each call when the last is answered or, with a `schedule`, when it is due.
+#[allow(clippy::too_many_arguments)]
 async fn car(
     api: &Api,
     i: usize,
@@ -441,6 +475,7 @@ async fn car(
     (entrance_key, exit_key): (HeaderValue, HeaderValue),
     collector: &Collector,
     (measure_from, end): (Instant, Instant),
+    schedule: Option<Schedule>,
 ) -> Tally {
     let start = collector.start().into_std();
     let mut tally = Tally {
@@ -452,7 +487,18 @@ async fn car(
     let mut inside = false;
     let mut last = 0;
     let mut conn: Option<Conn> = None;
+    let mut calls = 0;
     while Instant::now() < end {
+        // On a schedule the latency counts from when the call was due, so a late call is not
+        // measured as if it had been sent on time.
+        let due = schedule.map(|s| s.due(calls));
+        calls += 1;
+        if let Some(due) = due {
+            if due >= end {
+                break;
+            }
+            tokio::time::sleep_until(due.into()).await;
+        }
         let (t, barrier, key) = if inside {
             (&api.exit, exit, &exit_key)
         } else {
@@ -471,6 +517,7 @@ async fn car(
             },
         };
         let elapsed = began.elapsed();
+        let lag = due.map_or(Duration::ZERO, |d| began.saturating_duration_since(d));
         let measured = began >= measure_from;
         let (failure, status, kind) = match &reply {
             Ok(r) if r.status == http::StatusCode::OK && r.body["success"] == true => {
@@ -493,8 +540,8 @@ async fn car(
         collector.record(
             i,
             &Sample {
-                due: began.saturating_duration_since(start),
-                lag: Duration::ZERO,
+                due: due.unwrap_or(began).saturating_duration_since(start),
+                lag,
                 ttfb: status.map(|_| elapsed),
                 elapsed,
                 connect: None,
@@ -525,7 +572,9 @@ async fn car(
                     ));
                 }
                 // Not straight back in: the refusal may last (a full park, a restart).
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                if schedule.is_none() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
             }
         }
     }
@@ -624,6 +673,19 @@ mod tests {
         assert_eq!(plate(1234), "12-BK-34");
         let all: std::collections::BTreeSet<String> = (0..10_000).map(plate).collect();
         assert_eq!(all.len(), 10_000);
+    }
+
+    #[test]
+    fn a_schedule_shares_the_rate_and_spreads_the_first_calls() {
+        let start = Instant::now();
+        let schedules: Vec<Schedule> = (0..4).map(|i| Schedule::of(i, 4, 40.0, start)).collect();
+        // 4 clients × 10 calls/s each.
+        assert!(schedules
+            .iter()
+            .all(|s| s.every == Duration::from_millis(100)));
+        assert_eq!(schedules[0].due(0), start);
+        assert_eq!(schedules[1].due(0), start + Duration::from_millis(25));
+        assert_eq!(schedules[3].due(2), start + Duration::from_millis(275));
     }
 
     #[test]

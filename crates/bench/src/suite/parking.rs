@@ -353,6 +353,7 @@ fn barriers(
             warmup: job.warmup,
             password: password.clone(),
             keys,
+            rate: job.rate,
         };
         barriers::run(ports, &load)
     })();

@@ -122,6 +122,9 @@ pub struct ParkingJob {
     pub warmup: Duration,
     /// `pgbench -i -s`.
     pub pgbench_scale: u32,
+    /// Barrier calls per second offered on a fixed schedule; `None`: each client calls again
+    /// as soon as it has its answer.
+    pub rate: Option<f64>,
 }
 
 /// `h1`/`h2` as the reports name them.
@@ -304,6 +307,24 @@ pub fn plan(
     }
     if let Some(k) = &spec.parking {
         let p = k.profiles.get(profile).ok_or_else(unknown)?;
+        let job = |load, clients, rate| {
+            Job::Parking(ParkingJob {
+                load,
+                clients,
+                duration: p.duration,
+                warmup: p.warmup,
+                pgbench_scale: p.pgbench_scale,
+                rate,
+            })
+        };
+        let params = |database: &str, clients: usize| {
+            vec![
+                ("Database".into(), database.into()),
+                ("Clients".into(), clients.to_string()),
+            ]
+        };
+        // pms up, customers registered and their events applied.
+        let barrier_setup = |clients: usize| SETUP + Duration::from_millis(clients as u64 * 20);
         for &clients in &p.barriers {
             let mut loads = Vec::new();
             if p.backends.contains(&Backend::Postgres) {
@@ -323,31 +344,39 @@ pub fn plan(
                         format!("barriers/{}/{clients}c", b.id()),
                         "Barrier cycles through the gateway".to_owned(),
                         b.label(),
-                        // pms up, customers registered and their events applied.
-                        SETUP + Duration::from_millis(clients as u64 * 20),
+                        barrier_setup(clients),
                     ),
                 };
                 cells.push(Cell {
                     id,
                     part: "parking".into(),
                     name,
-                    params: vec![
-                        ("Database".into(), database.into()),
-                        ("Clients".into(), clients.to_string()),
-                    ],
+                    params: params(database, clients),
                     servers: vec!["pms".into()],
-                    job: Job::Parking(ParkingJob {
-                        load,
-                        clients,
-                        duration: p.duration,
-                        warmup: p.warmup,
-                        pgbench_scale: p.pgbench_scale,
-                    }),
+                    job: job(load, clients, None),
                     expected: p.duration + setup,
                 });
             }
         }
+        for paced in &p.paced {
+            for &b in &p.backends {
+                cells.push(Cell {
+                    id: format!("barriers/{}/{}c/{}ps", b.id(), paced.barriers, paced.rate),
+                    part: "parking".into(),
+                    name: format!("Barrier cycles at {} calls/s", paced.rate),
+                    params: [
+                        params(b.label(), paced.barriers),
+                        vec![("Offered".into(), format!("{}/s", paced.rate))],
+                    ]
+                    .concat(),
+                    servers: vec!["pms".into()],
+                    job: job(ParkingLoad::Barriers(b), paced.barriers, Some(paced.rate)),
+                    expected: p.duration + barrier_setup(paced.barriers),
+                });
+            }
+        }
     }
+
     if !only.is_empty() {
         cells.retain(|c| only.iter().any(|o| c.id.contains(o.as_str())));
         if cells.is_empty() {

@@ -295,6 +295,20 @@ pub struct ParkingProfile {
     /// `pgbench -i -s`: the TPC-B-like tables' scale (at least the largest client count, as
     /// pgbench advises, so branches do not become the bottleneck).
     pub pgbench_scale: u32,
+    /// Barrier cells at a fixed offered rate (one per pair, per database), beside the
+    /// closed-loop ones: latency at a given load rather than at saturation.
+    #[serde(default)]
+    pub paced: Vec<Paced>,
+}
+
+/// Barrier clients calling on a fixed schedule.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paced {
+    /// Barrier clients.
+    pub barriers: usize,
+    /// Barrier calls per second offered by all of them together.
+    pub rate: f64,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -416,6 +430,11 @@ impl SuiteSpec {
                 }
                 if p.pgbench_scale == 0 {
                     return bad(format!("parking.profiles.{name}.pgbench_scale: at least 1"));
+                }
+                if p.paced.iter().any(|x| x.barriers == 0 || !(x.rate > 0.0)) {
+                    return bad(format!(
+                        "parking.profiles.{name}.paced: barriers > 0 and a rate above 0"
+                    ));
                 }
             }
         }
