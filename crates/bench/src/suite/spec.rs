@@ -431,7 +431,10 @@ impl SuiteSpec {
                 if p.pgbench_scale == 0 {
                     return bad(format!("parking.profiles.{name}.pgbench_scale: at least 1"));
                 }
-                if p.paced.iter().any(|x| x.barriers == 0 || !(x.rate > 0.0)) {
+                if p.paced
+                    .iter()
+                    .any(|x| x.barriers == 0 || !x.rate.is_finite() || x.rate <= 0.0)
+                {
                     return bad(format!(
                         "parking.profiles.{name}.paced: barriers > 0 and a rate above 0"
                     ));
