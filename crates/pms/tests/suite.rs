@@ -448,22 +448,27 @@ fn the_parking_suite_drives_cars_in_and_out_without_a_failed_call() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
+    // The closed-loop cell and the one on a fixed schedule.
     let res = SuiteResults::read(&out).unwrap();
-    assert_eq!(res.cells.len(), 1);
-    let run = &res.cells[0].runs[0];
-    assert_eq!(run.status, Status::Ok);
-    let m = |k: &str| run.metrics.get(k).copied().unwrap_or(f64::NAN);
-    assert!(m("throughput") > 0.0, "{:?}", run.metrics);
-    assert_eq!(m("error_pct"), 0.0, "{:?}", run.extra);
-    // Every exit waited for its invoice and showed the price; the quote client was answered.
-    assert!(
-        m("cycles_per_s") > 0.0 && m("priced_pct") > 0.0,
-        "{:?}",
-        run.metrics
-    );
-    assert!(m("quote_p99_ms") > 0.0, "{:?}", run.metrics);
-    let extra = run.extra.as_ref().unwrap();
-    assert_eq!(extra["quote_failures"], 0, "{extra}");
+    let ids: Vec<&str> = res.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["barriers/sqlite/4c", "barriers/sqlite/4c/40ps"]);
+    for cell in &res.cells {
+        let run = &cell.runs[0];
+        assert_eq!(run.status, Status::Ok, "{}", cell.id);
+        let m = |k: &str| run.metrics.get(k).copied().unwrap_or(f64::NAN);
+        assert!(m("throughput") > 0.0, "{}: {:?}", cell.id, run.metrics);
+        assert_eq!(m("error_pct"), 0.0, "{}: {:?}", cell.id, run.extra);
+        // Every exit waited for its invoice and showed the price; the quote client was answered.
+        assert!(
+            m("cycles_per_s") > 0.0 && m("priced_pct") > 0.0,
+            "{}: {:?}",
+            cell.id,
+            run.metrics
+        );
+        assert!(m("quote_p99_ms") > 0.0, "{}: {:?}", cell.id, run.metrics);
+        let extra = run.extra.as_ref().unwrap();
+        assert_eq!(extra["quote_failures"], 0, "{}: {extra}", cell.id);
+    }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
         report.contains("Barrier transactions next to pgbench"),
