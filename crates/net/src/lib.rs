@@ -7,6 +7,8 @@
 //! - [`fdlimit`]: the open-file limit, raised at start and split between client and upstream
 //!   connections.
 //! - [`listen`]: binding listeners, several per port (`SO_REUSEPORT`) for thread-per-core servers.
+//! - [`port`]: a loopback port picked ahead of time for another program, outside the kernel's
+//!   ephemeral range.
 //! - [`serve`]: the accept loop: TLS handshakes, HTTP/1.1 and HTTP/2 (h2c prior knowledge or ALPN)
 //!   on one port, connection limits, header-read, send and idle timeouts and graceful drain;
 //!   optionally an HTTP/1.1 handler that sees connections before hyper ([`serve::Http1Fast`]).
@@ -34,6 +36,7 @@ pub mod head;
 pub mod idle;
 pub mod linger;
 pub mod listen;
+pub mod port;
 pub mod rewind;
 pub mod serve;
 pub mod stall;

@@ -8,7 +8,7 @@
 //! so the suite unwinds through its usual clean-up instead of leaving its children behind.
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,15 +21,11 @@ use crate::startup::Ready;
 
 use super::SuiteError;
 
-/// A free loopback port (bound then released; the window for a clash is small and a clash shows
-/// up as a start-up failure naming the port).
+/// A free loopback port for a program the suite starts, outside the kernel's ephemeral range
+/// ([`pms_net::port`]: a port from `bind(0)` could be taken by an outgoing connection before the
+/// program binds it).
 pub fn free_port() -> Result<u16, SuiteError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| SuiteError::io("binding port 0", e))?;
-    let port = l
-        .local_addr()
-        .map_err(|e| SuiteError::io("reading a bound port", e))?
-        .port();
-    Ok(port)
+    pms_net::port::free_loopback_port().map_err(|e| SuiteError::io("picking a free port", e))
 }
 
 /// The children running now and the signal the suite was stopped by, under one lock: a child

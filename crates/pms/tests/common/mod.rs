@@ -7,13 +7,9 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, away from the ports the kernel hands out by itself.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    pms_net::port::free_loopback_port().expect("a free port")
 }
 
 /// Waits until something listens on `port` (20 s at most).
