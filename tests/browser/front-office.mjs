@@ -1,6 +1,7 @@
 // The front office in a real Chromium against a real `pms up` on a throwaway data directory:
 // sign-in and registration pages, a demo customer signing in and seeing their car, wallet and
-// forms, their visits page, signing out; at a phone's size (390×844) and a desktop's (1280×800). Every page must load
+// forms, a plate marked while it is typed, parks near a place, their visits page, signing out;
+// each staff role's screens; at a phone's size (390×844) and a desktop's (1280×800). Every page must load
 // nothing from elsewhere, log no console error (a CSP violation is one), pass axe-core with no
 // serious or critical violation, and be usable with the keyboard alone. Screenshots of each
 // screen at both sizes go to the artefacts directory.
@@ -157,6 +158,29 @@ async function journey(size, viewport) {
     say("the session cookie is readable from the page");
   }
 
+  // A plate is checked as it is typed, with no script: marked while it does not fit.
+  const plate = page.getByLabel("Add a vehicle: plate");
+  const typedBad = page.locator("#licensePlateNumber + .typed-bad");
+  await plate.fill("12-34");
+  if (!(await typedBad.isVisible())) say("a half-typed plate is not marked");
+  await plate.fill("12-ab-34");
+  if (await typedBad.isVisible()) say("a whole plate (any case) is still marked");
+  await plate.fill("");
+
+  // Parks near a typed place: the map and the list; the location button appears (its script
+  // runs under the CSP).
+  await page.getByRole("link", { name: "Parks near you" }).click();
+  await page.waitForURL(`${base}/app/nearby`);
+  if (!(await page.locator("#locate").isVisible())) say("the 'Use my location' button did not appear");
+  await page.getByLabel("Latitude").fill("41.178496");
+  await page.getByLabel("Longitude").fill("-8.607637");
+  await page.getByLabel("Within, km").fill("1500");
+  await page.getByRole("button", { name: "Find parks" }).click();
+  await page.waitForURL(/\/app\/nearby\?/);
+  if ((await page.locator("svg.map circle.park").count()) !== 5) say("the map does not show the five parks");
+  await check(page, size, "nearby");
+  await page.goto(`${base}/app/account`);
+
   // The visits and invoices page (empty for this customer: the layout and its accessibility).
   await page.getByRole("link", { name: "My visits and invoices" }).click();
   await page.waitForURL(`${base}/app/visits`);
@@ -170,8 +194,9 @@ async function journey(size, viewport) {
   await context.close();
 }
 
-// Each staff role's main screen: the customer manager's users, the park manager's parks and a
-// park's spots, the supervisor's read-only users.
+// Each staff role's main screens: the customer manager's users, the park manager's parks, a
+// park's spots and settings, its price table (with a preview) and usage charts, the
+// supervisor's read-only users.
 async function staff(size, viewport) {
   const signIn = async (page, email) => {
     await page.goto(`${base}/app/signin`);
@@ -182,7 +207,7 @@ async function staff(size, viewport) {
   };
   for (const [email, screens] of [
     ["customermanager@isep.ipp.pt", [["users", "/app/users"]]],
-    ["parkmanager@isep.ipp.pt", [["parks", "/app/parks"], ["park", "/app/parks/1"]]],
+    ["parkmanager@isep.ipp.pt", [["parks", "/app/parks"], ["park", "/app/parks/1"], ["prices", "/app/parks/1/prices"], ["report", "/app/parks/1/report"]]],
     ["supervisor@isep.ipp.pt", [["users-supervisor", "/app/users"]]],
   ]) {
     const context = await browser.newContext({ viewport });
@@ -193,6 +218,14 @@ async function staff(size, viewport) {
       const r = await page.goto(`${base}${path}`);
       if (r.status() !== 200) problems.push(`${size} ${email}: ${path} answered ${r.status()}`);
       await check(page, size, name);
+    }
+    if (email.startsWith("parkmanager")) {
+      // The seeded table previewed as it stands: a priced stay comes back on the page.
+      await page.goto(`${base}/app/parks/1/prices`);
+      await page.getByRole("button", { name: "Preview" }).click();
+      const total = await page.locator("#preview-total").textContent({ timeout: 10000 }).catch(() => null);
+      if (!/€$/.test(total ?? "")) problems.push(`${size}: the price preview shows ${total}`);
+      await check(page, size, "prices-preview");
     }
     await context.close();
   }

@@ -98,6 +98,19 @@ pub struct Spot {
     pub occupied: bool,
     /// It may be used.
     pub operational: bool,
+    /// Who last took it out of service or put it back, and when (`null` if nobody has).
+    pub last_change: Option<SpotChange>,
+}
+
+/// A manager's change of a spot, as the spot list shows the latest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpotChange {
+    /// The manager's name as they gave it.
+    pub by: String,
+    /// When, RFC 3339 UTC.
+    pub at: String,
+    /// Whether the change put the spot in service.
+    pub operational: bool,
 }
 
 /// A completed visit as `parkingHistory` shows it.

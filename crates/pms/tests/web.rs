@@ -198,7 +198,7 @@ fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
     assert_eq!(start.header("location"), Some("/app/signin"));
 
     // The sign-in page opens a session: an HttpOnly, SameSite=Strict, Secure cookie, and a CSP
-    // that lets no script run.
+    // that lets no script run but the front office's own files (and this page has none).
     let signin = get(port, "/app/signin", None);
     assert_eq!(signin.status, 200, "{}", signin.body);
     let cookie = signin.header("set-cookie").expect("a session cookie");
@@ -207,9 +207,12 @@ fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
     }
     let csp = signin.header("content-security-policy").expect("a CSP");
     assert!(
-        csp.contains("default-src 'none'") && !csp.contains("script-src"),
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self';")
+            && !csp.contains("unsafe"),
         "{csp}"
     );
+    assert!(!signin.body.contains("<script"));
     assert_eq!(signin.header("x-frame-options"), Some("DENY"));
     assert!(
         signin.body.contains("<label for=\"email\">"),
@@ -645,4 +648,286 @@ fn staff_screens_open_to_their_roles_only() {
     );
     assert_eq!(unknown.status, 404, "{}", unknown.body);
     assert_eq!(get(port, "/app/parks/99", Some(&pm)).status, 404);
+}
+
+/// The value of the page's first `name="NAME" value="…"` input.
+fn value_of(page: &Page, name: &str) -> String {
+    let key = format!("name=\"{name}\" ");
+    let at = page.body.find(&key).expect(name);
+    let rest = &page.body[at..];
+    let v = rest.find("value=\"").expect("a value") + 7;
+    rest[v..].split('"').next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_park_manager_sets_thresholds_the_overnight_fee_and_prices_and_reads_usage_as_charts() {
+    let (data, _up, port) = start();
+
+    let leo = sign_in(port, "leoKim@isep.ipp.pt");
+    for path in ["/app/parks/1/prices", "/app/parks/1/report"] {
+        assert_eq!(get(port, path, Some(&leo)).status, 403, "{path}");
+    }
+    let pm = sign_in(port, "parkmanager@isep.ipp.pt");
+
+    // PARKY thresholds: a refusal beside the form with what was typed, then saved.
+    let park = get(port, "/app/parks/1", Some(&pm));
+    assert_eq!(value_of(&park, "parkiesPerHour"), "15");
+    let csrf = park.csrf();
+    let bad = post(
+        port,
+        "/app/parks/1/thresholds",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("parkiesPerHour", "-1"),
+            ("parkiesPerMinute", "1"),
+        ],
+    );
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("id=\"thresholds-error\""), "{}", bad.body);
+    assert_eq!(value_of(&bad, "parkiesPerHour"), "-1", "kept as typed");
+    let saved = post(
+        port,
+        "/app/parks/1/thresholds",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("parkiesPerHour", "20"),
+            ("parkiesPerMinute", "2"),
+        ],
+    );
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let park = get(port, "/app/parks/1?done=thresholds", Some(&pm));
+    assert!(park.body.contains("PARKY thresholds saved."));
+    assert_eq!(value_of(&park, "parkiesPerHour"), "20");
+    assert_eq!(value_of(&park, "parkiesPerMinute"), "2");
+
+    // The overnight fee of park 3 (8 €, off): too high is refused, then 5 € switched on.
+    let park3 = get(port, "/app/parks/3", Some(&pm));
+    assert_eq!(value_of(&park3, "overnightFee"), "8");
+    assert!(!park3.body.contains("id=\"overnightOn\" checked"));
+    let too_high = post(
+        port,
+        "/app/parks/3/overnight",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("overnightFee", "99999"),
+            ("overnightOn", "on"),
+        ],
+    );
+    assert_eq!(too_high.status, 400, "{}", too_high.body);
+    assert!(too_high.body.contains("id=\"overnight-error\""));
+    let on = post(
+        port,
+        "/app/parks/3/overnight",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("overnightFee", "5"),
+            ("overnightOn", "on"),
+        ],
+    );
+    assert_eq!(on.status, 303, "{}", on.body);
+    let park3 = get(port, "/app/parks/3?done=overnight", Some(&pm));
+    assert_eq!(value_of(&park3, "overnightFee"), "5");
+    assert!(park3.body.contains("id=\"overnightOn\" checked"));
+
+    // A spot taken out shows who did it and when.
+    let out = post(
+        port,
+        "/app/parks/1/spots",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("spotNumber", "A2"),
+            ("operational", "false"),
+        ],
+    );
+    assert_eq!(out.status, 303);
+    let park = get(port, "/app/parks/1", Some(&pm));
+    let row = park
+        .body
+        .split("<tr>")
+        .find(|r| r.contains("<td>A2</td>"))
+        .expect("A2");
+    assert!(row.contains("UTC</td>"), "{row}");
+
+    // The price table: the seeded one as a form, previewed with changes, refused, saved.
+    let prices = get(port, "/app/parks/3/prices", Some(&pm));
+    assert_eq!(prices.status, 200, "{}", prices.body);
+    assert_eq!(value_of(&prices, "p0.start"), "9:00");
+    assert!(prices.body.contains("Add a period") && prices.body.contains("Europe/Lisbon"));
+    assert!(
+        prices.body.contains("5 € a night"),
+        "the overnight fee now on"
+    );
+    let table = |block_minutes: &'static str, end: &'static str, action: &'static str| {
+        vec![
+            ("csrf", csrf.clone()),
+            ("p0.start", "0:00".to_owned()),
+            ("p0.end", end.to_owned()),
+            ("p0.b0.minutes", block_minutes.to_owned()),
+            ("p0.b0.car", "1.50".to_owned()),
+            ("p0.b0.moto", "0.75".to_owned()),
+            ("p0.b1.minutes", String::new()),
+            ("p0.b1.car", String::new()),
+            ("p0.b1.moto", String::new()),
+            ("p1.start", String::new()),
+            ("p1.end", String::new()),
+            ("p1.b0.minutes", String::new()),
+            ("graceMinutes", String::new()),
+            ("dailyMaximum", String::new()),
+            ("dailyMaximumResetsAt", String::new()),
+            ("minimumCharge", String::new()),
+            ("vehicle", "AUTOMOBILE".to_owned()),
+            ("arrival", "2030-01-10T22:30".to_owned()),
+            ("minutes", "120".to_owned()),
+            ("action", action.to_owned()),
+        ]
+    };
+    let send = |form: Vec<(&str, String)>| {
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(port, "/app/parks/3/prices", Some(&pm), &pairs)
+    };
+    // Two hours from 22:30 across midnight: two blocks of 60 min at 1.50 and one night at 5 €.
+    let preview = send(table("60", "0:00", "preview"));
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    assert!(
+        preview.body.contains("id=\"preview-total\">8.00 €"),
+        "{}",
+        preview.body
+    );
+    assert!(preview.body.contains("Overnight fee"));
+    let zero = send(table("0", "0:00", "preview"));
+    assert_eq!(zero.status, 400);
+    assert!(
+        zero.body.contains("Period 1, block 1, minutes:"),
+        "{}",
+        zero.body
+    );
+    assert!(zero.body.contains("aria-invalid=\"true\""));
+    let gap = send(table("60", "21:00", "save"));
+    assert_eq!(gap.status, 400, "a gap is refused before it is sent");
+    assert!(gap.body.contains("cover the whole day"), "{}", gap.body);
+    assert_eq!(
+        value_of(&get(port, "/app/parks/3/prices", Some(&pm)), "p0.start"),
+        "9:00",
+        "nothing saved"
+    );
+    let saved = send(table("60", "0:00", "save"));
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let prices = get(port, "/app/parks/3/prices?done=saved", Some(&pm));
+    assert!(prices.body.contains("Price table saved."));
+    assert_eq!(value_of(&prices, "p0.start"), "0:00");
+    assert_eq!(value_of(&prices, "p0.b0.car"), "1.5");
+
+    // The usage report: one visit through park 1, then the charts.
+    assert!(barrier(
+        data.path(),
+        "1",
+        "entrance",
+        "28-XQ-51",
+        "2024-07-01T08:30:00Z"
+    )
+    .contains("\"success\":true"));
+    assert!(
+        barrier(data.path(), "2", "exit", "28-XQ-51", "2024-07-01T09:30:00Z")
+            .contains("\"success\":true")
+    );
+    let report = get(port, "/app/parks/1/report?period=day", Some(&pm));
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert!(report.body.contains("<strong id=\"total\">1</strong>"));
+    assert!(report.body.contains("<svg") && report.body.contains("id=\"vehicles\""));
+    assert!(report.body.contains("100.0 %"), "one car: {}", report.body);
+    assert!(
+        report.body.contains("2024-07-01") && report.body.contains("1 h 00 min"),
+        "{}",
+        report.body
+    );
+    assert_eq!(
+        get(port, "/app/parks/1/report?period=week", Some(&pm)).status,
+        400
+    );
+}
+
+#[test]
+fn a_customer_finds_parks_near_a_place_and_sees_their_coins_history() {
+    let (_data, _up, port) = start();
+    let cm = sign_in(port, "customermanager@isep.ipp.pt");
+    let list = get(port, "/app/users?q=leoKim", Some(&cm));
+    let leo_id = {
+        let at = list.body.find("name=\"userIds\" value=\"").expect("leo") + 22;
+        list.body[at..].split('"').next().unwrap().to_owned()
+    };
+    let granted = post(
+        port,
+        "/app/users/grant",
+        Some(&cm),
+        &[
+            ("csrf", &list.csrf()),
+            ("userIds", &leo_id),
+            ("amount", "40"),
+            ("reason", "a <b>welcome</b> gift"),
+        ],
+    );
+    assert_eq!(granted.status, 303, "{}", granted.body);
+
+    let leo = sign_in(port, "leoKim@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&leo));
+    let events = account
+        .body
+        .split("id=\"coin-events\"")
+        .nth(1)
+        .expect("events");
+    assert!(events.contains("<td>+40</td>"), "{events}");
+    assert!(
+        events.contains("a &#60;b&#62;welcome&#60;/b&#62; gift")
+            || events.contains("a &lt;b&gt;welcome&lt;/b&gt; gift"),
+        "escaped: {events}"
+    );
+    assert!(account.body.contains("href=\"/app/nearby\""));
+    assert!(
+        account.body.contains("pattern=\""),
+        "the plate is checked as it is typed"
+    );
+
+    let form = get(port, "/app/nearby", Some(&leo));
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains("id=\"lat\"") && !form.body.contains("<svg"));
+    let near = get(
+        port,
+        "/app/nearby?lat=41.178496&lon=-8.607637&km=1500",
+        Some(&leo),
+    );
+    assert_eq!(near.status, 200, "{}", near.body);
+    assert!(
+        near.body.contains("5 parks, nearest first"),
+        "{}",
+        near.body
+    );
+    assert_eq!(
+        near.body.matches("class=\"park\"").count(),
+        5,
+        "five markers"
+    );
+    assert!(near.body.contains(" km</td>"));
+    let close = get(
+        port,
+        "/app/nearby?lat=41.178496&lon=-8.607637&km=4.5",
+        Some(&leo),
+    );
+    assert!(
+        close.body.contains("1 park, nearest first"),
+        "{}",
+        close.body
+    );
+    let words = get(port, "/app/nearby?lat=north&lon=-8.6", Some(&leo));
+    assert_eq!(words.status, 400);
+    assert!(words.body.contains("id=\"where-error\""));
+    let off_earth = get(port, "/app/nearby?lat=91&lon=0&km=1", Some(&leo));
+    assert_eq!(off_earth.status, 400, "{}", off_earth.body);
+    assert!(off_earth.body.contains("id=\"where-error\""));
+    let sneaky = get(port, "/app/nearby?lat=41&lon=-8&km=1%2F..%2F..", Some(&leo));
+    assert_eq!(sneaky.status, 400, "only numbers reach the path");
 }

@@ -208,6 +208,16 @@ pub fn api_extras(table: &PriceTable) -> Value {
     })
 }
 
+/// `table` in the API's object form: `{periods, graceMinutes, …}` (what [`parse_api`] reads
+/// back to the same table, extras included).
+pub fn api_object(table: &PriceTable, park_id: i64) -> Value {
+    let mut out = api_extras(table);
+    if let Value::Object(fields) = &mut out {
+        fields.insert("periods".into(), api_entries(table, park_id));
+    }
+    out
+}
+
 /// A price table as events carry it: exact decimal strings, times as `H:MM`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

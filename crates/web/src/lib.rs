@@ -2,10 +2,13 @@
 //! the `pms` binary (templates compiled in by askama, the stylesheet by rust-embed). It talks to
 //! the services only through the gateway, like any client ([`gateway`]), keeps each browser's
 //! bearer token on the server side of an `HttpOnly` session cookie ([`session`]), checks a CSRF
-//! token on every form, and sends a strict Content-Security-Policy with every answer (no
-//! script runs, nothing is loaded from elsewhere). [`pages`] holds the screens.
+//! token on every form, and sends a strict Content-Security-Policy with every answer (only the
+//! embedded `locate.js` may run, nothing is loaded from elsewhere). [`pages`] holds the
+//! screens; [`chart`] and [`map`] draw their pictures as inline SVG.
 
+pub mod chart;
 pub mod gateway;
+pub mod map;
 pub mod pages;
 pub mod session;
 
@@ -26,11 +29,12 @@ use crate::session::Sessions;
 
 /// The policy every answer carries: only this site's stylesheet, forms posting to this site,
 /// no scripts, no frames.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
-     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+pub const CONTENT_SECURITY_POLICY: &str =
+    "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// Largest form accepted.
-const MAX_FORM: usize = 16 * 1024;
+/// Largest form accepted (a price table of a dozen periods of a dozen blocks is about 12 KiB).
+const MAX_FORM: usize = 64 * 1024;
 
 /// What the front office needs.
 #[derive(Debug, Clone)]
@@ -86,6 +90,7 @@ async fn asset(Path(name): Path<String>) -> Response {
     };
     let kind = match name.rsplit('.').next() {
         Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
         Some("svg") => "image/svg+xml",
         _ => "application/octet-stream",
     };
@@ -146,9 +151,23 @@ pub fn router(app: App) -> Router {
         .route("/app/visits", get(pages::customer::visits))
         .route("/app/users", get(pages::staff::users))
         .route("/app/users/grant", post(pages::staff::grant))
-        .route("/app/parks", get(pages::staff::parks))
-        .route("/app/parks/{number}", get(pages::staff::park))
-        .route("/app/parks/{number}/spots", post(pages::staff::set_spot))
+        .route("/app/nearby", get(pages::nearby::nearby))
+        .route("/app/parks", get(pages::parks::parks))
+        .route("/app/parks/{number}", get(pages::parks::park))
+        .route("/app/parks/{number}/spots", post(pages::parks::set_spot))
+        .route(
+            "/app/parks/{number}/thresholds",
+            post(pages::parks::set_thresholds),
+        )
+        .route(
+            "/app/parks/{number}/overnight",
+            post(pages::parks::set_overnight),
+        )
+        .route(
+            "/app/parks/{number}/prices",
+            get(pages::prices::prices).post(pages::prices::edit),
+        )
+        .route("/app/parks/{number}/report", get(pages::reports::report))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })

@@ -2,7 +2,7 @@
 //! role/ownership rule, call the store, shape the answer (spec §3.2).
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use http::{HeaderMap, StatusCode};
 use pms_service::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, json_value, Answer};
@@ -283,24 +283,49 @@ pub async fn coin_flag(
     ))
 }
 
-/// `GET /parks/getAllPriceTableEntries/{parkNumber}`: the current table (the original read it by
-/// internal id while every other endpoint took the number; for the seeded parks they are equal).
+/// The price table's query.
+#[derive(Debug, serde::Deserialize)]
+pub struct TableQuery {
+    /// `array` (the published answer, the default) or `object` (with the extras).
+    form: Option<String>,
+}
+
+/// `GET /parks/getAllPriceTableEntries/{parkNumber}[?form=object]`: the current table (the
+/// original read it by internal id while every other endpoint took the number; for the seeded
+/// parks they are equal). `form=object` answers what `defineTimePeriods` takes to set the
+/// extras too, so an editor can read a table and write it back without losing them, and the
+/// park's `timeZone` (read only).
 pub async fn price_table(
     State(s): State<App>,
     Path(park): Path<String>,
+    Query(query): Query<TableQuery>,
     headers: HeaderMap,
 ) -> Answer {
     signed_in(&s, &headers).await?;
+    let object = match query.form.as_deref() {
+        None | Some("array") => false,
+        Some("object") => true,
+        Some(other) => {
+            return Err(
+                FieldError::new("form", format!("{other:?} is not one of array, object")).into(),
+            )
+        }
+    };
     let park = s
         .store
         .park(park_param(&park)?)
         .await
         .map_err(store_error)?;
     let (_, table) = s.store.price_table(park.id).await.map_err(store_error)?;
-    Ok(json(
-        StatusCode::OK,
-        &pms_tariff::json::api_entries(&table, park.id),
-    ))
+    let body = if object {
+        let mut body = pms_tariff::json::api_object(&table, park.id);
+        // Periods are read on the park's clock; an editor previewing a stay needs it.
+        body["timeZone"] = park.time_zone.clone().into();
+        body
+    } else {
+        pms_tariff::json::api_entries(&table, park.id)
+    };
+    Ok(json(StatusCode::OK, &body))
 }
 
 /// `PUT /parks/defineTimePeriods/{parkNumber}`: replaces the table after validating it (400

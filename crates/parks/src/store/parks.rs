@@ -14,8 +14,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::Row;
 
-use super::{flag, ms, retry, Store, StoreError};
-use crate::model::{NearbyPark, Occupancy, Spot, SpotTypeOccupancy};
+use super::{flag, instant, ms, retry, Store, StoreError};
+use crate::model::{NearbyPark, Occupancy, Spot, SpotChange, SpotTypeOccupancy};
 use crate::rules;
 
 /// A park's settings.
@@ -289,17 +289,31 @@ impl Store {
     /// [`StoreError::NotFound`] for an unknown park; database failures.
     pub async fn spots(&self, number: i64) -> Result<Vec<Spot>, StoreError> {
         let park = self.park(number).await?;
-        let rows: Vec<(String, String, String, String, i64, i64)> = repeatable!(self, |conn| {
+        type SpotRow = (
+            String,
+            String,
+            String,
+            String,
+            i64,
+            i64,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+        );
+        let rows: Vec<SpotRow> = repeatable!(self, |conn| {
             sqlx::query_as(
-            "SELECT spot_number, spot_type, spot_vehicle_type, floor_level, occupied, operational \
-             FROM spots WHERE park_id = $1 ORDER BY floor_level, spot_number"
+            "SELECT s.spot_number, s.spot_type, s.spot_vehicle_type, s.floor_level, s.occupied, s.operational, \
+                    h.changed_by, h.changed_at_ms, h.operational \
+             FROM spots s \
+             LEFT JOIN spot_history h ON h.id = (SELECT max(id) FROM spot_history WHERE spot_id = s.id) \
+             WHERE s.park_id = $1 ORDER BY s.floor_level, s.spot_number"
         )
         .bind(park.id)
         .fetch_all(&mut *conn)
         .await
         })?;
         rows.into_iter()
-            .map(|(n, t, v, f, o, op)| {
+            .map(|(n, t, v, f, o, op, by, at, was)| {
                 Ok(Spot {
                     spot_number: n,
                     spot_type: EnergySource::parse(&t)
@@ -309,6 +323,14 @@ impl Store {
                     floor_level: f,
                     occupied: flag(o),
                     operational: flag(op),
+                    last_change: match (by, at, was) {
+                        (Some(by), Some(at), Some(was)) => Some(SpotChange {
+                            by,
+                            at: instant(at).to_string(),
+                            operational: flag(was),
+                        }),
+                        _ => None,
+                    },
                 })
             })
             .collect()

@@ -121,6 +121,25 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
         manager.get("/parks/getAllOccupancies").await.json()[0]["currentCapacity"],
         5
     );
+    let spots = manager.get("/parks/getSpotsByParkNumber/1").await.json();
+    let a3 = spots
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["spotNumber"] == "A3"))
+        .expect("A3");
+    assert_eq!(a3["operational"], false);
+    assert_eq!(a3["lastChange"]["by"], "Toni");
+    assert_eq!(a3["lastChange"]["operational"], false);
+    assert!(
+        a3["lastChange"]["at"]
+            .as_str()
+            .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()),
+        "{a3}"
+    );
+    let a1 = spots
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["spotNumber"] == "A1"))
+        .expect("A1");
+    assert_eq!(a1["lastChange"], serde_json::Value::Null, "never changed");
     let r = manager
         .send(
             "PUT",
@@ -259,6 +278,49 @@ async fn a_replaced_price_table_is_validated_versioned_and_billed() {
     let (version, table) = sys.parks.store.price_table(2).await.expect("table");
     assert_eq!(version, 3);
     assert!(table.overnight.is_none());
+
+    // The object form reads the extras back, and writing it back changes nothing.
+    let mut with_extras = json!({"periods": postman, "graceMinutes": 10, "dailyMaximum": "20.50", "minimumCharge": 1});
+    let r = manager
+        .send("PUT", "/parks/defineTimePeriods/2", &with_extras)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    let object = manager
+        .get("/parks/getAllPriceTableEntries/2?form=object")
+        .await
+        .json();
+    assert_eq!(object["graceMinutes"], 10);
+    assert_eq!(object["graceChargeFromStart"], true);
+    assert_eq!(object["dailyMaximum"], 20.5);
+    assert_eq!(object["dailyMaximumResetsAt"], "0:00");
+    assert_eq!(object["minimumCharge"], 1.0);
+    assert_eq!(object["timeZone"], "Europe/Lisbon");
+    assert_eq!(object["periods"][1]["periodStart"], "9:30");
+    let r = manager
+        .send("PUT", "/parks/defineTimePeriods/2", &object)
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    with_extras["periods"] = r.json();
+    assert_eq!(
+        manager
+            .get("/parks/getAllPriceTableEntries/2?form=object")
+            .await
+            .json(),
+        object
+    );
+    assert_eq!(
+        manager.get("/parks/getAllPriceTableEntries/2").await.json(),
+        with_extras["periods"],
+        "the published form is still the array"
+    );
+    assert_error(
+        &manager
+            .get("/parks/getAllPriceTableEntries/2?form=xml")
+            .await,
+        400,
+        "invalid_field",
+        Some("form"),
+    );
 }
 
 #[tokio::test]

@@ -35,6 +35,8 @@ struct Field {
     autocomplete: &'static str,
     value: String,
     hint: Option<&'static str>,
+    /// The shape a browser checks as the person types (the plate's).
+    pattern: Option<&'static str>,
     error: Option<String>,
     described_by: String,
 }
@@ -175,6 +177,7 @@ fn register_form(s: &Session, form: &HashMap<String, String>, reply: Option<&Rep
                 field(form, name).to_owned()
             },
             hint,
+            pattern: (name == "licensePlateNumber").then_some(super::PLATE_PATTERN),
             error,
             described_by,
         }

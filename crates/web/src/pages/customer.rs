@@ -34,6 +34,8 @@ struct Vehicle {
 struct CustomerView {
     vehicles: Vec<Vehicle>,
     coins: Option<i64>,
+    /// The wallet's events, newest first: when, coins (signed), why.
+    coin_events: Vec<(String, String, String)>,
     coin_flag: Option<bool>,
     payment_method: Option<String>,
 }
@@ -63,11 +65,11 @@ impl Account {
     /// The staff screens this user's role opens.
     fn tools(&self) -> Vec<(&'static str, &'static str)> {
         let role = self.user.role.as_str();
-        let mut out = Vec::new();
+        let mut out = vec![("/app/nearby", "Parks near you")];
         if super::staff::USER_READERS.contains(&role) {
             out.push(("/app/users", "Users and PARKY coins"));
         }
-        if super::staff::PARK_STAFF.contains(&role) {
+        if super::PARK_STAFF.contains(&role) {
             out.push(("/app/parks", "Parks and spots"));
         }
         out
@@ -178,6 +180,25 @@ async fn customer_view(
         coins: ok(&wallet)
             .then(|| wallet.body["parkies"].as_i64())
             .flatten(),
+        coin_events: wallet.body["parkyEvents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .map(|e| {
+                let amount = e["amount"].as_i64().unwrap_or(0);
+                (
+                    // The published layout has no zone; it is UTC.
+                    when(&format!("{}Z", text(&e["transactionTime"]))),
+                    if amount > 0 {
+                        format!("+{amount}")
+                    } else {
+                        amount.to_string()
+                    },
+                    text(&e["reason"]),
+                )
+            })
+            .collect(),
         coin_flag: ok(&flag).then(|| flag.body.as_bool()).flatten(),
         payment_method: ok(&method)
             .then(|| method.body["paymentMethod"].as_str().map(str::to_owned))

@@ -1,11 +1,17 @@
 //! The pages. Every handler reads the session, checks the CSRF token of every form, calls the
 //! gateway with the signed-in user's token and renders a template: [`auth`] signs people in and
-//! out and registers them, [`customer`] is a customer's own account. What the system refuses is
+//! out and registers them, [`customer`] is a customer's own account and [`nearby`] the parks
+//! around them, [`staff`] the user list, [`parks`] a park's spots and settings, [`prices`] its
+//! price table editor and [`reports`] its usage charts. What the system refuses is
 //! shown where it belongs (beside the field the API names); a system that does not answer gets a
 //! page that says so, and an expired token sends the person to sign in again.
 
 pub mod auth;
 pub mod customer;
+pub mod nearby;
+pub mod parks;
+pub mod prices;
+pub mod reports;
 pub mod staff;
 
 use std::collections::HashMap;
@@ -180,6 +186,76 @@ pub async fn call_as(
     }
 }
 
+/// A Portuguese plate as an HTML `pattern` (anchored by the browser, spaces around allowed, any
+/// case): the users service's rule, so a browser marks a wrong plate while it is typed.
+pub const PLATE_PATTERN: &str = r"\s*([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-Za-z]{2}-[0-9]{2}|[0-9]{2}-[0-9]{2}-[A-Za-z]{2}|[A-Za-z]{2}-[0-9]{2}-[A-Za-z]{2})\s*";
+
+/// Who manages parks.
+pub const PARK_STAFF: &[&str] = &["PARK_MANAGER", "SUPERVISOR"];
+
+/// The "not allowed" page when `user`'s role is not among `roles`.
+///
+/// # Errors
+/// The 403 page naming the roles `what` is for.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn allowed(
+    app: &App,
+    s: &Session,
+    user: &User,
+    roles: &[&str],
+    what: &str,
+) -> Result<(), Response> {
+    if roles.contains(&user.role.as_str()) {
+        return Ok(());
+    }
+    Err(problem(
+        app,
+        s,
+        StatusCode::FORBIDDEN,
+        format!(
+            "Not allowed: {what} is for {}. You are signed in as {}.",
+            roles.join(" and "),
+            user.role
+        ),
+    ))
+}
+
+/// The signed-in user of a page for `roles`.
+///
+/// # Errors
+/// The redirect to sign in, or the "not allowed" page.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn staff_page(
+    app: &App,
+    headers: &HeaderMap,
+    roles: &[&str],
+    what: &str,
+) -> Result<(Session, User), Response> {
+    let (s, user) = signed_in_user(app, headers)?;
+    allowed(app, &s, &user, roles, what)?;
+    Ok((s, user))
+}
+
+/// The session and user of a form posted to a page for `roles`, CSRF-checked.
+///
+/// # Errors
+/// The refusal of a forged form, the redirect to sign in, or the "not allowed" page.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn staff_form(
+    app: &App,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+    roles: &[&str],
+    what: &str,
+) -> Result<(Session, User), Response> {
+    let s = checked(app, headers, form)?;
+    let Some(user) = s.user.clone() else {
+        return Err(redirect("/app/signin"));
+    };
+    allowed(app, &s, &user, roles, what)?;
+    Ok((s, user))
+}
+
 /// A form post's session, if its CSRF token is the session's.
 ///
 /// # Errors
@@ -229,6 +305,22 @@ pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The browser's check of a plate (the pattern, anchored as HTML anchors it) says what
+        /// the users service will say.
+        #[test]
+        fn the_plate_pattern_agrees_with_the_services_rule(
+            plate in "( ?)([A-Za-z0-9]{2}|[A-Z]{2}|[0-9]{2}|[a-z0-9-]{1,3})-([A-Z]{2}|[0-9]{2}|[a-z0-9]{1,3})-([A-Za-z]{2}|[0-9]{2}|[A-Z0-9-]{1,3})( ?)"
+        ) {
+            let browser = regex::Regex::new(&format!("^(?:{PLATE_PATTERN})$")).expect("pattern");
+            proptest::prop_assert_eq!(
+                browser.is_match(&plate),
+                pms_service::vocab::plate(&plate).is_ok(),
+                "{:?}", plate
+            );
+        }
+    }
 
     #[test]
     fn instants_read_as_day_and_minute_in_utc() {

@@ -1,19 +1,17 @@
-//! The staff's screens. Customer managers and supervisors see every user (searched and paged
-//! here) and the top-10 PARKY report; customer managers grant or deduct coins for the users
-//! they tick. Park managers and supervisors see the parks with their free spots, and each park's
-//! spots, which they take out of service and back. Anyone else opening these pages is told
-//! which role they need.
+//! The user list. Customer managers and supervisors see every user (searched and paged here)
+//! and the top-10 PARKY report; customer managers grant or deduct coins for the users they
+//! tick. Anyone else opening these pages is told which role they need.
 
 use std::collections::HashMap;
 
 use askama::Template;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, checked, page, problem, redirect, signed_in_user, text, Chrome};
+use super::{allowed, call_as, page, problem, redirect, signed_in_user, staff_form, text, Chrome};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -22,36 +20,10 @@ use crate::App;
 pub const USER_READERS: &[&str] = &["CUSTOMER_MANAGER", "SUPERVISOR"];
 /// Who grants coins.
 pub const GRANTERS: &[&str] = &["CUSTOMER_MANAGER"];
-/// Who manages parks.
-pub const PARK_STAFF: &[&str] = &["PARK_MANAGER", "SUPERVISOR"];
 /// Users a page shows.
 const PAGE: usize = 25;
 /// Users read per call while searching.
 const BATCH: usize = 1000;
-
-/// The "not allowed" page when `user`'s role is not among `roles`.
-#[allow(clippy::result_large_err)] // the error is the response itself
-fn allowed(
-    app: &App,
-    s: &Session,
-    user: &User,
-    roles: &[&str],
-    what: &str,
-) -> Result<(), Response> {
-    if roles.contains(&user.role.as_str()) {
-        return Ok(());
-    }
-    Err(problem(
-        app,
-        s,
-        StatusCode::FORBIDDEN,
-        format!(
-            "Not allowed: {what} is for {}. You are signed in as {}.",
-            roles.join(" and "),
-            user.role
-        ),
-    ))
-}
 
 /// A user as the list shows them.
 #[derive(Debug, Clone)]
@@ -208,16 +180,10 @@ pub async fn grant(
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Response {
     let form: HashMap<String, String> = pairs.iter().cloned().collect();
-    let s = match checked(&app, &headers, &form) {
-        Ok(s) => s,
+    let (s, user) = match staff_form(&app, &headers, &form, GRANTERS, "granting coins") {
+        Ok(x) => x,
         Err(r) => return r,
     };
-    let Some(user) = s.user.clone() else {
-        return redirect("/app/signin");
-    };
-    if let Err(r) = allowed(&app, &s, &user, GRANTERS, "granting coins") {
-        return r;
-    }
     let ids: Vec<Value> = pairs
         .iter()
         .filter(|(k, _)| k == "userIds")
@@ -243,207 +209,4 @@ pub async fn grant(
         done: None,
     };
     users_page(&app, &s, &user, &query, status, Some(reply.message())).await
-}
-
-/// A park in the parks list.
-#[derive(Debug, Clone)]
-struct ParkRow {
-    number: i64,
-    capacity: i64,
-    free: i64,
-}
-
-#[derive(Template)]
-#[template(path = "parks.html")]
-struct Parks {
-    chrome: Chrome,
-    parks: Vec<ParkRow>,
-}
-
-/// A spot of a park.
-#[derive(Debug, Clone)]
-struct SpotRow {
-    number: String,
-    floor: String,
-    kind: String,
-    energy: String,
-    occupied: bool,
-    operational: bool,
-}
-
-#[derive(Template)]
-#[template(path = "park.html")]
-struct ParkPage {
-    chrome: Chrome,
-    number: i64,
-    spots: Vec<SpotRow>,
-    free: usize,
-    notice: Option<&'static str>,
-    error: Option<String>,
-}
-
-/// `GET /app/parks`.
-pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    if let Err(r) = allowed(&app, &s, &user, PARK_STAFF, "managing parks") {
-        return r;
-    }
-    let r = match call_as(
-        &app,
-        &s,
-        &user,
-        Method::GET,
-        "/parks/getAllOccupancies",
-        &Value::Null,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    if r.status != StatusCode::OK {
-        return problem(&app, &s, StatusCode::BAD_GATEWAY, r.message());
-    }
-    let parks = r
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| ParkRow {
-            number: p["parkNumber"].as_i64().unwrap_or(0),
-            capacity: p["occupancy"].as_i64().unwrap_or(0),
-            free: p["currentCapacity"].as_i64().unwrap_or(0),
-        })
-        .collect();
-    let html = Parks {
-        chrome: Chrome::of("Parks", &s),
-        parks,
-    }
-    .render();
-    page(&app, StatusCode::OK, html, None)
-}
-
-/// The park page's query.
-#[derive(Debug, serde::Deserialize)]
-pub struct ParkQuery {
-    done: Option<String>,
-}
-
-async fn park_page(
-    app: &App,
-    s: &Session,
-    user: &User,
-    number: i64,
-    status: StatusCode,
-    notice: Option<&'static str>,
-    error: Option<String>,
-) -> Response {
-    if let Err(r) = allowed(app, s, user, PARK_STAFF, "managing parks") {
-        return r;
-    }
-    let path = format!("/parks/getSpotsByParkNumber/{number}");
-    let r = match call_as(app, s, user, Method::GET, &path, &Value::Null).await {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    if r.status == StatusCode::NOT_FOUND {
-        return problem(
-            app,
-            s,
-            StatusCode::NOT_FOUND,
-            format!("There is no park {number}."),
-        );
-    }
-    if r.status != StatusCode::OK {
-        return problem(app, s, StatusCode::BAD_GATEWAY, r.message());
-    }
-    let spots: Vec<SpotRow> = r
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| SpotRow {
-            number: text(&p["spotNumber"]),
-            floor: text(&p["floorLevel"]),
-            kind: text(&p["spotVehicleType"]),
-            energy: text(&p["spotType"]),
-            occupied: p["occupied"].as_bool().unwrap_or(false),
-            operational: p["operational"].as_bool().unwrap_or(false),
-        })
-        .collect();
-    let free = spots
-        .iter()
-        .filter(|p| p.operational && !p.occupied)
-        .count();
-    let html = ParkPage {
-        chrome: Chrome::of(&format!("Park {number}"), s),
-        number,
-        spots,
-        free,
-        notice,
-        error,
-    }
-    .render();
-    page(app, status, html, None)
-}
-
-/// `GET /app/parks/{number}`.
-pub async fn park(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Path(number): Path<i64>,
-    Query(query): Query<ParkQuery>,
-) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let notice = (query.done.as_deref() == Some("spot")).then_some("Spot updated.");
-    park_page(&app, &s, &user, number, StatusCode::OK, notice, None).await
-}
-
-/// `POST /app/parks/{number}/spots`: a spot out of service or back.
-pub async fn set_spot(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Path(number): Path<i64>,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let s = match checked(&app, &headers, &form) {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let Some(user) = s.user.clone() else {
-        return redirect("/app/signin");
-    };
-    if let Err(r) = allowed(&app, &s, &user, PARK_STAFF, "managing parks") {
-        return r;
-    }
-    let body = json!({
-        "parkNumber": number,
-        "spotNumber": form.get("spotNumber").map_or("", String::as_str),
-        "operational": form.get("operational").map(String::as_str) == Some("true"),
-        "managerName": user.name,
-    });
-    let reply = match call_as(
-        &app,
-        &s,
-        &user,
-        Method::PUT,
-        "/parks/enableDisableSpot",
-        &body,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    if reply.status.is_success() {
-        return redirect(&format!("/app/parks/{number}?done=spot"));
-    }
-    let status = reply.refused_status();
-    park_page(&app, &s, &user, number, status, None, Some(reply.message())).await
 }
