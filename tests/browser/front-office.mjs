@@ -10,7 +10,7 @@
 
 import { chromium } from "playwright-core";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -34,6 +34,10 @@ const artefacts = resolve(artefactsArg);
 mkdirSync(artefacts, { recursive: true });
 
 const PASSWORD = "Browser#Check2026";
+// Most bytes a screen's first render may transfer (the page, its stylesheet and scripts).
+const MAX_BYTES = 100 * 1024;
+// What each screen weighed and how long the front office took to make it, per size.
+const figures = [];
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } };
 
 function freePort() {
@@ -98,7 +102,13 @@ if (problems.length > 0) {
   for (const p of problems) console.error(`  - ${p}`);
   process.exit(1);
 }
-console.log(`front office: every check passed; screenshots in ${artefacts}`);
+writeFileSync(join(artefacts, "figures.json"), JSON.stringify(figures, null, 2));
+const table = ["| Screen | Size | Bytes (page + assets) | Server time (ms) |", "| --- | --- | --- | --- |"]
+  .concat(figures.map((f) => `| ${f.screen} | ${f.size} | ${f.bytes} | ${f.serverMs ?? "?"} |`))
+  .join("\n");
+writeFileSync(join(artefacts, "figures.md"), table + "\n");
+console.log(table);
+console.log(`front office: every check passed; screenshots and figures in ${artefacts}`);
 
 async function journey(size, viewport) {
   const context = await browser.newContext({ viewport });
@@ -207,7 +217,7 @@ async function staff(size, viewport) {
   };
   for (const [email, screens] of [
     ["customermanager@isep.ipp.pt", [["users", "/app/users"]]],
-    ["parkmanager@isep.ipp.pt", [["parks", "/app/parks"], ["park", "/app/parks/1"], ["prices", "/app/parks/1/prices"], ["report", "/app/parks/1/report"]]],
+    ["parkmanager@isep.ipp.pt", [["parks", "/app/parks"], ["park", "/app/parks/1"], ["prices", "/app/parks/1/prices"], ["report", "/app/parks/1/report"], ["devices", "/app/parks/1/devices"]]],
     ["supervisor@isep.ipp.pt", [["users-supervisor", "/app/users"]]],
   ]) {
     const context = await browser.newContext({ viewport });
@@ -226,13 +236,40 @@ async function staff(size, viewport) {
       const total = await page.locator("#preview-total").textContent({ timeout: 10000 }).catch(() => null);
       if (!/€$/.test(total ?? "")) problems.push(`${size}: the price preview shows ${total}`);
       await check(page, size, "prices-preview");
+
+      // Live: a spot taken out in another tab shows on this one without a reload.
+      await page.goto(`${base}/app/parks/1`);
+      const before = Number(await page.locator("#free").textContent());
+      const other = await context.newPage();
+      await other.goto(`${base}/app/parks/1`);
+      await other.getByRole("button", { name: "Take out spot A2" }).click();
+      await other.waitForURL(`${base}/app/parks/1?done=spot`);
+      const followed = await page
+        .waitForFunction((n) => Number(document.getElementById("free")?.textContent) === n, before - 1, { timeout: 20000 })
+        .then(() => true, () => false);
+      if (!followed) problems.push(`${size}: the park page did not follow a spot taken out elsewhere`);
+      await other.getByRole("button", { name: "Put back spot A2" }).click();
+      await other.close();
     }
     await context.close();
   }
 }
 
-// axe-core on the page (injected past the page's CSP in a separate context), and a screenshot.
+// axe-core on the page (injected past the page's CSP in a separate context), its weight and
+// server time, and a screenshot.
 async function check(page, size, name) {
+  // The page as transferred, plus its stylesheet and scripts as if not cached yet.
+  await page.waitForLoadState("load");
+  const weight = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    const assets = performance
+      .getEntriesByType("resource")
+      .reduce((sum, r) => sum + Math.max(r.transferSize, r.encodedBodySize), 0);
+    const app = nav?.serverTiming?.find((t) => t.name === "app");
+    return { bytes: (nav?.transferSize ?? 0) + assets, serverMs: app ? Math.round(app.duration * 100) / 100 : null };
+  });
+  figures.push({ screen: name, size, ...weight });
+  if (weight.bytes > MAX_BYTES) problems.push(`${size} ${name}: ${weight.bytes} bytes, over ${MAX_BYTES}`);
   const html = await page.content();
   const ctx = await browser.newContext({ bypassCSP: true, viewport: page.viewportSize() });
   const probe = await ctx.newPage();

@@ -169,3 +169,48 @@ pub struct DisplayView {
     #[serde(rename = "updatedAt")]
     pub updated_at: String,
 }
+
+/// `GET /parks/devices/{parkNumber}`: a park's barriers, each with its displays and what they
+/// show now (an operator's view).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkDevices {
+    /// The park.
+    pub park_number: i64,
+    /// Free operational spots now (what the displays show beside their text).
+    pub free_spots: i64,
+    /// Its barriers, by number.
+    pub barriers: Vec<BarrierDevices>,
+}
+
+/// A barrier and its displays.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BarrierDevices {
+    /// Id (what a device sends as `barrierID`).
+    pub barrier_id: i64,
+    /// `B1.1`, …
+    pub barrier_number: String,
+    /// Entrance or exit.
+    pub direction: Direction,
+    /// In service or switched off.
+    pub state: State,
+    /// Its displays, by number.
+    pub displays: Vec<DisplayDevice>,
+}
+
+/// A display as the operator's view shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayDevice {
+    /// Id (what a display sends as `displayID`).
+    pub display_id: i64,
+    /// `D1.1`, …
+    pub display_number: String,
+    /// In service or switched off.
+    pub state: State,
+    /// The text it shows.
+    pub message: String,
+    /// When the text last changed, RFC 3339 UTC.
+    pub updated_at: String,
+}

@@ -849,6 +849,69 @@ fn a_park_manager_sets_thresholds_the_overnight_fee_and_prices_and_reads_usage_a
         get(port, "/app/parks/1/report?period=week", Some(&pm)).status,
         400
     );
+
+    // The operator's view: each barrier with its displays and what they show after that visit.
+    let devices = get(port, "/app/parks/1/devices", Some(&pm));
+    assert_eq!(devices.status, 200, "{}", devices.body);
+    assert!(
+        devices.body.contains("Barrier B1.1: entrance"),
+        "{}",
+        devices.body
+    );
+    assert!(devices
+        .body
+        .contains("Barrier B3.1: entrance (switched off)"));
+    let b11 = devices
+        .body
+        .split("Barrier B1.2")
+        .next()
+        .unwrap_or_default();
+    assert!(
+        b11.contains("D1.1") && b11.contains("Welcome to the park"),
+        "{b11}"
+    );
+    assert_eq!(get(port, "/app/parks/1/devices", Some(&leo)).status, 403);
+
+    // The live feed pages follow: a version at once, a newer one once something changed.
+    let nobody = get(port, "/app/live", None);
+    assert_eq!(nobody.status, 401);
+    let now = get(port, "/app/live", Some(&pm));
+    assert_eq!(now.status, 200, "{}", now.body);
+    assert_eq!(now.header("cache-control"), Some("no-store"));
+    let version: u64 = now
+        .body
+        .split("\"version\":")
+        .nth(1)
+        .and_then(|v| v.trim_end_matches('}').parse().ok())
+        .expect("a version");
+    let back = post(
+        port,
+        "/app/parks/1/spots",
+        Some(&pm),
+        &[
+            ("csrf", &csrf),
+            ("spotNumber", "A2"),
+            ("operational", "true"),
+        ],
+    );
+    assert_eq!(back.status, 303);
+    let later = get(port, &format!("/app/live?after={version}"), Some(&pm));
+    assert_eq!(later.status, 200);
+    assert!(
+        !later.body.contains(&format!("\"version\":{version}}}")),
+        "moved on: {}",
+        later.body
+    );
+    let park = get(port, "/app/parks/1", Some(&pm));
+    assert!(park.body.contains("id=\"spots-table\" data-live"));
+    assert!(park
+        .body
+        .contains("<script src=\"/app/assets/live.js\"></script>"));
+    let script = get(port, "/app/assets/live.js", None);
+    assert_eq!(script.status, 200);
+    assert!(script
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/javascript")));
 }
 
 #[test]
@@ -930,4 +993,32 @@ fn a_customer_finds_parks_near_a_place_and_sees_their_coins_history() {
     assert!(off_earth.body.contains("id=\"where-error\""));
     let sneaky = get(port, "/app/nearby?lat=41&lon=-8&km=1%2F..%2F..", Some(&leo));
     assert_eq!(sneaky.status, 400, "only numbers reach the path");
+}
+
+#[test]
+fn pms_web_runs_alone_in_front_of_a_gateway() {
+    let (_data, _up, gateway) = start();
+    let port = free_port();
+    let web = Command::new(PMS)
+        .args(["web", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--gateway-url", &format!("http://127.0.0.1:{gateway}")])
+        .env("PMS_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _web = Up(web);
+    wait_for_port(port);
+    // Straight to the standalone front office: it signs in through the gateway.
+    let session = sign_in(port, "leoKim@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&session));
+    assert_eq!(account.status, 200, "{}", account.body);
+    assert!(account.body.contains("55-ND-41"), "{}", account.body);
+
+    let refused = Command::new(PMS)
+        .args(["web", "--gateway-url", "https://gateway.example"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("plain http://"));
 }

@@ -3,7 +3,7 @@
 //! the services only through the gateway, like any client ([`gateway`]), keeps each browser's
 //! bearer token on the server side of an `HttpOnly` session cookie ([`session`]), checks a CSRF
 //! token on every form, and sends a strict Content-Security-Policy with every answer (only the
-//! embedded `locate.js` may run, nothing is loaded from elsewhere). [`pages`] holds the
+//! embedded scripts may run, `locate.js` and `live.js`; nothing is loaded from elsewhere). [`pages`] holds the
 //! screens; [`chart`] and [`map`] draw their pictures as inline SVG.
 
 pub mod chart;
@@ -30,7 +30,7 @@ use crate::session::Sessions;
 /// The policy every answer carries: only this site's stylesheet, forms posting to this site,
 /// no scripts, no frames.
 pub const CONTENT_SECURITY_POLICY: &str =
-    "default-src 'none'; script-src 'self'; style-src 'self'; \
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; \
      img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Largest form accepted (a price table of a dozen periods of a dozen blocks is about 12 KiB).
@@ -105,9 +105,16 @@ async fn asset(Path(name): Path<String>) -> Response {
 }
 
 /// Adds the security headers to every answer; pages are never cached (they hold a CSRF token).
+/// Every answer also says how long the front office took to make it (`Server-Timing: app;dur=`
+/// in milliseconds, the gateway calls included), which the browser check records per screen.
 async fn secure_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let started = std::time::Instant::now();
     let mut resp = next.run(req).await;
+    let took = started.elapsed().as_secs_f64() * 1000.0;
     let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={took:.2}")) {
+        h.insert("server-timing", v);
+    }
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
@@ -168,6 +175,8 @@ pub fn router(app: App) -> Router {
             get(pages::prices::prices).post(pages::prices::edit),
         )
         .route("/app/parks/{number}/report", get(pages::reports::report))
+        .route("/app/parks/{number}/devices", get(pages::devices::devices))
+        .route("/app/live", get(pages::live::live))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })

@@ -222,6 +222,31 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
     ))
 }
 
+/// The displays' change counter once it differs from `after`, or after `wait_ms` (default
+/// 25 s, at most [`MAX_WAIT_MS`]); at once when `after` is `None`. The long poll of displays and
+/// of the front office's live pages.
+///
+/// # Errors
+/// 400 naming `waitMs` when it is out of range.
+pub async fn wait_for_change(
+    s: &App,
+    after: Option<i64>,
+    wait_ms: Option<i64>,
+) -> Result<u64, ApiError> {
+    let mut changes = s.displays.subscribe();
+    if let Some(after) = after {
+        let wait = wait_ms.unwrap_or(25_000);
+        if !(0..=MAX_WAIT_MS).contains(&wait) {
+            return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
+        }
+        let wait = std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+        let changed = changes.wait_for(|v| i64::try_from(*v).unwrap_or(i64::MAX) != after);
+        let _ = tokio::time::timeout(wait, changed).await;
+    }
+    let version = *changes.borrow_and_update();
+    Ok(version)
+}
+
 /// `POST /display/get` `{displayID}`: the display's text and its park's free spots. With
 /// `"waitForChangeAfter": version` (from a previous answer's `version`) it answers when
 /// something may have changed, or after `waitMs` (default 25 s, at most 30 s): a long poll, so a
@@ -231,17 +256,8 @@ pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -
     let body = json_object(&s.limits, &headers, body).await?;
     let id = required_int(&body, "displayID")?;
     device(&s, &headers, DeviceKind::Display, id)?;
-    let mut changes = s.displays.subscribe();
-    if let Some(after) = optional_int(&body, "waitForChangeAfter")? {
-        let wait = optional_int(&body, "waitMs")?.unwrap_or(25_000);
-        if !(0..=MAX_WAIT_MS).contains(&wait) {
-            return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
-        }
-        let wait = std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0));
-        let changed = changes.wait_for(|v| i64::try_from(*v).unwrap_or(i64::MAX) != after);
-        let _ = tokio::time::timeout(wait, changed).await;
-    }
-    let version = *changes.borrow_and_update();
+    let after = optional_int(&body, "waitForChangeAfter")?;
+    let version = wait_for_change(&s, after, optional_int(&body, "waitMs")?).await?;
     let display = s.store.display(id).await.map_err(store_error)?;
     let mut view = serde_json::to_value(&display.view).map_err(ApiError::internal)?;
     view["version"] = version.into();

@@ -68,6 +68,8 @@ pub fn router(state: App) -> Router {
             put(p::replace_price_table),
         )
         .route("/parks/occupancy/{park}", get(p::occupancy_feed))
+        .route("/parks/devices/{park}", get(p::devices))
+        .route("/parks/changes", get(p::changes))
         .route("/barriers/entrance", post(d::entrance))
         .route("/barriers/exit", post(d::exit))
         .route("/display/update", post(d::update_display))

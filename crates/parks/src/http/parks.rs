@@ -402,3 +402,50 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
         }),
     ))
 }
+
+/// `GET /parks/devices/{parkNumber}`: the park's barriers, each with its displays and the text
+/// each shows now (park managers and supervisors).
+pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
+    manager(&s, &headers).await?;
+    let park = park_param(&park)?;
+    Ok(json(
+        StatusCode::OK,
+        &s.store.devices(park).await.map_err(store_error)?,
+    ))
+}
+
+/// The change feed's query.
+#[derive(Debug, serde::Deserialize)]
+pub struct ChangesQuery {
+    /// The `version` of a previous answer.
+    after: Option<String>,
+    /// Longest wait, ms.
+    #[serde(rename = "waitMs")]
+    wait_ms: Option<String>,
+}
+
+/// `GET /parks/changes[?after=V&waitMs=N]`: `{"version"}`, the counter that moves whenever an
+/// entrance, exit, spot change or display message may have changed what a park looks like;
+/// with `after` it answers once the counter differs from it, or after `waitMs` (a long poll for
+/// pages that follow occupancy live).
+pub async fn changes(
+    State(s): State<App>,
+    Query(query): Query<ChangesQuery>,
+    headers: HeaderMap,
+) -> Answer {
+    signed_in(&s, &headers).await?;
+    let number = |name: &'static str, v: Option<&str>| -> Result<Option<i64>, ApiError> {
+        v.map(|t| {
+            t.parse::<i64>()
+                .map_err(|_| FieldError::new(name, "must be a whole number").into())
+        })
+        .transpose()
+    };
+    let after = number("after", query.after.as_deref())?;
+    let wait = number("waitMs", query.wait_ms.as_deref())?;
+    let version = super::devices::wait_for_change(&s, after, wait).await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"version": version}),
+    ))
+}

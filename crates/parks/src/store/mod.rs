@@ -15,9 +15,10 @@
 //! counter), so the transactions of one park queue there and never deadlock on spots.
 //!
 //! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`visits`] (entrance
-//! and exit), [`displays`], [`replica`] (customers and vehicles from the users service's events,
+//! and exit), [`displays`], [`devices`] (the operator's view), [`replica`] (customers and vehicles from the users service's events,
 //! invoices from the payments service's), [`reports`], [`seed`].
 
+pub mod devices;
 pub mod displays;
 pub mod history;
 pub mod parks;

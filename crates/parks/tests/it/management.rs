@@ -176,6 +176,68 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
         )
         .await;
     assert_error(&r, 400, "invalid_field", Some("parkiesPerHour"));
+    // The change feed: answers at once without `after`, waits with it, wakes on a change.
+    let version = manager.get("/parks/changes").await.json()["version"].clone();
+    assert!(version.is_u64(), "{version}");
+    let same = manager
+        .get(&format!("/parks/changes?after={version}&waitMs=0"))
+        .await
+        .json();
+    assert_eq!(same["version"], version, "nothing changed");
+    let mut follower = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+    let waiting = format!("/parks/changes?after={version}&waitMs=20000");
+    let back_on =
+        json!({"parkNumber": 1, "spotNumber": "A3", "operational": true, "managerName": "Toni"});
+    let off_again =
+        json!({"parkNumber": 1, "spotNumber": "A3", "operational": false, "managerName": "Toni"});
+    let (woken, _) = tokio::join!(follower.get(&waiting), async {
+        // Let the follower start waiting first; if it has not, it answers at once anyway.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        manager
+            .send("PUT", "/parks/enableDisableSpot", &back_on)
+            .await;
+        manager
+            .send("PUT", "/parks/enableDisableSpot", &off_again)
+            .await
+    });
+    assert_ne!(woken.json()["version"], version);
+    assert_error(
+        &manager.get("/parks/changes?after=1&waitMs=99999").await,
+        400,
+        "invalid_field",
+        Some("waitMs"),
+    );
+    assert_error(
+        &manager.get("/parks/changes?after=x").await,
+        400,
+        "invalid_field",
+        Some("after"),
+    );
+
+    // The operator's view: each barrier with its displays and what they show.
+    let devices = manager.get("/parks/devices/1").await.json();
+    assert_eq!(devices["parkNumber"], 1);
+    assert_eq!(devices["freeSpots"], 5, "A3 is out of service");
+    let barriers = devices["barriers"].as_array().expect("barriers");
+    assert_eq!(barriers.len(), 6);
+    assert_eq!(barriers[0]["barrierNumber"], "B1.1");
+    assert_eq!(barriers[0]["direction"], "ENTRANCE");
+    assert_eq!(barriers[0]["state"], "ACTIVE");
+    assert_eq!(barriers[0]["displays"][0]["displayNumber"], "D1.1");
+    assert_eq!(barriers[1]["displays"].as_array().map(Vec::len), Some(2));
+    assert_eq!(barriers[4]["state"], "DISABLED");
+    assert_error(
+        &customer.get("/parks/devices/1").await,
+        403,
+        "forbidden",
+        None,
+    );
+    assert_error(
+        &manager.get("/parks/devices/9").await,
+        404,
+        "park_not_found",
+        None,
+    );
     let r = manager.get("/parkReport/parkingTime/1/week").await;
     assert_error(&r, 400, "invalid_field", Some("timePeriod"));
 }

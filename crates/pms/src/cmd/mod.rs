@@ -12,6 +12,7 @@ mod payments;
 mod service;
 mod up;
 mod users;
+mod web;
 
 use clap::{Parser, Subcommand};
 
@@ -35,6 +36,8 @@ enum Command {
     Parks(parks::Args),
     /// Run the payments service.
     Payments(payments::Args),
+    /// Run the front office (the web pages) in front of a gateway.
+    Web(web::Args),
     /// The barrier and display programs, and device keys.
     #[command(subcommand)]
     Device(device::Command),
@@ -77,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Users(args) => users::run(args),
         Command::Parks(args) => parks::run(args),
         Command::Payments(args) => payments::run(args),
+        Command::Web(args) => web::run(args),
         Command::Device(c) => device::run(c),
         Command::Events(c) => events::run(c),
         Command::Echo(args) => echo::run(args),

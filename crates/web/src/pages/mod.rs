@@ -2,12 +2,15 @@
 //! gateway with the signed-in user's token and renders a template: [`auth`] signs people in and
 //! out and registers them, [`customer`] is a customer's own account and [`nearby`] the parks
 //! around them, [`staff`] the user list, [`parks`] a park's spots and settings, [`prices`] its
-//! price table editor and [`reports`] its usage charts. What the system refuses is
+//! price table editor, [`reports`] its usage charts and [`devices`] its barriers and displays;
+//! [`live`] lets pages follow the parks as they change. What the system refuses is
 //! shown where it belongs (beside the field the API names); a system that does not answer gets a
 //! page that says so, and an expired token sends the person to sign in again.
 
 pub mod auth;
 pub mod customer;
+pub mod devices;
+pub mod live;
 pub mod nearby;
 pub mod parks;
 pub mod prices;

@@ -1,0 +1,74 @@
+//! A park's devices as an operator sees them: each barrier (direction, state) with its displays
+//! and the text each shows now. Two reads of small tables; nothing on the barrier path.
+
+use pms_service::repeatable;
+
+use super::{instant, Store, StoreError};
+use crate::model::{BarrierDevices, Direction, DisplayDevice, ParkDevices, State};
+
+impl Store {
+    /// The barriers and displays of park `number`.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an unknown park; database failures.
+    pub async fn devices(&self, number: i64) -> Result<ParkDevices, StoreError> {
+        let park = self.park(number).await?;
+        let barriers: Vec<(i64, String, String, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT id, barrier_number, direction, state FROM barriers \
+                 WHERE park_id = $1 ORDER BY barrier_number, id",
+            )
+            .bind(park.id)
+            .fetch_all(&mut *conn)
+            .await
+        })?;
+        let displays: Vec<(i64, String, i64, String, String, i64)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT id, display_number, barrier_id, state, message, updated_at_ms FROM displays \
+                 WHERE park_id = $1 ORDER BY display_number, id",
+            )
+            .bind(park.id)
+            .fetch_all(&mut *conn)
+            .await
+        })?;
+        let free: i64 = repeatable!(self, |conn| {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM spots WHERE park_id = $1 AND operational = 1 AND occupied = 0",
+            )
+            .bind(park.id)
+            .fetch_one(&mut *conn)
+            .await
+        })?;
+        let state = |s: &str| State::parse(s).ok_or_else(|| StoreError::Internal(s.to_owned()));
+        let barriers = barriers
+            .into_iter()
+            .map(|(id, number, direction, s)| {
+                Ok(BarrierDevices {
+                    barrier_id: id,
+                    barrier_number: number,
+                    direction: Direction::parse(&direction)
+                        .ok_or_else(|| StoreError::Internal(direction.clone()))?,
+                    state: state(&s)?,
+                    displays: displays
+                        .iter()
+                        .filter(|d| d.2 == id)
+                        .map(|(did, dnumber, _, ds, message, at)| {
+                            Ok(DisplayDevice {
+                                display_id: *did,
+                                display_number: dnumber.clone(),
+                                state: state(ds)?,
+                                message: message.clone(),
+                                updated_at: instant(*at).to_string(),
+                            })
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(ParkDevices {
+            park_number: park.number,
+            free_spots: free,
+            barriers,
+        })
+    }
+}

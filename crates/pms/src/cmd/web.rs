@@ -1,0 +1,57 @@
+//! `pms web`: the front office on its own, in front of a gateway (`pms up` runs it in-process).
+//! It calls the gateway as any client does, so it needs no secret and no database: only where
+//! to listen and where the gateway is.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use pms_net::serve::ServeConfig;
+
+use super::UsageError;
+
+/// Arguments of `pms web`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (the gateway's route table sends `/app` here: 127.0.0.1:8096 in
+    /// `config/gateway.toml`).
+    #[arg(long, default_value = "127.0.0.1:8096")]
+    listen: SocketAddr,
+    /// The gateway the pages call, over plain HTTP (loopback or a private network).
+    #[arg(long, env = "PMS_GATEWAY_URL", default_value = "http://127.0.0.1:8080")]
+    gateway_url: String,
+    /// Send the session cookie without `Secure`: only when browsers reach the front office
+    /// over plain HTTP on a name other than `localhost` or `127.0.0.1` (never in production).
+    #[arg(long)]
+    insecure_cookies: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let gateway = args.gateway_url.trim_end_matches('/');
+    let Some(authority) = gateway.strip_prefix("http://") else {
+        return Err(UsageError(format!(
+            "--gateway-url {gateway}: the front office calls the gateway over plain http:// \
+             (TLS ends at the gateway's public listener)"
+        ))
+        .into());
+    };
+    if authority.is_empty() || authority.contains('/') {
+        return Err(UsageError(format!(
+            "--gateway-url {gateway}: give the gateway's address only, such as http://127.0.0.1:8080"
+        ))
+        .into());
+    }
+    let app = pms_web::App::new(&pms_web::WebConfig {
+        gateway: gateway.to_owned(),
+        secure_cookies: !args.insecure_cookies,
+    });
+    super::runtime()?.block_on(async {
+        let shutdown = super::shutdown_signal();
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        tracing::info!(addr = %args.listen, gateway, "front office listening");
+        let drain = pms_web::run(listener, app, ServeConfig::default(), shutdown).await;
+        tracing::info!(?drain, "front office stopped");
+        Ok(())
+    })
+}
