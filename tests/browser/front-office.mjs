@@ -9,7 +9,7 @@
 //   node tests/browser/front-office.mjs PMS_BINARY ARTEFACT_DIR
 
 import { chromium } from "playwright-core";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -40,15 +40,34 @@ const MAX_BYTES = 100 * 1024;
 const figures = [];
 const SIZES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } };
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.once("error", fail);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
+// A port free a moment ago, below the kernel's ephemeral range (a port from listen(0), released,
+// can be taken by an outgoing connection before pms up binds it).
+const taken = new Set();
+async function freePort() {
+  for (;;) {
+    const port = 10000 + Math.floor(Math.random() * 20000);
+    if (taken.has(port)) continue;
+    const free = await new Promise((ok) => {
+      const s = createServer();
+      s.once("error", () => ok(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => ok(true)));
     });
-  });
+    if (free) {
+      taken.add(port);
+      return port;
+    }
+  }
+}
+
+// A car through park 1's barrier `barrier` (the barrier program, with the data directory's
+// device keys); returns what the barrier answered.
+function barrier(id, direction, plate, at) {
+  const r = spawnSync(
+    pms,
+    ["device", "barrier", "--data-dir", join(data, "pd"), "--park", "1", "--barrier", id, "--direction", direction, "--at", at],
+    { input: `${plate}\n`, encoding: "utf8" },
+  );
+  return r.stdout ?? "";
 }
 
 async function waitFor(url, ms) {
@@ -175,7 +194,14 @@ async function journey(size, viewport) {
   if (!(await typedBad.isVisible())) say("a half-typed plate is not marked");
   await plate.fill("12-ab-34");
   if (await typedBad.isVisible()) say("a whole plate (any case) is still marked");
-  await plate.fill("");
+
+  // A vehicle added shows on the account page (one plate per size: at most three vehicles).
+  const added = size === "phone" ? "AB-12-CD" : "AB-12-CE";
+  await plate.fill(added);
+  await page.getByLabel("Energy").selectOption("ELECTRIC");
+  await page.getByRole("button", { name: "Add vehicle" }).click();
+  await page.waitForURL(`${base}/app/account?done=vehicle`);
+  if (!(await page.locator("main").textContent()).includes(added)) say(`the added vehicle ${added} is not listed`);
 
   // Parks near a typed place: the map and the list; the location button appears (its script
   // runs under the CSP).
@@ -191,9 +217,18 @@ async function journey(size, viewport) {
   await check(page, size, "nearby");
   await page.goto(`${base}/app/account`);
 
-  // The visits and invoices page (empty for this customer: the layout and its accessibility).
+  // The customer's car goes in and out through the barrier program: the visit and its invoice
+  // show on the visits page.
+  const day = size === "phone" ? "2024-07-01" : "2024-07-02";
+  const entered = barrier("1", "entrance", "55-ND-41", `${day}T08:30:00Z`);
+  if (!entered.includes('"success":true')) say(`the entrance was refused: ${entered}`);
+  const left = barrier("2", "exit", "55-ND-41", `${day}T09:30:00Z`);
+  if (!left.includes('"success":true')) say(`the exit was refused: ${left}`);
   await page.getByRole("link", { name: "My visits and invoices" }).click();
   await page.waitForURL(`${base}/app/visits`);
+  const visits = await page.locator("main").textContent();
+  if (!visits.includes(`${day} 08:30 UTC`) || !visits.includes("1 h 00 min")) say("the visit is not on the visits page");
+  if (!visits.includes("ISSUED")) say("the visit's invoice is not on the visits page");
   await check(page, size, "visits");
 
   // Signing out ends the session.
@@ -228,6 +263,22 @@ async function staff(size, viewport) {
       const r = await page.goto(`${base}${path}`);
       if (r.status() !== 200) problems.push(`${size} ${email}: ${path} answered ${r.status()}`);
       await check(page, size, name);
+    }
+    if (email.startsWith("customermanager")) {
+      // Coins granted to a customer, who then sees them in their wallet's events.
+      await page.goto(`${base}/app/users?q=leoKim`);
+      await page.getByLabel("Select Leo Kim").check();
+      await page.getByLabel("Coins (negative to deduct)").fill("25");
+      const reason = `browser check ${size}`;
+      await page.getByLabel("Reason").fill(reason);
+      await page.getByRole("button", { name: "Apply to the selected users" }).click();
+      await page.waitForURL(`${base}/app/users?done=grant`);
+      const leo = await browser.newContext({ viewport });
+      const leoPage = await leo.newPage();
+      await signIn(leoPage, "leoKim@isep.ipp.pt");
+      const events = await leoPage.locator("#coin-events").textContent().catch(() => "");
+      if (!events.includes(reason) || !events.includes("+25")) problems.push(`${size}: the customer does not see the coins granted (${events})`);
+      await leo.close();
     }
     if (email.startsWith("parkmanager")) {
       // The seeded table previewed as it stands: a priced stay comes back on the page.
