@@ -43,6 +43,16 @@ node tests/browser/check-report.mjs "$suites"/*/report.html
 echo "== the front office in Chromium"
 node tests/browser/front-office.mjs target/debug/pms target/front-office
 
+# The Kubernetes chart, offline: Helm built from the Go module proxy (once; about three minutes),
+# the schemas from the PyPI package kubernetes-validate; the rendered manifests against the golden
+# files and the binary (docs/kubernetes.md).
+echo "== the Kubernetes chart"
+tools="$PWD/target/tools"
+mkdir -p "$tools"
+[ -x "$tools/helm" ] || GOBIN="$tools" GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@v3.22.0
+command -v kubernetes-validate >/dev/null || python3 -m pip install --quiet kubernetes-validate==1.37.0
+python3 scripts/check-deploy.py "$tools/helm" target/debug/pms
+
 # One closing line for the whole workspace (cargo prints one summary per test binary, the last of
 # which is usually an empty doc-test run).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }

@@ -50,12 +50,18 @@ fn broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// Logs to stderr, filtered by `PMS_LOG` (default `info`); one JSON object per line when
+/// `PMS_LOG_FORMAT=json` (for a log collector), else text.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PMS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    if std::env::var("PMS_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        logs.json().with_current_span(false).init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }

@@ -49,7 +49,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        tracing::info!(addr = %args.listen, gateway, "front office listening");
+        let addr = listener.local_addr().unwrap_or(args.listen);
+        tracing::info!(%addr, gateway, "front office listening");
         let drain = pms_web::run(listener, app, ServeConfig::default(), shutdown).await;
         tracing::info!(?drain, "front office stopped");
         Ok(())
