@@ -346,11 +346,18 @@ impl Db {
     pub async fn migrate(&self, migrations: Migrations) -> Result<(), DbError> {
         if let Some(schema) = &self.schema {
             let create = format!("CREATE SCHEMA IF NOT EXISTS {schema}");
-            repeatable!(self, |conn| sqlx::query(&create)
+            let made: Result<(), sqlx::Error> = repeatable!(self, |conn| sqlx::query(&create)
                 .execute(conn)
                 .await
-                .map(|_| ()))
-            .map_err(|e| DbError::of(&e))?;
+                .map(|_| ()));
+            match made {
+                Ok(()) => {}
+                // Another replica made it at the same moment: `IF NOT EXISTS` looks before it
+                // inserts, so of two racing sessions one trips over the other's new row.
+                Err(sqlx::Error::Database(e))
+                    if matches!(e.code().as_deref(), Some("23505" | "42P06")) => {}
+                Err(e) => return Err(DbError::of(&e)),
+            }
         }
         let outcome = with_pool!(self, |pool| {
             let migrator = match self.backend() {
@@ -613,6 +620,38 @@ mod tests {
                 .fetch_one(conn)
                 .await);
         assert_eq!(shown.expect("SHOW"), "1234ms");
+    }
+
+    static TEST_SQLITE: Migrator = sqlx::migrate!("./src/store/test-migrations/sqlite");
+    static TEST_POSTGRES: Migrator = sqlx::migrate!("./src/store/test-migrations/postgres");
+
+    /// Replicas of a service starting at once against a new database, each with its own pool,
+    /// all come up and the schema is made once.
+    #[tokio::test]
+    async fn replicas_starting_at_once_all_migrate_and_the_schema_is_made_once() {
+        if pms_testkit::pg::skipped() {
+            return;
+        }
+        let url = pms_testkit::pg::shared().fresh_database();
+        let replicas: Vec<Db> = (0..8)
+            .map(|_| Db::open(&StoreConfig::new(url.clone()).in_schema("replicated")))
+            .collect::<Result<_, _>>()
+            .expect("pools");
+        let migrations = Migrations {
+            sqlite: &TEST_SQLITE,
+            postgres: &TEST_POSTGRES,
+        };
+        let outcomes =
+            futures_util::future::join_all(replicas.iter().map(|db| db.migrate(migrations))).await;
+        for outcome in outcomes {
+            outcome.expect("every replica migrates");
+        }
+        let applied: Result<i64, sqlx::Error> = repeatable!(replicas[0], |conn| {
+            sqlx::query_scalar("SELECT count(*) FROM replicated._sqlx_migrations")
+                .fetch_one(conn)
+                .await
+        });
+        assert_eq!(applied.expect("count"), 1);
     }
 
     #[test]

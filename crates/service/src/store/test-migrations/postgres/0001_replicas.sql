@@ -1,0 +1,2 @@
+-- A table for the test of replicas migrating at once.
+CREATE TABLE replicas (id BIGINT PRIMARY KEY);
