@@ -1014,6 +1014,25 @@ fn pms_web_runs_alone_in_front_of_a_gateway() {
     let account = get(port, "/app/account", Some(&session));
     assert_eq!(account.status, 200, "{}", account.body);
     assert!(account.body.contains("55-ND-41"), "{}", account.body);
+    // Its own operations endpoints, on its own port (the gateway routes only /app to it).
+    assert_eq!(get(port, "/readyz", None).status, 200);
+    let metrics = get(port, "/metrics", None);
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics
+            .body
+            .contains("pms_web_requests_total{status=\"200\"}")
+            && metrics
+                .body
+                .contains("pms_web_requests_total{status=\"303\"}"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains("pms_web_sessions "),
+        "{}",
+        metrics.body
+    );
 
     let refused = Command::new(PMS)
         .args(["web", "--gateway-url", "https://gateway.example"])

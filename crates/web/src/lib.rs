@@ -9,6 +9,7 @@
 pub mod chart;
 pub mod gateway;
 pub mod map;
+pub mod metrics;
 pub mod pages;
 pub mod session;
 
@@ -59,6 +60,8 @@ pub struct Inner {
     pub gateway: Gateway,
     /// Whether cookies are `Secure`.
     pub secure_cookies: bool,
+    /// `/metrics`.
+    pub metrics: metrics::Metrics,
 }
 
 impl std::ops::Deref for App {
@@ -75,6 +78,7 @@ impl App {
             sessions: Sessions::default(),
             gateway: Gateway::new(&config.gateway),
             secure_cookies: config.secure_cookies,
+            metrics: metrics::Metrics::default(),
         }))
     }
 }
@@ -107,9 +111,14 @@ async fn asset(Path(name): Path<String>) -> Response {
 /// Adds the security headers to every answer; pages are never cached (they hold a CSRF token).
 /// Every answer also says how long the front office took to make it (`Server-Timing: app;dur=`
 /// in milliseconds, the gateway calls included), which the browser check records per screen.
-async fn secure_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+async fn secure_headers(
+    axum::extract::State(app): axum::extract::State<App>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     let started = std::time::Instant::now();
     let mut resp = next.run(req).await;
+    app.metrics.answered(resp.status().as_u16());
     let took = started.elapsed().as_secs_f64() * 1000.0;
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&format!("app;dur={took:.2}")) {
@@ -132,6 +141,12 @@ async fn secure_headers(req: axum::extract::Request, next: axum::middleware::Nex
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     resp
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(axum::extract::State(app): axum::extract::State<App>) -> Response {
+    let body = app.metrics.render(app.sessions.len());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 /// The route table.
@@ -179,9 +194,16 @@ pub fn router(app: App) -> Router {
         .route("/app/live", get(pages::live::live))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
+        // Nothing to wait for: the front office serves as soon as it listens (a gateway that is
+        // away shows on each page as a 502 page).
+        .route("/readyz", get(|| async { "ready" }))
+        .route("/metrics", get(metrics))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })
         .layer(DefaultBodyLimit::max(MAX_FORM))
-        .layer(axum::middleware::from_fn(secure_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            secure_headers,
+        ))
         .with_state(app)
 }
 
