@@ -97,11 +97,17 @@ impl Store {
             .collect();
         retry(|| async {
             let r: Result<bool, StoreError> = transaction!(self, |tx| {
-                let parks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM parks").fetch_one(&mut *tx).await?;
-                if parks > 0 {
-                    return Ok(false);
+                // Replicas starting at once: one seeds, the others wait here, then find it done.
+                if self.backend() == pms_service::store::Backend::Postgres {
+                    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                        .bind(pms_service::store::SEED_LOCK_KEY)
+                        .execute(&mut *tx)
+                        .await?;
                 }
-                for (p, (number, lat, lon, fee, on)) in PARKS.iter().enumerate() {
+                let parks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM parks").fetch_one(&mut *tx).await?;
+                // Falls through to the commit either way (a `return` would skip it and leave the
+                // connection in its transaction, holding the lock, until its next use).
+                for (p, (number, lat, lon, fee, on)) in PARKS.iter().enumerate().filter(|_| parks == 0) {
                     let p = p as i64;
                     let occupied = SPOTS.iter().filter(|s| s.3).count() as i64;
                     sqlx::query(
@@ -177,7 +183,7 @@ impl Store {
                         .map_err(|e| StoreError::Internal(e.to_string()))?;
                     new_table_version!(tx, &park, &table, None::<i64>, now);
                 }
-                Ok::<bool, StoreError>(true)
+                Ok::<bool, StoreError>(parks == 0)
             });
             r
         })

@@ -106,3 +106,31 @@ async fn one_car_at_two_entrances_at_once_gets_in_once() {
         assert_eq!(sys.parks.store.history_count(6).await.expect("count"), 1);
     }
 }
+
+/// Replicas of the parks service starting at once on a new PostgreSQL database: every one comes
+/// up, one of them seeds the demo parks, and they are there once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_starting_at_once_seed_the_demo_parks_once() {
+    if pms_testkit::pg::skipped() {
+        return;
+    }
+    let url = pms_testkit::pg::shared().fresh_database();
+    let mut config = pms_service::store::StoreConfig::new(url).in_schema("parks");
+    config.statement_timeout = std::time::Duration::from_secs(60);
+    let stores: Vec<pms_parks::store::Store> = (0..6)
+        .map(|_| pms_parks::store::Store::open(&config).expect("store"))
+        .collect();
+    let demo = pms_parks::store::seed::DemoParks::default();
+    let started = join_all(stores.iter().map(|s| async {
+        s.migrate().await?;
+        s.seed_if_empty(&demo).await
+    }))
+    .await;
+    let seeded: Vec<bool> = started
+        .into_iter()
+        .map(|r| r.expect("every replica starts"))
+        .collect();
+    assert_eq!(seeded.iter().filter(|s| **s).count(), 1, "{seeded:?}");
+    let parks = stores[0].occupancies().await.expect("parks");
+    assert_eq!(parks.len(), 5);
+}

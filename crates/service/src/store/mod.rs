@@ -273,6 +273,11 @@ pub enum Pools {
     Sqlite(Pool<SqliteConnection>),
 }
 
+/// The PostgreSQL advisory lock a service's first-start seeding takes inside its transaction,
+/// so replicas starting at once seed one after another: the first writes the demo data, the
+/// others then find it there (SQLite serializes writers by itself).
+pub const SEED_LOCK_KEY: i64 = 0x504d_535f_5344; // "PMS_SD"
+
 /// A service's migrations, one directory per backend (`sqlx::migrate!("./migrations/sqlite")`
 /// and `…/postgres`), defining the same tables.
 #[derive(Debug, Clone, Copy)]

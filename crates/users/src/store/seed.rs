@@ -105,6 +105,13 @@ impl Store {
     async fn seed_once(&self, password_hash: &str) -> Result<bool, sqlx::Error> {
         on_conn!(self, |conn| async {
             let mut tx = begin(conn).await?;
+            // Replicas starting at once: one seeds, the others wait here, then find it done.
+            if self.backend() == pms_service::store::Backend::Postgres {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(pms_service::store::SEED_LOCK_KEY)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             // Writing first takes SQLite's write lock before the emptiness check reads.
             sqlx::query("UPDATE users SET parkies = parkies WHERE id = 0")
                 .execute(&mut *tx)
