@@ -28,8 +28,12 @@
         if (r.status === 401) return; // signed out: nothing to follow
         if (!r.ok) { await pause(5000); continue; }
         const { version } = await r.json();
-        // The first answer may already be newer than the page: refresh once then too.
-        if (version !== after) await refresh();
+        // The first answer may already be newer than the page: refresh once then too. At most
+        // one refresh a second, however busy the parks are.
+        if (version !== after) {
+          await refresh();
+          await pause(1000);
+        }
         after = version;
       } catch {
         await pause(5000);

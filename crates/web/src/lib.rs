@@ -28,8 +28,8 @@ use tokio::net::TcpListener;
 use crate::gateway::Gateway;
 use crate::session::Sessions;
 
-/// The policy every answer carries: only this site's stylesheet, forms posting to this site,
-/// no scripts, no frames.
+/// The policy every answer carries: only this site's stylesheet and scripts (no inline script
+/// or style), requests and forms to this site only, no frames.
 pub const CONTENT_SECURITY_POLICY: &str =
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; \
      img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
