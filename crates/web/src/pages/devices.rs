@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
-use super::{call_as, page, problem, staff_page, text, when, Chrome, PARK_STAFF};
+use super::{call_as, page, park_answers, staff_page, text, when, Chrome, PARK_STAFF};
 use crate::App;
 
 /// A display as the page lists it.
@@ -53,16 +53,8 @@ pub async fn devices(
         Ok(r) => r,
         Err(r) => return r,
     };
-    if r.status == StatusCode::NOT_FOUND {
-        return problem(
-            &app,
-            &s,
-            StatusCode::NOT_FOUND,
-            format!("There is no park {number}."),
-        );
-    }
-    if r.status != StatusCode::OK {
-        return problem(&app, &s, StatusCode::BAD_GATEWAY, r.message());
+    if let Err(r) = park_answers(&app, &s, number, &[&r]) {
+        return r;
     }
     let barriers = r.body["barriers"]
         .as_array()

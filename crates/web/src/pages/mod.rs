@@ -193,6 +193,35 @@ pub async fn call_as(
 /// case): the users service's rule, so a browser marks a wrong plate while it is typed.
 pub const PLATE_PATTERN: &str = r"\s*([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-Za-z]{2}-[0-9]{2}|[0-9]{2}-[0-9]{2}-[A-Za-z]{2}|[A-Za-z]{2}-[0-9]{2}-[A-Za-z]{2})\s*";
 
+/// Checks the gateway's answers about park `number`: the "no such park" page (404) when the
+/// first says so, the "not answering" kind of page (502) when any other failed.
+///
+/// # Errors
+/// The page to answer instead.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub fn park_answers(
+    app: &App,
+    s: &Session,
+    number: i64,
+    replies: &[&Reply],
+) -> Result<(), Response> {
+    if replies
+        .first()
+        .is_some_and(|r| r.status == StatusCode::NOT_FOUND)
+    {
+        return Err(problem(
+            app,
+            s,
+            StatusCode::NOT_FOUND,
+            format!("There is no park {number}."),
+        ));
+    }
+    match replies.iter().find(|r| r.status != StatusCode::OK) {
+        Some(failed) => Err(problem(app, s, StatusCode::BAD_GATEWAY, failed.message())),
+        None => Ok(()),
+    }
+}
+
 /// Who manages parks.
 pub const PARK_STAFF: &[&str] = &["PARK_MANAGER", "SUPERVISOR"];
 

@@ -14,7 +14,8 @@ use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{
-    call_as, field, page, problem, redirect, staff_form, staff_page, text, when, Chrome, PARK_STAFF,
+    call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
+    Chrome, PARK_STAFF,
 };
 use crate::gateway::Reply;
 use crate::session::{Session, User};
@@ -155,20 +156,7 @@ async fn park_view(
         call_as(app, s, user, Method::GET, &paths[2], &null),
     );
     let (spots, thresholds, overnight) = (spots?, thresholds?, overnight?);
-    if spots.status == StatusCode::NOT_FOUND {
-        return Err(problem(
-            app,
-            s,
-            StatusCode::NOT_FOUND,
-            format!("There is no park {number}."),
-        ));
-    }
-    if let Some(failed) = [&spots, &thresholds, &overnight]
-        .into_iter()
-        .find(|r| r.status != StatusCode::OK)
-    {
-        return Err(problem(app, s, StatusCode::BAD_GATEWAY, failed.message()));
-    }
+    park_answers(app, s, number, &[&spots, &thresholds, &overnight])?;
     let rows = spots
         .body
         .as_array()

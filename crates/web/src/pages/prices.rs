@@ -23,7 +23,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
 use super::PARK_STAFF;
-use super::{call_as, field, page, problem, redirect, staff_form, staff_page, text, Chrome};
+use super::{call_as, field, page, park_answers, redirect, staff_form, staff_page, text, Chrome};
 use crate::session::{Session, User};
 use crate::App;
 
@@ -395,20 +395,7 @@ async fn current(
         call_as(app, s, user, Method::GET, &overnight_path, &Value::Null),
     );
     let (table, overnight) = (table?, overnight?);
-    if table.status == StatusCode::NOT_FOUND {
-        return Err(problem(
-            app,
-            s,
-            StatusCode::NOT_FOUND,
-            format!("There is no park {number}."),
-        ));
-    }
-    if let Some(failed) = [&table, &overnight]
-        .into_iter()
-        .find(|r| r.status != StatusCode::OK)
-    {
-        return Err(problem(app, s, StatusCode::BAD_GATEWAY, failed.message()));
-    }
+    park_answers(app, s, number, &[&table, &overnight])?;
     let zone = table.body["timeZone"].as_str().unwrap_or("UTC").to_owned();
     let tz = TimeZone::get(&zone).unwrap_or(TimeZone::UTC);
     let fee = (overnight.body["enabled"].as_bool() == Some(true))

@@ -10,7 +10,7 @@ use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
-use super::{call_as, page, problem, staff_page, Chrome, PARK_STAFF};
+use super::{call_as, page, park_answers, problem, staff_page, Chrome, PARK_STAFF};
 use crate::chart::Chart;
 use crate::App;
 
@@ -140,19 +140,8 @@ pub async fn report(
         (Ok(a), Ok(b)) => (a, b),
         (Err(r), _) | (_, Err(r)) => return r,
     };
-    if shares.status == StatusCode::NOT_FOUND {
-        return problem(
-            &app,
-            &s,
-            StatusCode::NOT_FOUND,
-            format!("There is no park {number}."),
-        );
-    }
-    if let Some(failed) = [&shares, &time]
-        .into_iter()
-        .find(|r| r.status != StatusCode::OK)
-    {
-        return problem(&app, &s, StatusCode::BAD_GATEWAY, failed.message());
+    if let Err(r) = park_answers(&app, &s, number, &[&shares, &time]) {
+        return r;
     }
     let (vehicles, energy) = mix(&shares.body);
     let html = ReportPage {
