@@ -8,7 +8,8 @@
 //! - [`headers`]: hop-by-hop removal, `X-Forwarded-*`, `Via`, request ids.
 //! - [`transform`]: the streaming JSON→XML converter.
 //! - [`upstream`]: one pooled client per upstream (h1, h2 over TLS, h2c, ALPN auto).
-//! - `health`: which endpoints of an upstream to skip for now (connects that failed).
+//! - `health`: which endpoint of an upstream a request goes to, and which to skip for now
+//!   (failed connects, 5xx in a row, failed readiness checks); `probe`: the readiness checks.
 //! - `proxy`: the request path tying the above together.
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
@@ -36,6 +37,7 @@ mod health;
 pub mod jwt;
 pub mod metrics;
 mod openfiles;
+mod probe;
 mod proxy;
 pub mod respond;
 pub mod router;
@@ -154,6 +156,8 @@ struct Common {
     jwt: Arc<jwt::JwtAuth>,
     access_log: Option<access::AccessLog>,
     upstreams: Vec<config::UpstreamSettings>,
+    /// Per upstream, in the same order: what its readiness checks concluded.
+    verdicts: Vec<Arc<health::Verdicts>>,
     limits: config::Limits,
     transform_max_body_bytes: usize,
     /// Worker threads: each holds this share of an upstream's `max_connections`.
@@ -201,6 +205,24 @@ pub async fn run(
             let _ = jwks.refresh().await;
         });
     }
+    let verdicts: Vec<_> = settings
+        .upstreams
+        .iter()
+        .map(|u| Arc::new(health::Verdicts::new(u.endpoints.len())))
+        .collect();
+    let mut probes = Probes(Vec::new());
+    for (u, v) in settings.upstreams.iter().zip(&verdicts) {
+        let ejections = metrics.upstream(&u.name).ejections;
+        match probe::spawn(u, v, &ejections) {
+            Ok(tasks) => probes.0.extend(tasks),
+            Err(error) => {
+                return Err(StartError::Upstream {
+                    name: u.name.clone(),
+                    error,
+                })
+            }
+        }
+    }
     let route_metrics = settings
         .routes
         .iter()
@@ -227,6 +249,7 @@ pub async fn run(
         jwt,
         access_log,
         upstreams: settings.upstreams,
+        verdicts,
         limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
         workers: settings.workers.max(1),
@@ -316,6 +339,17 @@ pub async fn run(
     Ok(outcome)
 }
 
+/// The readiness-check tasks, stopped when the gateway's run ends, however it ends.
+struct Probes(Vec<JoinHandle<()>>);
+
+impl Drop for Probes {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Has the access log's writer write what is queued and end, and stops its `SIGUSR1` task.
 async fn finish_access_log(writer: Option<(access::Writer, Option<JoinHandle<()>>)>) {
     if let Some((writer, signals)) = writer {
@@ -396,9 +430,9 @@ fn worker(
             });
         }
         let mut upstreams = Vec::new();
-        for u in &common.upstreams {
+        for (u, verdicts) in common.upstreams.iter().zip(&common.verdicts) {
             let counters = common.metrics.upstream(&u.name);
-            match upstream::Upstream::new(u, common.workers, counters) {
+            match upstream::Upstream::new(u, common.workers, counters, Arc::clone(verdicts)) {
                 Ok(up) => upstreams.push(up),
                 Err(error) => {
                     let _ = ready_tx.send(Err(StartError::Upstream {

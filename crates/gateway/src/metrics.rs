@@ -75,6 +75,10 @@ pub struct UpstreamCounters {
     pub opened: Counter,
     /// Connections that could not be made.
     pub connect_failures: Counter,
+    /// Times an endpoint started being skipped.
+    pub ejections: Counter,
+    /// Requests sent again to another endpoint after a 503.
+    pub retries: Counter,
 }
 
 /// The registry and the metric families.
@@ -85,6 +89,8 @@ pub struct Metrics {
     upstream_requests: Family<UpstreamOnly, Counter>,
     upstream_opened: Family<UpstreamOnly, Counter>,
     upstream_connect_failures: Family<UpstreamOnly, Counter>,
+    upstream_ejections: Family<UpstreamOnly, Counter>,
+    upstream_retries: Family<UpstreamOnly, Counter>,
     connections_active: Family<ListenerOnly, Gauge>,
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
@@ -115,6 +121,8 @@ impl Metrics {
         let upstream_requests = Family::<UpstreamOnly, Counter>::default();
         let upstream_opened = Family::<UpstreamOnly, Counter>::default();
         let upstream_connect_failures = Family::<UpstreamOnly, Counter>::default();
+        let upstream_ejections = Family::<UpstreamOnly, Counter>::default();
+        let upstream_retries = Family::<UpstreamOnly, Counter>::default();
         let connections_active = Family::<ListenerOnly, Gauge>::default();
         let connections_total = Family::<ListenerOnly, Counter>::default();
         let tls_handshakes = Family::<ListenerResult, Counter>::default();
@@ -144,6 +152,17 @@ impl Metrics {
             "Connections to an upstream that could not be made (refused, unreachable, connect \
              or TLS handshake timed out)",
             upstream_connect_failures.clone(),
+        );
+        registry.register(
+            "upstream_ejections",
+            "Times an upstream endpoint started being skipped: by a worker after a failed \
+             connect or 5xx answers in a row, or by every worker after failed readiness checks",
+            upstream_ejections.clone(),
+        );
+        registry.register(
+            "upstream_retries",
+            "Requests sent to a second endpoint after a 503 (within the retry budget)",
+            upstream_retries.clone(),
         );
         registry.register(
             "connections_active",
@@ -182,6 +201,8 @@ impl Metrics {
             upstream_requests,
             upstream_opened,
             upstream_connect_failures,
+            upstream_ejections,
+            upstream_retries,
             connections_active,
             connections_total,
             tls_handshakes,
@@ -247,10 +268,14 @@ impl Metrics {
         let requests = self.upstream_requests.get_or_create(&key).clone();
         let opened = self.upstream_opened.get_or_create(&key).clone();
         let connect_failures = self.upstream_connect_failures.get_or_create(&key).clone();
+        let ejections = self.upstream_ejections.get_or_create(&key).clone();
+        let retries = self.upstream_retries.get_or_create(&key).clone();
         UpstreamCounters {
             requests,
             opened,
             connect_failures,
+            ejections,
+            retries,
         }
     }
 

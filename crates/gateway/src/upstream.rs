@@ -2,8 +2,9 @@
 //! keep-alive pool per endpoint (HTTP/1.1) or multiplexing streams on one connection (HTTP/2).
 //!
 //! Owns protocol choice toward the back-end (h1, h2 over TLS, h2c, or ALPN's pick), TLS trust,
-//! connect and response-head timeouts, round-robin over endpoints (skipping those that could
-//! not be connected to lately, see `health`), the cap on connections per
+//! connect and response-head timeouts, the choice of endpoint (see `health`), sending a request
+//! again where that is safe (never sent; a 503 to a request that may be repeated, once, within
+//! the retry budget), the cap on connections per
 //! endpoint (a request past it waits for a pooled connection to come free, up to the queue
 //! timeout), and the mapping of client failures to [`SendError`]. It does not touch headers or
 //! decide statuses; the proxy does.
@@ -33,7 +34,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body::{find_source, BodyStalled, BoxError, ClientBodyFailed, ProxyBody, TooLarge};
 use crate::config::{UpstreamProtocol, UpstreamSettings};
-use crate::health::Health;
+use crate::health::{self, Health, Passive, Verdicts};
 use crate::metrics::UpstreamCounters;
 
 /// Why a request to an upstream failed.
@@ -85,6 +86,8 @@ pub struct Upstream {
     /// Shared with the bodies that log under it.
     name: Arc<str>,
     endpoints: Vec<(Scheme, Authority)>,
+    /// The endpoints' names in logs, `scheme://authority`, in the same order.
+    keys: Arc<[String]>,
     /// Which endpoints to skip for now, and whose turn it is (shared with the fast path's pool).
     health: Arc<Health>,
     client: Client<Connector, ProxyBody>,
@@ -111,19 +114,23 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// Builds one worker's client and pool for `s`, holding `1/workers` of its connection cap
-    /// per endpoint; `counters` count its traffic for metrics.
+    /// per endpoint; `counters` count its traffic for metrics, and `verdicts` are the active
+    /// checks' conclusions about its endpoints.
     ///
     /// # Errors
     /// When the TLS trust cannot be loaded.
-    pub fn new(
+    pub(crate) fn new(
         s: &UpstreamSettings,
         workers: usize,
         counters: UpstreamCounters,
+        verdicts: Arc<Verdicts>,
     ) -> Result<Self, pms_net::TlsError> {
         let UpstreamCounters {
             requests,
             opened,
             connect_failures,
+            ejections,
+            retries,
         } = counters;
         if matches!(s.trust, pms_net::tls::Trust::InsecureSkipVerify) {
             tracing::warn!(
@@ -131,17 +138,7 @@ impl Upstream {
                 "TLS certificate verification is DISABLED for this upstream (insecure_skip_verify)"
             );
         }
-        // hyper-rustls sets ALPN from the enabled versions below (h1: http/1.1, h2: h2, auto: both).
-        let any_tls = s
-            .endpoints
-            .iter()
-            .any(|e| e.scheme() == Some(&Scheme::HTTPS));
-        let trust = if any_tls {
-            &s.trust
-        } else {
-            &pms_net::tls::Trust::Nothing
-        };
-        let tls = pms_net::tls::client_config(trust, &[])?;
+        let tls = client_tls(s)?;
         // The fast path's connections over TLS: the same trust; ALPN http/1.1 only for `h1`,
         // both for `auto` (the fast path relays only when the upstream picks http/1.1).
         let fast_alpn: Option<&[&[u8]]> = match s.protocol {
@@ -149,25 +146,16 @@ impl Upstream {
             UpstreamProtocol::Auto => Some(&[pms_net::ALPN_H2, pms_net::ALPN_HTTP11]),
             UpstreamProtocol::H2 | UpstreamProtocol::H2c => None,
         };
+        let any_tls = s
+            .endpoints
+            .iter()
+            .any(|e| e.scheme() == Some(&Scheme::HTTPS));
         let fast_tls = fast_alpn.filter(|_| any_tls).map(|alpn| {
             let mut c = tls.clone();
             c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
             Arc::new(c)
         });
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(s.connect_timeout));
-        let builder = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http();
-        let https = match s.protocol {
-            UpstreamProtocol::H1 | UpstreamProtocol::H2c => {
-                builder.enable_http1().wrap_connector(http)
-            }
-            UpstreamProtocol::H2 => builder.enable_http2().wrap_connector(http),
-            UpstreamProtocol::Auto => builder.enable_all_versions().wrap_connector(http),
-        };
+        let https = connector(s, tls);
         let mut cb = Client::builder(TokioExecutor::new());
         cb.pool_max_idle_per_host(s.pool_max_idle)
             .pool_idle_timeout(s.pool_idle_timeout)
@@ -184,11 +172,15 @@ impl Upstream {
                 .map(|u| (endpoint_key(u), Arc::new(Semaphore::new(limit))))
                 .collect(),
         );
-        let health = Arc::new(Health::new(
-            s.endpoints.len(),
-            s.fail_timeout,
+        let passive = Passive {
+            fail_timeout: s.fail_timeout,
+            eject_after_5xx: s.eject_after_5xx,
             connect_failures,
-        ));
+            ejections,
+            retries,
+        };
+        let health = Arc::new(Health::new(s.endpoints.len(), passive, verdicts));
+        let keys: Arc<[String]> = s.endpoints.iter().map(endpoint_key).collect();
         let client = cb.build(Limited {
             inner: https,
             opened: opened.clone(),
@@ -196,7 +188,7 @@ impl Upstream {
             limit,
             queue_timeout: s.queue_timeout,
             health: Arc::clone(&health),
-            keys: s.endpoints.iter().map(endpoint_key).collect(),
+            keys: Arc::clone(&keys),
         });
         Ok(Self {
             name: Arc::from(s.name.as_str()),
@@ -205,6 +197,7 @@ impl Upstream {
                 .iter()
                 .filter_map(|u| Some((u.scheme()?.clone(), u.authority()?.clone())))
                 .collect(),
+            keys,
             health,
             client,
             request_timeout: s.request_timeout,
@@ -301,8 +294,10 @@ impl Upstream {
     }
 
     /// Sends `req` (absolute URI, headers prepared) and waits for the response head. A request
-    /// with no body whose endpoint cannot be connected to goes to the others in turn: nothing
-    /// of it was sent. (One with a body cannot: hyper's client has taken the body.)
+    /// with no body goes to the other endpoints in turn when its endpoint cannot be connected
+    /// to (nothing of it was sent), and to one other after a 503 when it may be repeated
+    /// ([`health::resend_after_503`]) and the retry budget allows. (One with a body cannot:
+    /// hyper's client has taken the body.)
     ///
     /// # Errors
     /// [`SendError`] saying what went wrong; the proxy maps it to 502, 504 or 413.
@@ -310,23 +305,53 @@ impl Upstream {
         // The client negotiates HTTP/2 per connection; HTTP/1.1 here means "let it choose".
         *req.version_mut() = Version::HTTP_11;
         self.requests.inc();
-        let again = (self.endpoints.len() > 1 && req.body().is_end_stream())
-            .then(|| (self.endpoint_of(req.uri()), HeadCopy::of(&req)));
-        let mut why = match self.attempt(req).await {
-            Err(SendError::Connect(why)) => why,
-            other => return other,
+        let first = self.endpoint_of(req.uri()).ok_or(SendError::NoEndpoint)?;
+        let copy = (self.endpoints.len() > 1 && req.body().is_end_stream()).then(|| {
+            let repeatable = health::resend_after_503(req.method(), || {
+                req.headers().contains_key(health::IDEMPOTENCY_KEY)
+            });
+            (HeadCopy::of(&req), repeatable)
+        });
+        let got = self.attempt_on(first, req).await;
+        let Some((copy, repeatable)) = copy else {
+            return got;
         };
-        let Some((Some(first), copy)) = again else {
-            return Err(SendError::Connect(why));
+        let (at, got) = match got {
+            Err(SendError::Connect(why)) => self.fail_over(first, why, &copy).await?,
+            other => (first, other),
         };
+        match got {
+            Ok(resp) if repeatable && resp.status() == http::StatusCode::SERVICE_UNAVAILABLE => {
+                let Some(i) = self.health.retry_elsewhere(at) else {
+                    return Ok(resp);
+                };
+                let uri = self.target_on(i, copy.uri.path_and_query())?;
+                match self.attempt_on(i, copy.to(uri)).await {
+                    Ok(again) => Ok(again),
+                    // The retry got nothing better: the first answer stands.
+                    Err(_) => Ok(resp),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Sends `copy` to the endpoints after `first`, where connecting failed with `why`, in turn,
+    /// until one can be connected to: the endpoint and what it answered.
+    async fn fail_over(
+        &self,
+        first: usize,
+        mut why: String,
+        copy: &HeadCopy,
+    ) -> Result<(usize, Result<Response<Incoming>, SendError>), SendError> {
         for i in self.health.after(first) {
             if self.health.is_down(i) {
                 continue;
             }
             let uri = self.target_on(i, copy.uri.path_and_query())?;
-            match self.attempt(copy.to(uri)).await {
+            match self.attempt_on(i, copy.to(uri)).await {
                 Err(SendError::Connect(again)) => why = again,
-                other => return other,
+                other => return Ok((i, other)),
             }
         }
         Err(SendError::Connect(why))
@@ -339,13 +364,61 @@ impl Upstream {
         })
     }
 
-    /// One exchange of hyper's client, up to the response head.
-    async fn attempt(&self, req: Request<ProxyBody>) -> Result<Response<Incoming>, SendError> {
-        match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
+    /// One exchange of hyper's client with endpoint `i`, up to the response head, counted as
+    /// outstanding there meanwhile, its status told to the endpoint's health.
+    async fn attempt_on(
+        &self,
+        i: usize,
+        req: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, SendError> {
+        let _busy = self.health.busy(i);
+        let got = match tokio::time::timeout(self.request_timeout, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(err)) => Err(classify(&err)),
             Err(_) => Err(SendError::Timeout(self.request_timeout)),
+        };
+        if let (Ok(resp), Some(key)) = (&got, self.keys.get(i)) {
+            self.health.answered(i, key, resp.status().as_u16());
         }
+        got
+    }
+}
+
+/// The TLS client settings for `s`'s https endpoints (none needed when it has only http ones).
+///
+/// # Errors
+/// When the trust cannot be loaded.
+pub(crate) fn client_tls(s: &UpstreamSettings) -> Result<rustls::ClientConfig, pms_net::TlsError> {
+    let any_tls = s
+        .endpoints
+        .iter()
+        .any(|e| e.scheme() == Some(&Scheme::HTTPS));
+    let trust = if any_tls {
+        &s.trust
+    } else {
+        &pms_net::tls::Trust::Nothing
+    };
+    pms_net::tls::client_config(trust, &[])
+}
+
+/// hyper's connector for `s`: TCP with its connect timeout, then TLS with `tls` for https
+/// endpoints, offering by ALPN the protocols `s.protocol` allows.
+pub(crate) fn connector(
+    s: &UpstreamSettings,
+    tls: rustls::ClientConfig,
+) -> hyper_rustls::HttpsConnector<HttpConnector> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(s.connect_timeout));
+    // hyper-rustls sets ALPN from the enabled versions (h1: http/1.1, h2: h2, auto: both).
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    match s.protocol {
+        UpstreamProtocol::H1 | UpstreamProtocol::H2c => builder.enable_http1().wrap_connector(http),
+        UpstreamProtocol::H2 => builder.enable_http2().wrap_connector(http),
+        UpstreamProtocol::Auto => builder.enable_all_versions().wrap_connector(http),
     }
 }
 
@@ -409,7 +482,7 @@ pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// How the connector names an endpoint: `scheme://authority`, as the pool keys it.
-fn endpoint_key(uri: &Uri) -> String {
+pub(crate) fn endpoint_key(uri: &Uri) -> String {
     format!(
         "{}://{}",
         uri.scheme_str().unwrap_or("http"),

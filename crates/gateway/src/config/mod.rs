@@ -32,6 +32,16 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_READ_TIMEOUT_MS: u64 = 60_000;
 /// Default time an endpoint that could not be connected to is skipped (nginx's `fail_timeout`).
 pub const DEFAULT_FAIL_TIMEOUT_MS: u64 = 10_000;
+/// Default 5xx answers in a row after which an endpoint is skipped (Envoy's `consecutive_5xx`).
+pub const DEFAULT_EJECT_AFTER_5XX: u32 = 5;
+/// Default time between active checks of one endpoint.
+pub const DEFAULT_HEALTH_CHECK_INTERVAL_MS: u64 = 1_000;
+/// Default longest wait for an active check's answer.
+pub const DEFAULT_HEALTH_CHECK_TIMEOUT_MS: u64 = 1_000;
+/// Default failed checks in a row that make an endpoint unready (as Kubernetes probes count).
+pub const DEFAULT_UNHEALTHY_AFTER: u32 = 2;
+/// Default passed checks in a row that make it ready again.
+pub const DEFAULT_HEALTHY_AFTER: u32 = 1;
 /// Default idle connections kept per upstream endpoint.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
 /// Default time an idle upstream connection is kept. Shorter than the 10 s after which PMS

@@ -237,8 +237,12 @@ pub struct RawUpstream {
     pub request_timeout_ms: Option<u64>,
     /// Longest wait for the next bytes of a response body, ms.
     pub read_timeout_ms: Option<u64>,
-    /// How long an endpoint that could not be connected to is skipped, ms.
+    /// How long an endpoint that failed (connect, 5xx in a row) is skipped, ms.
     pub fail_timeout_ms: Option<u64>,
+    /// 5xx answers in a row after which an endpoint is skipped; 0 turns this off.
+    pub eject_after_5xx: Option<u32>,
+    /// Active readiness checks of each endpoint.
+    pub health_check: Option<RawHealthCheck>,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: Option<usize>,
     /// How long idle connections are kept, ms.
@@ -249,6 +253,22 @@ pub struct RawUpstream {
     pub queue_timeout_ms: Option<u64>,
     /// TLS settings for https endpoints.
     pub tls: Option<RawClientTls>,
+}
+
+/// `health_check = { path, interval_ms, timeout_ms, unhealthy_after, healthy_after }`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealthCheck {
+    /// Path asked with GET; a 2xx answer is ready.
+    pub path: Option<String>,
+    /// Time between checks of one endpoint, ms.
+    pub interval_ms: Option<u64>,
+    /// Longest wait for a check's answer, ms.
+    pub timeout_ms: Option<u64>,
+    /// Failed checks in a row that make an endpoint unready.
+    pub unhealthy_after: Option<u32>,
+    /// Passed checks in a row that make it ready again.
+    pub healthy_after: Option<u32>,
 }
 
 fn default_protocol() -> String {

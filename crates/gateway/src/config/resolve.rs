@@ -522,6 +522,9 @@ fn resolve_upstream(
     if fail_timeout.is_zero() {
         p.add(&format!("{key}.fail_timeout_ms"), "must be positive");
     }
+    let health_check = raw
+        .health_check
+        .and_then(|c| resolve_health_check(p, &format!("{key}.health_check"), c));
     let max_connections = raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
     if max_connections == 0 {
         p.add(&format!("{key}.max_connections"), "must be at least 1");
@@ -538,11 +541,55 @@ fn resolve_upstream(
         request_timeout,
         read_timeout,
         fail_timeout,
+        eject_after_5xx: raw.eject_after_5xx.unwrap_or(DEFAULT_EJECT_AFTER_5XX),
+        health_check,
         pool_max_idle,
         pool_idle_timeout: ms(raw.pool_idle_timeout_ms, DEFAULT_POOL_IDLE_TIMEOUT_MS),
         max_connections,
         queue_timeout,
         trust,
+    })
+}
+
+fn resolve_health_check(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: RawHealthCheck,
+) -> Option<HealthCheck> {
+    let before = p.list.len();
+    let path = raw.path.as_deref().unwrap_or("/readyz");
+    let parsed = match path.parse::<http::uri::PathAndQuery>() {
+        Ok(pq) if path.starts_with('/') => Some(pq),
+        _ => {
+            p.add(
+                &format!("{key}.path"),
+                format!("{path:?} is not a path (it starts with /)"),
+            );
+            None
+        }
+    };
+    let interval = ms(raw.interval_ms, DEFAULT_HEALTH_CHECK_INTERVAL_MS);
+    if interval.is_zero() {
+        p.add(&format!("{key}.interval_ms"), "must be positive");
+    }
+    let timeout = ms(raw.timeout_ms, DEFAULT_HEALTH_CHECK_TIMEOUT_MS);
+    if timeout.is_zero() {
+        p.add(&format!("{key}.timeout_ms"), "must be positive");
+    }
+    let unhealthy_after = raw.unhealthy_after.unwrap_or(DEFAULT_UNHEALTHY_AFTER);
+    if unhealthy_after == 0 {
+        p.add(&format!("{key}.unhealthy_after"), "must be at least 1");
+    }
+    let healthy_after = raw.healthy_after.unwrap_or(DEFAULT_HEALTHY_AFTER);
+    if healthy_after == 0 {
+        p.add(&format!("{key}.healthy_after"), "must be at least 1");
+    }
+    (p.list.len() == before).then_some(HealthCheck {
+        path: parsed?,
+        interval,
+        timeout,
+        unhealthy_after,
+        healthy_after,
     })
 }
 

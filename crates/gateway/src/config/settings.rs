@@ -133,8 +133,12 @@ pub struct UpstreamSettings {
     pub request_timeout: Duration,
     /// Longest wait for the next bytes of a response body once the head has come.
     pub read_timeout: Duration,
-    /// How long an endpoint that could not be connected to is skipped (with more than one).
+    /// How long an endpoint that failed is skipped (with more than one).
     pub fail_timeout: Duration,
+    /// 5xx answers in a row after which an endpoint is skipped; 0: never.
+    pub eject_after_5xx: u32,
+    /// Active readiness checks, when configured.
+    pub health_check: Option<HealthCheck>,
     /// Idle connections kept per endpoint.
     pub pool_max_idle: usize,
     /// Idle connection lifetime.
@@ -146,6 +150,21 @@ pub struct UpstreamSettings {
     pub queue_timeout: Duration,
     /// Trust for https endpoints.
     pub trust: pms_net::tls::Trust,
+}
+
+/// Active readiness checks of an upstream's endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Path asked with GET; a 2xx answer is ready.
+    pub path: http::uri::PathAndQuery,
+    /// Time between checks of one endpoint.
+    pub interval: Duration,
+    /// Longest wait for a check's answer.
+    pub timeout: Duration,
+    /// Failed checks in a row that make an endpoint unready.
+    pub unhealthy_after: u32,
+    /// Passed checks in a row that make it ready again.
+    pub healthy_after: u32,
 }
 
 /// How a route matches paths.

@@ -105,6 +105,7 @@ endpoints = ["http://127.0.0.1:2"]
 protocol = "h2"
 read_timeout_ms = 0
 fail_timeout_ms = 0
+health_check = { path = "readyz", interval_ms = 0, timeout_ms = 0, unhealthy_after = 0, healthy_after = 0 }
 [[routes]]
 match = { path = "users" , methods = ["G ET"] }
 upstream = "missing"
@@ -125,6 +126,11 @@ transform = "xml-to-json"
         "gw.toml: upstreams[1].endpoints[0]: protocol h2 needs an https:// endpoint",
         "gw.toml: upstreams[1].read_timeout_ms: must be positive",
         "gw.toml: upstreams[1].fail_timeout_ms: must be positive",
+        "gw.toml: upstreams[1].health_check.path: \"readyz\" is not a path",
+        "gw.toml: upstreams[1].health_check.interval_ms: must be positive",
+        "gw.toml: upstreams[1].health_check.timeout_ms: must be positive",
+        "gw.toml: upstreams[1].health_check.unhealthy_after: must be at least 1",
+        "gw.toml: upstreams[1].health_check.healthy_after: must be at least 1",
         "gw.toml: routes[0].match: \"users\" must start with '/'",
         "gw.toml: routes[0].match.methods[0]: \"G ET\" is not a method",
         "gw.toml: routes[0].upstream: no upstream named \"missing\"",

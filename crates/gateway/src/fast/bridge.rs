@@ -32,8 +32,11 @@ use tokio::io::AsyncReadExt;
 use super::fields::Fields;
 use super::pool::{Conn, Pool};
 use super::response::{ChunkScanner, Framing};
-use super::{bad_gateway, gather_response, request, send_whole, timed_out, NoHead, BUF, GATHER};
+use super::{
+    bad_gateway, gather_response, request, send_whole, timed_out, NoHead, Resend, BUF, GATHER,
+};
 use crate::body::{BoxError, ProxyBody};
+use crate::health;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
@@ -112,18 +115,23 @@ async fn exchange(
     let mut deadline = conn.deadline.take().unwrap_or_else(|| Deadline::new(at));
     deadline.set(at);
     let head_request = parts.method == Method::HEAD;
-    let retryable = request::idempotent(&parts.method);
+    let resend = Resend {
+        stale: request::idempotent(&parts.method),
+        after_503: health::resend_after_503(&parts.method, || {
+            parts.headers.contains_key(health::IDEMPOTENCY_KEY)
+        }),
+    };
     // Allocated when the response arrives (see `read_head`).
     let mut up = BytesMut::new();
     let mut fields = Fields::default();
     let head = match send_whole(
         pool,
         &mut conn,
-        &out,
+        &mut out,
         &mut up,
         &mut fields,
         head_request,
-        retryable,
+        resend,
         &mut deadline,
     )
     .await

@@ -181,7 +181,6 @@ impl Fields {
     }
 
     /// The first value of `name` (any case), if the head has one.
-    #[cfg(test)]
     pub(super) fn get<'a>(&'a self, buf: &'a [u8], name: &str) -> Option<&'a [u8]> {
         self.iter(buf)
             .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))

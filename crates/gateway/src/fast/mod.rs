@@ -48,6 +48,7 @@ use crate::access::Entry;
 use crate::body::BodyStalled;
 use crate::config::UpstreamSettings;
 use crate::headers::{self, RequestId};
+use crate::health;
 use crate::metrics::FastPathCounters;
 use crate::proxy::{self, Shared};
 use crate::respond::GatewayError;
@@ -397,6 +398,9 @@ impl FastPath {
             claims: claims.as_ref(),
         };
         let host_at = head.write_upstream(buf, fields, &rewrite, out);
+        let resend_after_503 = health::resend_after_503(&head.method, || {
+            fields.get(buf, health::IDEMPOTENCY_KEY).is_some()
+        });
         // The access log's copy of the target, before the head leaves the buffer.
         let target = shared
             .access_log
@@ -412,6 +416,7 @@ impl FastPath {
             request_id: &request_id,
             pool,
             upstream,
+            resend_after_503,
         };
         // Set when the response head is ready: the duration metric ends there on both paths.
         let mut answered = None;
@@ -475,6 +480,8 @@ struct Exchange<'a> {
     request_id: &'a RequestId,
     pool: &'a Arc<Pool>,
     upstream: &'a Upstream,
+    /// Whether the request may go to another endpoint after a 503.
+    resend_after_503: bool,
 }
 
 /// Why no response head came.
@@ -489,22 +496,35 @@ enum NoHead {
     Reconnect(SendError),
 }
 
+/// When a request whose body went out with its head may be sent again.
+#[derive(Clone, Copy)]
+struct Resend {
+    /// On a fresh connection, when the pooled one it went out on was closed before a byte of
+    /// the answer came (RFC 9112 §9.3.1: idempotent requests only). A request whose write
+    /// failed on a pooled connection is sent again whatever its method: the upstream had
+    /// closed that connection, and cannot have read all of it.
+    stale: bool,
+    /// To another endpoint after a 503 ([`health::resend_after_503`]), once, within the retry
+    /// budget.
+    after_503: bool,
+}
+
 /// Sends `request` (head and whole body) on `conn` and reads the response head into `up`
-/// (its header lines into `fields`) before `deadline`, as [`read_head`]. When `retryable` and
-/// `conn` came from the pool, a connection the upstream closed while it sat idle is replaced by
-/// a fresh one and the request sent again, once.
+/// (its header lines into `fields`) before `deadline`, as [`read_head`], sending it again as
+/// `resend` allows. A request sent again on another endpoint has its `Host` changed in
+/// `request`; `conn` is then the connection it went out on.
 #[allow(clippy::too_many_arguments)]
 async fn send_whole(
     pool: &Arc<Pool>,
     conn: &mut pool::Conn,
-    request: &[u8],
+    request: &mut Vec<u8>,
     up: &mut BytesMut,
     fields: &mut Fields,
     head_request: bool,
-    retryable: bool,
+    resend: Resend,
     deadline: &mut Deadline,
 ) -> Result<response::Head, NoHead> {
-    let mut retried = false;
+    let (mut reopened, mut moved) = (false, false);
     loop {
         let sent = deadline
             .run(async {
@@ -513,17 +533,40 @@ async fn send_whole(
                 conn.stream.flush().await
             })
             .await;
+        // A pooled connection the upstream had closed: when writing to it failed, the upstream
+        // read none of the request or part of it, and it goes out again on a new one whatever
+        // its method; when it closed before answering, only as `resend.stale` allows.
+        let pooled = !conn.fresh && !reopened;
+        let write_failed = matches!(sent, Ok(Err(_)));
         let got = match sent {
             Err(_) => Err(NoHead::Timeout),
             Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
             Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
         };
         match got {
-            Err(NoHead::Closed(_)) if retryable && !retried && !conn.fresh => {
-                retried = true;
-                *conn = pool.open(conn.endpoint).await.map_err(NoHead::Reconnect)?;
+            Err(NoHead::Closed(_)) if pooled && (write_failed || resend.stale) => {}
+            Ok(head) => {
+                pool.answered(conn, head.status.as_u16());
+                if head.status != StatusCode::SERVICE_UNAVAILABLE || !resend.after_503 || moved {
+                    return Ok(head);
+                }
+                let Some(other) = pool.checkout_after_503(conn.endpoint).await else {
+                    return Ok(head);
+                };
+                // The 503's connection goes, its answer unread.
+                moved = true;
+                up.clear();
+                request::replace_host(request, other.authority(pool));
+                *conn = other;
+                continue;
             }
             other => return other,
+        }
+        reopened = true;
+        let at = conn.endpoint;
+        *conn = pool.reopen(at).await.map_err(NoHead::Reconnect)?;
+        if conn.endpoint != at {
+            request::replace_host(request, conn.authority(pool));
         }
     }
 }
@@ -657,7 +700,10 @@ impl Exchange<'_> {
             rest
         };
         let consumed = streamed == 0;
-        let retryable = inline && self.head.idempotent();
+        let resend = Resend {
+            stale: self.head.idempotent(),
+            after_503: self.resend_after_503,
+        };
         self.upstream.count_request();
         let at = tokio::time::Instant::now() + self.upstream.request_timeout();
         let deadline = deadline.get_or_insert_with(|| Deadline::new(at));
@@ -672,7 +718,7 @@ impl Exchange<'_> {
                 up,
                 fields,
                 head_request,
-                retryable,
+                resend,
                 deadline,
             )
             .await
@@ -721,7 +767,13 @@ impl Exchange<'_> {
                     return Err(Failure::Abort)
                 }
                 Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-                Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
+                Ok(Ok(())) => {
+                    let got = read_head(&mut conn.stream, up, fields, head_request, deadline).await;
+                    if let Ok(head) = &got {
+                        self.pool.answered(&conn, head.status.as_u16());
+                    }
+                    got
+                }
             }
         };
         let head = match got {

@@ -36,7 +36,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{UpstreamProtocol, UpstreamSettings};
-use crate::health::Health;
+use crate::health::{Busy, Health};
 use crate::upstream::{Saturated, SendError, Upstream};
 
 /// One endpoint: where to connect, what to send as `Host`, and its idle connections.
@@ -73,6 +73,8 @@ pub(super) struct Conn {
     /// timer for the connection's life rather than one per request (see [`Deadline`]). The
     /// fast path keeps its deadlines with the client connection instead.
     pub(super) deadline: Option<Deadline>,
+    /// Counts the request it serves as outstanding on its endpoint while checked out.
+    busy: Option<Busy>,
     idle_since: Instant,
     _permit: OwnedSemaphorePermit,
 }
@@ -194,13 +196,31 @@ impl Pool {
     /// when connecting failed or timed out (everywhere it was tried).
     pub(super) async fn checkout(self: &Arc<Self>) -> Result<Conn, SendError> {
         let first = self.health.pick();
-        match self.checkout_at(first).await {
+        let mut conn = match self.checkout_at(first).await {
             Err(SendError::Connect(why)) if self.endpoints.len() > 1 => {
                 // Boxed: the rare path's future stays out of every request's.
                 Box::pin(self.fail_over(first, why)).await
             }
             other => other,
-        }
+        }?;
+        conn.busy = self.health.busy(conn.endpoint);
+        Ok(conn)
+    }
+
+    /// A connection to an endpoint other than `not`, for a request that may be sent again
+    /// after `not` answered 503: `None` when there is no other endpoint up or the retry budget
+    /// is spent, or no connection could be had.
+    pub(super) async fn checkout_after_503(self: &Arc<Self>, not: usize) -> Option<Conn> {
+        let i = self.health.retry_elsewhere(not)?;
+        let mut conn = self.checkout_at(i).await.ok()?;
+        conn.busy = self.health.busy(i);
+        Some(conn)
+    }
+
+    /// Tells the endpoint's health what `conn`'s response said.
+    pub(super) fn answered(&self, conn: &Conn, status: u16) {
+        self.health
+            .answered(conn.endpoint, &self.endpoints[conn.endpoint].key, status);
     }
 
     /// Tries the endpoints after `first`, where connecting failed with `why`, in turn.
@@ -317,8 +337,22 @@ impl Pool {
         })
     }
 
+    /// A new connection for a request whose connection to endpoint `i` turned out closed
+    /// before its answer (nothing of the request was acted on): to `i` again, bypassing idle
+    /// ones, or, if `i` cannot be connected to, to the others in turn.
+    pub(super) async fn reopen(self: &Arc<Self>, i: usize) -> Result<Conn, SendError> {
+        let mut conn = match self.open(i).await {
+            Err(SendError::Connect(why)) if self.endpoints.len() > 1 => {
+                Box::pin(self.fail_over(i, why)).await
+            }
+            other => other,
+        }?;
+        conn.busy = self.health.busy(conn.endpoint);
+        Ok(conn)
+    }
+
     /// A new connection to endpoint `i`, bypassing idle ones (for a retry).
-    pub(super) async fn open(&self, i: usize) -> Result<Conn, SendError> {
+    async fn open(&self, i: usize) -> Result<Conn, SendError> {
         let ep = &self.endpoints[i];
         let permit =
             match tokio::time::timeout(self.queue_timeout, ep.slot.clone().acquire_owned()).await {
@@ -389,6 +423,7 @@ impl Pool {
             fresh: true,
             endpoint: i,
             deadline: None,
+            busy: None,
             idle_since: Instant::now(),
             _permit: permit,
         })
@@ -400,6 +435,7 @@ impl Pool {
     pub(super) fn checkin(&self, mut conn: Conn) {
         let ep = &self.endpoints[conn.endpoint];
         conn.fresh = false;
+        conn.busy = None;
         conn.idle_since = Instant::now();
         let Ok(mut state) = ep.state.lock() else {
             return;

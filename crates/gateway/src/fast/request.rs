@@ -90,6 +90,23 @@ pub(super) fn insert_host(out: &mut Vec<u8>, at: usize, authority: &str) {
     out.put_slice(b"\r\n");
 }
 
+/// Points a request head written by [`insert_host`] or [`write_head`] (its `Host` line just
+/// after the request line) at `authority` instead, to send it to another endpoint.
+pub(super) fn replace_host(out: &mut Vec<u8>, authority: &str) {
+    const NAME: &[u8] = b"host: ";
+    let Some(line) = out.windows(2).position(|w| w == b"\r\n") else {
+        return;
+    };
+    let start = line + 2 + NAME.len();
+    let Some(len) = out
+        .get(start..)
+        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+    else {
+        return;
+    };
+    out.splice(start..start + len, authority.bytes());
+}
+
 /// Whether sending a request twice does no more than sending it once (RFC 9110 §9.2.2): only
 /// those are retried on a fresh connection.
 pub(super) fn idempotent(method: &Method) -> bool {
@@ -426,11 +443,18 @@ mod tests {
         out.clear();
         let at = h.write_upstream(raw.as_bytes(), &fields, &rewrite, &mut out);
         insert_host(&mut out, at, "127.0.0.1:9000");
+        let rest = "\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\n\
+             B: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
+             x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n";
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            format!("PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000{rest}")
+        );
+        // Sent to another endpoint: only the Host line changes.
+        replace_host(&mut out, "users-1.internal:8081");
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\n\
-             B: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
-             x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n"
+            format!("PUT /x?y HTTP/1.1\r\nhost: users-1.internal:8081{rest}")
         );
     }
 

@@ -4,6 +4,7 @@
 mod access_log;
 mod admin;
 mod auth;
+mod balancing;
 mod client_bodies;
 mod errors;
 mod fast_path;
