@@ -7,6 +7,8 @@ use http::Version;
 
 /// The request id header, read from clients, sent upstream and returned.
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// W3C Trace Context's request header.
+pub static TRACEPARENT: HeaderName = HeaderName::from_static(pms_net::trace::TRACEPARENT);
 /// The client addresses a request came through, the gateway's peer last.
 pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// `http` or `https`: how the client reached the gateway.
@@ -340,6 +342,51 @@ fn acceptable_request_id(b: &[u8]) -> bool {
         && b.len() <= MAX_REQUEST_ID_LEN
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || b"-_.:/+=".contains(c))
+}
+
+/// The `traceparent` a request goes upstream with, on either path.
+pub enum Traceparent<'a> {
+    /// The client's, valid: the trace it started goes on.
+    Kept(&'a [u8]),
+    /// A new trace, started by the gateway.
+    Started([u8; pms_net::trace::LEN]),
+}
+
+impl Traceparent<'_> {
+    /// The header value.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Traceparent::Kept(v) => v,
+            Traceparent::Started(v) => v,
+        }
+    }
+}
+
+/// The client's `traceparent` (its first value) when valid; otherwise a new trace whose id is
+/// the request id when that is 32 lowercase hex digits, as the gateway's own ids are (so a
+/// request can be found in every log by the id its client got back), or else a fresh one. The
+/// parent id is the gateway's hop: different for every request.
+pub fn traceparent<'a>(client: Option<&'a [u8]>, request_id: &[u8]) -> Traceparent<'a> {
+    if let Some(v) = client.filter(|v| pms_net::trace::trace_id(v).is_some()) {
+        return Traceparent::Kept(v);
+    }
+    let trace = hex_id(request_id).unwrap_or_else(|| {
+        let mut fresh = [0; FRESH_LEN];
+        fresh_id(&mut fresh);
+        hex_id(&fresh).unwrap_or(1)
+    });
+    // The halves of a fresh id are the process's random prefix and the request's number.
+    let parent = ((trace >> 64) as u64 ^ trace as u64).max(1);
+    Traceparent::Started(pms_net::trace::write(trace, parent))
+}
+
+/// A 32-digit lowercase hex id as a number, when it is one and not zero.
+fn hex_id(id: &[u8]) -> Option<u128> {
+    if id.len() != 32 || !id.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let text = std::str::from_utf8(id).ok()?;
+    u128::from_str_radix(text, 16).ok().filter(|&n| n != 0)
 }
 
 /// A fresh id as a header value: see [`fresh_id`].

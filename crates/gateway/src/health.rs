@@ -11,9 +11,9 @@
 //!   on the next endpoint (nginx's `proxy_next_upstream error`).
 //! - **Active checks** ([`Verdicts`], written by `probe`): an endpoint whose readiness check
 //!   fails is skipped until one passes.
-//! - **Retry budget**: a request may be sent to a second endpoint after a 503 only while the
-//!   retries stay under a tenth of the requests (plus a burst of ten): a struggling upstream
-//!   does not get its load doubled.
+//! - **Retry budget**: a request may be sent to a second endpoint after a 503, or after its
+//!   connection closed unanswered, only while the retries stay under a tenth of the requests
+//!   (plus a burst of ten): a struggling upstream does not get its load doubled.
 //!
 //! One [`Health`] per upstream and worker, shared by the fast path's pool and hyper's client,
 //! so the counts on the request path are the worker's own (no cache line shared between
@@ -38,8 +38,8 @@ pub(crate) struct Verdicts {
     failing: Box<[AtomicU8]>,
     /// How many are failing, so that the usual case — none — costs one load.
     count: AtomicUsize,
-    /// Per endpoint: milliseconds after `base` when a check last found it ready again after
-    /// failing; a passive mark made before that no longer counts.
+    /// Per endpoint: milliseconds after `base` when a check last passed after one failed; a
+    /// passive mark made before that no longer counts.
     back_at: Box<[AtomicU64]>,
 }
 
@@ -74,13 +74,19 @@ impl Verdicts {
             }
             (true, true) => {
                 self.count.fetch_sub(1, Ordering::Relaxed);
-                if let Some(at) = self.back_at.get(i) {
-                    at.store(millis(self.base.elapsed()).max(1), Ordering::Relaxed);
-                }
+                self.recovered(i);
                 tracing::info!(endpoint = name, "an upstream endpoint is ready again");
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Records that a check of endpoint `i` passed after one failed: passive skips from before
+    /// now no longer count.
+    pub(crate) fn recovered(&self, i: usize) {
+        if let Some(at) = self.back_at.get(i) {
+            at.store(millis(self.base.elapsed()).max(1), Ordering::Relaxed);
         }
     }
 
@@ -111,7 +117,7 @@ pub(crate) struct Passive {
     pub connect_failures: Counter,
     /// Times an endpoint started being skipped (by this worker).
     pub ejections: Counter,
-    /// Requests sent to a second endpoint after a 503.
+    /// Requests sent to a second endpoint after a 503 or a connection closed unanswered.
     pub retries: Counter,
 }
 
@@ -201,8 +207,8 @@ impl Health {
         (1..n).map(move |k| (first + k) % n)
     }
 
-    /// Another endpoint than `first`, not skipped, to send a request to again after a 503 —
-    /// if the retry budget allows one (it is then spent).
+    /// Another endpoint than `first`, not skipped, to send a request to again (after a 503,
+    /// or a connection closed unanswered) — if the retry budget allows one (it is then spent).
     pub(crate) fn retry_elsewhere(&self, first: usize) -> Option<usize> {
         let other = self.after(first).find(|&i| !self.is_down(i))?;
         self.budget
@@ -362,6 +368,17 @@ fn seed() -> u64 {
         return 0x9e37_79b9_7f4a_7c15;
     }
     u64::from_le_bytes(bytes) | 1
+}
+
+/// Whether sending a request twice does no more than sending it once (RFC 9110 §9.2.2): one
+/// whose connection closed before a byte of its answer came may be sent again (RFC 9112
+/// §9.3.1), on a new connection or to another endpoint. Both front ends ask this.
+pub(crate) fn idempotent(method: &http::Method) -> bool {
+    use http::Method;
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+    )
 }
 
 /// Whether a request that got a 503 may be sent to another endpoint: its method is safe (GET,

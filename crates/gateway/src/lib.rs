@@ -212,8 +212,7 @@ pub async fn run(
         .collect();
     let mut probes = Probes(Vec::new());
     for (u, v) in settings.upstreams.iter().zip(&verdicts) {
-        let ejections = metrics.upstream(&u.name).ejections;
-        match probe::spawn(u, v, &ejections) {
+        match probe::spawn(u, v, &metrics) {
             Ok(tasks) => probes.0.extend(tasks),
             Err(error) => {
                 return Err(StartError::Upstream {

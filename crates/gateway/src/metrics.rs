@@ -38,6 +38,12 @@ struct UpstreamOnly {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct UpstreamEndpoint {
+    upstream: Label,
+    endpoint: Label,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ListenerOnly {
     listener: Label,
 }
@@ -77,7 +83,7 @@ pub struct UpstreamCounters {
     pub connect_failures: Counter,
     /// Times an endpoint started being skipped.
     pub ejections: Counter,
-    /// Requests sent again to another endpoint after a 503.
+    /// Requests sent again to another endpoint after a 503 or a connection closed unanswered.
     pub retries: Counter,
 }
 
@@ -91,6 +97,7 @@ pub struct Metrics {
     upstream_connect_failures: Family<UpstreamOnly, Counter>,
     upstream_ejections: Family<UpstreamOnly, Counter>,
     upstream_retries: Family<UpstreamOnly, Counter>,
+    endpoint_ready: Family<UpstreamEndpoint, Gauge>,
     connections_active: Family<ListenerOnly, Gauge>,
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
@@ -123,6 +130,7 @@ impl Metrics {
         let upstream_connect_failures = Family::<UpstreamOnly, Counter>::default();
         let upstream_ejections = Family::<UpstreamOnly, Counter>::default();
         let upstream_retries = Family::<UpstreamOnly, Counter>::default();
+        let endpoint_ready = Family::<UpstreamEndpoint, Gauge>::default();
         let connections_active = Family::<ListenerOnly, Gauge>::default();
         let connections_total = Family::<ListenerOnly, Counter>::default();
         let tls_handshakes = Family::<ListenerResult, Counter>::default();
@@ -161,8 +169,15 @@ impl Metrics {
         );
         registry.register(
             "upstream_retries",
-            "Requests sent to a second endpoint after a 503 (within the retry budget)",
+            "Requests sent to a second endpoint after a 503 or a connection closed unanswered \
+             (within the retry budget)",
             upstream_retries.clone(),
+        );
+        registry.register(
+            "upstream_endpoint_ready",
+            "1 while an upstream endpoint passes its readiness checks, 0 while it fails them \
+             (upstreams with a health_check and several endpoints)",
+            endpoint_ready.clone(),
         );
         registry.register(
             "connections_active",
@@ -203,6 +218,7 @@ impl Metrics {
             upstream_connect_failures,
             upstream_ejections,
             upstream_retries,
+            endpoint_ready,
             connections_active,
             connections_total,
             tls_handshakes,
@@ -277,6 +293,15 @@ impl Metrics {
             ejections,
             retries,
         }
+    }
+
+    /// The readiness gauge of one endpoint (`scheme://authority`) of upstream `name`.
+    pub fn endpoint_ready(&self, name: &str, endpoint: &str) -> Gauge {
+        let key = UpstreamEndpoint {
+            upstream: Label(name.into()),
+            endpoint: Label(endpoint.into()),
+        };
+        self.endpoint_ready.get_or_create(&key).clone()
     }
 
     /// A connection observer for one listener.

@@ -14,10 +14,12 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::task::JoinHandle;
 
 use crate::config::{HealthCheck, UpstreamProtocol, UpstreamSettings};
 use crate::health::Verdicts;
+use crate::metrics::Metrics;
 use crate::upstream::{chain, client_tls, connector, endpoint_key};
 
 type ProbeClient = Client<
@@ -25,16 +27,16 @@ type ProbeClient = Client<
     Empty<bytes::Bytes>,
 >;
 
-/// Starts checking `s`'s endpoints into `verdicts` (counting each one that turns unready in
-/// `ejections`), when it has a `health_check` and more than one endpoint: one task per endpoint,
-/// each running until aborted.
+/// Starts checking `s`'s endpoints into `verdicts` and `metrics` (each one's readiness gauge,
+/// and the ejections counter when one turns unready), when it has a `health_check` and more
+/// than one endpoint: one task per endpoint, each running until aborted.
 ///
 /// # Errors
 /// When the upstream's TLS trust cannot be loaded.
 pub(crate) fn spawn(
     s: &UpstreamSettings,
     verdicts: &Arc<Verdicts>,
-    ejections: &Counter,
+    metrics: &Metrics,
 ) -> Result<Vec<JoinHandle<()>>, pms_net::TlsError> {
     let Some(check) = s.health_check.clone().filter(|_| s.endpoints.len() > 1) else {
         return Ok(Vec::new());
@@ -49,6 +51,7 @@ pub(crate) fn spawn(
         builder.http2_only(true);
     }
     let client: ProbeClient = builder.build(connector(s, client_tls(s)?));
+    let ejections = metrics.upstream(&s.name).ejections;
     tracing::info!(
         upstream = %s.name,
         path = %check.path,
@@ -59,17 +62,21 @@ pub(crate) fn spawn(
         .iter()
         .enumerate()
         .map(|(i, e)| {
+            let name = endpoint_key(e);
+            let ready = metrics.endpoint_ready(&s.name, &name);
+            ready.set(1);
             let endpoint = Endpoint {
                 index: i,
-                name: endpoint_key(e),
+                name,
                 uri: target(e, &check),
+                ready,
+                ejections: ejections.clone(),
             };
             tokio::spawn(watch(
                 client.clone(),
                 endpoint,
                 check.clone(),
                 Arc::clone(verdicts),
-                ejections.clone(),
             ))
         })
         .collect())
@@ -82,6 +89,10 @@ struct Endpoint {
     name: String,
     /// The check's URL on it.
     uri: Option<Uri>,
+    /// Its readiness gauge.
+    ready: Gauge,
+    /// The upstream's ejections.
+    ejections: Counter,
 }
 
 /// The check's URI on `endpoint`.
@@ -99,7 +110,6 @@ async fn watch(
     endpoint: Endpoint,
     check: HealthCheck,
     verdicts: Arc<Verdicts>,
-    ejections: Counter,
 ) {
     // Passes (positive) or failures (negative) in a row.
     let mut streak = 0i64;
@@ -108,23 +118,29 @@ async fn watch(
     loop {
         tick.tick().await;
         let outcome = ask(&client, endpoint.uri.as_ref(), check.timeout).await;
+        if outcome.is_ok() && streak < 0 {
+            // Whatever the verdict: a passive skip from before (a refused connection while it
+            // restarted) ends here.
+            verdicts.recovered(endpoint.index);
+        }
         streak = match (&outcome, streak) {
             (Ok(()), s) if s > 0 => s.saturating_add(1),
             (Ok(()), _) => 1,
             (Err(_), s) if s < 0 => s.saturating_sub(1),
             (Err(_), _) => -1,
         };
-        match outcome {
-            Ok(()) if streak >= i64::from(check.healthy_after) => {
-                verdicts.set(endpoint.index, true, &endpoint.name, "");
+        let verdict = match outcome {
+            Ok(()) if streak >= i64::from(check.healthy_after) => Some((true, String::new())),
+            Err(why) if -streak >= i64::from(check.unhealthy_after) => Some((false, why)),
+            _ => None,
+        };
+        if let Some((ready, why)) = verdict {
+            if verdicts.set(endpoint.index, ready, &endpoint.name, &why) {
+                endpoint.ready.set(i64::from(ready));
+                if !ready {
+                    endpoint.ejections.inc();
+                }
             }
-            Err(why)
-                if -streak >= i64::from(check.unhealthy_after)
-                    && verdicts.set(endpoint.index, false, &endpoint.name, &why) =>
-            {
-                ejections.inc();
-            }
-            _ => {}
         }
     }
 }

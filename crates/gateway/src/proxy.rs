@@ -283,7 +283,7 @@ fn read_error(err: &(dyn std::error::Error + 'static), limit: u64) -> GatewayErr
 }
 
 /// The header changes every forwarded request gets, on either path: hop-by-hop headers out,
-/// `X-Forwarded-*` and `Via` in, the request id set. (Identity headers are the caller's: they
+/// `X-Forwarded-*` and `Via` in, the request id and `traceparent` set. (Identity headers are the caller's: they
 /// depend on authentication.)
 pub(crate) fn rewrite_request(
     h: &mut HeaderMap,
@@ -295,6 +295,12 @@ pub(crate) fn rewrite_request(
     headers::strip_hop_by_hop(h);
     headers::add_forwarded(h, conn.peer.ip(), conn.tls, authority);
     headers::append_via(h, headers::via_token(version));
+    let client = h.get(&headers::TRACEPARENT).map(HeaderValue::as_bytes);
+    let trace =
+        HeaderValue::from_bytes(headers::traceparent(client, request_id.as_bytes()).as_bytes());
+    if let Ok(v) = trace {
+        h.insert(headers::TRACEPARENT.clone(), v);
+    }
     h.insert(X_REQUEST_ID.clone(), request_id.clone());
 }
 
@@ -315,9 +321,11 @@ pub(crate) fn rewrite_response(h: &mut HeaderMap, version: Version, request_id: 
 
 /// Logs an error the gateway answers itself: server-side ones at warn, refusals at debug.
 pub(crate) fn log_error(request_id: &HeaderValue, err: &GatewayError) {
+    // The id itself, as the client got it (a sensitive header value's `Debug` hides it).
+    let request_id = String::from_utf8_lossy(request_id.as_bytes());
     if err.status().is_server_error() {
-        tracing::warn!(request_id = ?request_id, error = %err, "request failed");
+        tracing::warn!(request_id = %request_id, error = %err, "request failed");
     } else {
-        tracing::debug!(request_id = ?request_id, error = %err, "request refused");
+        tracing::debug!(request_id = %request_id, error = %err, "request refused");
     }
 }

@@ -158,12 +158,26 @@ impl GatewayError {
         }
     }
 
+    /// What the client is told: the error's text, but for failures of an upstream, which name
+    /// the upstream only. Their detail (an endpoint's address, the OS error) tells a client
+    /// nothing it can act on and an attacker how the inside is laid out; it goes to the log
+    /// (`Display`), found by the request id.
+    pub fn client_message(&self) -> String {
+        match self {
+            Self::BadGateway { upstream, .. } => format!("upstream {upstream} unavailable"),
+            Self::Busy { upstream, .. } => {
+                format!("upstream {upstream} busy: all its connections stayed busy")
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The JSON error response, tagged with `request_id`.
     pub fn into_response(self, request_id: &HeaderValue) -> Response<ProxyBody> {
         let body = serde_json::json!({
             "error": {
                 "code": self.code(),
-                "message": self.to_string(),
+                "message": self.client_message(),
                 "request_id": request_id.to_str().unwrap_or_default(),
             }
         });

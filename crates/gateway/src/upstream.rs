@@ -294,10 +294,14 @@ impl Upstream {
     }
 
     /// Sends `req` (absolute URI, headers prepared) and waits for the response head. A request
-    /// with no body goes to the other endpoints in turn when its endpoint cannot be connected
-    /// to (nothing of it was sent), and to one other after a 503 when it may be repeated
-    /// ([`health::resend_after_503`]) and the retry budget allows. (One with a body cannot:
-    /// hyper's client has taken the body.)
+    /// with no body is sent again when that is safe:
+    /// - to the other endpoints in turn when its endpoint cannot be connected to (nothing of it
+    ///   was sent);
+    /// - once, to another endpoint, when it is idempotent ([`health::idempotent`]) and its
+    ///   connection closed or broke before an answer, or when it got a 503 and may be repeated
+    ///   ([`health::resend_after_503`]); within the retry budget.
+    ///
+    /// (One with a body cannot: hyper's client has taken the body.)
     ///
     /// # Errors
     /// [`SendError`] saying what went wrong; the proxy maps it to 502, 504 or 413.
@@ -306,14 +310,17 @@ impl Upstream {
         *req.version_mut() = Version::HTTP_11;
         self.requests.inc();
         let first = self.endpoint_of(req.uri()).ok_or(SendError::NoEndpoint)?;
-        let copy = (self.endpoints.len() > 1 && req.body().is_end_stream()).then(|| {
-            let repeatable = health::resend_after_503(req.method(), || {
+        let copy = (self.endpoints.len() > 1 && req.body().is_end_stream()).then(|| HeadCopy {
+            idempotent: health::idempotent(req.method()),
+            after_503: health::resend_after_503(req.method(), || {
                 req.headers().contains_key(health::IDEMPOTENCY_KEY)
-            });
-            (HeadCopy::of(&req), repeatable)
+            }),
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            headers: req.headers().clone(),
         });
         let got = self.attempt_on(first, req).await;
-        let Some((copy, repeatable)) = copy else {
+        let Some(copy) = copy else {
             return got;
         };
         let (at, got) = match got {
@@ -321,12 +328,28 @@ impl Upstream {
             other => (first, other),
         };
         match got {
-            Ok(resp) if repeatable && resp.status() == http::StatusCode::SERVICE_UNAVAILABLE => {
+            Err(SendError::Failed(why)) if copy.idempotent => {
+                let Some(i) = self.health.retry_elsewhere(at) else {
+                    return Err(SendError::Failed(why));
+                };
+                match self
+                    .attempt_on(i, copy.to(self.target_on(i, copy.path())?))
+                    .await
+                {
+                    Err(SendError::Failed(_)) => Err(SendError::Failed(why)),
+                    other => other,
+                }
+            }
+            Ok(resp)
+                if copy.after_503 && resp.status() == http::StatusCode::SERVICE_UNAVAILABLE =>
+            {
                 let Some(i) = self.health.retry_elsewhere(at) else {
                     return Ok(resp);
                 };
-                let uri = self.target_on(i, copy.uri.path_and_query())?;
-                match self.attempt_on(i, copy.to(uri)).await {
+                match self
+                    .attempt_on(i, copy.to(self.target_on(i, copy.path())?))
+                    .await
+                {
                     Ok(again) => Ok(again),
                     // The retry got nothing better: the first answer stands.
                     Err(_) => Ok(resp),
@@ -348,8 +371,10 @@ impl Upstream {
             if self.health.is_down(i) {
                 continue;
             }
-            let uri = self.target_on(i, copy.uri.path_and_query())?;
-            match self.attempt_on(i, copy.to(uri)).await {
+            match self
+                .attempt_on(i, copy.to(self.target_on(i, copy.path())?))
+                .await
+            {
                 Err(SendError::Connect(again)) => why = again,
                 other => return Ok((i, other)),
             }
@@ -422,20 +447,20 @@ pub(crate) fn connector(
     }
 }
 
-/// What is needed to send a request with no body again.
+/// What is needed to send a request with no body again, and when it may be.
 struct HeadCopy {
     method: http::Method,
     uri: Uri,
     headers: http::HeaderMap,
+    /// After its connection closed before an answer.
+    idempotent: bool,
+    /// After a 503.
+    after_503: bool,
 }
 
 impl HeadCopy {
-    fn of(req: &Request<ProxyBody>) -> Self {
-        Self {
-            method: req.method().clone(),
-            uri: req.uri().clone(),
-            headers: req.headers().clone(),
-        }
+    fn path(&self) -> Option<&http::uri::PathAndQuery> {
+        self.uri.path_and_query()
     }
 
     /// The request again, to `uri`.

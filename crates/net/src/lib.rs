@@ -20,6 +20,7 @@
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
 //! - [`stall`]: writes that give up on a client that stops reading, reads that give up on a
 //!   peer that stops sending.
+//! - [`trace`]: W3C Trace Context's `traceparent`, read and written.
 //! - `starve`: HTTP/2 responses whose client takes no data of them (their streams are reset).
 //! - [`utc`]: RFC 3339 UTC timestamps for logs and reports.
 //!
@@ -42,6 +43,7 @@ pub mod serve;
 pub mod stall;
 mod starve;
 pub mod tls;
+pub mod trace;
 pub mod utc;
 
 pub use tls::{TlsError, ALPN_H2, ALPN_HTTP11};

@@ -59,7 +59,10 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     if std::env::var("PMS_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
-        logs.json().with_current_span(false).init();
+        logs.json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
     } else {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();

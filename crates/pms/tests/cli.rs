@@ -249,6 +249,52 @@ fn gateway_in_front_of_echo_then_sigterm_exits_0() {
     assert_eq!(echo.0.wait().unwrap().code(), Some(0));
 }
 
+/// A request the gateway could not deliver: the client learns which upstream failed and its
+/// request id, not where the upstream runs; the log has the detail under that same id (the
+/// id itself, not a redacted header value).
+#[test]
+fn a_failed_upstream_is_named_to_the_client_and_detailed_in_the_log_under_the_request_id() {
+    let closed = free_port(); // nothing listens there
+    let (gw_port, admin_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = echo_gateway_config(dir.path(), gw_port, admin_port, closed);
+    let mut gw = KillOnDrop(
+        Command::new(PMS)
+            .args(["gateway", "--config"])
+            .arg(&cfg)
+            .env("PMS_LOG", "warn")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_port(gw_port);
+    let resp = exchange(
+        gw_port,
+        "POST /passthrough HTTP/1.1\r\nhost: x\r\nx-request-id: find-me-42\r\n\
+         content-length: 0\r\nconnection: close\r\n\r\n",
+    );
+    assert!(resp.starts_with("HTTP/1.1 502"), "{resp}");
+    assert!(
+        resp.contains(r#""message":"upstream echo unavailable""#),
+        "{resp}"
+    );
+    assert!(!resp.contains("127.0.0.1"), "{resp}");
+    sigterm(&gw.0);
+    assert_eq!(gw.0.wait().unwrap().code(), Some(0));
+    let mut log = String::new();
+    gw.0.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("request failed"))
+        .unwrap_or_else(|| panic!("no warning:\n{log}"));
+    assert!(line.contains("request_id=find-me-42"), "{line}");
+    assert!(line.contains(&format!("127.0.0.1:{closed}")), "{line}");
+}
+
 /// Under a small open-file limit the gateway lowers its caps at start, so 200 clients at once
 /// all get their answer (the extra ones wait to be accepted) instead of a 502 for each request
 /// that found no descriptor left for its upstream connection.

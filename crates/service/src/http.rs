@@ -62,7 +62,10 @@ pub fn finish(router: Router) -> Router {
 }
 
 /// Takes the caller's `X-Request-Id` when it is sane (the gateway sends one) or makes one, puts
-/// it on the request and the response, and renders an [`ApiError`] a handler returned.
+/// it on the request and the response, and renders an [`ApiError`] a handler returned. The
+/// request is handled in a `request` span carrying that id and the trace id of its
+/// `traceparent` (W3C Trace Context, which the gateway always sends), so every log line written
+/// while handling it names both.
 async fn request_id(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
@@ -75,8 +78,15 @@ async fn request_id(mut req: Request, next: Next) -> Response {
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
         })
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let trace = req
+        .headers()
+        .get(pms_net::trace::TRACEPARENT)
+        .and_then(|v| pms_net::trace::trace_id(v.as_bytes()))
+        .unwrap_or_default()
+        .to_owned();
     req.extensions_mut().insert(RequestId(id.clone()));
-    let mut resp = next.run(req).await;
+    let span = tracing::info_span!("request", id = %id, trace = %trace);
+    let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
     if let Some(err) = resp.extensions_mut().remove::<ApiError>() {
         resp = err.render(&id);
     }
@@ -217,4 +227,98 @@ pub async fn wrong_method(method: http::Method, uri: http::Uri) -> ApiError {
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Log output, shared with the subscriber that writes it.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// One request to a service whose handler logs a line; what was logged.
+    async fn logged_while_handling(headers: &str) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let app = finish(Router::new().route(
+            "/x",
+            get(|| async {
+                tracing::warn!("handling it");
+                "ok"
+            }),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(crate::serve(
+            listener,
+            app,
+            pms_net::serve::ServeConfig::default(),
+            std::future::pending(),
+        ));
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET /x HTTP/1.1\r\nhost: x\r\n{headers}connection: close\r\n\r\n");
+        conn.write_all(req.as_bytes()).await.unwrap();
+        let mut resp = String::new();
+        conn.read_to_string(&mut resp).await.unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        server.abort();
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        text
+    }
+
+    #[tokio::test]
+    async fn log_lines_written_while_handling_a_request_name_its_id_and_trace() {
+        let text = logged_while_handling(
+            "x-request-id: rid-1\r\n\
+             traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n",
+        )
+        .await;
+        let line: serde_json::Value = serde_json::from_str(
+            text.lines()
+                .find(|l| l.contains("handling it"))
+                .expect("the handler's line"),
+        )
+        .unwrap();
+        assert_eq!(line["span"]["id"], "rid-1", "{line}");
+        assert_eq!(
+            line["span"]["trace"], "4bf92f3577b34da6a3ce929d0e0e4736",
+            "{line}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_without_a_valid_traceparent_logs_no_trace() {
+        let text = logged_while_handling("traceparent: 00-bogus\r\n").await;
+        let line: serde_json::Value = serde_json::from_str(
+            text.lines()
+                .find(|l| l.contains("handling it"))
+                .expect("the handler's line"),
+        )
+        .unwrap();
+        assert_eq!(line["span"]["trace"], "", "{line}");
+    }
 }

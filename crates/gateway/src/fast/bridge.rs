@@ -116,7 +116,7 @@ async fn exchange(
     deadline.set(at);
     let head_request = parts.method == Method::HEAD;
     let resend = Resend {
-        stale: request::idempotent(&parts.method),
+        idempotent: health::idempotent(&parts.method),
         after_503: health::resend_after_503(&parts.method, || {
             parts.headers.contains_key(health::IDEMPOTENCY_KEY)
         }),

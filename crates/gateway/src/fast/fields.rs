@@ -19,7 +19,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pms_auth::Claims;
 use pms_net::serve::ConnInfo;
 
-use crate::headers::{self, RequestId, X_FORWARDED_FOR, X_FORWARDED_HOST, X_REQUEST_ID};
+use crate::headers::{
+    self, RequestId, TRACEPARENT, X_FORWARDED_FOR, X_FORWARDED_HOST, X_REQUEST_ID,
+};
 use crate::jwt::JwtAuth;
 
 /// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
@@ -41,6 +43,7 @@ pub(super) enum Kind {
     XForwardedHost,
     Via,
     XRequestId,
+    Traceparent,
 }
 
 impl Kind {
@@ -57,6 +60,7 @@ impl Kind {
             7 if is(b"trailer") => Kind::HopByHop,
             10 if is(b"connection") => Kind::Connection,
             10 if is(b"keep-alive") => Kind::HopByHop,
+            11 if is(b"traceparent") => Kind::Traceparent,
             12 if is(b"x-request-id") => Kind::XRequestId,
             13 if is(b"authorization") => Kind::Authorization,
             14 if is(b"content-length") => Kind::ContentLength,
@@ -92,12 +96,13 @@ impl Kind {
                 | Kind::XForwardedHost
                 | Kind::Via
                 | Kind::XRequestId
+                | Kind::Traceparent
         )
     }
 }
 
-// Every kind has a bit of `Fields::kinds` (`XRequestId` is the last).
-const _: () = assert!((Kind::XRequestId as u16) < u16::BITS as u16);
+// Every kind has a bit of `Fields::kinds` (`Traceparent` is the last).
+const _: () = assert!((Kind::Traceparent as u16) < u16::BITS as u16);
 
 /// Whether `name` is `known` (lowercase letters and `-`) in any case. Each arm of
 /// [`Kind::of`] compares a known length, so this unrolls into a few word compares;
@@ -342,9 +347,9 @@ pub(super) struct RequestRewrite<'a> {
 
 /// Writes the request's header lines as they go upstream, `Host` aside (the caller sends the
 /// endpoint's): the client's end-to-end lines, then the identity headers, `X-Forwarded-*`,
-/// `Via` and `X-Request-Id`. As the hyper path: hop-by-hop lines, the client's identity headers and
-/// its forwarding headers go; `X-Forwarded-For` and `Via` extend the client's; a header that
-/// `Connection` lists goes even when the gateway sets it.
+/// `Via`, `X-Request-Id` and `traceparent`. As the hyper path: hop-by-hop lines, the client's
+/// identity headers and its forwarding headers go; `X-Forwarded-For` and `Via` extend the
+/// client's; a header that `Connection` lists goes even when the gateway sets it.
 pub(super) fn write_request(
     fields: &Fields,
     buf: &[u8],
@@ -406,6 +411,11 @@ pub(super) fn write_request(
         rw.request_id.as_bytes(),
         out,
     );
+    let client = fields
+        .first(buf, Kind::Traceparent)
+        .filter(|_| !listed.contains(TRACEPARENT.as_str().as_bytes()));
+    let trace = headers::traceparent(client, rw.request_id.as_bytes());
+    own_line(TRACEPARENT.as_str().as_bytes(), trace.as_bytes(), out);
 }
 
 /// Writes a response's header lines as they go to the client: its end-to-end lines, `Via`
@@ -556,7 +566,18 @@ mod tests {
         };
         let mut out = Vec::new();
         write_request(&fields, raw, &rewrite, &mut out);
-        String::from_utf8(out).unwrap()
+        // The last line starts a trace of its own (the request id is not one): checked, and
+        // left out of what the tests compare.
+        let text = String::from_utf8(out).unwrap();
+        let (lines, trace) = text
+            .rsplit_once("traceparent: ")
+            .expect("a traceparent line");
+        let trace = trace.strip_suffix("\r\n").expect("the line ends");
+        assert!(
+            pms_net::trace::trace_id(trace.as_bytes()).is_some(),
+            "{trace}"
+        );
+        lines.to_owned()
     }
 
     /// What the gateway adds after the client's lines, for `CONN` and no forwarding headers.
@@ -674,7 +695,8 @@ mod tests {
         let request::Parsed::Take(_) = request::parse(buf, &mut fields) else {
             panic!("the fast path does not take {raw:?}");
         };
-        let request_id = RequestId::from_client(Some(b"the-id"));
+        // Hex, as the gateway's own ids are: both paths start the same trace from it.
+        let request_id = RequestId::from_client(Some(b"4bf92f3577b34da6a3ce929d0e0e4736"));
 
         let mut map = fields.to_header_map(buf);
         jwt.strip_identity(&mut map);
@@ -720,6 +742,16 @@ mod tests {
             // Forged identity headers.
             "GET / HTTP/1.1\r\nhost: gw\r\nX-UserId: 1\r\nx-userrole: ADMIN\r\nx-userrole: X\r\n\r\n",
             "GET / HTTP/1.1\r\nhost: gw\r\nconnection: x-userid\r\nx-userid: 1\r\n\r\n",
+            // A trace the client started goes on; a bad one, repeated ones or one listed in
+            // Connection give way to a new one.
+            "GET / HTTP/1.1\r\nhost: gw\r\n\
+             traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\ntraceparent: 00-nonsense\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\n\
+             traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\
+             traceparent: 00-1af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: gw\r\nconnection: traceparent\r\n\
+             traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n",
             // Many listed names, repeated, in any case; a listed name with no line.
             "GET / HTTP/1.1\r\nhost: gw\r\nconnection: z, B, a, b, x-Gone, A\r\nconnection: c,,x-none\r\n\
              x-gone: 1\r\nB: 2\r\nc: 3\r\nx-stays: 4\r\n\r\n",
@@ -784,7 +816,8 @@ mod tests {
         let response::Parsed::Head(_) = response::parse(buf, false, &mut fields) else {
             panic!("not a response head: {raw:?}");
         };
-        let request_id = RequestId::from_client(Some(b"the-id"));
+        // Hex, as the gateway's own ids are: both paths start the same trace from it.
+        let request_id = RequestId::from_client(Some(b"4bf92f3577b34da6a3ce929d0e0e4736"));
 
         let mut map = fields.to_header_map(buf);
         proxy::rewrite_response(

@@ -499,11 +499,12 @@ enum NoHead {
 /// When a request whose body went out with its head may be sent again.
 #[derive(Clone, Copy)]
 struct Resend {
-    /// On a fresh connection, when the pooled one it went out on was closed before a byte of
-    /// the answer came (RFC 9112 §9.3.1: idempotent requests only). A request whose write
-    /// failed on a pooled connection is sent again whatever its method: the upstream had
-    /// closed that connection, and cannot have read all of it.
-    stale: bool,
+    /// When its connection closed before a byte of the answer came (RFC 9112 §9.3.1:
+    /// idempotent requests only): once on a new connection to the same endpoint when the
+    /// closed one was pooled (the keep-alive race), once to another endpoint otherwise or when
+    /// that too closed. A request whose write failed is sent again whatever its method: the
+    /// upstream had closed the connection, and cannot have read all of it.
+    idempotent: bool,
     /// To another endpoint after a 503 ([`health::resend_after_503`]), once, within the retry
     /// budget.
     after_503: bool,
@@ -524,6 +525,8 @@ async fn send_whole(
     resend: Resend,
     deadline: &mut Deadline,
 ) -> Result<response::Head, NoHead> {
+    // Sent again at most once on a new connection to the same endpoint (`reopened`) and once
+    // to another endpoint (`moved`).
     let (mut reopened, mut moved) = (false, false);
     loop {
         let sent = deadline
@@ -533,41 +536,57 @@ async fn send_whole(
                 conn.stream.flush().await
             })
             .await;
-        // A pooled connection the upstream had closed: when writing to it failed, the upstream
-        // read none of the request or part of it, and it goes out again on a new one whatever
-        // its method; when it closed before answering, only as `resend.stale` allows.
-        let pooled = !conn.fresh && !reopened;
-        let write_failed = matches!(sent, Ok(Err(_)));
+        let pooled = !conn.fresh;
+        // When writing failed, the upstream had closed the connection and read none of the
+        // request or part of it: it may go out again whatever its method.
+        let unread = matches!(sent, Ok(Err(_)));
         let got = match sent {
             Err(_) => Err(NoHead::Timeout),
             Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
             Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
         };
-        match got {
-            Err(NoHead::Closed(_)) if pooled && (write_failed || resend.stale) => {}
-            Ok(head) => {
-                pool.answered(conn, head.status.as_u16());
-                if head.status != StatusCode::SERVICE_UNAVAILABLE || !resend.after_503 || moved {
-                    return Ok(head);
+        if let Ok(head) = &got {
+            pool.answered(conn, head.status.as_u16());
+        }
+        let at = conn.endpoint;
+        let again = unread || resend.idempotent;
+        let next = match got {
+            // A pooled connection the upstream had closed (the keep-alive race): the same
+            // endpoint on a new connection (the others if it refuses).
+            Err(NoHead::Closed(_)) if again && pooled && !reopened && !moved => {
+                reopened = true;
+                let new = pool.reopen(at).await.map_err(NoHead::Reconnect)?;
+                moved = new.endpoint != at;
+                new
+            }
+            // A new connection closed unanswered: the endpoint is in trouble (killed while it
+            // worked on the request, say, or while it was being reconnected to); another one.
+            Err(NoHead::Closed(why)) if again && !moved => match pool.checkout_retry(at).await {
+                Some(other) => {
+                    moved = true;
+                    other
                 }
-                let Some(other) = pool.checkout_after_503(conn.endpoint).await else {
-                    return Ok(head);
-                };
-                // The 503's connection goes, its answer unread.
-                moved = true;
-                up.clear();
-                request::replace_host(request, other.authority(pool));
-                *conn = other;
-                continue;
+                None => return Err(NoHead::Closed(why)),
+            },
+            Ok(head)
+                if head.status == StatusCode::SERVICE_UNAVAILABLE && resend.after_503 && !moved =>
+            {
+                match pool.checkout_retry(at).await {
+                    // The 503's connection goes, its answer unread.
+                    Some(other) => {
+                        moved = true;
+                        other
+                    }
+                    None => return Ok(head),
+                }
             }
             other => return other,
+        };
+        up.clear();
+        if next.endpoint != at {
+            request::replace_host(request, next.authority(pool));
         }
-        reopened = true;
-        let at = conn.endpoint;
-        *conn = pool.reopen(at).await.map_err(NoHead::Reconnect)?;
-        if conn.endpoint != at {
-            request::replace_host(request, conn.authority(pool));
-        }
+        *conn = next;
     }
 }
 
@@ -701,7 +720,7 @@ impl Exchange<'_> {
         };
         let consumed = streamed == 0;
         let resend = Resend {
-            stale: self.head.idempotent(),
+            idempotent: self.head.idempotent(),
             after_503: self.resend_after_503,
         };
         self.upstream.count_request();

@@ -208,9 +208,9 @@ impl Pool {
     }
 
     /// A connection to an endpoint other than `not`, for a request that may be sent again
-    /// after `not` answered 503: `None` when there is no other endpoint up or the retry budget
-    /// is spent, or no connection could be had.
-    pub(super) async fn checkout_after_503(self: &Arc<Self>, not: usize) -> Option<Conn> {
+    /// after `not` answered 503 or closed its connection unanswered: `None` when there is no
+    /// other endpoint up or the retry budget is spent, or no connection could be had.
+    pub(super) async fn checkout_retry(self: &Arc<Self>, not: usize) -> Option<Conn> {
         let i = self.health.retry_elsewhere(not)?;
         let mut conn = self.checkout_at(i).await.ok()?;
         conn.busy = self.health.busy(i);

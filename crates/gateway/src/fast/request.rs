@@ -46,9 +46,10 @@ impl Head {
         &buf[self.target.start..self.path_end]
     }
 
-    /// Whether sending it twice does no more than sending it once: see [`idempotent`].
+    /// Whether sending it twice does no more than sending it once: see
+    /// [`health::idempotent`](crate::health::idempotent).
     pub(super) fn idempotent(&self) -> bool {
-        idempotent(&self.method)
+        crate::health::idempotent(&self.method)
     }
 
     /// Writes the head as it goes upstream to `out`, but for its `Host` line and the blank line
@@ -105,15 +106,6 @@ pub(super) fn replace_host(out: &mut Vec<u8>, authority: &str) {
         return;
     };
     out.splice(start..start + len, authority.bytes());
-}
-
-/// Whether sending a request twice does no more than sending it once (RFC 9110 §9.2.2): only
-/// those are retried on a fresh connection.
-pub(super) fn idempotent(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
-    )
 }
 
 /// A request head as sent upstream: request line, `Host` of the endpoint, then `headers`
@@ -425,7 +417,9 @@ mod tests {
 
     #[test]
     fn the_upstream_head_has_the_endpoint_host_first_and_the_lines_in_order() {
-        let raw = "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\r\n";
+        let raw =
+            "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\
+                   traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n";
         let (h, fields) = take(raw);
         let jwt = crate::jwt::JwtAuth::new(None).unwrap();
         let request_id = crate::headers::RequestId::from_client(Some(b"rid"));
@@ -445,7 +439,8 @@ mod tests {
         insert_host(&mut out, at, "127.0.0.1:9000");
         let rest = "\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\n\
              B: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\
-             x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\r\n";
+             x-forwarded-host: client\r\nvia: 1.1 pms\r\nx-request-id: rid\r\n\
+             traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n";
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             format!("PUT /x?y HTTP/1.1\r\nhost: 127.0.0.1:9000{rest}")

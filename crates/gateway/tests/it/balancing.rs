@@ -177,6 +177,11 @@ async fn an_endpoint_failing_its_readiness_check_gets_no_requests_until_it_passe
             metric(gw_ref, "ejections").await >= 1.0
         })
         .await;
+        let gauge = format!(
+            r#"pms_gateway_upstream_endpoint_ready{{upstream="up",endpoint="http://{}"}}"#,
+            a.server.addr
+        );
+        assert_eq!(value(&scrape(gw.admin).await, &gauge), Some(0.0));
         let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
         let got = calls(&mut c, 10, "POST", &[]).await;
         assert!(
@@ -197,6 +202,7 @@ async fn an_endpoint_failing_its_readiness_check_gets_no_requests_until_it_passe
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(back, "fast path {fast}: a never got requests again");
+        assert_eq!(value(&scrape(gw.admin).await, &gauge), Some(1.0));
     }
 }
 
@@ -225,5 +231,63 @@ async fn while_an_endpoint_holds_a_request_the_next_ones_go_to_the_other() {
             "fast path {fast}: {got:?}"
         );
         assert_eq!(held.await.unwrap(), [(200, "slow".to_string())]);
+    }
+}
+
+/// A back-end that reads each request's head and closes the connection without an answer, as
+/// a replica killed while it worked on the request would.
+async fn closer() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncReadExt;
+    let listener = pms_testkit::listener().await;
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn an_idempotent_request_whose_connection_closes_unanswered_goes_to_another_endpoint() {
+    let (dead, _task) = closer().await;
+    let fine = Replica::start("fine", StatusCode::OK, NOW).await;
+    for fast in [true, false] {
+        let gw = simple(
+            &format!(
+                r#"endpoints = ["http://{dead}", "http://{}"]"#,
+                fine.server.addr
+            ),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}\n\n[runtime]\nworkers = 1"),
+            &[],
+        )
+        .await;
+        for proto in [Proto::H1c, Proto::H2c] {
+            let at = format!("fast path {fast}, {proto:?}");
+            let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+            let gets = calls(&mut c, 4, "GET", &[]).await;
+            assert!(
+                gets.iter().all(|(s, b)| *s == 200 && b == "fine"),
+                "{at}: {gets:?}"
+            );
+            let puts = calls(&mut c, 4, "PUT", &[]).await;
+            assert!(
+                puts.iter().all(|(s, b)| *s == 200 && b == "fine"),
+                "{at}: {puts:?}"
+            );
+            // The one that went to the closing endpoint may have been acted on: a 502.
+            let posts = calls(&mut c, 4, "POST", &[]).await;
+            assert!(posts.iter().any(|(s, _)| *s == 502), "{at}: {posts:?}");
+        }
     }
 }

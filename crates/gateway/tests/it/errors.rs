@@ -26,10 +26,8 @@ async fn unreachable_upstream_is_502_json() {
         let e = r.json();
         assert_eq!(e["error"]["code"], "bad_gateway");
         assert_eq!(e["error"]["request_id"], "req-502");
-        assert!(
-            e["error"]["message"].as_str().unwrap().contains("connect"),
-            "{e}"
-        );
+        // The upstream's name, not where it runs nor the OS error: those go to the log.
+        assert_eq!(e["error"]["message"], "upstream up unavailable", "{e}");
     }
     // With one endpoint nothing is skipped, but every failed connect is counted.
     let m = crate::admin::scrape(gw.admin).await;

@@ -66,7 +66,8 @@ async fn both_paths_forward_and_return_the_same_headers() {
                     ("via", "1.0 edge"),
                     ("x-userid", "1"),
                     ("x-userrole", "SUPERVISOR"),
-                    ("x-request-id", "same-id"),
+                    // Hex: both paths start the same trace from it.
+                    ("x-request-id", "0af7651916cd43dd8448eb211c80319c"),
                     ("x-custom", "a"),
                     ("content-type", "application/json"),
                 ],
@@ -365,7 +366,8 @@ async fn http2_requests_to_http1_upstreams_go_out_over_the_fast_pools_unchanged(
                         ("x-forwarded-for", "203.0.113.9"),
                         ("via", "1.0 edge"),
                         ("x-userid", "1"),
-                        ("x-request-id", "same-id"),
+                        // Hex: both paths start the same trace from it.
+                        ("x-request-id", "0af7651916cd43dd8448eb211c80319c"),
                         ("x-custom", "a"),
                         ("content-type", "application/json"),
                     ],
@@ -415,6 +417,7 @@ async fn http2_requests_to_http1_upstreams_go_out_over_the_fast_pools_unchanged(
 
 #[tokio::test]
 async fn every_response_framing_reaches_http2_clients_over_the_fast_pools() {
+    crate::support::keep_logs();
     let back = canned_upstream().await;
     let gw = gateway_with(back.addr, true, "request_timeout_ms = 300").await;
     let mut c = TestClient::connect(gw.addr(), Proto::H2c).await.unwrap();
@@ -455,8 +458,14 @@ async fn every_response_framing_reaches_http2_clients_over_the_fast_pools() {
         // Failures are JSON errors on the stream, and the connection carries on.
         let r = call("GET", "/cut-short").await;
         assert_eq!(r.status(), 502);
-        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
-        assert!(message.contains("10 of 100 body bytes"), "{message}");
+        // The client is told which upstream failed; the log says how, under the request id.
+        assert_eq!(r.json()["error"]["message"], "upstream up unavailable");
+        let id = r.json()["error"]["request_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let logged = crate::support::logged_for(&id);
+        assert!(logged.contains("10 of 100 body bytes"), "{logged}");
         let r = call("GET", "/garbage").await;
         assert_eq!(r.status(), 502);
         assert_eq!(r.json()["error"]["code"], "bad_gateway");
@@ -617,6 +626,7 @@ upstream = "echo"
 
 #[tokio::test]
 async fn tls_upstreams_are_relayed_over_http1_with_verified_certificates() {
+    crate::support::keep_logs();
     let back = echo(true, false, Duration::ZERO).await;
     let toml =
         |ca: &str| tls_upstream_config(back.addr.port(), &format!("protocol = \"h1\"\n{ca}"));
@@ -642,7 +652,12 @@ async fn tls_upstreams_are_relayed_over_http1_with_verified_certificates() {
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let r = c.call("GET", "/tls", &[], "").await.unwrap();
     assert_eq!(r.status(), 502, "{}", r.text());
-    assert!(r.text().contains("TLS"), "{}", r.text());
+    let id = r.json()["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let logged = crate::support::logged_for(&id);
+    assert!(logged.contains("TLS"), "{logged}");
 }
 
 #[tokio::test]
@@ -713,6 +728,7 @@ async fn bodies_that_arrive_in_pieces_are_relayed_whole_on_both_hops() {
 
 #[tokio::test]
 async fn a_body_cut_short_is_never_passed_on_as_complete() {
+    crate::support::keep_logs();
     let back = echo(false, false, Duration::ZERO).await;
     let gw = gateway_with(back.addr, true, "").await;
     // The client announces 100 bytes, sends 10 and stops writing: no answer, closed.
@@ -737,8 +753,14 @@ async fn a_body_cut_short_is_never_passed_on_as_complete() {
         let r = c.call("GET", "/cut-short", &[], "").await.unwrap();
         assert_eq!(r.status(), 502);
         assert_eq!(r.json()["error"]["code"], "bad_gateway");
-        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
-        assert!(message.contains("10 of 100 body bytes"), "{message}");
+        // The client is told which upstream failed; the log says how, under the request id.
+        assert_eq!(r.json()["error"]["message"], "upstream up unavailable");
+        let id = r.json()["error"]["request_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let logged = crate::support::logged_for(&id);
+        assert!(logged.contains("10 of 100 body bytes"), "{logged}");
     }
     assert_eq!(
         fast_counts(&gw).await,

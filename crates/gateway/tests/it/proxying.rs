@@ -543,3 +543,59 @@ async fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
         writer.abort();
     }
 }
+
+/// Every request goes upstream with a W3C `traceparent`: the client's when valid, else one
+/// starting a trace whose id is the request id (when that is the gateway's own 32 hex digits).
+#[tokio::test]
+async fn every_request_goes_upstream_with_a_traceparent() {
+    let back = inspector().await;
+    let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for fast in [true, false] {
+        let gw = simple(
+            &endpoint(back.addr),
+            "",
+            &format!("[limits]\nhttp1_fast_path = {fast}"),
+            &[],
+        )
+        .await;
+        for proto in [Proto::H1c, Proto::H2c] {
+            let at = format!("fast path {fast}, {proto:?}");
+            let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+            let r = c
+                .call("GET", "/", &[("traceparent", given)], "")
+                .await
+                .unwrap();
+            assert_eq!(
+                r.json()["headers"]["traceparent"],
+                serde_json::json!([given]),
+                "{at}: the client's trace goes on"
+            );
+            for headers in [&[][..], &[("traceparent", "00-not-a-trace")][..]] {
+                let r = c.call("GET", "/", headers, "").await.unwrap();
+                let sent = &r.json()["headers"];
+                let id = sent["x-request-id"][0].as_str().unwrap().to_owned();
+                let trace = sent["traceparent"].as_array().unwrap();
+                assert_eq!(trace.len(), 1, "{at}: {sent}");
+                let trace = trace[0].as_str().unwrap();
+                assert!(
+                    trace.starts_with(&format!("00-{id}-")) && trace.ends_with("-00"),
+                    "{at}: {trace} for request {id}"
+                );
+                assert!(pms_net::trace::trace_id(trace.as_bytes()).is_some(), "{at}");
+            }
+            // A client's request id that cannot be a trace id: a new one, valid all the same.
+            let r = c
+                .call("GET", "/", &[("x-request-id", "order-7")], "")
+                .await
+                .unwrap();
+            let trace = r.json()["headers"]["traceparent"][0]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(
+                pms_net::trace::trace_id(trace.as_bytes()).is_some(),
+                "{at}: {trace}"
+            );
+        }
+    }
+}

@@ -184,3 +184,50 @@ pub async fn h2_stalled_upload(
     }
     (status, String::from_utf8(text).unwrap())
 }
+
+/// What the gateways of this test binary logged at warn and above, kept from the first call on.
+static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+
+/// Starts keeping the logs (once per test binary: every gateway's worker threads log into it).
+pub fn keep_logs() {
+    LOGS.get_or_init(|| {
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = Arc::clone(&kept);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        // Another test binary's choice cannot interfere: this is the only place that sets it.
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        kept
+    });
+}
+
+/// The kept log lines that name request `id`.
+pub fn logged_for(id: &str) -> String {
+    let needle = format!("request_id={id}");
+    LOGS.get()
+        .map(|l| String::from_utf8_lossy(&l.lock().unwrap_or_else(|e| e.into_inner())).into_owned())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+struct LogWriter(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -50,6 +50,7 @@ async fn requests_past_the_cap_wait_and_share_its_connections() {
 
 #[tokio::test]
 async fn a_request_that_waits_past_the_queue_timeout_is_a_503() {
+    crate::support::keep_logs();
     let slow = echo(false, false, Duration::from_secs(2)).await;
     let gw = simple(
         &format!(
@@ -82,11 +83,12 @@ async fn a_request_that_waits_past_the_queue_timeout_is_a_503() {
         let e = r.json();
         assert_eq!(e["error"]["code"], "upstream_busy");
         assert_eq!(e["error"]["request_id"], "req-busy");
-        let message = e["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("upstream up busy") && message.contains("all 1 connections"),
-            "{message}"
+        assert_eq!(
+            e["error"]["message"],
+            "upstream up busy: all its connections stayed busy"
         );
+        let logged = crate::support::logged_for("req-busy");
+        assert!(logged.contains("all 1 connections"), "{logged}");
     }
     let r = first.await.unwrap();
     assert_eq!((r.status().as_u16(), r.text()), (200, "first".to_owned()));
