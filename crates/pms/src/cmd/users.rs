@@ -183,7 +183,8 @@ pub fn config(
         ))
         .into());
     }
-    let mut store = StoreConfig::new(url);
+    // On PostgreSQL in a schema of its own, as every service (ignored for SQLite).
+    let mut store = StoreConfig::new(url).in_schema("users");
     store.pool_size = opts.pool_size;
     store.min_connections = opts.pool_min;
     store.statement_timeout = Duration::from_millis(opts.statement_timeout_ms);
