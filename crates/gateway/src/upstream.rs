@@ -297,9 +297,9 @@ impl Upstream {
     /// with no body is sent again when that is safe:
     /// - to the other endpoints in turn when its endpoint cannot be connected to (nothing of it
     ///   was sent);
-    /// - once, to another endpoint, when it is idempotent ([`health::idempotent`]) and its
+    /// - once, to another endpoint, when it is idempotent (`health::idempotent`) and its
     ///   connection closed or broke before an answer, or when it got a 503 and may be repeated
-    ///   ([`health::resend_after_503`]); within the retry budget.
+    ///   (`health::resend_after_503`); within the retry budget.
     ///
     /// (One with a body cannot: hyper's client has taken the body.)
     ///

@@ -268,6 +268,10 @@ fn an_interrupted_run_resumes_where_it_failed_and_keeps_what_it_had() {
     assert!(md.contains(", resumed at "), "{md}");
 }
 
+fn perms(p: &Path) -> std::fs::Permissions {
+    std::fs::metadata(p).unwrap().permissions()
+}
+
 /// Removes a throwaway PostgreSQL cluster when dropped, so a failing test leaves none running.
 struct Cluster<'a>(&'a Path, std::path::PathBuf);
 
@@ -286,10 +290,19 @@ fn a_database_left_by_a_killed_run_is_replaced_not_reused() {
     use std::io::BufRead as _;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg.sh");
     let dir = tempfile::tempdir().unwrap();
+    // Private, as `mktemp -d` makes it: run as root, the throwaway PostgreSQL (run as the
+    // `postgres` user) could not be kept under it.
+    std::fs::set_permissions(dir.path(), {
+        let mut p = perms(dir.path());
+        std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o700);
+        p
+    })
+    .unwrap();
     let out = dir.path().join("gateway");
-    let pg = out.join("pg");
-    // What a run killed before its clean-up leaves in OUT/pg: a stopped cluster whose demo
-    // accounts were seeded with that run's password.
+    std::fs::create_dir_all(&out).unwrap();
+    let pg = pms_bench::suite::gateway::throwaway_pg_dir(&out.canonicalize().unwrap());
+    // What a run killed before its clean-up leaves: a stopped cluster whose demo accounts were
+    // seeded with that run's password.
     let o = Command::new("bash")
         .arg(&script)
         .arg("start")

@@ -62,9 +62,9 @@ impl Shared {
                 script.display()
             )));
         }
-        let dir = std::fs::canonicalize(&ctx.opts.out)
-            .map_err(|e| SuiteError::io("resolving the output directory", e))?
-            .join("pg");
+        let out = std::fs::canonicalize(&ctx.opts.out)
+            .map_err(|e| SuiteError::io("resolving the output directory", e))?;
+        let dir = throwaway_pg_dir(&out);
         // A cluster left by an interrupted run (killed before it could remove it) holds users
         // seeded with that run's password; reusing it would fail every login of this one.
         if dir.exists() {
@@ -594,6 +594,23 @@ fn startup(
     }
     record.extra = Some(json);
     Ok(())
+}
+
+/// Where the throwaway PostgreSQL of a run writing to `out` (canonical) keeps its cluster: in
+/// the system's temporary directory, which every user can reach (run as root, `pg.sh` runs
+/// PostgreSQL as the `postgres` user, which cannot enter an output directory made private, as
+/// `mktemp -d` makes them), under a name fixed by `out`, so that a run finds what an
+/// interrupted earlier run into the same directory left.
+pub fn throwaway_pg_dir(out: &Path) -> PathBuf {
+    // FNV-1a: stable across runs and builds, unlike the standard library's hasher.
+    let hash = out
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    std::env::temp_dir().join(format!("pms-suite-pg-{hash:016x}"))
 }
 
 #[cfg(test)]

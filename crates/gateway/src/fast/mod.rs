@@ -442,8 +442,9 @@ impl FastPath {
             log(status, took);
         }
         match result {
-            Ok(()) if head.keep_alive => Next::Continue,
-            Ok(()) => Next::Close,
+            Ok(Done::Whole) if head.keep_alive => Next::Continue,
+            Ok(Done::Whole) => Next::Close,
+            Ok(Done::BodyLeft) => Next::Linger,
             Err(Failure::Answer { err, consumed }) => {
                 let request_id = request_id.to_header_value();
                 proxy::log_error(&request_id, &err);
@@ -662,7 +663,7 @@ impl Exchange<'_> {
         io: &mut IO,
         bufs: &mut Buffers,
         answered: &mut Option<(u16, Instant)>,
-    ) -> Result<(), Failure>
+    ) -> Result<Done, Failure>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
@@ -729,6 +730,8 @@ impl Exchange<'_> {
         deadline.set(at);
 
         let head_request = self.head.method == Method::HEAD;
+        // Set when the answer came before the client's whole body was passed on.
+        let mut body_left = false;
         let got = if streamed == 0 {
             send_whole(
                 self.pool,
@@ -757,7 +760,7 @@ impl Exchange<'_> {
                     conn.stream.flush().await
                 })
                 .await;
-            match sent {
+            let got = match sent {
                 // The upstream waited for the rest of the body, and so did the gateway.
                 Err(_) if rest.waiting_on_client() => {
                     return Err(Failure::Answer {
@@ -785,15 +788,24 @@ impl Exchange<'_> {
                 {
                     return Err(Failure::Abort)
                 }
-                Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-                Ok(Ok(())) => {
-                    let got = read_head(&mut conn.stream, up, fields, head_request, deadline).await;
-                    if let Ok(head) = &got {
-                        self.pool.answered(&conn, head.status.as_u16());
+                // The upstream stopped reading the body: it may have answered already (a 413
+                // for a body over its limit), and then that answer is the client's, as nginx
+                // relays it; the rest of the body stays unread.
+                Ok(Err(e)) => {
+                    match read_head(&mut conn.stream, up, fields, head_request, deadline).await {
+                        Ok(head) => {
+                            body_left = true;
+                            Ok(head)
+                        }
+                        Err(_) => Err(NoHead::Closed(e.to_string())),
                     }
-                    got
                 }
+                Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
+            };
+            if let Ok(head) = &got {
+                self.pool.answered(&conn, head.status.as_u16());
             }
+            got
         };
         let head = match got {
             Ok(h) => h,
@@ -811,7 +823,7 @@ impl Exchange<'_> {
 
         *answered = Some((head.status.as_u16(), Instant::now()));
         let framing = head.framing;
-        let mut reusable = head.reusable;
+        let mut reusable = head.reusable && !body_left;
         let version = if head.minor == 0 {
             Version::HTTP_10
         } else {
@@ -821,7 +833,7 @@ impl Exchange<'_> {
         out.clear();
         status_line(head.status, out);
         fields::write_response(fields, up, version, self.request_id, chunked, out);
-        if !self.head.keep_alive {
+        if !self.head.keep_alive || body_left {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
@@ -912,8 +924,21 @@ impl Exchange<'_> {
         if reusable && up.is_empty() {
             self.pool.checkin(conn);
         }
-        Ok(())
+        Ok(if body_left {
+            Done::BodyLeft
+        } else {
+            Done::Whole
+        })
     }
+}
+
+/// How a relayed exchange ended for the client's connection.
+enum Done {
+    /// The request was read whole: the connection may carry the next one.
+    Whole,
+    /// The answer came before the client's whole body was read: the connection is closed
+    /// after it (lingering, so that the client gets the answer rather than a reset).
+    BodyLeft,
 }
 
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return

@@ -200,3 +200,90 @@ async fn a_body_that_stops_after_the_answer_started_closes_the_connection() {
         "the part that came was relayed: {got}"
     );
 }
+
+/// A back-end that, like the PMS services, refuses a body over 64 KiB: it reads that much,
+/// answers 413 and closes the connection with the rest of the body unread (the kernel then
+/// resets it).
+async fn refuses_large_bodies() -> std::net::SocketAddr {
+    let listener = pms_testkit::listener().await;
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; 16 * 1024];
+                while got.len() < 64 * 1024 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = r#"{"error":{"code":"payload_too_large"}}"#;
+                let answer = format!(
+                    "HTTP/1.1 413 Payload Too Large\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+/// An upstream that answers before it has read the whole body (a 413 for a body over its
+/// limit) and closes: its answer reaches the client, as nginx relays it, not a 502 about the
+/// broken connection; then the client's connection is closed, the rest of its body unread.
+/// The HTTP/1.1 fast path, which serves such a client. (hyper's client, behind HTTP/2 clients
+/// and with the fast path off, relays the answer when it reads it before its write fails, and
+/// answers 502 otherwise: that order is hyper's.)
+#[tokio::test]
+async fn an_upstream_answer_that_comes_before_the_whole_body_is_relayed() {
+    let back = refuses_large_bodies().await;
+    let fast = true;
+    let gw = simple(
+        &endpoint(back),
+        "",
+        &format!("[limits]\nhttp1_fast_path = {fast}"),
+        &[],
+    )
+    .await;
+    let mut conn = TcpStream::connect(gw.addr()).await.unwrap();
+    let size = 8 * 1024 * 1024;
+    let head =
+        format!("POST /users/createUser HTTP/1.1\r\nhost: gw\r\ncontent-length: {size}\r\n\r\n");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let (mut from, mut to) = conn.into_split();
+    // The client goes on sending until the gateway stops reading.
+    let sending = tokio::spawn(async move {
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..size / chunk.len() {
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    let whole = async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("payload_too_large\"}}") {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), whole)
+        .await
+        .expect("an answer within 10 s");
+    sending.abort();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "fast path {fast}: {answer}"
+    );
+    assert!(
+        answer.contains("payload_too_large"),
+        "fast path {fast}: {answer}"
+    );
+}
