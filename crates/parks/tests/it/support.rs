@@ -216,6 +216,15 @@ impl System {
             async move { parks.store.coin_flag(6).await.is_ok() }
         })
         .await;
+        // And payments, which prices their visits, of their vehicles (the last one seeded).
+        if options.payments_consumers {
+            let payments_app = system.payments.clone();
+            pms_testkit::assert_eventually("payments knows the demo vehicles", 500, || {
+                let payments = payments_app.clone();
+                async move { matches!(payments.store.vehicle("28-XQ-51").await, Ok(Some(_))) }
+            })
+            .await;
+        }
         Some(system)
     }
 
