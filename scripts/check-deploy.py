@@ -52,7 +52,8 @@ def gateway_toml() -> str:
     """config/gateway.toml as the chart ships it."""
     out = [
         "# Generated from config/gateway.toml by scripts/check-deploy.py --update: edit that file.",
-        "# In the cluster: listeners on all interfaces, upstreams by their Service names.",
+        "# In the cluster: listeners on all interfaces, each upstream's endpoints discovered from its",
+        "# headless Service (one per ready pod, re-resolved every 5 s).",
     ]
     upstream = None
     for line in (ROOT / "config" / "gateway.toml").read_text().splitlines():
@@ -69,8 +70,8 @@ def gateway_toml() -> str:
             line = 'listen = "0.0.0.0:{{ .Values.gateway.port }}"'
         elif line.startswith("endpoints = ") and upstream:
             line = (
-                f'endpoints = ["http://{{{{ include "pms.fullname" . }}}}-{upstream}:'
-                f'{{{{ .Values.{upstream}.port }}}}"]'
+                f'discover = {{ dns = "http://{{{{ include "pms.fullname" . }}}}-{upstream}:'
+                f'{{{{ .Values.{upstream}.port }}}}" }}'
             )
         if "127.0.0.1" in line and not line.lstrip().startswith("#"):
             problems.append(f"config/gateway.toml: no cluster address for: {line}")

@@ -29,8 +29,10 @@
 
 pub mod access;
 mod admin;
+mod backend;
 pub mod body;
 pub mod config;
+mod discovery;
 mod fast;
 pub mod headers;
 mod health;
@@ -155,9 +157,11 @@ struct Common {
     route_metrics: Vec<metrics::RouteMetrics>,
     jwt: Arc<jwt::JwtAuth>,
     access_log: Option<access::AccessLog>,
-    upstreams: Vec<config::UpstreamSettings>,
-    /// Per upstream, in the same order: what its readiness checks concluded.
-    verdicts: Vec<Arc<health::Verdicts>>,
+    /// Per upstream, by index: its endpoints now, and whether they may change (discovery).
+    upstreams: Vec<(
+        tokio::sync::watch::Receiver<Arc<discovery::EndpointSet>>,
+        bool,
+    )>,
     limits: config::Limits,
     transform_max_body_bytes: usize,
     /// Worker threads: each holds this share of an upstream's `max_connections`.
@@ -205,15 +209,23 @@ pub async fn run(
             let _ = jwks.refresh().await;
         });
     }
-    let verdicts: Vec<_> = settings
-        .upstreams
-        .iter()
-        .map(|u| Arc::new(health::Verdicts::new(u.endpoints.len())))
-        .collect();
-    let mut probes = Probes(Vec::new());
-    for (u, v) in settings.upstreams.iter().zip(&verdicts) {
-        match probe::spawn(u, v, &metrics) {
-            Ok(tasks) => probes.0.extend(tasks),
+    // Readiness checks and resolvers, stopped when this returns, however it returns. The
+    // discovered upstreams' first resolutions run together: a slow DNS delays the start once.
+    let mut watchers = Vec::new();
+    let mut upstreams = Vec::new();
+    let watched = futures_util::future::join_all(
+        settings
+            .upstreams
+            .iter()
+            .map(|u| discovery::watch(u, &metrics)),
+    )
+    .await;
+    for (u, w) in settings.upstreams.iter().zip(watched) {
+        match w {
+            Ok(w) => {
+                upstreams.push((w.current, u.discovery.is_some()));
+                watchers.push(w.tasks);
+            }
             Err(error) => {
                 return Err(StartError::Upstream {
                     name: u.name.clone(),
@@ -247,8 +259,7 @@ pub async fn run(
         route_metrics,
         jwt,
         access_log,
-        upstreams: settings.upstreams,
-        verdicts,
+        upstreams,
         limits: settings.limits.clone(),
         transform_max_body_bytes: settings.transform.max_body_bytes,
         workers: settings.workers.max(1),
@@ -338,17 +349,6 @@ pub async fn run(
     Ok(outcome)
 }
 
-/// The readiness-check tasks, stopped when the gateway's run ends, however it ends.
-struct Probes(Vec<JoinHandle<()>>);
-
-impl Drop for Probes {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
 /// Has the access log's writer write what is queued and end, and stops its `SIGUSR1` task.
 async fn finish_access_log(writer: Option<(access::Writer, Option<JoinHandle<()>>)>) {
     if let Some((writer, signals)) = writer {
@@ -428,38 +428,45 @@ fn worker(
                 }
             });
         }
-        let mut upstreams = Vec::new();
-        for (u, verdicts) in common.upstreams.iter().zip(&common.verdicts) {
-            let counters = common.metrics.upstream(&u.name);
-            match upstream::Upstream::new(u, common.workers, counters, Arc::clone(verdicts)) {
-                Ok(up) => upstreams.push(up),
+        let build = backend::Build {
+            workers: common.workers,
+            metrics: common.metrics.clone(),
+            fast_path: common.limits.http1_fast_path,
+        };
+        let mut backends = Vec::new();
+        let mut sets = Vec::new();
+        for (current, changes) in &common.upstreams {
+            let mut current = current.clone();
+            let set = Arc::clone(&current.borrow_and_update());
+            match backend::Backend::new(&set, &build) {
+                Ok(b) => backends.push(b),
                 Err(error) => {
                     let _ = ready_tx.send(Err(StartError::Upstream {
-                        name: u.name.clone(),
+                        name: set.settings.name.clone(),
                         error,
                     }));
                     return;
                 }
             }
+            sets.push(changes.then_some(current));
         }
         let counters = common.metrics.fast_path();
-        let fast_pools = if common.limits.http1_fast_path {
-            fast::Pools::new(&common.upstreams, &upstreams, counters.bridged.clone())
-        } else {
-            fast::Pools::default()
-        };
         let shared = Arc::new(proxy::Shared {
             router: common.router.clone(),
             route_metrics: common.route_metrics.clone(),
             unrouted: common.metrics.unrouted(),
-            upstreams,
+            backends: backend::Backends::new(backends, counters.bridged.clone()),
             jwt: common.jwt.clone(),
             max_body_bytes: common.limits.max_body_bytes,
             transform_max_body_bytes: common.transform_max_body_bytes,
             body_read_timeout: common.limits.body_read_timeout,
-            fast_pools,
             access_log: common.access_log.clone(),
         });
+        for (index, sets) in sets.into_iter().enumerate() {
+            if let Some(sets) = sets {
+                tokio::spawn(backend::follow(shared.clone(), index, sets, build.clone()));
+            }
+        }
         let limits = &common.limits;
         let fast = limits.http1_fast_path.then(|| {
             Arc::new(fast::FastPath::new(

@@ -304,6 +304,14 @@ impl Metrics {
         self.endpoint_ready.get_or_create(&key).clone()
     }
 
+    /// Drops the readiness gauge of an endpoint discovery no longer finds.
+    pub fn forget_endpoint(&self, name: &str, endpoint: &str) {
+        self.endpoint_ready.remove(&UpstreamEndpoint {
+            upstream: Label(name.into()),
+            endpoint: Label(endpoint.into()),
+        });
+    }
+
     /// A connection observer for one listener.
     pub fn listener(&self, name: &str) -> ListenerObserver {
         // One statement per handle: `get_or_create` returns a read guard, and holding one while

@@ -74,9 +74,13 @@ fn fit_into(settings: &mut Settings, limit: u64, sockets: usize) {
 }
 
 /// Descriptors an upstream may hold: every worker's share of `max_connections` (rounded up, as
-/// the pools do) for each endpoint.
+/// the pools do) for each endpoint (for a discovered upstream, each it may take).
 fn upstream_files(u: &UpstreamSettings, max_connections: usize, workers: usize) -> u64 {
-    as_u64(max_connections.div_ceil(workers) * workers) * as_u64(u.endpoints.len())
+    let endpoints = u
+        .discovery
+        .as_ref()
+        .map_or(u.endpoints.len(), |d| d.max_endpoints);
+    as_u64(max_connections.div_ceil(workers) * workers) * as_u64(endpoints)
 }
 
 fn as_u64(n: usize) -> u64 {

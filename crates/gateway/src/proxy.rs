@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
 
 use crate::access::{AccessLog, Entry};
+use crate::backend::Backends;
 use crate::body::{
     find_source, BodyStalled, Capped, ClientBodyFailed, FromUpstream, ProxyBody, TooLarge,
 };
@@ -37,16 +38,21 @@ pub(crate) struct Shared {
     pub(crate) router: Arc<Router>,
     pub(crate) route_metrics: Vec<RouteMetrics>,
     pub(crate) unrouted: RouteMetrics,
-    pub(crate) upstreams: Vec<Upstream>,
+    /// Each upstream's client and fast-path pool, by index.
+    pub(crate) backends: Backends,
     pub(crate) jwt: Arc<JwtAuth>,
     pub(crate) max_body_bytes: u64,
     pub(crate) transform_max_body_bytes: usize,
     /// Longest wait for the next part of a request body.
     pub(crate) body_read_timeout: Duration,
-    /// The fast path's connections to HTTP/1.1 upstreams (empty when it is switched off).
-    pub(crate) fast_pools: fast::Pools,
     /// Where a line per answered request goes, if anywhere.
     pub(crate) access_log: Option<AccessLog>,
+}
+
+impl AsRef<Backends> for Shared {
+    fn as_ref(&self) -> &Backends {
+        &self.backends
+    }
 }
 
 /// The per-connection service.
@@ -164,7 +170,8 @@ impl Shared {
         req: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let route = self.router.route(route_index);
-        let upstream = &self.upstreams[route.upstream];
+        let backend = self.backends.get(route.upstream);
+        let upstream = &backend.upstream;
         let (mut parts, body) = req.into_parts();
 
         self.jwt.strip_identity(&mut parts.headers);

@@ -42,6 +42,10 @@ pub const DEFAULT_HEALTH_CHECK_TIMEOUT_MS: u64 = 1_000;
 pub const DEFAULT_UNHEALTHY_AFTER: u32 = 2;
 /// Default passed checks in a row that make it ready again.
 pub const DEFAULT_HEALTHY_AFTER: u32 = 1;
+/// Default time between DNS resolutions of a discovered upstream.
+pub const DEFAULT_DISCOVER_INTERVAL_MS: u64 = 5_000;
+/// Default most endpoints taken from one DNS resolution.
+pub const DEFAULT_DISCOVER_MAX_ENDPOINTS: usize = 16;
 /// Default idle connections kept per upstream endpoint.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1_024;
 /// Default time an idle upstream connection is kept. Shorter than the 10 s after which PMS

@@ -227,7 +227,10 @@ pub struct RawUpstream {
     /// Referenced by routes.
     pub name: String,
     /// `http://host:port` or `https://host:port`; several are balanced round-robin.
+    #[serde(default)]
     pub endpoints: Vec<String>,
+    /// Endpoints found by resolving a DNS name instead of listed.
+    pub discover: Option<RawDiscover>,
     /// `h1`, `h2`, `h2c` or `auto`.
     #[serde(default = "default_protocol")]
     pub protocol: String,
@@ -253,6 +256,18 @@ pub struct RawUpstream {
     pub queue_timeout_ms: Option<u64>,
     /// TLS settings for https endpoints.
     pub tls: Option<RawClientTls>,
+}
+
+/// `discover = { dns, interval_ms, max_endpoints }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscover {
+    /// `http://name:port`: every address `name` resolves to is an endpoint on `port`.
+    pub dns: String,
+    /// Time between resolutions, ms.
+    pub interval_ms: Option<u64>,
+    /// Most endpoints taken from one resolution.
+    pub max_endpoints: Option<usize>,
 }
 
 /// `health_check = { path, interval_ms, timeout_ms, unhealthy_after, healthy_after }`.

@@ -450,9 +450,24 @@ fn resolve_upstream(
             UpstreamProtocol::H1
         }
     };
-    if raw.endpoints.is_empty() {
-        p.add(&format!("{key}.endpoints"), "list at least one endpoint");
-    }
+    let discovery = match (&raw.discover, raw.endpoints.is_empty()) {
+        (Some(_), false) => {
+            p.add(
+                &format!("{key}.discover"),
+                "list endpoints or discover them, not both",
+            );
+            None
+        }
+        (Some(d), true) => resolve_discovery(p, &format!("{key}.discover"), d, protocol),
+        (None, true) => {
+            p.add(
+                &format!("{key}.endpoints"),
+                "list at least one endpoint, or discover them (discover = { dns = \"http://name:port\" })",
+            );
+            None
+        }
+        (None, false) => None,
+    };
     let mut endpoints = Vec::new();
     for (i, e) in raw.endpoints.iter().enumerate() {
         let ekey = format!("{key}.endpoints[{i}]");
@@ -536,6 +551,7 @@ fn resolve_upstream(
     (p.list.len() == before).then_some(UpstreamSettings {
         name: raw.name,
         endpoints,
+        discovery,
         protocol,
         connect_timeout: ms(raw.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS),
         request_timeout,
@@ -548,6 +564,64 @@ fn resolve_upstream(
         max_connections,
         queue_timeout,
         trust,
+    })
+}
+
+fn resolve_discovery(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: &RawDiscover,
+    protocol: UpstreamProtocol,
+) -> Option<Discovery> {
+    let before = p.list.len();
+    let dkey = format!("{key}.dns");
+    let uri = match raw.dns.parse::<http::Uri>() {
+        Ok(u) => Some(u),
+        Err(_) => {
+            p.add(&dkey, format!("{:?} is not a URL", raw.dns));
+            None
+        }
+    };
+    let mut target = None;
+    if let Some(uri) = uri {
+        match (uri.scheme_str(), uri.host()) {
+            (Some("http"), Some(host))
+                if uri.path_and_query().is_none_or(|pq| pq.as_str() == "/") =>
+            {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                target = Some((host.to_owned(), uri.port_u16().unwrap_or(80)));
+            }
+            (Some("https"), _) => p.add(
+                &dkey,
+                "discovery connects to each address the name resolves to, which no certificate \
+                 names: discover over http:// inside the cluster, or list the https endpoints",
+            ),
+            _ => p.add(
+                &dkey,
+                format!("{:?} must be http://name:port, with no path", raw.dns),
+            ),
+        }
+    }
+    if protocol == UpstreamProtocol::H2 {
+        p.add(
+            key,
+            "protocol h2 needs TLS, which discovery does not do (use h2c for cleartext HTTP/2)",
+        );
+    }
+    let interval = ms(raw.interval_ms, DEFAULT_DISCOVER_INTERVAL_MS);
+    if interval.is_zero() {
+        p.add(&format!("{key}.interval_ms"), "must be positive");
+    }
+    let max_endpoints = raw.max_endpoints.unwrap_or(DEFAULT_DISCOVER_MAX_ENDPOINTS);
+    if max_endpoints == 0 {
+        p.add(&format!("{key}.max_endpoints"), "must be at least 1");
+    }
+    let (host, port) = target?;
+    (p.list.len() == before).then_some(Discovery {
+        host,
+        port,
+        interval,
+        max_endpoints,
     })
 }
 

@@ -123,8 +123,10 @@ pub enum UpstreamProtocol {
 pub struct UpstreamSettings {
     /// Name.
     pub name: String,
-    /// Endpoints (scheme + authority).
+    /// Endpoints (scheme + authority): the configured list, or what discovery last found.
     pub endpoints: Vec<http::uri::Uri>,
+    /// Where the endpoints come from when they are not listed.
+    pub discovery: Option<Discovery>,
     /// Protocol.
     pub protocol: UpstreamProtocol,
     /// Connect timeout.
@@ -150,6 +152,20 @@ pub struct UpstreamSettings {
     pub queue_timeout: Duration,
     /// Trust for https endpoints.
     pub trust: pms_net::tls::Trust,
+}
+
+/// Endpoints found by DNS: every address `host` resolves to, on `port`, over cleartext HTTP;
+/// resolved again every `interval` (a Kubernetes headless Service lists its ready pods so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    /// The name to resolve.
+    pub host: String,
+    /// The port each address is connected to on.
+    pub port: u16,
+    /// Time between resolutions.
+    pub interval: Duration,
+    /// Most endpoints taken from one resolution (the first, in address order).
+    pub max_endpoints: usize,
 }
 
 /// Active readiness checks of an upstream's endpoints.

@@ -145,6 +145,84 @@ transform = "xml-to-json"
 }
 
 #[test]
+fn discovered_upstreams() {
+    let with = |upstream: &str| {
+        format!(
+            "[[listeners]]\nlisten = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"u\"\n{upstream}\n\
+             [[routes]]\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"u\"\n"
+        )
+    };
+    let s = resolve(
+        &with(r#"discover = { dns = "http://users-pods.pms.svc:8080" }"#),
+        &[],
+    )
+    .unwrap();
+    let u = &s.upstreams[0];
+    assert!(u.endpoints.is_empty(), "found at run time");
+    assert_eq!(
+        u.discovery,
+        Some(Discovery {
+            host: "users-pods.pms.svc".into(),
+            port: 8080,
+            interval: Duration::from_millis(DEFAULT_DISCOVER_INTERVAL_MS),
+            max_endpoints: DEFAULT_DISCOVER_MAX_ENDPOINTS,
+        })
+    );
+    let s = resolve(
+        &with(r#"discover = { dns = "http://[::1]", interval_ms = 250, max_endpoints = 3 }"#),
+        &[],
+    )
+    .unwrap();
+    let d = s.upstreams[0].discovery.clone().unwrap();
+    assert_eq!((d.host.as_str(), d.port), ("::1", 80));
+    assert_eq!(
+        (d.interval, d.max_endpoints),
+        (Duration::from_millis(250), 3)
+    );
+
+    for (upstream, expected) in [
+        (
+            "endpoints = [\"http://a:1\"]\ndiscover = { dns = \"http://b:1\" }",
+            "upstreams[0].discover: list endpoints or discover them, not both",
+        ),
+        (
+            "protocol = \"h1\"",
+            "upstreams[0].endpoints: list at least one endpoint, or discover them",
+        ),
+        (
+            "discover = { dns = \"https://b:1\" }",
+            "upstreams[0].discover.dns: discovery connects to each address",
+        ),
+        (
+            "discover = { dns = \"http://b:1/api\" }",
+            "upstreams[0].discover.dns: \"http://b:1/api\" must be http://name:port, with no path",
+        ),
+        (
+            "discover = { dns = \"b:1\" }",
+            "upstreams[0].discover.dns: \"b:1\" must be http://name:port",
+        ),
+        (
+            "protocol = \"h2\"\ndiscover = { dns = \"http://b:1\" }",
+            "upstreams[0].discover: protocol h2 needs TLS, which discovery does not do",
+        ),
+        (
+            "discover = { dns = \"http://b:1\", interval_ms = 0, max_endpoints = 0 }",
+            "upstreams[0].discover.interval_ms: must be positive",
+        ),
+        (
+            "discover = { dns = \"http://b:1\", interval_ms = 0, max_endpoints = 0 }",
+            "upstreams[0].discover.max_endpoints: must be at least 1",
+        ),
+    ] {
+        let joined = problems(&with(upstream)).join("\n");
+        assert!(
+            joined.contains(expected),
+            "missing {expected:?} in:\n{joined}"
+        );
+    }
+}
+
+#[test]
 fn jwt_problems() {
     let base = MINIMAL.replace("upstream = \"u\"", "upstream = \"u\"\nauth = \"jwt\"");
     let p = problems(&base);

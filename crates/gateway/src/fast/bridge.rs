@@ -65,12 +65,23 @@ pub(crate) async fn send(
     if !small || parts.method == Method::CONNECT {
         return Bridged::Declined(parts, body);
     }
-    let Some(pool) = shared.fast_pools.http1(index).await else {
+    let backend = shared.backends.get(index);
+    let Some(pool) = backend.http1().await else {
         return Bridged::Declined(parts, body);
     };
-    let upstream = &shared.upstreams[index];
-    shared.fast_pools.bridged.inc();
-    Bridged::Sent(exchange(shared, upstream, pool, parts, body, declared, request_id).await)
+    shared.backends.bridged.inc();
+    Bridged::Sent(
+        exchange(
+            shared,
+            &backend.upstream,
+            pool,
+            parts,
+            body,
+            declared,
+            request_id,
+        )
+        .await,
+    )
 }
 
 async fn exchange(

@@ -23,6 +23,7 @@
 pub(crate) mod bridge;
 mod fields;
 mod pool;
+pub(crate) use pool::Pool;
 mod request;
 mod response;
 mod upload;
@@ -41,12 +42,10 @@ use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use pms_net::stall::{ReadDeadline, ReadStalled};
-use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::access::Entry;
 use crate::body::BodyStalled;
-use crate::config::UpstreamSettings;
 use crate::headers::{self, RequestId};
 use crate::health;
 use crate::metrics::FastPathCounters;
@@ -55,7 +54,6 @@ use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
 use self::fields::{Fields, Kind, RequestRewrite};
-use self::pool::Pool;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
 
@@ -70,50 +68,6 @@ const KEEP: usize = 2 * BUF;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
-/// One worker's HTTP/1.1 connections to the upstreams the fast path can serve, by upstream
-/// index. The fast path relays over them, and the hyper path sends over them the requests it
-/// can hold whole ([`bridge`]).
-#[derive(Default)]
-pub(crate) struct Pools {
-    pools: Vec<Option<Arc<Pool>>>,
-    /// Requests [`bridge`] sent.
-    bridged: Counter,
-}
-
-impl std::fmt::Debug for Pools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pools")
-            .field(
-                "upstreams",
-                &self.pools.iter().filter(|p| p.is_some()).count(),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl Pools {
-    /// Pools for the HTTP/1.1 upstreams among `upstreams` (`settings` in the same order).
-    pub(crate) fn new(
-        settings: &[UpstreamSettings],
-        upstreams: &[Upstream],
-        bridged: Counter,
-    ) -> Self {
-        let pools = settings
-            .iter()
-            .zip(upstreams)
-            .map(|(s, u)| Pool::new(s, u).map(Arc::new))
-            .collect();
-        Self { pools, bridged }
-    }
-
-    /// The pool of upstream `index` if it has one and the upstream speaks HTTP/1.1 (see
-    /// [`Pool::speaks_http1`]).
-    async fn http1(&self, index: usize) -> Option<&Arc<Pool>> {
-        let pool = self.pools.get(index)?.as_ref()?;
-        pool.speaks_http1().await.then_some(pool)
-    }
-}
-
 /// One worker's fast path.
 pub(crate) struct FastPath {
     shared: Arc<Shared>,
@@ -126,13 +80,13 @@ pub(crate) struct FastPath {
 impl std::fmt::Debug for FastPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastPath")
-            .field("pools", &self.shared.fast_pools)
+            .field("backends", &self.shared.backends)
             .finish_non_exhaustive()
     }
 }
 
 impl FastPath {
-    /// The fast path over `shared`'s upstreams, through `shared.fast_pools`.
+    /// The fast path over `shared`'s upstreams, through their backends' pools.
     pub(crate) fn new(
         shared: Arc<Shared>,
         counters: FastPathCounters,
@@ -368,10 +322,11 @@ impl FastPath {
         if route.json_to_xml.is_some() || head.body > shared.max_body_bytes {
             return Next::Handoff;
         }
-        let Some(pool) = shared.fast_pools.http1(route.upstream).await else {
+        let backend = shared.backends.get(route.upstream);
+        let Some(pool) = backend.http1().await else {
             return Next::Handoff;
         };
-        let upstream = &shared.upstreams[route.upstream];
+        let upstream = &backend.upstream;
         let started = Instant::now();
         let request_id = RequestId::from_client(fields.first(buf, Kind::XRequestId));
         let claims = if route.jwt {

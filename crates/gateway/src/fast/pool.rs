@@ -92,7 +92,7 @@ const SPEAKS_HTTP1: u8 = 1;
 const SPEAKS_H2: u8 = 2;
 
 /// The fast path's connections to one upstream, for one worker.
-pub(super) struct Pool {
+pub(crate) struct Pool {
     endpoints: Vec<Endpoint>,
     /// `SPEAKS_*`: known up front (HTTP/1.1) except for `auto` upstreams over TLS, where each
     /// TLS handshake's ALPN result updates it.
@@ -115,7 +115,7 @@ pub(super) struct Pool {
 impl Pool {
     /// A pool for `s`, or `None` when the fast path cannot serve it (`h2` and `h2c` upstreams:
     /// those requests stay with the hyper client).
-    pub(super) fn new(s: &UpstreamSettings, upstream: &Upstream) -> Option<Self> {
+    pub(crate) fn new(s: &UpstreamSettings, upstream: &Upstream) -> Option<Self> {
         if s.protocol != UpstreamProtocol::H1 && s.protocol != UpstreamProtocol::Auto {
             return None;
         }
@@ -164,7 +164,7 @@ impl Pool {
     /// `auto` upstream over TLS not yet connected to, this connects once to learn what ALPN
     /// picks (the connection joins the pool); `false` when it picked `h2` or could not be
     /// reached (the hyper client then serves the request, and answers for the failure).
-    pub(super) async fn speaks_http1(self: &Arc<Self>) -> bool {
+    pub(crate) async fn speaks_http1(self: &Arc<Self>) -> bool {
         match self.speaks.load(Ordering::Relaxed) {
             SPEAKS_HTTP1 => true,
             SPEAKS_H2 => false,

@@ -85,8 +85,13 @@ async fn over(replicas: &[&Replica], fast: bool, extra: &str) -> Gw {
         .iter()
         .map(|r| format!("\"http://{}\"", r.server.addr))
         .collect();
+    let listed = if endpoints.is_empty() {
+        String::new()
+    } else {
+        format!("endpoints = [{}]\n", endpoints.join(", "))
+    };
     simple(
-        &format!("endpoints = [{}]\n{extra}", endpoints.join(", ")),
+        &format!("{listed}{extra}"),
         "",
         &format!("[limits]\nhttp1_fast_path = {fast}\n\n[runtime]\nworkers = 1"),
         &[],
@@ -289,5 +294,37 @@ async fn an_idempotent_request_whose_connection_closes_unanswered_goes_to_anothe
             let posts = calls(&mut c, 4, "POST", &[]).await;
             assert!(posts.iter().any(|(s, _)| *s == 502), "{at}: {posts:?}");
         }
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_discovered_by_dns_is_served_through_the_addresses_its_name_has() {
+    // `localhost` through the system's resolver: 127.0.0.1, where the replica listens, and
+    // often ::1 too, where nothing does on its port: a connect there fails and the request goes
+    // to the other endpoint, never lost.
+    let replica = Replica::start("pod", StatusCode::OK, NOW).await;
+    let port = replica.server.addr.port();
+    for fast in [true, false] {
+        let before = replica.served();
+        let gw = over(
+            &[],
+            fast,
+            &format!("discover = {{ dns = \"http://localhost:{port}\", interval_ms = 200 }}"),
+        )
+        .await;
+        for proto in [Proto::H1c, Proto::H2c] {
+            let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+            let got = calls(&mut c, 5, "GET", &[]).await;
+            assert!(
+                got.iter().all(|(s, b)| *s == 200 && b == "pod"),
+                "fast path {fast}, {proto:?}: {got:?}"
+            );
+            let posts = calls(&mut c, 2, "POST", &[]).await;
+            assert!(
+                posts.iter().all(|(s, b)| *s == 200 && b == "pod"),
+                "fast path {fast}, {proto:?}: {posts:?}"
+            );
+        }
+        assert_eq!(replica.served() - before, 14, "fast path {fast}");
     }
 }
