@@ -43,6 +43,7 @@ PROCESS_ENV = {
     "PMS_LOG": "crates/pms/src/main.rs",
     "PMS_LOG_FORMAT": "crates/pms/src/main.rs",
     "PMS_SEED_PASSWORD": "crates/pms/src/cmd/users.rs",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "crates/service/src/telemetry.rs",
 }
 
 problems = []

@@ -1,7 +1,7 @@
 //! W3C Trace Context's `traceparent` header (<https://www.w3.org/TR/trace-context/>): reading
-//! the trace id a request carries, and writing one for a request that starts a trace. PMS
-//! records no spans itself; it passes the trace on, so that one request can be followed through
-//! the gateway's and every service's logs, and by a tracing system in front of or behind it.
+//! the trace id a request carries, and writing one for a request that starts a trace. The
+//! gateway passes the trace on, so that one request can be followed through the gateway's and
+//! every service's logs, and by a tracing system the services export their spans to.
 
 /// The header's name.
 pub const TRACEPARENT: &str = "traceparent";
@@ -37,14 +37,16 @@ pub fn trace_id(value: &[u8]) -> Option<&str> {
 }
 
 /// A version-00 value for trace `trace_id` with parent `parent_id` (the span of whoever sends
-/// it), flags `00`: not sampled, since PMS records nothing.
+/// it), flags `01`: sampled. The gateway starts a trace for every request that comes without
+/// one, and the services record their spans of it when an OTLP exporter is configured (their
+/// `OTEL_TRACES_SAMPLER` decides how many).
 pub fn write(trace_id: u128, parent_id: u64) -> [u8; LEN] {
     let mut out = [0u8; LEN];
     out[..3].copy_from_slice(b"00-");
     put_hex(&mut out[3..35], trace_id);
     out[35] = b'-';
     put_hex(&mut out[36..52], u128::from(parent_id));
-    out[52..].copy_from_slice(b"-00");
+    out[52..].copy_from_slice(b"-01");
     out
 }
 
@@ -108,7 +110,7 @@ mod tests {
         );
         assert_eq!(
             std::str::from_utf8(&v).unwrap(),
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         );
         assert_eq!(trace_id(&v), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
     }

@@ -17,7 +17,8 @@ const EX_USAGE: u8 = 64;
 
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
-    init_tracing();
+    // Flushes the exported traces when main returns.
+    let _traces = init_tracing(cli.service_name());
     // Servers and the load generator alike hold a descriptor per connection: take all the
     // open files the hard limit allows, as HAProxy and Go programs do.
     match pms_net::fdlimit::raise_to_hard() {
@@ -51,20 +52,39 @@ fn broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// Logs to stderr, filtered by `PMS_LOG` (default `info`); one JSON object per line when
-/// `PMS_LOG_FORMAT=json` (for a log collector), else text.
-fn init_tracing() {
+/// `PMS_LOG_FORMAT=json` (for a log collector), else text. With an OTLP endpoint in the
+/// environment, the spans at level info and above are exported too (`pms_service::telemetry`,
+/// named `service`), whatever `PMS_LOG` keeps of the logs.
+fn init_tracing(service: &str) -> Option<pms_service::telemetry::Traces> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+
     let filter = tracing_subscriber::EnvFilter::try_from_env("PMS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("PMS_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = if std::env::var("PMS_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
         logs.json()
             .with_current_span(true)
             .with_span_list(false)
-            .init();
+            .boxed()
     } else {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
-    }
+            .boxed()
+    };
+    let traces = match pms_service::telemetry::Traces::from_env(service) {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("pms: {e}; no traces are exported");
+            None
+        }
+    };
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(traces.as_ref().map(|t| {
+            t.layer()
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+        }))
+        .init();
+    traces
 }

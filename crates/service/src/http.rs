@@ -78,18 +78,37 @@ async fn request_id(mut req: Request, next: Next) -> Response {
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
         })
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
-    let trace = req
-        .headers()
-        .get(pms_net::trace::TRACEPARENT)
+    let traceparent = req.headers().get(pms_net::trace::TRACEPARENT);
+    let trace = traceparent
         .and_then(|v| pms_net::trace::trace_id(v.as_bytes()))
         .unwrap_or_default()
         .to_owned();
+    let parent = traceparent.and_then(|v| crate::telemetry::parent(v.as_bytes()));
     req.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!("request", id = %id, trace = %trace);
-    let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
+    // `otel.*` and the `http.*`/`url.*` names are what an OTLP exporter makes of the span
+    // (`telemetry`): a server span named for its method, child of the caller's.
+    let span = tracing::info_span!(
+        "request",
+        id = %id,
+        trace = %trace,
+        otel.name = %req.method(),
+        otel.kind = "server",
+        http.request.method = %req.method(),
+        url.path = %req.uri().path(),
+        http.response.status_code = tracing::field::Empty,
+    );
+    if let Some(parent) = parent {
+        // Fails only without an OpenTelemetry layer, when there is nothing to parent.
+        let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
+    }
+    let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
     if let Some(err) = resp.extensions_mut().remove::<ApiError>() {
         resp = err.render(&id);
     }
+    span.record(
+        "http.response.status_code",
+        i64::from(resp.status().as_u16()),
+    );
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert(X_REQUEST_ID, v);
     }

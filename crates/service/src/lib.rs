@@ -8,6 +8,7 @@
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
 //! - [`ready`]: readiness while the database is away, and start-up retried in the background.
 //! - [`store`]: the database handle ([`store::Db`]): pool, migrations, failure classes, retries.
+//! - [`telemetry`]: request spans exported over OTLP, when the environment asks for it.
 //! - [`vocab`]: roles, statuses, vehicle types, energy sources, plates.
 //! - [`serve`]: a service's router on a listener until shutdown, then drained.
 //!
@@ -26,6 +27,7 @@ pub mod fields;
 pub mod http;
 pub mod ready;
 pub mod store;
+pub mod telemetry;
 pub mod vocab;
 
 #[doc(hidden)]

@@ -578,7 +578,7 @@ async fn every_request_goes_upstream_with_a_traceparent() {
                 assert_eq!(trace.len(), 1, "{at}: {sent}");
                 let trace = trace[0].as_str().unwrap();
                 assert!(
-                    trace.starts_with(&format!("00-{id}-")) && trace.ends_with("-00"),
+                    trace.starts_with(&format!("00-{id}-")) && trace.ends_with("-01"),
                     "{at}: {trace} for request {id}"
                 );
                 assert!(pms_net::trace::trace_id(trace.as_bytes()).is_some(), "{at}");

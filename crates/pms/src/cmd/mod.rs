@@ -72,6 +72,21 @@ pub struct Interrupted {
     pub message: String,
 }
 
+impl Cli {
+    /// The name its traces go under (`OTEL_SERVICE_NAME` overrides it): `pms-users` and so on
+    /// for a component run alone, `pms` for the whole system in one process and the tools.
+    pub fn service_name(&self) -> &'static str {
+        match self.command {
+            Command::Gateway(_) => "pms-gateway",
+            Command::Users(_) => "pms-users",
+            Command::Parks(_) => "pms-parks",
+            Command::Payments(_) => "pms-payments",
+            Command::Web(_) => "pms-web",
+            _ => "pms",
+        }
+    }
+}
+
 /// Runs the chosen subcommand.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {

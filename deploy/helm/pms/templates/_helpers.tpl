@@ -83,6 +83,10 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- if eq .component "parks" }}
 {{ include "pms.secretEnv" (dict "root" .root "name" "PMS_DEVICE_SECRET" "key" "device-secret") }}
 {{- end }}
+{{- if and $v.otlp.endpoint (has .component (list "users" "parks" "payments")) }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $v.otlp.endpoint | quote }}
+{{- end }}
 {{- if and (eq .component "users") $v.demo }}
 {{ include "pms.secretEnv" (dict "root" .root "name" "PMS_SEED_PASSWORD" "key" "seed-password" "optional" true) }}
 {{- end }}
