@@ -20,7 +20,6 @@
 //! - [`suite`]: the published studies rerun in one command — components spawned, matrix run,
 //!   `report.md`, `report.html` and `results.json` written.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
-//! - [`payload`]: the published suite's ARRAY payload, byte for byte.
 //! - [`duration`]: `30s`-style durations.
 //!
 //! Why no dependency on any PMS component: the generator is a black-box client; it must measure
@@ -37,7 +36,6 @@ pub mod h1;
 pub mod hpack;
 pub mod http2;
 pub mod open;
-pub mod payload;
 pub mod profile;
 pub mod report;
 pub mod startup;

@@ -51,7 +51,7 @@ fn spec(expect_status: Option<u16>, expect_body: Option<&str>) -> Arc<RequestSpe
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         )],
-        body: Bytes::from(pms_bench::payload::array(500)),
+        body: Bytes::from(pms_payload::array(500)),
         expect_status,
         expect_body: expect_body.map(str::to_owned),
     })
@@ -175,12 +175,9 @@ async fn a_stopped_target_gives_connect_errors_and_the_run_still_ends() {
     drop(stop);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let target = cleartext(addr, HttpVersion::Http1);
-    let started = std::time::Instant::now();
     let out = closed_plain(target, spec(None, None), config(3, 1)).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "bounded by the run's duration"
-    );
+    // Refused connects do not stop the users: the run lasts its duration, and ends.
+    assert_eq!(out.reason, StopReason::Completed);
     let s = out.measured.summary("measured", out.ended);
     assert!(s.samples >= 3, "{s:?}");
     assert_eq!(s.errors, s.samples);
@@ -372,15 +369,16 @@ mod collect {
         let (addr, _stop) = echo(None).await;
         let target = cleartext(addr, HttpVersion::Http1);
         // JMeter's configuration 1 in small: 5 users over a 0.5 s ramp, one request each, in a
-        // run that could have lasted 30 s.
-        let mut cfg = config(5, 30);
+        // run that could have lasted an hour: it ends when the users are done (the test would
+        // not end otherwise), well before its duration.
+        let mut cfg = config(5, 3600);
         cfg.users = Profile::ramp(5.0, Duration::from_millis(500));
         cfg.iterations = Some(1);
         let out = closed_plain(target.clone(), spec(None, None), cfg).await;
         let s = out.measured.summary("m", out.ended);
         assert_eq!((s.samples, s.errors), (5, 0), "{s:?}");
         assert!(
-            out.ended < Duration::from_secs(10),
+            out.ended < Duration::from_secs(3600),
             "ended when the users were done: {:?}",
             out.ended
         );
@@ -404,10 +402,9 @@ mod collect {
             },
             ..CollectConfig::default()
         };
-        let started = std::time::Instant::now();
-        // Expecting 418 from an echo that answers 200: the first response fails the check.
-        let out = closed_run(target, spec(Some(418), None), config(2, 10), collect).await;
-        assert!(started.elapsed() < Duration::from_secs(5), "aborted early");
+        // Expecting 418 from an echo that answers 200: the first response fails the check, and
+        // the run of an hour stops there (the test would not end otherwise).
+        let out = closed_run(target, spec(Some(418), None), config(2, 3600), collect).await;
         assert_eq!(
             out.reason,
             StopReason::FirstError {
@@ -415,7 +412,7 @@ mod collect {
                 status: Some(200),
             }
         );
-        assert!(out.ended < Duration::from_secs(5));
+        assert!(out.ended < Duration::from_secs(3600), "aborted early");
         assert_eq!(out.active_at_stop, Some(2), "{out:?}");
     }
 
@@ -426,10 +423,8 @@ mod collect {
         let target = cleartext(addr, HttpVersion::Http1);
         let mut cfg = config(2, 1);
         cfg.grace = Duration::from_millis(200);
-        let started = std::time::Instant::now();
         let out = closed_plain(target, spec(None, None), cfg).await;
-        // A bound on hangs only; the counts below tell whether the grace period applied.
-        assert!(started.elapsed() < Duration::from_secs(10));
+        // Both requests were still waiting on the back-end when the grace period ran out.
         let s = out.measured.summary("m", out.ended);
         assert_eq!((s.samples, s.interrupted), (0, 2), "{s:?}");
     }

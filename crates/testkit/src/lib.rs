@@ -16,8 +16,8 @@
 
 pub mod client;
 pub mod inspect;
-/// The published suite's ARRAY payload (owned by the load generator).
-pub use pms_bench::payload;
+/// The published suite's ARRAY payload (the `pms-payload` crate, shared with the load generator).
+pub use pms_payload as payload;
 pub mod nats;
 pub mod pg;
 

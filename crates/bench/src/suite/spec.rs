@@ -382,10 +382,10 @@ impl SuiteSpec {
                         "proxy.profiles.{name}: warmup must be shorter than duration"
                     ));
                 }
-                if p.users.contains(&0) || p.sizes.iter().any(|s| *s < crate::payload::MIN_SIZE) {
+                if p.users.contains(&0) || p.sizes.iter().any(|s| *s < pms_payload::MIN_SIZE) {
                     return bad(format!(
                         "proxy.profiles.{name}: users must be > 0 and sizes >= {}",
-                        crate::payload::MIN_SIZE
+                        pms_payload::MIN_SIZE
                     ));
                 }
             }

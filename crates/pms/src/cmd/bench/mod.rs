@@ -117,14 +117,14 @@ impl RequestArgs {
             (Some(path), _) => Bytes::from(
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
             ),
-            (None, Some(n)) if n < pms_bench::payload::MIN_SIZE => {
+            (None, Some(n)) if n < pms_payload::MIN_SIZE => {
                 return Err(UsageError(format!(
                     "--payload-size {n}: the ARRAY payload is at least {} bytes",
-                    pms_bench::payload::MIN_SIZE
+                    pms_payload::MIN_SIZE
                 ))
                 .into())
             }
-            (None, Some(n)) => Bytes::from(pms_bench::payload::array(n)),
+            (None, Some(n)) => Bytes::from(pms_payload::array(n)),
             (None, None) => Bytes::new(),
         };
         let mut headers = Vec::with_capacity(self.headers.len());
