@@ -5,7 +5,7 @@
 //! error body. Services map their own store errors into it; this module knows none of them.
 
 use axum::response::{IntoResponse, Response};
-use http::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::StatusCode;
 
 use crate::fields::FieldError;
@@ -22,6 +22,8 @@ pub struct ApiError {
     pub message: String,
     /// The input at fault, if one is.
     pub field: Option<&'static str>,
+    /// Seconds after which trying again may succeed (`Retry-After`), when that is known.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -32,7 +34,14 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after_s: None,
         }
+    }
+
+    /// The same error, saying when to try again (`Retry-After`, in seconds).
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
     }
 
     /// The same error, naming the input at fault.
@@ -100,6 +109,9 @@ impl ApiError {
         let mut resp = (self.status, body).into_response();
         let headers = resp.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.retry_after_s {
+            headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
         // The same challenges the gateway sends (RFC 6750 §3).
         match self.code {
             "missing_token" => {
@@ -131,12 +143,7 @@ impl IntoResponse for ApiError {
 
 impl From<FieldError> for ApiError {
     fn from(e: FieldError) -> Self {
-        Self {
-            status: StatusCode::BAD_REQUEST,
-            code: "invalid_field",
-            message: e.to_string(),
-            field: Some(e.field),
-        }
+        Self::new(StatusCode::BAD_REQUEST, "invalid_field", e.to_string()).with_field(e.field)
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`validate`]: request bodies and their rules, as pure functions naming the bad field.
 //! - [`password`]: argon2id hashing off the async threads.
 //! - [`store`]: the database: pool, migrations, queries, demo data, error mapping.
+//! - [`throttle`]: how failed logins hold an e-mail address.
 //! - [`http`]: routes and handlers.
 //! - [`events`]: what users does with the payments service's events (spending coins).
 //!
@@ -24,6 +25,7 @@ pub mod http;
 pub mod model;
 pub mod password;
 pub mod store;
+pub mod throttle;
 pub mod validate;
 
 use std::future::Future;

@@ -27,11 +27,10 @@ impl From<StoreError> for ApiError {
             }
             StoreError::BadUrl(_) | StoreError::Internal(_) => return ApiError::internal(e),
         };
-        Self {
-            status,
-            code,
-            message: e.to_string(),
-            field,
+        let error = ApiError::new(status, code, e.to_string());
+        match field {
+            Some(f) => error.with_field(f),
+            None => error,
         }
     }
 }

@@ -19,6 +19,7 @@ use pms_service::{caller, ApiError, Caller};
 
 use crate::model::{PaymentMethod, Role, UserStatus};
 use crate::store::users::Page;
+use crate::throttle;
 use crate::validate;
 use crate::App;
 
@@ -42,30 +43,46 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
 }
 
 /// `POST /users/login`: `{token, name}`. An unknown e-mail and a wrong password get the same
-/// answer after the same amount of hashing work.
+/// answer after the same amount of hashing work. Repeated failures for one address hold it
+/// (`throttle`): an attempt while it is held gets 429 with `Retry-After`, known address or not.
 pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
     let creds = validate::credentials(&body)?;
-    let record = s.store.login_record(&creds.email).await?;
+    let attempt = s.store.login_record(&creds.email).await?;
+    let now = now_ms();
+    if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
+        return Err(held(left));
+    }
     let ok = s
         .passwords
         .verify(
             creds.password,
-            record.as_ref().map(|r| r.password_hash.clone()),
+            attempt.account.as_ref().map(|r| r.password_hash.clone()),
         )
         .await
         .map_err(internal)?;
-    let record = match record {
+    let record = match attempt.account {
         Some(r) if ok => r,
         _ => {
+            let (failures, until) = s.store.login_failed(&creds.email, now).await?;
+            if let Some(left) = throttle::seconds_left(now, until) {
+                tracing::warn!(
+                    failures,
+                    hold_s = left,
+                    "failed logins in a row: the address is held"
+                );
+            }
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_credentials",
                 "wrong e-mail or password",
-            ))
+            ));
         }
     };
+    if attempt.failures > 0 {
+        s.store.login_succeeded(&creds.email).await?;
+    }
     if record.status != UserStatus::Enabled {
         return Err(ApiError::forbidden(format!(
             "this account is {}",
@@ -80,6 +97,23 @@ pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
         StatusCode::OK,
         &serde_json::json!({ "token": token, "name": record.first_name }),
     ))
+}
+
+/// The answer to a login for an address being held.
+fn held(seconds: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_attempts",
+        format!("too many failed logins for this address; try again in {seconds} s"),
+    )
+    .with_retry_after(seconds)
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `GET /users/getAllUsers[?limit=N&offset=M]`: every user (or one page), in id order,

@@ -16,6 +16,7 @@ use crate::model::{
     EnergySource, ParkyEvent, PaymentMethod, Role, TopParky, UserDto, UserStatus, Vehicle,
     VehicleType, Wallet,
 };
+use crate::throttle;
 use crate::validate::{Grant, NewUser};
 
 /// Which slice of the user list to return (always in id order).
@@ -48,6 +49,19 @@ pub struct LoginRecord {
     pub status: UserStatus,
     /// Returned as `name` by login.
     pub first_name: String,
+}
+
+/// A login's view of an e-mail address: its account, if any, and its failed logins.
+#[derive(Debug, Clone)]
+pub struct LoginAttempt {
+    /// The account with that address.
+    pub account: Option<LoginRecord>,
+    /// Failed logins in a row (0 when none are on record).
+    pub failures: i64,
+    /// When the last one was, ms since the epoch.
+    pub last_failure_ms: i64,
+    /// Until when further attempts are refused, ms since the epoch (0: not held).
+    pub held_until_ms: i64,
 }
 
 /// The user columns followed by one vehicle's, for `users u LEFT JOIN vehicles v`.
@@ -103,31 +117,124 @@ impl Store {
         .await)
     }
 
-    /// The account behind an e-mail address (compared ignoring case), if any.
+    /// The account behind an e-mail address (compared ignoring case), if any, and the address's
+    /// failed logins: one round trip.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn login_record(&self, email: &str) -> Result<Option<LoginRecord>, StoreError> {
+    pub async fn login_record(&self, email: &str) -> Result<LoginAttempt, StoreError> {
         repeatable!(self, |conn| sqlx::query(
-            "SELECT id, password_hash, role, status, first_name FROM users \
-             WHERE lower(email) = lower($1)",
+            "SELECT u.id, u.password_hash, u.role, u.status, u.first_name, \
+                    f.failures, f.last_failure_ms, f.held_until_ms \
+             FROM (SELECT lower($1) AS email) k \
+             LEFT JOIN users u ON lower(u.email) = k.email \
+             LEFT JOIN login_failures f ON f.email = k.email",
         )
         .bind(email)
-        .fetch_optional(conn)
+        .fetch_one(conn)
         .await
-        .and_then(|row| {
-            row.map(|r| {
-                Ok(LoginRecord {
-                    id: r.int(0)?,
+        .and_then(|r| {
+            let account = match r.opt_int(0)? {
+                Some(id) => Some(LoginRecord {
+                    id,
                     password_hash: r.text(1)?,
                     role: r.name(2, Role::parse)?,
                     status: r.name(3, UserStatus::parse)?,
                     first_name: r.text(4)?,
-                })
+                }),
+                None => None,
+            };
+            Ok(LoginAttempt {
+                account,
+                failures: r.opt_int(5)?.unwrap_or(0),
+                last_failure_ms: r.opt_int(6)?.unwrap_or(0),
+                held_until_ms: r.opt_int(7)?.unwrap_or(0),
             })
-            .transpose()
         }))
         .map_err(db_error)
+    }
+
+    /// Counts a failed login for `email` at `now_ms` (a failure more than
+    /// [`throttle::FORGET_AFTER`] after the last one starts the count over) and holds the
+    /// address as [`throttle::hold_after`] says. Returns the failures in a row and the end of the
+    /// hold (0 for none).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn login_failed(&self, email: &str, now_ms: i64) -> Result<(i64, i64), StoreError> {
+        let forget = i64::try_from(throttle::FORGET_AFTER.as_millis()).unwrap_or(i64::MAX);
+        // One transaction: concurrent failures for one address each count, and the hold is the
+        // one the count says.
+        let (failures, until) = retry_transient(|| async {
+            on_conn!(self, |conn| async {
+                let mut tx = begin(conn).await?;
+                let failures: i64 = sqlx::query_scalar(
+                    "INSERT INTO login_failures (email, failures, last_failure_ms) \
+                     VALUES (lower($1), 1, $2) \
+                     ON CONFLICT (email) DO UPDATE SET \
+                         failures = CASE WHEN login_failures.last_failure_ms < $3 THEN 1 \
+                                         ELSE login_failures.failures + 1 END, \
+                         last_failure_ms = $2 \
+                     RETURNING failures",
+                )
+                .bind(email)
+                .bind(now_ms)
+                .bind(now_ms.saturating_sub(forget))
+                .fetch_one(&mut *tx)
+                .await?;
+                let hold = throttle::hold_after(u32::try_from(failures).unwrap_or(u32::MAX));
+                let until = if hold.is_zero() {
+                    0
+                } else {
+                    now_ms.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX))
+                };
+                sqlx::query("UPDATE login_failures SET held_until_ms = $2 WHERE email = lower($1)")
+                    .bind(email)
+                    .bind(until)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok((failures, until))
+            }
+            .await)
+        })
+        .await?;
+        if failures == 1 {
+            // A new address (or one whose count started over): addresses that have not failed
+            // for a day go, so that failures spread over many addresses cannot grow the table.
+            self.forget_stale_failures(now_ms).await?;
+        }
+        Ok((failures, until))
+    }
+
+    /// Forgets `email`'s failed logins: it logged in.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn login_succeeded(&self, email: &str) -> Result<(), StoreError> {
+        repeatable!(self, |conn| sqlx::query(
+            "DELETE FROM login_failures WHERE email = lower($1)"
+        )
+        .bind(email)
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Forgets the failed logins of addresses that have not failed for a day.
+    async fn forget_stale_failures(&self, now_ms: i64) -> Result<(), StoreError> {
+        let stale = now_ms.saturating_sub(24 * 3600 * 1000);
+        repeatable!(self, |conn| sqlx::query(
+            "DELETE FROM login_failures WHERE last_failure_ms < $1"
+        )
+        .bind(stale)
+        .execute(conn)
+        .await
+        .map(|r| r.rows_affected()))
+        .map_err(db_error)?;
+        Ok(())
     }
 
     /// Calls `each` with every user of `page`, in id order, vehicles included: one query,

@@ -527,3 +527,141 @@ async fn a_body_that_stops_coming_is_a_408_not_a_request_held_for_good() {
         "{got}"
     );
 }
+
+/// Thirty wrong passwords in a row through the gateway: the first few are 401s, the rest are
+/// held (429 with `Retry-After`) without their password being looked at; an unknown address is
+/// held alike; a success clears the count.
+async fn failed_logins_hold_the_address(db: Db) {
+    let Some(stack) = Stack::start(db).await else {
+        return;
+    };
+    let mut api = stack.client(Via::GatewayH1).await;
+    let login =
+        |email: &'static str, password: &'static str| json!({"email": email, "password": password});
+    let mut statuses = Vec::new();
+    let mut held = None;
+    for _ in 0..30 {
+        let r = api
+            .send_json("POST", "/users/login", &login(LEO, "123PasswordX!"))
+            .await;
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            held.get_or_insert(r);
+        }
+    }
+    let free = pms_users::throttle::FREE_FAILURES as usize;
+    assert!(
+        statuses[..free].iter().all(|&s| s == 401),
+        "the first failures are answered as usual: {statuses:?}"
+    );
+    // Each hold doubles (1 s, 2 s, 4 s): more than a couple more 401s would take seconds of
+    // stalls between these requests.
+    let unheld = statuses.iter().filter(|&&s| s == 401).count();
+    assert!(unheld <= free + 2, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|&s| s == 401 || s == 429),
+        "{statuses:?}"
+    );
+    let held = held.expect("the address was held");
+    assert_error(&held, 429, "too_many_attempts", None);
+    let retry: u64 = held
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After in seconds");
+    assert!((1..=900).contains(&retry), "{retry}");
+
+    // While held, the right password gets the same 429: nothing is checked.
+    let r = api
+        .send_json("POST", "/users/login", &login(LEO, SEED_PASSWORD))
+        .await;
+    assert_error(&r, 429, "too_many_attempts", None);
+
+    // An address no account has is held the same way, with the same words.
+    let mut unknown = Vec::new();
+    for _ in 0..(free + 1) {
+        let r = api
+            .send_json(
+                "POST",
+                "/users/login",
+                &login("nobody@example.com", "123PasswordX!"),
+            )
+            .await;
+        unknown.push(r);
+    }
+    assert_error(&unknown[free - 1], 401, "invalid_credentials", None);
+    assert_error(&unknown[free], 429, "too_many_attempts", None);
+    assert_eq!(
+        unknown[free].json()["error"]["message"]
+            .as_str()
+            .map(|m| m.split(';').next()),
+        held.json()["error"]["message"]
+            .as_str()
+            .map(|m| m.split(';').next()),
+    );
+
+    // A success clears the count: the same number of failures again is not held. (Another
+    // seeded customer, so no hold has to pass first.)
+    const MAYA: &str = "mayaGupta@isep.ipp.pt";
+    for _ in 0..(free - 1) {
+        let r = api
+            .send_json("POST", "/users/login", &login(MAYA, "123PasswordX!"))
+            .await;
+        assert_error(&r, 401, "invalid_credentials", None);
+    }
+    let r = api
+        .send_json("POST", "/users/login", &login(MAYA, SEED_PASSWORD))
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    for _ in 0..(free - 1) {
+        let r = api
+            .send_json("POST", "/users/login", &login(MAYA, "123PasswordX!"))
+            .await;
+        assert_error(&r, 401, "invalid_credentials", None);
+    }
+}
+
+#[tokio::test]
+async fn failed_logins_hold_the_address_on_sqlite() {
+    failed_logins_hold_the_address(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn failed_logins_hold_the_address_on_postgres() {
+    failed_logins_hold_the_address(Db::Postgres).await;
+}
+
+#[tokio::test]
+async fn failures_far_apart_start_the_count_over() {
+    let stack = stack().await;
+    let store = &stack.users.app.store;
+    let t0 = 1_800_000_000_000;
+    let apart = i64::try_from(pms_users::throttle::FORGET_AFTER.as_millis()).unwrap() + 1;
+    assert_eq!(
+        store.login_failed("Someone@Example.com", t0).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(
+        store
+            .login_failed("someone@example.com", t0 + 10)
+            .await
+            .unwrap(),
+        (2, 0)
+    );
+    let (third, until) = store
+        .login_failed("someone@example.com", t0 + 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        (third, until),
+        (3, t0 + 20 + 1_000),
+        "held for a second from the third"
+    );
+    assert_eq!(
+        store
+            .login_failed("someone@example.com", t0 + 20 + apart)
+            .await
+            .unwrap(),
+        (1, 0),
+        "a failure long after the last counts as the first"
+    );
+}
