@@ -39,8 +39,10 @@ mod health;
 pub mod jwt;
 pub mod metrics;
 mod openfiles;
+mod pipeline;
 mod probe;
 mod proxy;
+mod ratelimit;
 pub mod respond;
 pub mod router;
 pub mod transform;
@@ -155,6 +157,7 @@ struct Common {
     metrics: Arc<metrics::Metrics>,
     router: Arc<router::Router>,
     route_metrics: Vec<metrics::RouteMetrics>,
+    rate_limits: Arc<ratelimit::RateLimits>,
     jwt: Arc<jwt::JwtAuth>,
     access_log: Option<access::AccessLog>,
     /// Per upstream, by index: its endpoints now, and whether they may change (discovery).
@@ -253,10 +256,22 @@ pub async fn run(
         }
         None => (None, None),
     };
+    let rate_limits = Arc::new(ratelimit::RateLimits::new(&settings.routes, &metrics));
+    if rate_limits.any() {
+        let limits = rate_limits.clone();
+        watchers.push(discovery::Tasks(vec![tokio::spawn(async move {
+            let mut every = tokio::time::interval(ratelimit::PRUNE_EVERY);
+            loop {
+                every.tick().await;
+                limits.prune();
+            }
+        })]));
+    }
     let common = Arc::new(Common {
         metrics: metrics.clone(),
         router: Arc::new(router::Router::new(settings.routes)),
         route_metrics,
+        rate_limits,
         jwt,
         access_log,
         upstreams,
@@ -451,9 +466,10 @@ fn worker(
             sets.push(changes.then_some(current));
         }
         let counters = common.metrics.fast_path();
-        let shared = Arc::new(proxy::Shared {
+        let shared = Arc::new(pipeline::Shared {
             router: common.router.clone(),
             route_metrics: common.route_metrics.clone(),
+            rate_limits: common.rate_limits.clone(),
             unrouted: common.metrics.unrouted(),
             backends: backend::Backends::new(backends, counters.bridged.clone()),
             jwt: common.jwt.clone(),

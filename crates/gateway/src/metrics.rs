@@ -102,6 +102,7 @@ pub struct Metrics {
     connections_total: Family<ListenerOnly, Counter>,
     tls_handshakes: Family<ListenerResult, Counter>,
     fast_path: Family<Outcome, Counter>,
+    rate_limited: Family<RouteOnly, Counter>,
     access_log_dropped: Counter,
 }
 
@@ -135,6 +136,7 @@ impl Metrics {
         let connections_total = Family::<ListenerOnly, Counter>::default();
         let tls_handshakes = Family::<ListenerResult, Counter>::default();
         let fast_path = Family::<Outcome, Counter>::default();
+        let rate_limited = Family::<RouteOnly, Counter>::default();
         registry.register(
             "requests",
             "Requests answered, by route and status",
@@ -201,6 +203,12 @@ impl Metrics {
              heads it refused (not HTTP, or over the size limit)",
             fast_path.clone(),
         );
+        registry.register(
+            "rate_limited",
+            "Requests refused with 429 because their client or subject used up the route's \
+             rate limit, by route",
+            rate_limited.clone(),
+        );
         let access_log_dropped = Counter::default();
         registry.register(
             "access_log_dropped",
@@ -223,6 +231,7 @@ impl Metrics {
             connections_total,
             tls_handshakes,
             fast_path,
+            rate_limited,
         }
     }
 
@@ -268,6 +277,15 @@ impl Metrics {
             route,
             usual: Arc::default(),
         }
+    }
+
+    /// The count of requests route `name`'s rate limit refused.
+    pub fn rate_limited(&self, name: &str) -> Counter {
+        self.rate_limited
+            .get_or_create(&RouteOnly {
+                route: Label(name.into()),
+            })
+            .clone()
     }
 
     /// Counts requests that matched no route.

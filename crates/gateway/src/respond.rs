@@ -103,6 +103,12 @@ pub enum GatewayError {
         /// What happened.
         reason: String,
     },
+    /// The caller used up the route's rate limit.
+    #[error("too many requests; try again in {retry_after_s} s")]
+    RateLimited {
+        /// Whole seconds until a request will be let through (at least 1).
+        retry_after_s: u64,
+    },
     /// A dependency of the gateway itself is down (for example the JWKS endpoint).
     #[error("{0}")]
     Unavailable(String),
@@ -128,6 +134,7 @@ impl GatewayError {
             Self::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody { .. } | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BadGateway { .. } => StatusCode::BAD_GATEWAY,
@@ -149,6 +156,7 @@ impl GatewayError {
             Self::MissingToken => "missing_token",
             Self::InvalidToken(_) => "invalid_token",
             Self::Forbidden { .. } => "forbidden",
+            Self::RateLimited { .. } => "too_many_requests",
             Self::TooLarge { .. } => "payload_too_large",
             Self::SlowBody { .. } | Self::BodyStalled(_) => "request_timeout",
             Self::BadGateway { .. } => "bad_gateway",
@@ -206,6 +214,9 @@ impl GatewayError {
             }
             Self::Busy { .. } => {
                 h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Self::RateLimited { retry_after_s } => {
+                h.insert(RETRY_AFTER, HeaderValue::from(*retry_after_s));
             }
             _ => {}
         }

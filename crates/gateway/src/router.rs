@@ -113,6 +113,7 @@ mod tests {
             jwt: false,
             roles: vec![],
             json_to_xml: None,
+            rate_limit: None,
         }
     }
 

@@ -269,9 +269,16 @@ async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
                 "nif": 300_000_000 + i, "licensePlateNumber": plate(i),
                 "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
             });
-            let r = send(&mut conn, t, &Method::POST, &[], body)
-                .await
-                .map_err(|e| SuiteError::Failed(format!("registering driver {i}: {e}")))?;
+            let mut r = send(&mut conn, t, &Method::POST, &[], body.clone()).await;
+            // The gateway's limit on registrations per client: wait, as `Retry-After` says.
+            while r
+                .as_ref()
+                .is_ok_and(|r| r.status == http::StatusCode::TOO_MANY_REQUESTS)
+            {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                r = send(&mut conn, t, &Method::POST, &[], body.clone()).await;
+            }
+            let r = r.map_err(|e| SuiteError::Failed(format!("registering driver {i}: {e}")))?;
             if r.status != http::StatusCode::CREATED {
                 return Err(SuiteError::Failed(format!(
                     "registering driver {i} answered {}: {}",

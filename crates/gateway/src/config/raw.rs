@@ -323,6 +323,22 @@ pub struct RawRoute {
     pub xml_layout: Option<String>,
     /// Per-route XML root override.
     pub xml_root: Option<String>,
+    /// `rate_limit = { by, per_second | per_minute, burst }`.
+    pub rate_limit: Option<RawRateLimit>,
+}
+
+/// `rate_limit = { by = "client" | "subject", per_second | per_minute, burst }` on a route.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimit {
+    /// Whose requests share a bucket: `client` (address) or `subject` (the token's `sub`).
+    pub by: String,
+    /// Sustained requests per second.
+    pub per_second: Option<u32>,
+    /// Sustained requests per minute.
+    pub per_minute: Option<u32>,
+    /// Requests allowed at once after a quiet spell; defaults to the sustained count.
+    pub burst: Option<u32>,
 }
 
 fn default_auth() -> String {

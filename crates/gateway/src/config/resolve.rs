@@ -759,6 +759,9 @@ fn resolve_route(
             None
         }
     };
+    let rate_limit = raw
+        .rate_limit
+        .and_then(|r| resolve_rate_limit(p, &format!("{key}.rate_limit"), r, jwt));
     let name = raw.name.unwrap_or_else(|| match &path {
         PathMatch::Exact(s) => s.clone(),
         PathMatch::Prefix(s) => format!("{s}*"),
@@ -771,5 +774,58 @@ fn resolve_route(
         jwt,
         roles,
         json_to_xml,
+        rate_limit,
     })
+}
+
+fn resolve_rate_limit(
+    p: &mut Problems<'_>,
+    key: &str,
+    raw: RawRateLimit,
+    jwt: bool,
+) -> Option<RateLimitSettings> {
+    let by = match raw.by.as_str() {
+        "client" => LimitBy::Client,
+        "subject" if jwt => LimitBy::Subject,
+        "subject" => {
+            p.add(&format!("{key}.by"), "\"subject\" needs auth = \"jwt\"");
+            return None;
+        }
+        other => {
+            p.add(
+                &format!("{key}.by"),
+                format!("{other:?} is not a key (expected \"client\" or \"subject\")"),
+            );
+            return None;
+        }
+    };
+    let (count, window) = match (raw.per_second, raw.per_minute) {
+        (Some(n), None) => (n, Duration::from_secs(1)),
+        (None, Some(n)) => (n, Duration::from_secs(60)),
+        _ => {
+            p.add(key, "set exactly one of per_second, per_minute");
+            return None;
+        }
+    };
+    let Some(count) = std::num::NonZeroU32::new(count) else {
+        p.add(
+            key,
+            "the rate must be at least 1 (remove the route to refuse it)",
+        );
+        return None;
+    };
+    let burst = match raw.burst.map(std::num::NonZeroU32::new) {
+        None => count,
+        Some(Some(b)) => b,
+        Some(None) => {
+            p.add(&format!("{key}.burst"), "must be at least 1");
+            return None;
+        }
+    };
+    let period = window / count.get();
+    if period.is_zero() {
+        p.add(key, "more than one request per nanosecond is no limit");
+        return None;
+    }
+    Some(RateLimitSettings { by, period, burst })
 }

@@ -209,4 +209,26 @@ pub struct RouteSettings {
     pub roles: Vec<String>,
     /// JSON→XML layout, when the route transforms.
     pub json_to_xml: Option<XmlLayout>,
+    /// Its rate limit, if any.
+    pub rate_limit: Option<RateLimitSettings>,
+}
+
+/// Whose requests share one rate-limit bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitBy {
+    /// The client's address (an IPv6 client's /64 network, which one host can fill).
+    Client,
+    /// The `sub` claim of the caller's token; the address when a token has none.
+    Subject,
+}
+
+/// A route's token bucket: `burst` requests at once, then one every `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitSettings {
+    /// Whose requests share a bucket.
+    pub by: LimitBy,
+    /// Time to earn one request back.
+    pub period: Duration,
+    /// Bucket size.
+    pub burst: std::num::NonZeroU32,
 }

@@ -334,6 +334,85 @@ fn shipped_configs_load() {
     let login = gw.routes.iter().find(|r| r.name == "login").unwrap();
     assert!(!login.jwt);
     assert_eq!(login.methods, vec![Method::POST]);
+    // Both open routes are limited per client.
+    for name in ["login", "register"] {
+        let route = gw.routes.iter().find(|r| r.name == name).unwrap();
+        assert_eq!(
+            route.rate_limit.map(|l| l.by),
+            Some(LimitBy::Client),
+            "{name}"
+        );
+    }
     let echo = load(&root.join("echo.toml"), &|_| None).unwrap();
     assert_eq!(echo.routes[1].json_to_xml, Some(XmlLayout::BallerinaCompat));
+}
+
+#[test]
+fn rate_limits() {
+    let route = |limit: &str, auth: &str| {
+        format!(
+            "{MINIMAL}{auth}\nrate_limit = {limit}\n{}",
+            if auth.is_empty() {
+                ""
+            } else {
+                "[auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"S\"\n"
+            }
+        )
+    };
+    let with = |limit: &str| {
+        resolve(&route(limit, ""), &[])
+            .unwrap()
+            .routes
+            .remove(0)
+            .rate_limit
+            .expect("a limit")
+    };
+    let l = with("{ by = \"client\", per_second = 4 }");
+    assert_eq!(l.by, LimitBy::Client);
+    assert_eq!(l.period, Duration::from_millis(250));
+    assert_eq!(l.burst.get(), 4, "the burst defaults to the count");
+    let l = with("{ by = \"client\", per_minute = 30, burst = 100 }");
+    assert_eq!(l.period, Duration::from_secs(2));
+    assert_eq!(l.burst.get(), 100);
+    let s = resolve(
+        &route("{ by = \"subject\", per_minute = 1 }", "auth = \"jwt\""),
+        &[("S", "s3cret")],
+    )
+    .unwrap();
+    assert_eq!(s.routes[0].rate_limit.map(|l| l.by), Some(LimitBy::Subject));
+
+    for (limit, expected) in [
+        (
+            "{ by = \"subject\", per_second = 1 }",
+            "routes[0].rate_limit.by: \"subject\" needs auth = \"jwt\"",
+        ),
+        (
+            "{ by = \"ip\", per_second = 1 }",
+            "routes[0].rate_limit.by: \"ip\" is not a key",
+        ),
+        (
+            "{ by = \"client\" }",
+            "routes[0].rate_limit: set exactly one of per_second, per_minute",
+        ),
+        (
+            "{ by = \"client\", per_second = 1, per_minute = 60 }",
+            "routes[0].rate_limit: set exactly one of per_second, per_minute",
+        ),
+        (
+            "{ by = \"client\", per_second = 0 }",
+            "routes[0].rate_limit: the rate must be at least 1",
+        ),
+        (
+            "{ by = \"client\", per_second = 1, burst = 0 }",
+            "routes[0].rate_limit.burst: must be at least 1",
+        ),
+        (
+            "{ by = \"client\", per_second = 4000000000 }",
+            "routes[0].rate_limit: more than one request per nanosecond",
+        ),
+    ] {
+        let p = problems(&route(limit, ""));
+        assert_eq!(p.len(), 1, "{limit}: {p:?}");
+        assert!(p[0].contains(expected), "{limit}: {p:?}");
+    }
 }

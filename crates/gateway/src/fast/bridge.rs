@@ -37,7 +37,7 @@ use super::{
 };
 use crate::body::{BoxError, ProxyBody};
 use crate::health;
-use crate::proxy::{self, Shared};
+use crate::pipeline::{self, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
 
@@ -49,7 +49,7 @@ pub(crate) enum Bridged {
     Declined(http::request::Parts, Incoming),
 }
 
-/// Sends the request (head already rewritten, see [`proxy::rewrite_request`]) to upstream
+/// Sends the request (head already rewritten, see [`pipeline::rewrite_request`]) to upstream
 /// `index` over the fast path's pool when it takes it, and returns the upstream's response,
 /// rewritten likewise. `declared` is the request's `Content-Length`.
 pub(crate) async fn send(
@@ -160,7 +160,7 @@ async fn exchange(
     };
     let mut headers = fields.to_header_map(&up);
     up.advance(head.len);
-    proxy::rewrite_response(&mut headers, version, request_id);
+    pipeline::rewrite_response(&mut headers, version, request_id);
     // The deadline goes back with the connection (after a retry, the fresh one) for its next
     // request.
     let body = match head.framing {

@@ -1,6 +1,6 @@
 //! Header lines of a head parsed in place — where each name and value lies in the read buffer,
 //! and what the gateway makes of the name — and the rewritten lines the fast path sends on. The
-//! rules are the hyper path's ([`proxy::rewrite_request`], [`proxy::rewrite_response`] and the
+//! rules are the hyper path's ([`pipeline::rewrite_request`], [`pipeline::rewrite_response`] and the
 //! `jwt` module's identity headers), applied line by line instead of through a `HeaderMap`: no
 //! allocation per header on the path every relayed request takes. The tests run both on the same
 //! heads and compare.
@@ -10,8 +10,8 @@
 //! in one copy: the client's spelling of a name is kept (header names are case-insensitive, RFC
 //! 9110 §5.1), as nginx and HAProxy keep it.
 //!
-//! [`proxy::rewrite_request`]: crate::proxy::rewrite_request
-//! [`proxy::rewrite_response`]: crate::proxy::rewrite_response
+//! [`pipeline::rewrite_request`]: crate::pipeline::rewrite_request
+//! [`pipeline::rewrite_response`]: crate::pipeline::rewrite_response
 
 use std::ops::Range;
 
@@ -472,7 +472,7 @@ mod tests {
     use super::*;
     use crate::config::JwtSettings;
     use crate::fast::{request, response};
-    use crate::proxy;
+    use crate::pipeline;
 
     #[test]
     fn names_are_classified_in_any_case() {
@@ -704,7 +704,7 @@ mod tests {
             jwt.inject(c, &mut map);
         }
         let id = request_id.to_header_value();
-        proxy::rewrite_request(&mut map, CONN, http::Version::HTTP_11, None, &id);
+        pipeline::rewrite_request(&mut map, CONN, http::Version::HTTP_11, None, &id);
 
         let mut out = Vec::new();
         let rewrite = RequestRewrite {
@@ -820,7 +820,7 @@ mod tests {
         let request_id = RequestId::from_client(Some(b"4bf92f3577b34da6a3ce929d0e0e4736"));
 
         let mut map = fields.to_header_map(buf);
-        proxy::rewrite_response(
+        pipeline::rewrite_response(
             &mut map,
             http::Version::HTTP_11,
             &request_id.to_header_value(),

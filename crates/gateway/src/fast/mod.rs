@@ -1,7 +1,7 @@
 //! The HTTP/1.1 fast path: plain requests relayed between a client connection and a pooled
 //! upstream connection by one task, without building hyper requests and responses on either
 //! hop. Heads are parsed in place with `httparse` and their header lines rewritten by the hyper
-//! path's rules ([`proxy::rewrite_request`], [`proxy::rewrite_response`]) straight into the
+//! path's rules ([`pipeline::rewrite_request`], [`pipeline::rewrite_response`]) straight into the
 //! outgoing head, with no `HeaderMap` in between (see [`fields`]); bodies are copied as they
 //! come, framed by `Content-Length` or chunked coding.
 //!
@@ -44,12 +44,11 @@ use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
 use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::access::Entry;
 use crate::body::BodyStalled;
 use crate::headers::{self, RequestId};
 use crate::health;
 use crate::metrics::FastPathCounters;
-use crate::proxy::{self, Shared};
+use crate::pipeline::{self, Asked, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
@@ -234,19 +233,17 @@ impl FastPath {
     {
         let request_id = headers::request_id(&http::HeaderMap::new());
         tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
-        if let Some(log) = &self.shared.access_log {
-            log.record(&Entry {
-                client: info.peer.ip(),
-                method: "-",
-                target: "-",
-                protocol: "HTTP/1.1",
-                status: err.status().as_u16(),
-                started: Instant::now(),
-                duration: Duration::ZERO,
-                route: None,
-                request_id: request_id.to_str().unwrap_or("-"),
-            });
-        }
+        let asked = Asked {
+            client: info.peer.ip(),
+            method: "-",
+            target: "-",
+            protocol: "HTTP/1.1",
+            request_id: request_id.to_str().unwrap_or("-"),
+            started: Instant::now(),
+        };
+        // Logged, not counted on a route: the fast path's `refused` counts it.
+        self.shared
+            .log(None, &asked, err.status().as_u16(), Duration::ZERO);
         if answer(io, err, &request_id, false, out).await {
             let _ = io.shutdown().await;
             linger(io, buf).await;
@@ -319,7 +316,12 @@ impl FastPath {
             return Next::Handoff;
         };
         let route = shared.router.route(index);
-        if route.json_to_xml.is_some() || head.body > shared.max_body_bytes {
+        // Transformed and rate-limited routes are hyper's; so is a body over the limit, which
+        // hyper's path refuses.
+        if route.json_to_xml.is_some()
+            || route.rate_limit.is_some()
+            || head.body > shared.max_body_bytes
+        {
             return Next::Handoff;
         }
         let backend = shared.backends.get(route.upstream);
@@ -329,19 +331,11 @@ impl FastPath {
         let upstream = &backend.upstream;
         let started = Instant::now();
         let request_id = RequestId::from_client(fields.first(buf, Kind::XRequestId));
-        let claims = if route.jwt {
-            let authorization = fields.first(buf, Kind::Authorization);
-            match shared
-                .jwt
-                .authenticate_with(authorization, &route.roles)
-                .await
-            {
-                Ok(claims) => Some(claims),
-                // hyper's path answers it (401, 403 or 503), from the same bytes.
-                Err(_) => return Next::Handoff,
-            }
-        } else {
-            None
+        // Rate-limited routes went to hyper above, so this takes nothing from a bucket.
+        let authorization = fields.first(buf, Kind::Authorization);
+        let Ok(claims) = shared.admit(index, info.peer.ip(), authorization).await else {
+            // hyper's path answers it (401, 403 or 503), from the same bytes.
+            return Next::Handoff;
         };
         // From here on the request is the fast path's. Its head, rewritten, goes to `out`
         // while `buf` still holds it.
@@ -363,7 +357,6 @@ impl FastPath {
             .map(|_| String::from_utf8_lossy(head.target(buf)).into_owned());
         buf.advance(head.len);
         self.counters.relayed.inc();
-        let metrics = &shared.route_metrics[index];
         let exchange = Exchange {
             shared,
             head: &head,
@@ -376,25 +369,21 @@ impl FastPath {
         // Set when the response head is ready: the duration metric ends there on both paths.
         let mut answered = None;
         let result = exchange.run(io, bufs, &mut answered).await;
-        let log = |status: u16, took: Duration| {
-            if let (Some(log), Some(target)) = (&shared.access_log, &target) {
-                log.record(&Entry {
-                    client: info.peer.ip(),
-                    method: head.method.as_str(),
-                    target,
-                    protocol: "HTTP/1.1",
-                    status,
-                    started,
-                    duration: took,
-                    route: shared.route_name(Some(index)),
-                    request_id: request_id.as_str(),
-                });
-            }
-        };
+        let asked = target.as_deref().map(|target| Asked {
+            client: info.peer.ip(),
+            method: head.method.as_str(),
+            target,
+            protocol: "HTTP/1.1",
+            request_id: request_id.as_str(),
+            started,
+        });
         if let Some((status, at)) = answered {
-            let took = at.duration_since(started);
-            metrics.observe(status, took.as_secs_f64());
-            log(status, took);
+            shared.record(
+                Some(index),
+                asked.as_ref(),
+                status,
+                at.duration_since(started),
+            );
         }
         match result {
             Ok(Done::Whole) if head.keep_alive => Next::Continue,
@@ -402,10 +391,9 @@ impl FastPath {
             Ok(Done::BodyLeft) => Next::Linger,
             Err(Failure::Answer { err, consumed }) => {
                 let request_id = request_id.to_header_value();
-                proxy::log_error(&request_id, &err);
-                let (status, took) = (err.status().as_u16(), started.elapsed());
-                metrics.observe(status, took.as_secs_f64());
-                log(status, took);
+                pipeline::log_error(&request_id, &err);
+                let status = err.status().as_u16();
+                shared.record(Some(index), asked.as_ref(), status, started.elapsed());
                 let keep = consumed && head.keep_alive;
                 match answer(io, err, &request_id, keep, &mut bufs.out).await {
                     true if keep => Next::Continue,

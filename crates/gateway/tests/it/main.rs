@@ -10,6 +10,7 @@ mod errors;
 mod fast_path;
 mod protocols;
 mod proxying;
+mod rate_limits;
 mod support;
 mod transform;
 mod upstream_cap;
