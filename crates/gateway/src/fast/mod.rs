@@ -53,6 +53,7 @@ use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
 use self::fields::{Fields, Kind, RequestRewrite};
+use self::pool::Conn;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
 
@@ -617,40 +618,86 @@ impl Exchange<'_> {
             out,
             deadline,
         } = bufs;
-        let body = self.head.body;
-        if body > buf.len() as u64 && body <= GATHER as u64 {
-            // Before an upstream connection is taken: a slow client does not hold one.
-            let limit = self.upstream.request_timeout();
-            // At most GATHER, so it fits in usize.
-            match tokio::time::timeout(limit, gather(io, buf, body as usize)).await {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false) | Err(_)) => return Err(Failure::Abort),
-                Err(_) => {
-                    return Err(Failure::Answer {
-                        err: GatewayError::SlowBody {
-                            after_ms: limit.as_millis(),
-                            got: buf.len() as u64,
-                            expected: Some(body),
-                        },
-                        consumed: false,
-                    })
-                }
+        self.gather_body(io, buf).await?;
+        let (mut conn, sent) = self.send(io, buf, fields, up, out, deadline).await?;
+        *answered = Some((sent.head.status.as_u16(), Instant::now()));
+        let deadline = deadline.as_mut().ok_or(Failure::Abort)?;
+        let reusable = match self
+            .relay(io, &mut conn, &sent, fields, up, out, deadline)
+            .await
+        {
+            Ok(reusable) => reusable,
+            Err(Relay::Unsent(err)) => {
+                // Nothing of the response went out: the client gets the error instead.
+                *answered = None;
+                return Err(Failure::Answer {
+                    err,
+                    consumed: sent.consumed,
+                });
             }
+            Err(Relay::Broken(failure)) => return Err(failure),
+        };
+        io.flush().await.map_err(|_| Failure::Abort)?;
+        // Bytes past the end of the response: the upstream cannot be trusted with another.
+        if reusable && !sent.body_left && up.is_empty() {
+            self.pool.checkin(conn);
         }
+        Ok(if sent.body_left {
+            Done::BodyLeft
+        } else {
+            Done::Whole
+        })
+    }
+
+    /// Reads a body of up to [`GATHER`] bytes whole into `buf` before an upstream connection is
+    /// taken, so a slow client does not hold one.
+    async fn gather_body<IO>(&self, io: &mut IO, buf: &mut BytesMut) -> Result<(), Failure>
+    where
+        IO: AsyncRead + Unpin,
+    {
+        let body = self.head.body;
+        if body <= buf.len() as u64 || body > GATHER as u64 {
+            return Ok(());
+        }
+        let limit = self.upstream.request_timeout();
+        // At most GATHER, so it fits in usize.
+        match tokio::time::timeout(limit, gather(io, buf, body as usize)).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false) | Err(_)) => Err(Failure::Abort),
+            Err(_) => Err(Failure::Answer {
+                err: GatewayError::SlowBody {
+                    after_ms: limit.as_millis(),
+                    got: buf.len() as u64,
+                    expected: Some(body),
+                },
+                consumed: false,
+            }),
+        }
+    }
+
+    /// Takes an upstream connection, sends the head in `out` and the body (from `buf`, the rest
+    /// streamed from the client), and reads the response head into `up`.
+    async fn send<IO>(
+        &self,
+        io: &mut IO,
+        buf: &mut BytesMut,
+        fields: &mut Fields,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+        deadline: &mut Option<Deadline>,
+    ) -> Result<(Conn, Sent), Failure>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let body = self.head.body;
+        let mut conn = self.pool.checkout().await.map_err(|e| Failure::Answer {
+            err: self.shared.upstream_error(self.upstream, e),
+            consumed: body == 0,
+        })?;
+        request::insert_host(out, self.host_at, conn.authority(self.pool));
         // The whole body is here: it goes out with the head, and the request can be sent again
         // on a fresh connection. Otherwise the rest streams from the client.
-        let inline = body <= buf.len() as u64;
-        let mut conn = match self.pool.checkout().await {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(Failure::Answer {
-                    err: self.shared.upstream_error(self.upstream, e),
-                    consumed: body == 0,
-                })
-            }
-        };
-        request::insert_host(out, self.host_at, conn.authority(self.pool));
-        let streamed = if inline {
+        let streamed = if body <= buf.len() as u64 {
             // At most buf.len(), so it fits in usize.
             let n = body as usize;
             out.extend_from_slice(&buf[..n]);
@@ -663,20 +710,17 @@ impl Exchange<'_> {
             rest
         };
         let consumed = streamed == 0;
-        let resend = Resend {
-            idempotent: self.head.idempotent(),
-            after_503: self.resend_after_503,
-        };
         self.upstream.count_request();
         let at = tokio::time::Instant::now() + self.upstream.request_timeout();
         let deadline = deadline.get_or_insert_with(|| Deadline::new(at));
         deadline.set(at);
-
         let head_request = self.head.method == Method::HEAD;
-        // Set when the answer came before the client's whole body was passed on.
-        let mut body_left = false;
-        let got = if streamed == 0 {
-            send_whole(
+        let (got, body_left) = if consumed {
+            let resend = Resend {
+                idempotent: self.head.idempotent(),
+                after_503: self.resend_after_503,
+            };
+            let got = send_whole(
                 self.pool,
                 &mut conn,
                 out,
@@ -686,116 +730,149 @@ impl Exchange<'_> {
                 resend,
                 deadline,
             )
-            .await
+            .await;
+            (got, false)
         } else {
-            let body_timeout = self.shared.body_read_timeout;
-            let mut rest = Upload::new((&mut *io).take(streamed), body_timeout);
-            let sent = deadline
-                .run(async {
-                    conn.stream.write_all(out).await?;
-                    if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            "the client closed before sending its whole body",
-                        ));
-                    }
-                    // TLS holds written records until flushed.
-                    conn.stream.flush().await
-                })
-                .await;
-            let got = match sent {
-                // The upstream waited for the rest of the body, and so did the gateway.
-                Err(_) if rest.waiting_on_client() => {
-                    return Err(Failure::Answer {
-                        err: GatewayError::SlowBody {
-                            after_ms: self.upstream.request_timeout().as_millis(),
-                            got: body - streamed + rest.received(),
-                            expected: Some(body),
-                        },
-                        consumed: false,
-                    })
-                }
-                Err(_) => Err(NoHead::Timeout),
-                Ok(Err(_)) if rest.stalled() => {
-                    return Err(Failure::Answer {
-                        err: GatewayError::BodyStalled(BodyStalled {
-                            after: body_timeout,
-                            received: body - streamed + rest.received(),
-                        }),
-                        consumed: false,
-                    })
-                }
-                // The client went away mid-body: nobody to answer.
-                Ok(Err(e))
-                    if e.kind() == std::io::ErrorKind::UnexpectedEof || rest.client_failed() =>
-                {
-                    return Err(Failure::Abort)
-                }
-                // The upstream stopped reading the body: it may have answered already (a 413
-                // for a body over its limit), and then that answer is the client's, as nginx
-                // relays it; the rest of the body stays unread.
-                Ok(Err(e)) => {
-                    match read_head(&mut conn.stream, up, fields, head_request, deadline).await {
-                        Ok(head) => {
-                            body_left = true;
-                            Ok(head)
-                        }
-                        Err(_) => Err(NoHead::Closed(e.to_string())),
-                    }
-                }
-                Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
-            };
-            if let Ok(head) = &got {
+            let sent = self
+                .stream_body(io, &mut conn, out, streamed, up, fields, deadline)
+                .await?;
+            if let Ok(head) = &sent.0 {
                 self.pool.answered(&conn, head.status.as_u16());
             }
-            got
+            sent
         };
-        let head = match got {
-            Ok(h) => h,
-            Err(NoHead::Timeout) => return Err(self.timeout(consumed)),
-            Err(NoHead::Reconnect(e)) => {
-                return Err(Failure::Answer {
-                    err: self.shared.upstream_error(self.upstream, e),
-                    consumed,
-                })
-            }
-            Err(NoHead::Closed(why) | NoHead::Invalid(why)) => {
-                return Err(self.bad_gateway(why, consumed))
-            }
-        };
+        let head = got.map_err(|no| match no {
+            NoHead::Timeout => self.timeout(consumed),
+            NoHead::Reconnect(e) => Failure::Answer {
+                err: self.shared.upstream_error(self.upstream, e),
+                consumed,
+            },
+            NoHead::Closed(why) | NoHead::Invalid(why) => self.bad_gateway(why, consumed),
+        })?;
+        Ok((
+            conn,
+            Sent {
+                head,
+                consumed,
+                body_left,
+            },
+        ))
+    }
 
-        *answered = Some((head.status.as_u16(), Instant::now()));
-        let framing = head.framing;
-        let mut reusable = head.reusable && !body_left;
+    /// Writes the head in `out`, then copies the `streamed` bytes of body left from the client
+    /// to the upstream, and reads the response head. With it, whether the upstream answered
+    /// before it had read the whole body (which then stays unread).
+    #[allow(clippy::too_many_arguments)]
+    async fn stream_body<IO>(
+        &self,
+        io: &mut IO,
+        conn: &mut Conn,
+        out: &[u8],
+        streamed: u64,
+        up: &mut BytesMut,
+        fields: &mut Fields,
+        deadline: &mut Deadline,
+    ) -> Result<(Result<response::Head, NoHead>, bool), Failure>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let body = self.head.body;
+        let head_request = self.head.method == Method::HEAD;
+        let body_timeout = self.shared.body_read_timeout;
+        let mut rest = Upload::new((&mut *io).take(streamed), body_timeout);
+        let sent = deadline
+            .run(async {
+                conn.stream.write_all(out).await?;
+                if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the client closed before sending its whole body",
+                    ));
+                }
+                // TLS holds written records until flushed.
+                conn.stream.flush().await
+            })
+            .await;
+        let got = body - streamed + rest.received();
+        match sent {
+            // The upstream waited for the rest of the body, and so did the gateway.
+            Err(_) if rest.waiting_on_client() => Err(Failure::Answer {
+                err: GatewayError::SlowBody {
+                    after_ms: self.upstream.request_timeout().as_millis(),
+                    got,
+                    expected: Some(body),
+                },
+                consumed: false,
+            }),
+            Err(_) => Ok((Err(NoHead::Timeout), false)),
+            Ok(Err(_)) if rest.stalled() => Err(Failure::Answer {
+                err: GatewayError::BodyStalled(BodyStalled {
+                    after: body_timeout,
+                    received: got,
+                }),
+                consumed: false,
+            }),
+            // The client went away mid-body: nobody to answer.
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof || rest.client_failed() => {
+                Err(Failure::Abort)
+            }
+            // The upstream stopped reading the body: it may have answered already (a 413 for a
+            // body over its limit), and then that answer is the client's, as nginx relays it;
+            // the rest of the body stays unread.
+            Ok(Err(e)) => {
+                match read_head(&mut conn.stream, up, fields, head_request, deadline).await {
+                    Ok(head) => Ok((Ok(head), true)),
+                    Err(_) => Ok((Err(NoHead::Closed(e.to_string())), false)),
+                }
+            }
+            Ok(Ok(())) => {
+                let head = read_head(&mut conn.stream, up, fields, head_request, deadline).await;
+                Ok((head, false))
+            }
+        }
+    }
+
+    /// Writes the response head, rewritten, and relays the body as its framing says; whether
+    /// the upstream connection may carry another request.
+    #[allow(clippy::too_many_arguments)]
+    async fn relay<IO>(
+        &self,
+        io: &mut IO,
+        conn: &mut Conn,
+        sent: &Sent,
+        fields: &Fields,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+        deadline: &mut Deadline,
+    ) -> Result<bool, Relay>
+    where
+        IO: AsyncWrite + Unpin,
+    {
+        let head = &sent.head;
         let version = if head.minor == 0 {
             Version::HTTP_10
         } else {
             Version::HTTP_11
         };
-        let chunked = matches!(framing, Framing::Chunked | Framing::UntilClose);
+        let chunked = matches!(head.framing, Framing::Chunked | Framing::UntilClose);
         out.clear();
         status_line(head.status, out);
         fields::write_response(fields, up, version, self.request_id, chunked, out);
-        if !self.head.keep_alive || body_left {
+        if !self.head.keep_alive || sent.body_left {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
         up.advance(head.len);
 
         let read_timeout = self.upstream.read_timeout();
-        match framing {
-            Framing::Empty => {
-                write(io, out).await?;
-            }
+        match head.framing {
+            Framing::Empty => write(io, out).await?,
             Framing::Length(n) => {
                 if n > up.len() as u64 && n <= GATHER as u64 {
                     // At most GATHER, so it fits in usize.
-                    let read =
-                        gather_response(&mut conn.stream, up, n as usize, deadline, self.upstream);
-                    if let Err(err) = read.await {
-                        *answered = None;
-                        return Err(Failure::Answer { err, consumed });
-                    }
+                    gather_response(&mut conn.stream, up, n as usize, deadline, self.upstream)
+                        .await
+                        .map_err(Relay::Unsent)?;
                 }
                 let first = n.min(up.len() as u64) as usize;
                 out.extend_from_slice(&up[..first]);
@@ -808,20 +885,15 @@ impl Exchange<'_> {
                         .await
                         .map_err(|e| self.cut_off(&e))?;
                     if copied < left {
-                        return Err(Failure::Abort);
+                        return Err(Relay::Broken(Failure::Abort));
                     }
                 }
             }
             Framing::Chunked => {
                 let mut scanner = ChunkScanner::default();
-                let n = match scanner.feed(up) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        // Nothing is sent yet: the client gets a 502 instead.
-                        *answered = None;
-                        return Err(self.bad_gateway(e, consumed));
-                    }
-                };
+                let n = scanner
+                    .feed(up)
+                    .map_err(|e| Relay::Unsent(bad_gateway(self.upstream, e)))?;
                 out.extend_from_slice(&up[..n]);
                 up.advance(n);
                 write(io, out).await?;
@@ -830,8 +902,8 @@ impl Exchange<'_> {
                     up.clear();
                     up.reserve(BUF);
                     match from.read_buf(up).await {
-                        Ok(0) => return Err(Failure::Abort),
-                        Err(e) => return Err(self.cut_off(&e)),
+                        Ok(0) => return Err(Relay::Broken(Failure::Abort)),
+                        Err(e) => return Err(self.cut_off(&e).into()),
                         Ok(_) => {}
                     }
                     let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
@@ -840,7 +912,6 @@ impl Exchange<'_> {
                 }
             }
             Framing::UntilClose => {
-                reusable = false;
                 if !up.is_empty() {
                     chunk(up, out);
                 }
@@ -851,7 +922,7 @@ impl Exchange<'_> {
                     up.reserve(BUF);
                     match from.read_buf(up).await {
                         Ok(0) => break,
-                        Err(e) => return Err(self.cut_off(&e)),
+                        Err(e) => return Err(self.cut_off(&e).into()),
                         Ok(_) => {}
                     }
                     out.clear();
@@ -860,18 +931,33 @@ impl Exchange<'_> {
                 }
                 write(io, b"0\r\n\r\n").await?;
                 up.clear();
+                return Ok(false);
             }
         }
-        io.flush().await.map_err(|_| Failure::Abort)?;
-        // Bytes past the end of the response: the upstream cannot be trusted with another.
-        if reusable && up.is_empty() {
-            self.pool.checkin(conn);
-        }
-        Ok(if body_left {
-            Done::BodyLeft
-        } else {
-            Done::Whole
-        })
+        Ok(head.reusable)
+    }
+}
+
+/// A request sent, and the head of its answer.
+struct Sent {
+    head: response::Head,
+    /// The request's body is all off the client connection.
+    consumed: bool,
+    /// The answer came before the client's whole body was passed on.
+    body_left: bool,
+}
+
+/// Why a response was not relayed to its end.
+enum Relay {
+    /// Before any of it went out: the client can be answered with this error instead.
+    Unsent(GatewayError),
+    /// Part of it went out, or the client went away: close.
+    Broken(Failure),
+}
+
+impl From<Failure> for Relay {
+    fn from(f: Failure) -> Self {
+        Self::Broken(f)
     }
 }
 
