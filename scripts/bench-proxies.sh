@@ -23,8 +23,11 @@
 # allows it). With --epoll a second gateway runs beside it, the same config with
 # `runtime.io = "epoll"`, as target pms-epoll.
 #
+# With --baseline BIN a gateway run by another `pms` binary (an earlier build, say) runs beside it,
+# the same config, as target pms-base: a change set against the code before it, in one session.
+#
 #   scripts/bench-proxies.sh [--duration SECONDS] [--connections N] [--size BYTES] [--rounds N]
-#                            [--ceiling] [--hyper-echo] [--epoll] [--out FILE]
+#                            [--ceiling] [--hyper-echo] [--epoll] [--baseline BIN] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +39,7 @@ SIZE=500
 OUT=""
 CEILING=0
 EPOLL=0
+BASELINE=""
 ECHO_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,8 +50,9 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift 2 ;;
     --ceiling) CEILING=1; shift ;;
     --epoll) EPOLL=1; shift ;;
+    --baseline) BASELINE=$(realpath "$2"); shift 2 ;;
     --hyper-echo) ECHO_ARGS=(--no-fast-path); shift ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--hyper-echo] [--epoll] [--out FILE]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--size BYTES] [--rounds N] [--ceiling] [--hyper-echo] [--epoll] [--baseline BIN] [--out FILE]" >&2; exit 64 ;;
   esac
 done
 
@@ -179,6 +184,13 @@ if [ "$EPOLL" = 1 ]; then
   EPOLL_PID=$!
   ports+=(19501 19502)
 fi
+BASE_PID=""
+if [ -n "$BASELINE" ]; then
+  sed 's/19301/19601/; s/19302/19602/; s/19901/19903/' "$WORK/gateway.toml" > "$WORK/gateway-base.toml"
+  "$BASELINE" gateway --config "$WORK/gateway-base.toml" 2>/dev/null & PIDS+=($!)
+  BASE_PID=$!
+  ports+=(19601 19602)
+fi
 if [ "$CEILING" = 1 ]; then
   "$PWD/target/$PROFILE/examples/tcp_relay" 127.0.0.1:19401 127.0.0.1:$ECHO_PORT & PIDS+=($!)
   RELAY_PID=$!
@@ -242,6 +254,7 @@ run_h2load() {
 scenarios=("h1c->h1c" "h1(TLS)->h1c" "h2(TLS)->h1c")
 targets=("direct" "nginx" "haproxy" "pms")
 [ "$EPOLL" = 1 ] && targets+=("pms-epoll")
+[ -n "$BASELINE" ] && targets+=("pms-base")
 [ "$CEILING" = 1 ] && targets+=("relay")
 declare -A URL
 URL["direct,h1c->h1c"]="http://127.0.0.1:$ECHO_PORT/passthrough"
@@ -258,8 +271,11 @@ URL["relay,h1c->h1c"]="http://127.0.0.1:19401/passthrough"
 URL["pms-epoll,h1c->h1c"]="http://127.0.0.1:19501/passthrough"
 URL["pms-epoll,h1(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
 URL["pms-epoll,h2(TLS)->h1c"]="https://127.0.0.1:19502/passthrough"
+URL["pms-base,h1c->h1c"]="http://127.0.0.1:19601/passthrough"
+URL["pms-base,h1(TLS)->h1c"]="https://127.0.0.1:19602/passthrough"
+URL["pms-base,h2(TLS)->h1c"]="https://127.0.0.1:19602/passthrough"
 
-declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [pms-epoll]=$EPOLL_PID [relay]=$RELAY_PID)
+declare -A PID_OF=([nginx]=$NGINX_PID [haproxy]=$HAPROXY_PID [pms]=$PMS_PID [pms-epoll]=$EPOLL_PID [pms-base]=$BASE_PID [relay]=$RELAY_PID)
 
 # Every sample: "round scenario target rps p99 non2xx cpu_us anon_mb echo_cpu_us", one per line.
 SAMPLES=$WORK/samples.txt
@@ -289,7 +305,7 @@ for rnd, s, t, rps, p99, bad, cpu, anon, echo in rows:
         by[t][rnd] = (float(rps), p99, int(float(bad)), cpu, anon, echo)
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
-for t in ["direct", "nginx", "haproxy", "pms", "pms-epoll", "relay"]:
+for t in ["direct", "nginx", "haproxy", "pms", "pms-epoll", "pms-base", "relay"]:
     if t not in by:
         continue
     ratios = []
@@ -322,7 +338,7 @@ for rnd, s, t, r, *_ in rows:
 print("Round by round, ÷ better peer / ÷ nginx:")
 print()
 for s in sys.argv[2:]:
-    for t in ("pms", "pms-epoll", "relay"):
+    for t in ("pms", "pms-epoll", "pms-base", "relay"):
         cells = []
         for rnd in sorted(rps[(s, t)]):
             peers = [rps[(s, p)].get(rnd, 0.0) for p in ("nginx", "haproxy")]
@@ -342,6 +358,7 @@ PY
   echo "Hot-code layout: $LAYOUT."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo "Back-end: pms echo ${ECHO_ARGS[*]:-(HTTP/1.1 fast path)}."
+  [ -z "$BASELINE" ] || echo "Baseline (pms-base): $BASELINE, $("$BASELINE" --version)."
   echo
   echo "| scenario | target | median req/s | median p99 ms | non-2xx | ratio to best peer, median (min–max) | proxy CPU µs/request | echo CPU µs/request | anonymous MB | peak RSS MB |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -352,6 +369,7 @@ PY
         haproxy) rss=$(peak_rss "$HAPROXY_PID") ;;
         pms) rss=$(peak_rss "$PMS_PID") ;;
         pms-epoll) rss=$(peak_rss "$EPOLL_PID") ;;
+        pms-base) rss=$(peak_rss "$BASE_PID") ;;
         relay) rss=$(peak_rss "$RELAY_PID") ;;
         *) rss="-" ;;
       esac

@@ -17,10 +17,11 @@
 //! - [`stress`]: users added at a fixed pace until the target fails.
 //! - [`compare`]: the dissertation's hypothesis tests on two runs' latencies.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
-//! - [`suite`]: the published studies rerun in one command — components spawned, matrix run,
-//!   `report.md`, `report.html` and `results.json` written.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`duration`]: `30s`-style durations.
+//!
+//! The suites that rerun the published studies with this generator (components spawned, matrix
+//! run, reports written) are the `pms-suite` crate's.
 //!
 //! Why no dependency on any PMS component: the generator is a black-box client; it must measure
 //! nginx or the original Java services exactly as it measures PMS.
@@ -41,6 +42,5 @@ pub mod report;
 pub mod startup;
 pub mod stats;
 pub mod stress;
-pub mod suite;
 pub mod target;
 pub mod watch;

@@ -51,7 +51,8 @@ impl Ready {
         })
     }
 
-    pub(crate) fn check(&self) -> bool {
+    /// Whether the target is ready now: its port takes a connection, or its URL answers 200.
+    pub fn check(&self) -> bool {
         match self {
             Ready::Port(addr) => {
                 TcpStream::connect_timeout(addr, Duration::from_millis(50)).is_ok()
@@ -195,14 +196,14 @@ fn wait_ready(
 
 /// A child's id as the system calls take it (`None` for 0 or one past `i32`, which a child
 /// never has).
-pub(crate) fn pid(id: u32) -> Option<rustix::process::Pid> {
+pub fn pid(id: u32) -> Option<rustix::process::Pid> {
     i32::try_from(id)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
 }
 
 /// SIGTERM, then up to 10 s for a clean exit, then SIGKILL.
-pub(crate) fn stop(child: &mut Child) -> Option<i32> {
+pub fn stop(child: &mut Child) -> Option<i32> {
     if let Some(pid) = pid(child.id()) {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }

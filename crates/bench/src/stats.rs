@@ -82,7 +82,7 @@ pub enum Clock {
 }
 
 /// An empty latency histogram (µs, up to an hour) with `sigfig` significant digits.
-pub(crate) fn histogram(sigfig: u8) -> Histogram<u64> {
+pub fn histogram(sigfig: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, sigfig).expect("constant histogram bounds are valid")
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use pms_bench::suite::results::{Status, SuiteResults};
+use pms_suite::results::{Status, SuiteResults};
 
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 
@@ -300,7 +300,7 @@ fn a_database_left_by_a_killed_run_is_replaced_not_reused() {
     .unwrap();
     let out = dir.path().join("gateway");
     std::fs::create_dir_all(&out).unwrap();
-    let pg = pms_bench::suite::gateway::throwaway_pg_dir(&out.canonicalize().unwrap());
+    let pg = pms_suite::gateway::throwaway_pg_dir(&out.canonicalize().unwrap());
     // What a run killed before its clean-up leaves: a stopped cluster whose demo accounts were
     // seeded with that run's password.
     let o = Command::new("bash")
@@ -418,7 +418,7 @@ fn sigterm_stops_the_suites_processes_and_keeps_the_finished_cells() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // The echo back-end, the gateway and the hung load.
-    let running = pms_bench::suite::procs::children(suite.id());
+    let running = pms_suite::procs::children(suite.id());
     assert_eq!(running.len(), 3, "{running:?}");
 
     let killed = Command::new("kill")

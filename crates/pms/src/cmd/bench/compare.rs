@@ -141,8 +141,8 @@ fn load(path: &Path) -> anyhow::Result<Loaded> {
 /// One run of a suite's `results.json`: `CELL` or `CELL:SYSTEM`.
 fn load_suite_run(path: &Path, which: &str) -> anyhow::Result<Loaded> {
     let (cell, server) = which.rsplit_once(':').unwrap_or((which, "pms"));
-    let results = pms_bench::suite::results::SuiteResults::read(path)
-        .map_err(|e| UsageError(e.to_string()))?;
+    let results =
+        pms_suite::results::SuiteResults::read(path).map_err(|e| UsageError(e.to_string()))?;
     let c = results
         .cells
         .iter()

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use pms_bench::suite::{
-    self, plan, procs,
+use pms_suite::{
+    self as suite, plan, procs,
     results::{Status, SuiteResults},
     Options,
 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::startup::Ready;
+use pms_bench::startup::Ready;
 
 use super::barriers::{self, Load, Outcome, Ports, PARKS};
 use super::gateway::{random_hex, Shared};
@@ -234,7 +234,7 @@ impl PgbenchSummary {
 /// transaction, `client_id transaction_no time script_no time_epoch time_us`, where `time` is
 /// not a number for a failed one.
 fn transaction_log(logs: &Path) -> Result<Histogram<u64>, SuiteError> {
-    let mut h = crate::stats::histogram(3);
+    let mut h = pms_bench::stats::histogram(3);
     let entries = std::fs::read_dir(logs)
         .map_err(|e| SuiteError::io(&format!("reading {}", logs.display()), e))?;
     for entry in entries.flatten() {
@@ -448,7 +448,7 @@ mod tests {
 
     #[test]
     fn transaction_logs_give_latencies_and_skip_failures() {
-        let mut h = crate::stats::histogram(3);
+        let mut h = pms_bench::stats::histogram(3);
         record_log(
             "0 1 812 0 1700000000 1\n0 2 1200 0 1700000000 5\n1 1 failed 0 1700000000 9\n",
             &mut h,

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::collect::{StopReason, Tick};
-use crate::open::Schedule;
-use crate::stats::Summary;
-use crate::watch::WatchReport;
+use pms_bench::collect::{StopReason, Tick};
+use pms_bench::open::Schedule;
+use pms_bench::stats::Summary;
+use pms_bench::watch::WatchReport;
 
 use super::spec::SuiteSpec;
 use super::SuiteError;

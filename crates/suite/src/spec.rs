@@ -313,11 +313,11 @@ pub struct Paced {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    crate::duration::parse(&text).map_err(serde::de::Error::custom)
+    pms_bench::duration::parse(&text).map_err(serde::de::Error::custom)
 }
 
 fn show_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::duration::show(*d))
+    s.serialize_str(&pms_bench::duration::show(*d))
 }
 
 /// A suite file that does not make sense.

@@ -2,7 +2,7 @@
 //! thread held) behind the PMS gateway, loaded at a constant arrival rate by `pms bench run
 //! --rate` with vegeta's timeout, and reported in vegeta's text layout with its buckets.
 
-use crate::startup::Ready;
+use pms_bench::startup::Ready;
 
 use super::metrics;
 use super::plan::DelayJob;
@@ -57,9 +57,9 @@ pub fn run(ctx: &Ctx<'_>, cell: &str, job: &DelayJob) -> Result<RunRecord, Suite
         "--rate".into(),
         job.rate.to_string(),
         "--duration".into(),
-        crate::duration::show(job.duration),
+        pms_bench::duration::show(job.duration),
         "--timeout".into(),
-        crate::duration::show(job.timeout),
+        pms_bench::duration::show(job.timeout),
         "--connections".into(),
         connections(job.rate, job.delay_ms).to_string(),
         "--format".into(),

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::startup::Ready;
+use pms_bench::startup::Ready;
 
 use super::procs::{self, loopback, Proc, Spawn};
 use super::spec::{Hop, Scenario};
@@ -14,8 +14,8 @@ use super::{Ctx, SuiteError};
 /// The peers a suite knows how to run.
 pub const KNOWN: &[&str] = &["nginx", "haproxy"];
 
-const NGINX_CONF: &str = include_str!("../../../../config/peers/nginx.conf");
-const HAPROXY_CFG: &str = include_str!("../../../../config/peers/haproxy.cfg");
+const NGINX_CONF: &str = include_str!("../../../config/peers/nginx.conf");
+const HAPROXY_CFG: &str = include_str!("../../../config/peers/haproxy.cfg");
 
 /// The installed version of `peer`, as its `-v` prints it.
 pub fn version(peer: &str) -> Option<String> {
@@ -245,7 +245,7 @@ fn haproxy_cfg(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::Options;
+    use crate::Options;
 
     #[test]
     fn versions_read_short() {

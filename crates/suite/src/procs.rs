@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process_group, waitid, Signal, WaitId, WaitIdOptions};
 
-use crate::startup::Ready;
+use pms_bench::startup::Ready;
 
 use super::SuiteError;
 
@@ -49,7 +49,7 @@ fn live() -> MutexGuard<'static, Live> {
 /// Signals the process group `pid` leads: the child and whatever it started (nginx's workers,
 /// the gateway `pms bench startup` is timing).
 fn signal_group(pid: u32, signal: Signal) {
-    if let Some(pid) = crate::startup::pid(pid) {
+    if let Some(pid) = pms_bench::startup::pid(pid) {
         let _ = kill_process_group(pid, signal);
     }
 }
@@ -307,7 +307,7 @@ impl Proc {
     fn terminate(&mut self) {
         if let Some(mut child) = self.child.take() {
             forget(child.id());
-            crate::startup::stop(&mut child);
+            pms_bench::startup::stop(&mut child);
         }
     }
 }
@@ -321,7 +321,7 @@ impl Drop for Proc {
 /// Whether `child` has exited, without reaping it, so that its pid cannot be reused before it is
 /// forgotten; `block` waits for the exit.
 fn has_exited(child: &Child, block: bool) -> bool {
-    let Some(pid) = crate::startup::pid(child.id()) else {
+    let Some(pid) = pms_bench::startup::pid(child.id()) else {
         return true;
     };
     let mut options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;

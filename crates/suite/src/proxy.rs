@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::startup::Ready;
+use pms_bench::startup::Ready;
 
 use super::metrics;
 use super::plan::ProxyJob;
@@ -77,13 +77,13 @@ pub fn run(
         "--users".into(),
         job.users.to_string(),
         "--ramp-up".into(),
-        crate::duration::show(job.ramp_up),
+        pms_bench::duration::show(job.ramp_up),
         "--duration".into(),
-        crate::duration::show(job.duration),
+        pms_bench::duration::show(job.duration),
         "--warmup".into(),
-        crate::duration::show(job.warmup),
+        pms_bench::duration::show(job.warmup),
         "--timeout".into(),
-        crate::duration::show(job.timeout),
+        pms_bench::duration::show(job.timeout),
         "--progress".into(),
         "never".into(),
         "--out".into(),

@@ -9,7 +9,8 @@
 //! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]).
 //!
 //! The suite never links a component: like every load generator it only talks to processes, so
-//! the peers are measured exactly as PMS is.
+//! the peers are measured exactly as PMS is. The load itself is `pms_bench`'s: this crate plans,
+//! spawns, collects and reports.
 
 pub mod barriers;
 pub mod charts;
@@ -43,19 +44,19 @@ pub const PROFILES: &[&str] = &["quick", "standard", "published"];
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "ballerina-rest",
-        include_str!("../../../../config/suites/ballerina-rest.toml"),
+        include_str!("../../../config/suites/ballerina-rest.toml"),
     ),
     (
         "pms-gateway",
-        include_str!("../../../../config/suites/pms-gateway.toml"),
+        include_str!("../../../config/suites/pms-gateway.toml"),
     ),
     (
         "async-delay",
-        include_str!("../../../../config/suites/async-delay.toml"),
+        include_str!("../../../config/suites/async-delay.toml"),
     ),
     (
         "pms-parking",
-        include_str!("../../../../config/suites/pms-parking.toml"),
+        include_str!("../../../config/suites/pms-parking.toml"),
     ),
 ];
 

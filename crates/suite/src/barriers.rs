@@ -5,7 +5,7 @@
 //! `pms device key`.
 //!
 //! Every call is timed from just before its request is written to the end of its answer and
-//! recorded in the load generator's own collector ([`crate::collect`]), which keeps the warm-up
+//! recorded in the load generator's own collector ([`pms_bench::collect`]), which keeps the warm-up
 //! apart and the per-second timeline, so the reports draw this load like any other. A call counts
 //! as a success when it answers 200 with `"success": true`.
 
@@ -18,9 +18,9 @@ use hdrhistogram::Histogram;
 use http::{HeaderName, HeaderValue, Method};
 use serde_json::{json, Value};
 
-use crate::collect::{CollectConfig, Collected, Collector, StopReason};
-use crate::stats::{ErrorKind, Sample};
-use crate::target::{Conn, HttpVersion, Target};
+use pms_bench::collect::{CollectConfig, Collected, Collector, StopReason};
+use pms_bench::stats::{ErrorKind, Sample};
+use pms_bench::target::{Conn, HttpVersion, Target};
 
 use super::SuiteError;
 
@@ -596,7 +596,7 @@ async fn quotes(
     measure_from: Instant,
     end: Instant,
 ) -> (Histogram<u64>, u64) {
-    let mut h = crate::stats::histogram(3);
+    let mut h = pms_bench::stats::histogram(3);
     let mut failures = 0;
     let Ok(t) = target(api.gateway, &format!("/payments/quote/{plate}")) else {
         return (h, 1);

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::results::{CellResult, RunRecord, Status};
-use crate::stats::HistogramDump;
+use pms_bench::stats::HistogramDump;
 
 /// One colour per system, PMS first.
 const PALETTE: [RGBColor; 5] = [

@@ -42,17 +42,6 @@ fn status_text(r: &RunRecord) -> Option<String> {
     }
 }
 
-/// A row for a run that produced nothing: its status in the first figure column, the rest
-/// blank.
-fn missing(mut lead: Vec<String>, width: usize, r: &RunRecord) -> Option<Vec<String>> {
-    let text = status_text(r)?;
-    lead.push(text);
-    while lead.len() < width {
-        lead.push(String::new());
-    }
-    Some(lead)
-}
-
 fn cells<'a>(res: &'a SuiteResults, part: &'a str) -> impl Iterator<Item = &'a CellResult> {
     res.cells.iter().filter(move |c| c.part == part)
 }
@@ -64,6 +53,52 @@ fn table(title: &str, note: &str, headers: &[&str]) -> Table {
         headers: headers.iter().map(|h| (*h).to_owned()).collect(),
         rows: Vec::new(),
     }
+}
+
+impl Table {
+    /// A row per run of `part`'s cells: the cell's `lead` columns, then the run's `figures`
+    /// (`None`: no row). A run that produced nothing gets its status in the first figure
+    /// column instead, the rest blank.
+    fn fill(
+        &mut self,
+        res: &SuiteResults,
+        part: &str,
+        lead: impl Fn(&CellResult, &RunRecord) -> Vec<String>,
+        figures: impl Fn(&CellResult, &RunRecord) -> Option<Vec<String>>,
+    ) {
+        for c in cells(res, part) {
+            for r in &c.runs {
+                let mut row = lead(c, r);
+                if let Some(text) = status_text(r) {
+                    row.push(text);
+                    row.resize(self.headers.len().max(row.len()), String::new());
+                } else if let Some(rest) = figures(c, r) {
+                    row.extend(rest);
+                } else {
+                    continue;
+                }
+                self.rows.push(row);
+            }
+        }
+    }
+}
+
+/// The cell's parameters `names`, in order.
+fn params(c: &CellResult, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| c.param(n).unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Lead columns that are the cell's parameters `names`.
+fn lead_params(names: &'static [&'static str]) -> impl Fn(&CellResult, &RunRecord) -> Vec<String> {
+    move |c, _| params(c, names)
+}
+
+/// Run `r`'s metrics `keys`, each with its number of decimals.
+fn figures(r: &RunRecord, keys: &[(&str, usize)]) -> Vec<String> {
+    keys.iter().map(|&(k, d)| num(m(r, k), d)).collect()
 }
 
 /// The report's tables: the results in the published column sets, and PMS next to the
@@ -131,57 +166,54 @@ fn proxy(res: &SuiteResults) -> Vec<Table> {
             "Sent (KB/sec)",
         ],
     );
-    for c in cells(res, "proxy") {
-        for r in &c.runs {
-            let lead = vec![
-                c.name.clone(),
-                r.server.clone(),
-                c.param("Concurrent Users").unwrap_or_default().into(),
-                c.param("Message Size (Bytes)").unwrap_or_default().into(),
-                c.param("Back-end Service Delay (ms)")
-                    .unwrap_or_default()
-                    .into(),
-            ];
-            if let Some(row) = missing(lead.clone(), summary.headers.len(), r) {
-                summary.rows.push(row);
-                continue;
-            }
-            let mut row = lead.clone();
-            row.extend([
-                num(m(r, "error_pct"), 2),
-                num(m(r, "throughput"), 2),
-                num(m(r, "mean_ms"), 2),
-                num(m(r, "stdev_ms"), 2),
-                num(m(r, "p99_ms"), 2),
-                num(m(r, "rss_mb"), 1),
-            ]);
-            summary.rows.push(row);
-            if let Some(s) = r.measured() {
-                let p = |q: f64| num(s.percentile(q), 2);
-                let mut row = lead;
-                row.extend([
-                    "HTTP Request".into(),
-                    s.samples.to_string(),
-                    s.errors.to_string(),
-                    num(Some(s.error_pct), 2),
-                    num(Some(s.throughput), 2),
-                    num(Some(s.mean_ms), 2),
-                    num(Some(s.avg_users), 0),
-                    num(Some(s.stdev_ms), 2),
-                    num(Some(s.min_ms), 2),
-                    p(75.0),
-                    p(90.0),
-                    p(95.0),
-                    p(98.0),
-                    p(99.0),
-                    p(99.9),
-                    num(Some(s.received_kb_s), 2),
-                    num(Some(s.sent_kb_s), 2),
-                ]);
-                full.rows.push(row);
-            }
-        }
-    }
+    let lead = |c: &CellResult, r: &RunRecord| {
+        let mut lead = vec![c.name.clone(), r.server.clone()];
+        lead.extend(params(
+            c,
+            &[
+                "Concurrent Users",
+                "Message Size (Bytes)",
+                "Back-end Service Delay (ms)",
+            ],
+        ));
+        lead
+    };
+    summary.fill(res, "proxy", lead, |_, r| {
+        Some(figures(
+            r,
+            &[
+                ("error_pct", 2),
+                ("throughput", 2),
+                ("mean_ms", 2),
+                ("stdev_ms", 2),
+                ("p99_ms", 2),
+                ("rss_mb", 1),
+            ],
+        ))
+    });
+    full.fill(res, "proxy", lead, |_, r| {
+        let s = r.measured()?;
+        let p = |q: f64| num(s.percentile(q), 2);
+        Some(vec![
+            "HTTP Request".into(),
+            s.samples.to_string(),
+            s.errors.to_string(),
+            num(Some(s.error_pct), 2),
+            num(Some(s.throughput), 2),
+            num(Some(s.mean_ms), 2),
+            num(Some(s.avg_users), 0),
+            num(Some(s.stdev_ms), 2),
+            num(Some(s.min_ms), 2),
+            p(75.0),
+            p(90.0),
+            p(95.0),
+            p(98.0),
+            p(99.0),
+            p(99.9),
+            num(Some(s.received_kb_s), 2),
+            num(Some(s.sent_kb_s), 2),
+        ])
+    });
     vec![summary, full]
 }
 
@@ -204,34 +236,26 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "Avg. Bytes",
         ],
     );
-    for c in cells(res, "jmeter") {
-        for r in &c.runs {
-            let lead = vec![
-                c.param("Protocol").unwrap_or_default().into(),
-                c.param("Configuration").unwrap_or_default().into(),
-            ];
-            if let Some(row) = missing(lead.clone(), jmeter.headers.len(), r) {
-                jmeter.rows.push(row);
-                continue;
-            }
-            if let Some(s) = r.measured() {
-                let mut row = lead;
-                row.extend([
-                    s.samples.to_string(),
-                    num(Some(s.mean_ms), 2),
-                    num(Some(s.min_ms), 2),
-                    num(Some(s.max_ms), 2),
-                    num(Some(s.stdev_ms), 2),
-                    format!("{:.3}%", s.error_pct),
-                    num(Some(s.throughput), 5),
-                    num(Some(s.received_kb_s), 2),
-                    num(Some(s.sent_kb_s), 2),
-                    num(Some(s.avg_bytes), 1),
-                ]);
-                jmeter.rows.push(row);
-            }
-        }
-    }
+    jmeter.fill(
+        res,
+        "jmeter",
+        lead_params(&["Protocol", "Configuration"]),
+        |_, r| {
+            let s = r.measured()?;
+            Some(vec![
+                s.samples.to_string(),
+                num(Some(s.mean_ms), 2),
+                num(Some(s.min_ms), 2),
+                num(Some(s.max_ms), 2),
+                num(Some(s.stdev_ms), 2),
+                format!("{:.3}%", s.error_pct),
+                num(Some(s.throughput), 5),
+                num(Some(s.received_kb_s), 2),
+                num(Some(s.sent_kb_s), 2),
+                num(Some(s.avg_bytes), 1),
+            ])
+        },
+    );
     let mut k6 = table(
         "k6 load test (the dissertation's tables 4 and 5)",
         "VUs in a loop with a think time after each answer; throughput is requests over the whole run, as k6 reports it.",
@@ -247,33 +271,20 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "Throughput (req/s)",
         ],
     );
-    for c in cells(res, "k6") {
-        for r in &c.runs {
-            let lead = vec![
-                c.param("Protocol").unwrap_or_default().into(),
-                c.param("VUs").unwrap_or_default().into(),
-            ];
-            if let Some(row) = missing(lead.clone(), k6.headers.len(), r) {
-                k6.rows.push(row);
-                continue;
-            }
-            let mut row = lead;
-            row.extend(
-                [
-                    "mean_ms",
-                    "max_ms",
-                    "median_ms",
-                    "min_ms",
-                    "p90_ms",
-                    "p95_ms",
-                ]
-                .iter()
-                .map(|k| num(m(r, k), 2)),
-            );
-            row.push(num(m(r, "throughput"), 2));
-            k6.rows.push(row);
-        }
-    }
+    k6.fill(res, "k6", lead_params(&["Protocol", "VUs"]), |_, r| {
+        Some(figures(
+            r,
+            &[
+                ("mean_ms", 2),
+                ("max_ms", 2),
+                ("median_ms", 2),
+                ("min_ms", 2),
+                ("p90_ms", 2),
+                ("p95_ms", 2),
+                ("throughput", 2),
+            ],
+        ))
+    });
     let mut stress = table(
         "Stress test (the dissertation's tables 8 and 9)",
         "Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so (≥ N): the limit was not found. Users are capped at the open-file limit less 1,000 (one connection each), so a failure is never the load generator's own.",
@@ -288,49 +299,38 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "p99 (ms)",
         ],
     );
-    for c in cells(res, "stress") {
-        for r in &c.runs {
-            let lead = vec![
-                c.param("Protocol").unwrap_or_default().into(),
-                c.param("Users added per second").unwrap_or_default().into(),
-            ];
-            if let Some(row) = missing(lead.clone(), stress.headers.len(), r) {
-                stress.rows.push(row);
-                continue;
-            }
-            let extra = r.extra.as_ref();
-            let failed = extra
-                .and_then(|e| e.get("failed")?.as_bool())
-                .unwrap_or(false);
-            let ended = if failed {
-                stop_reason(extra.and_then(|e| e.get("reason")))
-            } else {
-                "cap reached, no failure".into()
-            };
-            // From the recorded outcome when there is one (results.json of an earlier build may
-            // hold the users at the very end as `users_reached`), else from the figures.
-            let figure = extra.and_then(super::gateway::stress_figure);
-            let users = match figure {
-                Some(("max_users", u)) => num(Some(u), 0),
-                Some((_, u)) => format!("≥ {}", num(Some(u), 0)),
-                None => match (m(r, "max_users"), m(r, "users_reached")) {
-                    (Some(u), _) => num(Some(u), 0),
-                    (None, Some(u)) => format!("≥ {}", num(Some(u), 0)),
-                    _ => "—".into(),
-                },
-            };
-            let mut row = lead;
-            row.extend([
-                users,
-                ended,
-                r.measured().map_or("—".into(), |s| s.samples.to_string()),
-                num(extra.and_then(|e| e.get("peak_rate")?.as_f64()), 1),
-                num(m(r, "mean_ms"), 2),
-                num(m(r, "p99_ms"), 2),
-            ]);
-            stress.rows.push(row);
-        }
-    }
+    let lead = lead_params(&["Protocol", "Users added per second"]);
+    stress.fill(res, "stress", lead, |_, r| {
+        let extra = r.extra.as_ref();
+        let failed = extra
+            .and_then(|e| e.get("failed")?.as_bool())
+            .unwrap_or(false);
+        let ended = if failed {
+            stop_reason(extra.and_then(|e| e.get("reason")))
+        } else {
+            "cap reached, no failure".into()
+        };
+        // From the recorded outcome when there is one (results.json of an earlier build may
+        // hold the users at the very end as `users_reached`), else from the figures.
+        let figure = extra.and_then(super::gateway::stress_figure);
+        let users = match figure {
+            Some(("max_users", u)) => num(Some(u), 0),
+            Some((_, u)) => format!("≥ {}", num(Some(u), 0)),
+            None => match (m(r, "max_users"), m(r, "users_reached")) {
+                (Some(u), _) => num(Some(u), 0),
+                (None, Some(u)) => format!("≥ {}", num(Some(u), 0)),
+                _ => "—".into(),
+            },
+        };
+        Some(vec![
+            users,
+            ended,
+            r.measured().map_or("—".into(), |s| s.samples.to_string()),
+            num(extra.and_then(|e| e.get("peak_rate")?.as_f64()), 1),
+            num(m(r, "mean_ms"), 2),
+            num(m(r, "p99_ms"), 2),
+        ])
+    });
     let mut startup = table(
         "Start-up times",
         "exec to the first 200 from /readyz, the service stopped with SIGTERM after each run.",
@@ -344,33 +344,27 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "RSS when ready (MB)",
         ],
     );
-    for c in cells(res, "startup") {
-        for r in &c.runs {
-            let lead = vec![
-                c.id.trim_start_matches("startup/").to_owned(),
-                c.param("Runs").unwrap_or_default().into(),
-            ];
-            if let Some(row) = missing(lead.clone(), startup.headers.len(), r) {
-                startup.rows.push(row);
-                continue;
-            }
-            let ms = |k: &str| {
-                r.extra
-                    .as_ref()
-                    .and_then(|e| e.pointer(&format!("/ready_ms/{k}"))?.as_f64())
-                    .map(|v| v / 1000.0)
-            };
-            let mut row = lead;
-            row.extend([
-                num(m(r, "startup_s"), 3),
-                num(ms("median"), 3),
-                num(ms("min"), 3),
-                num(ms("max"), 3),
-                num(m(r, "rss_mb"), 1),
-            ]);
-            startup.rows.push(row);
-        }
-    }
+    let lead = |c: &CellResult, _: &RunRecord| {
+        vec![
+            c.id.trim_start_matches("startup/").to_owned(),
+            c.param("Runs").unwrap_or_default().into(),
+        ]
+    };
+    startup.fill(res, "startup", lead, |_, r| {
+        let ms = |k: &str| {
+            r.extra
+                .as_ref()
+                .and_then(|e| e.pointer(&format!("/ready_ms/{k}"))?.as_f64())
+                .map(|v| v / 1000.0)
+        };
+        Some(vec![
+            num(m(r, "startup_s"), 3),
+            num(ms("median"), 3),
+            num(ms("min"), 3),
+            num(ms("max"), 3),
+            num(m(r, "rss_mb"), 1),
+        ])
+    });
     let mut overview = table(
         "One request (JMeter's sample view)",
         "Median of five requests, each on a new connection: load time to the last byte, connect time (TCP and TLS), latency to the first byte (connect included, as JMeter counts it), and the response's sizes.",
@@ -384,30 +378,15 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "Body size in bytes",
         ],
     );
-    for c in cells(res, "overview") {
-        for r in &c.runs {
-            let lead = vec![c.param("Protocol").unwrap_or_default().into()];
-            if let Some(row) = missing(lead.clone(), overview.headers.len(), r) {
-                overview.rows.push(row);
-                continue;
-            }
-            let mut row = lead;
-            row.extend([
-                num(m(r, "load_ms"), 2),
-                num(m(r, "connect_ms"), 2),
-                num(m(r, "latency_ms"), 2),
-                num(
-                    m(r, "header_bytes")
-                        .zip(m(r, "body_bytes"))
-                        .map(|(h, b)| h + b),
-                    0,
-                ),
-                num(m(r, "header_bytes"), 0),
-                num(m(r, "body_bytes"), 0),
-            ]);
-            overview.rows.push(row);
-        }
-    }
+    overview.fill(res, "overview", lead_params(&["Protocol"]), |_, r| {
+        let size = m(r, "header_bytes")
+            .zip(m(r, "body_bytes"))
+            .map(|(h, b)| h + b);
+        let mut row = figures(r, &[("load_ms", 2), ("connect_ms", 2), ("latency_ms", 2)]);
+        row.push(num(size, 0));
+        row.extend(figures(r, &[("header_bytes", 0), ("body_bytes", 0)]));
+        Some(row)
+    });
     vec![jmeter, k6, stress, startup, overview]
 }
 
@@ -430,31 +409,26 @@ fn delay(res: &SuiteResults) -> Table {
             "Gateway RSS (MB)",
         ],
     );
-    for c in cells(res, "delay") {
-        for r in &c.runs {
-            let lead = vec![c.param("Rate (req/s)").unwrap_or_default().into()];
-            if let Some(row) = missing(lead.clone(), t.headers.len(), r) {
-                t.rows.push(row);
-                continue;
-            }
-            let schedule = r.output.as_ref().and_then(|o| o.schedule);
-            let mut row = lead;
-            row.extend([
-                r.measured().map_or("—".into(), |s| s.samples.to_string()),
-                num(m(r, "success_pct"), 2),
-                num(m(r, "throughput"), 2),
-                num(m(r, "mean_ms"), 2),
-                num(m(r, "median_ms"), 2),
-                num(m(r, "p90_ms"), 2),
-                num(m(r, "p99_ms"), 2),
-                num(m(r, "max_ms"), 2),
-                schedule.map_or("—".into(), |s| s.late.to_string()),
-                schedule.map_or("—".into(), |s| s.dropped.to_string()),
-                num(m(r, "rss_mb"), 1),
-            ]);
-            t.rows.push(row);
-        }
-    }
+    t.fill(res, "delay", lead_params(&["Rate (req/s)"]), |_, r| {
+        let schedule = r.output.as_ref().and_then(|o| o.schedule);
+        let mut row = vec![r.measured().map_or("—".into(), |s| s.samples.to_string())];
+        row.extend(figures(
+            r,
+            &[
+                ("success_pct", 2),
+                ("throughput", 2),
+                ("mean_ms", 2),
+                ("median_ms", 2),
+                ("p90_ms", 2),
+                ("p99_ms", 2),
+                ("max_ms", 2),
+            ],
+        ));
+        row.push(schedule.map_or("—".into(), |s| s.late.to_string()));
+        row.push(schedule.map_or("—".into(), |s| s.dropped.to_string()));
+        row.push(num(m(r, "rss_mb"), 1));
+        Some(row)
+    });
     t
 }
 
@@ -485,42 +459,37 @@ fn parking(res: &SuiteResults) -> Table {
             .flat_map(|c| c.runs.iter())
             .find_map(|r| m(r, "throughput"))
     };
-    for c in cells(res, "parking") {
-        for r in &c.runs {
-            let lead = vec![
-                c.name.clone(),
-                c.param("Database").unwrap_or_default().into(),
-                c.param("Clients").unwrap_or_default().into(),
-            ];
-            if let Some(row) = missing(lead.clone(), t.headers.len(), r) {
-                t.rows.push(row);
-                continue;
-            }
-            let own = m(r, "throughput");
-            // pgbench's own row, and cells at a fixed offered rate (their rate is the offer).
-            let ratio = if c.id.starts_with("pgbench/") || c.param("Offered").is_some() {
-                None
-            } else {
-                own.zip(pgbench(c.param("Clients")))
-                    .filter(|(_, p)| *p > 0.0)
-                    .map(|(o, p)| o / p)
-            };
-            let mut row = lead;
-            row.extend([
-                num(own, 1),
-                num(ratio, 2),
-                num(m(r, "mean_ms"), 2),
-                num(m(r, "median_ms"), 2),
-                num(m(r, "p99_ms"), 2),
-                num(m(r, "max_ms"), 2),
-                num(m(r, "error_pct"), 2),
-                num(m(r, "priced_pct"), 1),
-                num(m(r, "quote_mean_ms"), 2),
-                num(m(r, "quote_p99_ms"), 2),
-            ]);
-            t.rows.push(row);
-        }
-    }
+    let lead = |c: &CellResult, _: &RunRecord| {
+        let mut lead = vec![c.name.clone()];
+        lead.extend(params(c, &["Database", "Clients"]));
+        lead
+    };
+    t.fill(res, "parking", lead, |c, r| {
+        let own = m(r, "throughput");
+        // pgbench's own row, and cells at a fixed offered rate (their rate is the offer).
+        let ratio = if c.id.starts_with("pgbench/") || c.param("Offered").is_some() {
+            None
+        } else {
+            own.zip(pgbench(c.param("Clients")))
+                .filter(|(_, p)| *p > 0.0)
+                .map(|(o, p)| o / p)
+        };
+        let mut row = vec![num(own, 1), num(ratio, 2)];
+        row.extend(figures(
+            r,
+            &[
+                ("mean_ms", 2),
+                ("median_ms", 2),
+                ("p99_ms", 2),
+                ("max_ms", 2),
+                ("error_pct", 2),
+                ("priced_pct", 1),
+                ("quote_mean_ms", 2),
+                ("quote_p99_ms", 2),
+            ],
+        ));
+        Some(row)
+    });
     t
 }
 
@@ -652,8 +621,8 @@ mod tests {
 
     #[test]
     fn stress_stop_reasons_read_as_what_failed() {
-        use crate::collect::StopReason;
-        use crate::stats::ErrorKind;
+        use pms_bench::collect::StopReason;
+        use pms_bench::stats::ErrorKind;
         let read = |r: StopReason| stop_reason(Some(&serde_json::to_value(r).unwrap()));
         assert_eq!(
             read(StopReason::FirstError {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::stats::Summary;
+use pms_bench::stats::Summary;
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::startup::Ready;
-use crate::target::{HttpVersion, Target};
+use pms_bench::startup::Ready;
+use pms_bench::target::{HttpVersion, Target};
 
 use super::metrics;
 use super::plan::GatewayJob;
@@ -321,7 +321,7 @@ fn load(
         "--watch-pid".into(),
         services.users.pid().to_string(),
     ]);
-    let show = crate::duration::show;
+    let show = pms_bench::duration::show;
     cmd = match job {
         GatewayJob::Jmeter(c, _) => cmd.args([
             "--users".to_owned(),
