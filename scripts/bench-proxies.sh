@@ -62,7 +62,8 @@ ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client
 # PMS_PROFILE=quick gives a faster, slightly slower-running build for iterating.
 PROFILE=${PMS_PROFILE:-release}
 cargo build --profile "$PROFILE" --quiet --bin pms
-PMS=$PWD/target/$PROFILE/pms
+TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+PMS=$TARGET_DIR/$PROFILE/pms
 # How much of the hot-code layout (crates/pms/build.rs) this build got: it moves peak RSS by MBs.
 if [ "${PMS_SYMBOL_ORDER:-}" = off ]; then
   LAYOUT="off (PMS_SYMBOL_ORDER=off)"
@@ -192,7 +193,7 @@ if [ -n "$BASELINE" ]; then
   ports+=(19601 19602)
 fi
 if [ "$CEILING" = 1 ]; then
-  "$PWD/target/$PROFILE/examples/tcp_relay" 127.0.0.1:19401 127.0.0.1:$ECHO_PORT & PIDS+=($!)
+  "$TARGET_DIR/$PROFILE/examples/tcp_relay" 127.0.0.1:19401 127.0.0.1:$ECHO_PORT & PIDS+=($!)
   RELAY_PID=$!
   ports+=(19401)
 fi
