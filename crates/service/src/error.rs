@@ -9,6 +9,7 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::StatusCode;
 
 use crate::fields::FieldError;
+use crate::openapi::{ErrorBody, ErrorDetail};
 use crate::store::DbError;
 
 /// An error answer.
@@ -97,15 +98,16 @@ impl ApiError {
 
     /// Renders the JSON body with `request_id`.
     pub fn render(&self, request_id: &str) -> Response {
-        let mut error = serde_json::json!({
-            "code": self.code,
-            "message": self.message,
-            "request_id": request_id,
-        });
-        if let Some(field) = self.field {
-            error["field"] = field.into();
-        }
-        let body = serde_json::json!({ "error": error }).to_string();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: &self.message,
+                request_id,
+                field: self.field,
+            },
+        };
+        // Strings and an option of one: serializing cannot fail.
+        let body = serde_json::to_string(&body).unwrap_or_default();
         let mut resp = (self.status, body).into_response();
         let headers = resp.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -6,6 +6,8 @@
 //! - [`error`]: [`ApiError`], the one JSON error format.
 //! - [`fields`]: reading request JSON into typed values, naming the field at fault.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
+//! - [`openapi`]: what every service's OpenAPI document shares (error body, bearer scheme, the
+//!   kit's own error answers on every operation).
 //! - [`ready`]: readiness while the database is away, and start-up retried in the background.
 //! - [`store`]: the database handle ([`store::Db`]): pool, migrations, failure classes, retries.
 //! - [`telemetry`]: request spans exported over OTLP, when the environment asks for it.
@@ -25,6 +27,7 @@ pub mod caller;
 pub mod error;
 pub mod fields;
 pub mod http;
+pub mod openapi;
 pub mod ready;
 pub mod store;
 pub mod telemetry;
@@ -32,6 +35,8 @@ pub mod vocab;
 
 #[doc(hidden)]
 pub use serde as __serde;
+#[doc(hidden)]
+pub use utoipa as __utoipa;
 
 pub use crate::caller::{caller, Caller};
 pub use crate::error::ApiError;

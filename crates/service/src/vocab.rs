@@ -58,6 +58,17 @@ macro_rules! names {
             }
         }
 
+        impl $crate::__utoipa::PartialSchema for $name {
+            fn schema() -> $crate::__utoipa::openapi::RefOr<$crate::__utoipa::openapi::schema::Schema> {
+                $crate::__utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type($crate::__utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl $crate::__utoipa::ToSchema for $name {}
+
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())

@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 use crate::password::{HashParams, PasswordError, Passwords};
 use crate::store::{Store, StoreConfig, StoreError};
 
+pub use crate::http::openapi;
 pub use pms_service::http::{DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES};
 /// Default token lifetime (the original's was 10 minutes; an hour with `exp` always enforced).
 pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);

@@ -3,6 +3,7 @@
 //! and no validation beyond "is this one of the names" live here (see [`crate::validate`]).
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use pms_service::names;
 pub use pms_service::vocab::{EnergySource, Role, UserStatus, VehicleType};
@@ -22,10 +23,13 @@ names! {
 }
 
 /// A vehicle as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(example = json!({"licensePlateNumber": "AA-20-CC", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}))]
 pub struct Vehicle {
-    /// Portuguese plate, upper case with dashes (`AA-20-CC`).
+    /// Portuguese plate, upper case with dashes (`AA-20-CC`); given in any case, with or
+    /// without dashes.
+    #[schema(example = "AA-20-CC")]
     pub license_plate_number: String,
     /// Kind of vehicle.
     pub vehicle_type: VehicleType,
@@ -35,7 +39,7 @@ pub struct Vehicle {
 
 /// A user as `getAllUsers` and `createUser` show it (the published `UserDTO`, field for field
 /// and in the same order). No password hash, ever.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserDto {
     /// User id.
@@ -49,6 +53,7 @@ pub struct UserDto {
     /// Tax number.
     pub nif: i64,
     /// Always empty: parking history lives in the parks service.
+    #[schema(value_type = Vec<Object>, max_items = 0)]
     pub parking_history: [(); 0],
     /// PARKY balance.
     pub total_parkies: i64,
@@ -63,7 +68,7 @@ pub struct UserDto {
 }
 
 /// One entry of a PARKY wallet.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParkyEvent {
     /// Event id.
@@ -75,11 +80,12 @@ pub struct ParkyEvent {
     /// The customer manager who granted them (`null` once that account is gone).
     pub manager_id: Option<i64>,
     /// When, UTC, as `YYYY-MM-DDTHH:MM:SS.ffffff` (the published layout, no zone suffix).
+    #[schema(example = "2026-11-28T18:30:00.000000")]
     pub transaction_time: String,
 }
 
 /// A PARKY wallet: balance and history.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Wallet {
     /// Whose wallet.
@@ -90,8 +96,26 @@ pub struct Wallet {
     pub parky_events: Vec<ParkyEvent>,
 }
 
+/// The answer to a login.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Session {
+    /// A bearer token for the other endpoints (HS256 or RS256/EdDSA as configured), valid for
+    /// the configured lifetime.
+    pub token: String,
+    /// The user's first name.
+    pub name: String,
+}
+
+/// A payment method, as `paymentMethod` endpoints send and answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentMethodBody {
+    /// The method; a change to `NOT_DEFINED` is refused.
+    pub payment_method: PaymentMethod,
+}
+
 /// One row of the top-10 PARKY report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct TopParky {
     /// `"First Last"`.
     pub name: String,

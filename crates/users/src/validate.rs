@@ -8,6 +8,7 @@
 
 use pms_service::fields::{enumeration, integer, required_int, required_str};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use crate::model::{EnergySource, PaymentMethod, Vehicle, VehicleType};
 
@@ -32,27 +33,51 @@ fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
     FieldError::new(field, message)
 }
 
-/// `POST /users/createUser`. Its `Debug` output never shows the password.
-#[derive(Clone, PartialEq)]
+/// `POST /users/createUser`. Its `Debug` output never shows the password. Its schema is the
+/// JSON body [`new_user`] reads (the vehicle's fields sit beside the user's).
+#[derive(Clone, PartialEq, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(
+    description = "A registration: the user and their first vehicle, side by side. Numbers may \
+        also be sent as numeric strings.",
+    example = json!({
+    "firstName": "Ana", "lastName": "Silva", "email": "ana@example.com",
+    "password": "Parking-2026!", "nif": 123456789,
+    "licensePlateNumber": "AA-20-CC", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
+    "paymentMethod": "CREDIT"
+}))
+]
 pub struct NewUser {
     /// First name, trimmed.
+    #[schema(min_length = 1, max_length = 100)]
     pub first_name: String,
     /// Last name, trimmed.
+    #[schema(min_length = 1, max_length = 100)]
     pub last_name: String,
     /// E-mail as given (trimmed); uniqueness ignores case.
+    #[schema(max_length = 254, example = "ana@example.com")]
     pub email: String,
-    /// Plain-text password; hashed before it goes anywhere.
+    /// Plain-text password: 11 to 128 characters, no spaces, with a lower-case and an upper-case
+    /// letter and a symbol; hashed before it goes anywhere.
+    #[schema(min_length = 11, max_length = 128)]
     pub password: String,
-    /// Tax number.
+    /// Tax number (nine digits).
+    #[schema(exclusive_minimum = 100_000_000, exclusive_maximum = 999_999_999)]
     pub nif: i64,
     /// The first vehicle.
+    #[serde(flatten)]
     pub vehicle: Vehicle,
     /// Payment method (`NOT_DEFINED` when absent).
+    #[schema(required = false)]
     pub payment_method: PaymentMethod,
 }
 
 /// `POST /users/login`. Its `Debug` output never shows the password.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, ToSchema)]
+#[schema(
+    description = "Login credentials.",
+    example = json!({"email": "supervisor@isep.ipp.pt", "password": "the demo password"})
+)]
 pub struct Credentials {
     /// E-mail.
     pub email: String,
@@ -81,13 +106,22 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// `POST /users/parkies`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(
+    description = "A grant (or, with a negative amount, a deduction) of PARKY coins to several \
+        users at once: all of them or none.",
+    example = json!({"userIds": [4, 5], "amount": 10, "reason": "loyalty"})
+)]
 pub struct Grant {
     /// Recipients, without duplicates, in the order given.
+    #[schema(min_items = 1, max_items = 1000)]
     pub user_ids: Vec<i64>,
-    /// Coins per recipient; negative deducts.
+    /// Coins per recipient; negative deducts; never zero.
+    #[schema(minimum = -1_000_000, maximum = 1_000_000)]
     pub amount: i64,
     /// Why.
+    #[schema(min_length = 1, max_length = 500)]
     pub reason: String,
 }
 

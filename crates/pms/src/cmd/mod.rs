@@ -7,6 +7,7 @@ mod device;
 mod echo;
 mod events;
 mod gateway;
+mod openapi;
 mod parks;
 mod payments;
 mod service;
@@ -52,6 +53,8 @@ enum Command {
     /// Certificates for local use.
     #[command(subcommand)]
     Certs(certs::Command),
+    /// Print an OpenAPI 3.1 document: the whole public API, or one service's.
+    Openapi(openapi::Args),
 }
 
 pub use bench::{ThresholdFailed, EXIT_THRESHOLD};
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Web(args) => web::run(args),
         Command::Device(c) => device::run(c),
         Command::Events(c) => events::run(c),
+        Command::Openapi(args) => openapi::run(args),
         Command::Echo(args) => echo::run(args),
         Command::Bench(c) => bench::run(c),
         Command::Certs(c) => certs::run(c),

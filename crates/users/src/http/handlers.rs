@@ -15,18 +15,34 @@ use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
 
 use pms_service::http::{json, json_bytes, json_object, Answer};
+use pms_service::openapi::ErrorBody;
 use pms_service::{caller, ApiError, Caller};
 
-use crate::model::{PaymentMethod, Role, UserStatus};
+use crate::model::{
+    PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
+};
 use crate::store::users::Page;
 use crate::throttle;
-use crate::validate;
+use crate::validate::{self, Credentials, Grant, NewUser};
 use crate::App;
+
+/// The OpenAPI tag of every users endpoint.
+pub const TAG: &str = "users";
 
 /// Most users one `getAllUsers` page may ask for.
 pub const MAX_PAGE: i64 = 1000;
 
 /// `POST /users/createUser`: self-service registration; always a CUSTOMER.
+#[utoipa::path(
+    post, path = "/users/createUser", tag = TAG, operation_id = "createUser",
+    summary = "Register as a customer",
+    request_body = NewUser,
+    responses(
+        (status = 201, description = "Registered; the user as stored.", body = UserDto),
+        (status = 409, description = "The e-mail, tax number or plate is registered already \
+            (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -45,6 +61,21 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
 /// `POST /users/login`: `{token, name}`. An unknown e-mail and a wrong password get the same
 /// answer after the same amount of hashing work. Repeated failures for one address hold it
 /// (`throttle`): an attempt while it is held gets 429 with `Retry-After`, known address or not.
+#[utoipa::path(
+    post, path = "/users/login", tag = TAG, operation_id = "login",
+    summary = "Log in for a bearer token",
+    request_body = Credentials,
+    responses(
+        (status = 200, description = "A token for the other endpoints.", body = Session),
+        (status = 401, description = "Wrong e-mail or password (`invalid_credentials`).",
+            body = ErrorBody<'static>),
+        (status = 403, description = "The account is disabled or blocked (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 429, description = "Too many failed logins for this address, or over the \
+            gateway's rate limit; `Retry-After` says when to try again.", body = ErrorBody<'static>,
+            headers(("retry-after" = u64, description = "Seconds to wait."))),
+    )
+)]
 pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -95,7 +126,10 @@ pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
         .map_err(internal)?;
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({ "token": token, "name": record.first_name }),
+        &Session {
+            token,
+            name: record.first_name,
+        },
     ))
 }
 
@@ -118,6 +152,21 @@ fn now_ms() -> i64 {
 
 /// `GET /users/getAllUsers[?limit=N&offset=M]`: every user (or one page), in id order,
 /// serialized as the rows stream in.
+#[utoipa::path(
+    get, path = "/users/getAllUsers", tag = TAG, operation_id = "getAllUsers",
+    summary = "List users (staff)",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000,
+            description = "Most users to list; all when absent."),
+        ("offset" = Option<i64>, Query, minimum = 0, description = "Users to skip first."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Users in id order.", body = Vec<UserDto>),
+        (status = 403, description = "Only SUPERVISOR and CUSTOMER_MANAGER may list users \
+            (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
     s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
@@ -144,6 +193,23 @@ pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): Ra
 }
 
 /// `PUT /users/vehicle/{userId}`: adds a vehicle; answers 202 with the vehicle as stored.
+#[utoipa::path(
+    put, path = "/users/vehicle/{userId}", tag = TAG, operation_id = "addVehicle",
+    summary = "Add a vehicle to the caller's account",
+    request_body = Vehicle,
+    params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Added; the vehicle as stored.", body = Vehicle),
+        (status = 400, description = "A field is invalid, or the account has three vehicles \
+            already (`too_many_vehicles`).", body = ErrorBody<'static>),
+        (status = 403, description = "Not the caller's own data, or the caller is not a \
+            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        (status = 409, description = "The plate is registered already (`already_registered`).",
+            body = ErrorBody<'static>),
+    )
+)]
 pub async fn add_vehicle(
     State(s): State<App>,
     Path(user_id): Path<String>,
@@ -159,6 +225,18 @@ pub async fn add_vehicle(
 }
 
 /// `GET /users/vehicles/{userId}`: the caller's vehicles.
+#[utoipa::path(
+    get, path = "/users/vehicles/{userId}", tag = TAG, operation_id = "getVehicles",
+    summary = "The caller's vehicles",
+    params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "In the order they were added.", body = Vec<Vehicle>),
+        (status = 403, description = "Not the caller's own data, or the caller is not a \
+            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn vehicles(
     State(s): State<App>,
     Path(user_id): Path<String>,
@@ -174,6 +252,19 @@ pub async fn vehicles(
 }
 
 /// `PUT /users/paymentMethod/{userId}`: changes the caller's payment method (202).
+#[utoipa::path(
+    put, path = "/users/paymentMethod/{userId}", tag = TAG, operation_id = "setPaymentMethod",
+    summary = "Change the caller's payment method",
+    request_body = PaymentMethodBody,
+    params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Changed.", body = PaymentMethodBody),
+        (status = 403, description = "Not the caller's own data, or the caller is not a \
+            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_payment_method(
     State(s): State<App>,
     Path(user_id): Path<String>,
@@ -185,10 +276,27 @@ pub async fn set_payment_method(
     let method = validate::payment_change(&body)?;
     s.store.set_payment_method(user_id, method).await?;
     s.outbox.committed();
-    Ok(json(StatusCode::ACCEPTED, &payment_json(method)))
+    Ok(json(
+        StatusCode::ACCEPTED,
+        &PaymentMethodBody {
+            payment_method: method,
+        },
+    ))
 }
 
 /// `GET /users/paymentMethod/{userId}`: the caller's payment method.
+#[utoipa::path(
+    get, path = "/users/paymentMethod/{userId}", tag = TAG, operation_id = "getPaymentMethod",
+    summary = "The caller's payment method",
+    params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The method.", body = PaymentMethodBody),
+        (status = 403, description = "Not the caller's own data, or the caller is not a \
+            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn payment_method(
     State(s): State<App>,
     Path(user_id): Path<String>,
@@ -200,10 +308,30 @@ pub async fn payment_method(
         .payment_method(user_id)
         .await?
         .ok_or_else(|| not_found(user_id))?;
-    Ok(json(StatusCode::OK, &payment_json(method)))
+    Ok(json(
+        StatusCode::OK,
+        &PaymentMethodBody {
+            payment_method: method,
+        },
+    ))
 }
 
 /// `POST /users/parkies`: grants or deducts coins to several users at once, all or nothing.
+#[utoipa::path(
+    post, path = "/users/parkies", tag = TAG, operation_id = "grantParkies",
+    summary = "Grant or deduct PARKY coins (customer managers)",
+    request_body = Grant,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Granted to every user named.", body = bool),
+        (status = 403, description = "Only a CUSTOMER_MANAGER grants coins (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "A user named does not exist (`user_not_found`); nobody \
+            got anything.", body = ErrorBody<'static>),
+        (status = 409, description = "A deduction would take a balance below zero \
+            (`insufficient_balance`); nobody lost anything.", body = ErrorBody<'static>),
+    )
+)]
 pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
@@ -221,6 +349,18 @@ pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
 }
 
 /// `GET /users/parkies/{userId}`: a wallet, for its owner or staff who manage customers.
+#[utoipa::path(
+    get, path = "/users/parkies/{userId}", tag = TAG, operation_id = "getWallet",
+    summary = "A PARKY wallet: balance and history",
+    params(("userId" = i64, Path, minimum = 1, description = "Whose wallet.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Balance and every grant and deduction.", body = Wallet),
+        (status = 403, description = "Neither the owner nor SUPERVISOR or CUSTOMER_MANAGER \
+            (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn wallet(
     State(s): State<App>,
     Path(user_id): Path<String>,
@@ -242,6 +382,12 @@ pub async fn wallet(
 }
 
 /// `GET /userReport/top10Parky`: the ten customers with the most coins.
+#[utoipa::path(
+    get, path = "/userReport/top10Parky", tag = TAG, operation_id = "top10Parky",
+    summary = "The ten customers with the most coins",
+    security(("bearer" = [])),
+    responses((status = 200, description = "Most coins first.", body = Vec<TopParky>))
+)]
 pub async fn top10(State(s): State<App>, headers: HeaderMap) -> Answer {
     s.ready.check()?;
     let _who: Caller = caller(&s.verifier, &headers).await?;
@@ -306,10 +452,6 @@ fn page(query: Option<&str>) -> Result<Page, ApiError> {
         }
     }
     Ok(page)
-}
-
-fn payment_json(method: PaymentMethod) -> serde_json::Value {
-    serde_json::json!({ "paymentMethod": method })
 }
 
 fn not_found(user_id: i64) -> ApiError {
