@@ -34,6 +34,7 @@
 
 pub mod access;
 mod admin;
+pub mod apidocs;
 mod backend;
 pub mod body;
 pub mod config;

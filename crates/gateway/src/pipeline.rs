@@ -16,6 +16,7 @@ use pms_auth::verify::Claims;
 use pms_net::serve::ConnInfo;
 
 use crate::access::{AccessLog, Entry};
+use crate::apidocs::{ApiDocs, Doc};
 use crate::backend::Backends;
 use crate::headers::{self, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
@@ -31,6 +32,8 @@ use crate::upstream::{SendError, Upstream};
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) router: Arc<Router>,
+    /// `/openapi.json` and `/docs`, when served.
+    pub(crate) api_docs: Option<Arc<ApiDocs>>,
     pub(crate) route_metrics: Vec<RouteMetrics>,
     /// Per-route rate limits, shared by all workers.
     pub(crate) rate_limits: Arc<RateLimits>,
@@ -53,6 +56,12 @@ impl AsRef<Backends> for Shared {
 }
 
 impl Shared {
+    /// Which of the gateway's own API pages `method path` asks for, when they are served.
+    pub(crate) fn api_doc(&self, method: &Method, path: &str) -> Option<(&ApiDocs, Doc)> {
+        let docs = self.api_docs.as_deref()?;
+        ApiDocs::wants(method, path).map(|doc| (docs, doc))
+    }
+
     /// The route that takes `method path`.
     ///
     /// # Errors

@@ -57,13 +57,19 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
         };
         (req.method().clone(), target, req.version())
     });
-    let routed = headers::check_host(req.version(), req.headers())
-        .map_err(GatewayError::BadRequest)
-        .and_then(|()| shared.route(req.method(), req.uri().path()));
-    let route = routed.as_ref().ok().copied();
-    let result = match routed {
-        Ok(i) => forward(shared, i, conn, &request_id, req).await,
-        Err(err) => Err(err),
+    let checked =
+        headers::check_host(req.version(), req.headers()).map_err(GatewayError::BadRequest);
+    let mut route = None;
+    let result = match (checked, shared.api_doc(req.method(), req.uri().path())) {
+        (Err(err), _) => Err(err),
+        (Ok(()), Some((docs, doc))) => Ok(docs.response(doc, &request_id)),
+        (Ok(()), None) => match shared.route(req.method(), req.uri().path()) {
+            Ok(i) => {
+                route = Some(i);
+                forward(shared, i, conn, &request_id, req).await
+            }
+            Err(err) => Err(err),
+        },
     };
     let resp = match result {
         Ok(resp) => resp,

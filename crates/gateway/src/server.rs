@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::apidocs::ApiDocs;
 use crate::discovery::{self, Tasks};
 use crate::worker::{worker, Common, WorkerListener};
 use crate::{access, admin, config, jwt, metrics, openfiles, ratelimit, router, Settings};
@@ -154,14 +155,21 @@ pub async fn run(
         settings.limits.max_connections,
         &metrics,
     );
+    let route_metrics = settings
+        .routes
+        .iter()
+        .map(|r| metrics.route(&r.name))
+        .collect();
+    let router = Arc::new(router::Router::new(settings.routes));
+    let api_docs = match &settings.openapi {
+        Some(doc) if settings.api_docs => Some(Arc::new(ApiDocs::new(doc, &router))),
+        _ => None,
+    };
     let common = Arc::new(Common {
         metrics: metrics.clone(),
-        route_metrics: settings
-            .routes
-            .iter()
-            .map(|r| metrics.route(&r.name))
-            .collect(),
-        router: Arc::new(router::Router::new(settings.routes)),
+        route_metrics,
+        api_docs,
+        router,
         rate_limits,
         jwt,
         access_log,

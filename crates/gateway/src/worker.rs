@@ -16,6 +16,8 @@ use crate::{access, backend, config, discovery, fast, jwt, metrics, proxy, ratel
 pub(crate) struct Common {
     pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) router: Arc<router::Router>,
+    /// `/openapi.json` and `/docs`, when served.
+    pub(crate) api_docs: Option<Arc<crate::apidocs::ApiDocs>>,
     pub(crate) route_metrics: Vec<metrics::RouteMetrics>,
     pub(crate) rate_limits: Arc<ratelimit::RateLimits>,
     pub(crate) jwt: Arc<jwt::JwtAuth>,
@@ -136,6 +138,7 @@ fn start(
     let counters = common.metrics.fast_path();
     let shared = Arc::new(Shared {
         router: common.router.clone(),
+        api_docs: common.api_docs.clone(),
         route_metrics: common.route_metrics.clone(),
         rate_limits: common.rate_limits.clone(),
         unrouted: common.metrics.unrouted(),

@@ -151,10 +151,19 @@ pub fn id_param(field: &'static str, text: &str) -> Result<i64, FieldError> {
     }
 }
 
-/// An integer from a JSON number or a numeric string.
+/// An integer from a JSON number or a numeric string. A number written with a zero fraction
+/// (`30.0`) is that integer, as JSON Schema counts it, when it is exactly representable
+/// (within ±2^53); `1.5` is not an integer.
 pub fn integer(v: &Value) -> Option<i64> {
+    /// Largest magnitude below which every integer is an exact `f64`.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
     match v {
-        Value::Number(n) => n.as_i64(),
+        Value::Number(n) => n.as_i64().or_else(|| {
+            let f = n.as_f64()?;
+            // In range, the cast is exact: the check makes it lossless.
+            #[allow(clippy::cast_possible_truncation)]
+            (f.fract() == 0.0 && f.abs() <= EXACT).then_some(f as i64)
+        }),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -174,8 +183,18 @@ mod tests {
 
     #[test]
     fn numbers_come_as_numbers_or_numeric_strings() {
-        let b = body(json!({"a": 15, "b": "15", "c": "x", "d": 1.5, "e": null}));
+        let b =
+            body(json!({"a": 15, "b": "15", "c": "x", "d": 1.5, "e": null, "f": 30.0, "g": 1e300}));
         assert_eq!(required_int(&b, "a"), Ok(15));
+        assert_eq!(
+            required_int(&b, "f"),
+            Ok(30),
+            "a zero fraction is an integer"
+        );
+        assert!(
+            required_int(&b, "g").is_err(),
+            "past 2^53 a float is not exact"
+        );
         assert_eq!(required_int(&b, "b"), Ok(15));
         assert_eq!(required_int(&b, "c").unwrap_err().field, "c");
         assert!(required_int(&b, "d").is_err());

@@ -29,7 +29,10 @@ names! {
 pub struct Vehicle {
     /// Portuguese plate, upper case with dashes (`AA-20-CC`); given in any case, with or
     /// without dashes.
-    #[schema(example = "AA-20-CC")]
+    #[schema(
+        example = "AA-20-CC",
+        pattern = r"^([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-Za-z]{2}-[0-9]{2}|[0-9]{2}-[0-9]{2}-[A-Za-z]{2}|[A-Za-z]{2}-[0-9]{2}-[A-Za-z]{2})$"
+    )]
     pub license_plate_number: String,
     /// Kind of vehicle.
     pub vehicle_type: VehicleType,

@@ -48,18 +48,34 @@ fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
 }))
 ]
 pub struct NewUser {
-    /// First name, trimmed.
-    #[schema(min_length = 1, max_length = 100)]
+    /// First name, trimmed; not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub first_name: String,
-    /// Last name, trimmed.
-    #[schema(min_length = 1, max_length = 100)]
+    /// Last name, trimmed; not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub last_name: String,
     /// E-mail as given (trimmed); uniqueness ignores case.
-    #[schema(max_length = 254, example = "ana@example.com")]
+    #[schema(
+        max_length = 254,
+        example = "ana@example.com",
+        pattern = r"^(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
+    )]
     pub email: String,
     /// Plain-text password: 11 to 128 characters, no spaces, with a lower-case and an upper-case
     /// letter and a symbol; hashed before it goes anywhere.
-    #[schema(min_length = 11, max_length = 128)]
+    #[schema(
+        min_length = 11,
+        max_length = 128,
+        pattern = r"^(?=.*[a-z])(?=.*[A-Z])(?=.*[!-/:-@\[-`{-~])\S{11,128}$"
+    )]
     pub password: String,
     /// Tax number (nine digits).
     #[schema(exclusive_minimum = 100_000_000, exclusive_maximum = 999_999_999)]
@@ -114,15 +130,53 @@ impl std::fmt::Debug for Credentials {
     example = json!({"userIds": [4, 5], "amount": 10, "reason": "loyalty"})
 )]
 pub struct Grant {
-    /// Recipients, without duplicates, in the order given.
-    #[schema(min_items = 1, max_items = 1000)]
+    /// Recipients (user ids), without duplicates, in the order given.
+    #[schema(min_items = 1, max_items = 1000, schema_with = user_ids)]
     pub user_ids: Vec<i64>,
     /// Coins per recipient; negative deducts; never zero.
-    #[schema(minimum = -1_000_000, maximum = 1_000_000)]
+    #[schema(schema_with = grant_amount)]
     pub amount: i64,
-    /// Why.
-    #[schema(min_length = 1, max_length = 500)]
+    /// Why; not blank.
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     pub reason: String,
+}
+
+/// The schema of `userIds`: one to [`MAX_GRANT_USERS`] positive ids.
+fn user_ids() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Int64,
+                )))
+                .minimum(Some(1)),
+        )
+        .min_items(Some(1))
+        .max_items(Some(MAX_GRANT_USERS))
+        .description(Some(
+            "Recipients (user ids), without duplicates, in the order given.",
+        ))
+        .build()
+}
+
+/// The schema of a grant's `amount`: non-zero, at most [`MAX_GRANT_AMOUNT`] either way.
+fn grant_amount() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    let range = |min: i64, max: i64| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(min))
+            .maximum(Some(max))
+    };
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(range(1, MAX_GRANT_AMOUNT))
+            .item(range(-MAX_GRANT_AMOUNT, -1))
+            .description(Some("Coins per recipient; negative deducts; never zero."))
+            .build(),
+    )
 }
 
 /// Parses and checks a registration.
@@ -193,11 +247,39 @@ pub fn vehicle(body: &Map<String, Value>) -> Result<Vehicle, FieldError> {
     })
 }
 
+/// `PUT /users/paymentMethod/{userId}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(
+    description = "A new payment method.",
+    example = json!({"paymentMethod": "PAYPAL"})
+)]
+pub struct PaymentChange {
+    /// The method; never `NOT_DEFINED` (a user cannot go back to it).
+    #[schema(schema_with = chosen_method)]
+    pub payment_method: PaymentMethod,
+}
+
+/// The schema of a chosen payment method: any but `NOT_DEFINED`.
+fn chosen_method() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(
+            PaymentMethod::ALL
+                .iter()
+                .filter(|m| **m != PaymentMethod::NotDefined)
+                .map(|m| m.as_str()),
+        ))
+        .description(Some("The method; a user cannot go back to NOT_DEFINED."))
+        .build()
+}
+
 /// Parses a payment-method change; `NOT_DEFINED` is refused (a user cannot go back to it).
 ///
 /// # Errors
 /// When the field is missing, unknown or `NOT_DEFINED`.
-pub fn payment_change(body: &Map<String, Value>) -> Result<PaymentMethod, FieldError> {
+pub fn payment_change(body: &Map<String, Value>) -> Result<PaymentChange, FieldError> {
     let method = enumeration(
         body,
         "paymentMethod",
@@ -210,7 +292,9 @@ pub fn payment_change(body: &Map<String, Value>) -> Result<PaymentMethod, FieldE
             "cannot be changed back to NOT_DEFINED",
         ));
     }
-    Ok(method)
+    Ok(PaymentChange {
+        payment_method: method,
+    })
 }
 
 /// Parses a PARKY grant.

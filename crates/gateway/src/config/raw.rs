@@ -38,6 +38,17 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     /// The access log; none without it.
     pub access_log: Option<RawAccessLog>,
+    /// `/openapi.json` and `/docs` on the public listeners.
+    #[serde(default)]
+    pub api_docs: RawApiDocs,
+}
+
+/// `[api_docs]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApiDocs {
+    /// Serve them (default: yes, when the program running the gateway has a document).
+    pub enabled: Option<bool>,
 }
 
 /// `[access_log]`.

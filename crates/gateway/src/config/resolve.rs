@@ -245,6 +245,8 @@ impl RawConfig {
             upstreams,
             routes,
             access_log,
+            api_docs: self.api_docs.enabled.unwrap_or(true),
+            openapi: None,
         })
     }
 }

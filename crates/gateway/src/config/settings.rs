@@ -44,6 +44,13 @@ pub struct Settings {
     pub routes: Vec<RouteSettings>,
     /// Where the access log goes; `None`: no access log.
     pub access_log: Option<crate::access::Target>,
+    /// Whether `/openapi.json` and `/docs` are served (`[api_docs] enabled`, default true)
+    /// when there is a document.
+    pub api_docs: bool,
+    /// The OpenAPI document of the services behind the gateway. Not read from the file: the
+    /// program running the gateway sets it (`pms` sets every service's). The gateway serves
+    /// the operations its routes reach; see [`apidocs`](crate::apidocs).
+    pub openapi: Option<serde_json::Value>,
 }
 
 /// Resolved `[limits]`.

@@ -313,9 +313,14 @@ impl FastPath {
             buf, fields, out, ..
         } = bufs;
         let shared = &*self.shared;
-        let Ok(index) = shared.router.find(&head.method, head.path(buf)) else {
+        // The gateway's own API pages are hyper's to answer, whatever route matches them.
+        let path = head.path(buf);
+        let Ok(index) = shared.router.find(&head.method, path) else {
             return Next::Handoff;
         };
+        if std::str::from_utf8(path).is_ok_and(|p| shared.api_doc(&head.method, p).is_some()) {
+            return Next::Handoff;
+        }
         let route = shared.router.route(index);
         // Transformed and rate-limited routes are hyper's; so is a body over the limit, which
         // hyper's path refuses.

@@ -46,6 +46,11 @@ pub fn all() -> utoipa::openapi::OpenApi {
     doc
 }
 
+/// The whole API as JSON, for the gateway.
+pub fn json() -> serde_json::Value {
+    serde_json::to_value(all()).unwrap_or_default()
+}
+
 /// Prints the document as indented JSON.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let json = document(args.service).to_pretty_json()?;

@@ -122,8 +122,10 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let config_path = args.data_dir.join("gateway.toml");
         std::fs::write(&config_path, &toml)
             .with_context(|| format!("writing {}", config_path.display()))?;
-        let settings = pms_gateway::config::load(&config_path, &pms_gateway::config::process_env)
-            .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
+        let mut settings =
+            pms_gateway::config::load(&config_path, &pms_gateway::config::process_env)
+                .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
+        settings.openapi = Some(super::openapi::json());
         let bound = pms_gateway::Bound::bind(&settings).context("binding the gateway")?;
 
         let seeded = super::users::start(&app).await?;

@@ -17,11 +17,11 @@ impl From<StoreError> for ApiError {
             StoreError::UserNotFound(_) | StoreError::UsersNotFound(_) => {
                 (StatusCode::NOT_FOUND, "user_not_found", None)
             }
-            StoreError::TooManyVehicles => (
-                StatusCode::BAD_REQUEST,
-                "too_many_vehicles",
-                Some("vehicles"),
-            ),
+            // A conflict with the account's state (its three vehicles), not a bad request: the
+            // same body succeeds for an account with fewer.
+            StoreError::TooManyVehicles => {
+                (StatusCode::CONFLICT, "too_many_vehicles", Some("vehicles"))
+            }
             StoreError::InsufficientBalance(_) => {
                 (StatusCode::CONFLICT, "insufficient_balance", Some("amount"))
             }

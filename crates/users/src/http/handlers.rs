@@ -23,7 +23,7 @@ use crate::model::{
 };
 use crate::store::users::Page;
 use crate::throttle;
-use crate::validate::{self, Credentials, Grant, NewUser};
+use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange};
 use crate::App;
 
 /// The OpenAPI tag of every users endpoint.
@@ -201,12 +201,11 @@ pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): Ra
     security(("bearer" = [])),
     responses(
         (status = 202, description = "Added; the vehicle as stored.", body = Vehicle),
-        (status = 400, description = "A field is invalid, or the account has three vehicles \
-            already (`too_many_vehicles`).", body = ErrorBody<'static>),
         (status = 403, description = "Not the caller's own data, or the caller is not a \
             CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
         (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
-        (status = 409, description = "The plate is registered already (`already_registered`).",
+        (status = 409, description = "The plate is registered already (`already_registered`), \
+            or the account has three vehicles already (`too_many_vehicles`).",
             body = ErrorBody<'static>),
     )
 )]
@@ -255,7 +254,7 @@ pub async fn vehicles(
 #[utoipa::path(
     put, path = "/users/paymentMethod/{userId}", tag = TAG, operation_id = "setPaymentMethod",
     summary = "Change the caller's payment method",
-    request_body = PaymentMethodBody,
+    request_body = PaymentChange,
     params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
     security(("bearer" = [])),
     responses(
@@ -273,7 +272,7 @@ pub async fn set_payment_method(
 ) -> Answer {
     let user_id = own_customer_data(&s, &headers, &user_id).await?;
     let body = json_object(&s.limits, &headers, body).await?;
-    let method = validate::payment_change(&body)?;
+    let method = validate::payment_change(&body)?.payment_method;
     s.store.set_payment_method(user_id, method).await?;
     s.outbox.committed();
     Ok(json(
@@ -323,7 +322,8 @@ pub async fn payment_method(
     request_body = Grant,
     security(("bearer" = [])),
     responses(
-        (status = 201, description = "Granted to every user named.", body = bool),
+        (status = 201, description = "Granted to every user named.", body = bool,
+            content_type = "application/json"),
         (status = 403, description = "Only a CUSTOMER_MANAGER grants coins (`forbidden`).",
             body = ErrorBody<'static>),
         (status = 404, description = "A user named does not exist (`user_not_found`); nobody \

@@ -125,7 +125,9 @@ fn plates_take_the_four_portuguese_shapes() {
 #[test]
 fn payment_method_never_goes_back_to_not_defined() {
     assert_eq!(
-        payment_change(&obj(json!({"paymentMethod": "DEBIT"}))).unwrap(),
+        payment_change(&obj(json!({"paymentMethod": "DEBIT"})))
+            .unwrap()
+            .payment_method,
         PaymentMethod::Debit
     );
     let e = payment_change(&obj(json!({"paymentMethod": "NOT_DEFINED"}))).unwrap_err();

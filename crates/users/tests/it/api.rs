@@ -89,7 +89,7 @@ async fn walkthrough(db: Db, via: Via) {
     let r = me
         .send_json("PUT", &format!("/users/vehicle/{my}"), &fourth)
         .await;
-    assert_error(&r, 400, "too_many_vehicles", Some("vehicles"));
+    assert_error(&r, 409, "too_many_vehicles", Some("vehicles"));
 
     // Payment method.
     assert_eq!(

@@ -1,0 +1,444 @@
+//! The public API's contract, served by the gateway itself: `GET /openapi.json` (OpenAPI 3.1)
+//! and `GET /docs` (the same document as a readable page, self-contained: no script, nothing
+//! fetched from elsewhere).
+//!
+//! The program embedding the gateway gives it the services' document ([`Settings::openapi`]);
+//! the gateway keeps the operations its routes reach and adds what it answers itself on them:
+//! 429 on a rate-limited route, 401/403 and the bearer requirement on a `jwt` route, 408/413
+//! where there is a body, 502/503/504 when the upstream fails. Both answers are built once, at
+//! start.
+//!
+//! [`Settings::openapi`]: crate::config::Settings::openapi
+
+use askama::Template;
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Method, Response};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Map, Value};
+
+use crate::body::ProxyBody;
+use crate::headers::X_REQUEST_ID;
+use crate::router::Router;
+
+/// Path of the document.
+pub const DOCUMENT_PATH: &str = "/openapi.json";
+/// Path of the reference page.
+pub const PAGE_PATH: &str = "/docs";
+
+/// The two answers, rendered.
+#[derive(Debug)]
+pub(crate) struct ApiDocs {
+    /// `application/json`.
+    pub(crate) document: Bytes,
+    /// `text/html; charset=utf-8`.
+    pub(crate) page: Bytes,
+}
+
+/// What a path of the docs answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doc {
+    /// The OpenAPI document.
+    Document,
+    /// The reference page.
+    Page,
+}
+
+impl ApiDocs {
+    /// The document of `services` cut to what `router` reaches, and its page.
+    pub(crate) fn new(services: &Value, router: &Router) -> Self {
+        let doc = public(services, router);
+        let page = render(&doc);
+        Self {
+            document: Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+            page: Bytes::from(page),
+        }
+    }
+
+    /// Which answer `method path` asks for, if any: only `GET` and `HEAD` of the two paths.
+    pub(crate) fn wants(method: &Method, path: &str) -> Option<Doc> {
+        if method != Method::GET && method != Method::HEAD {
+            return None;
+        }
+        match path {
+            DOCUMENT_PATH => Some(Doc::Document),
+            PAGE_PATH => Some(Doc::Page),
+            _ => None,
+        }
+    }
+
+    /// The answer to a request for `doc`.
+    pub(crate) fn response(&self, doc: Doc, request_id: &HeaderValue) -> Response<ProxyBody> {
+        let (body, content_type) = match doc {
+            Doc::Document => (self.document.clone(), "application/json"),
+            Doc::Page => (self.page.clone(), "text/html; charset=utf-8"),
+        };
+        let mut resp = Response::new(
+            Full::new(body)
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+        let h = resp.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        h.insert(X_REQUEST_ID.clone(), request_id.clone());
+        resp
+    }
+}
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "patch", "head", "options", "trace",
+];
+
+/// `services` with only the operations a route takes, each with the gateway's own answers.
+pub(crate) fn public(services: &Value, router: &Router) -> Value {
+    let mut doc = services.clone();
+    let mut kept = Map::new();
+    if let Some(paths) = services.get("paths").and_then(Value::as_object) {
+        for (path, item) in paths {
+            let Some(item) = item.as_object() else {
+                continue;
+            };
+            let concrete = fill_template(path);
+            let mut out = Map::new();
+            for (key, op) in item {
+                if !METHODS.contains(&key.as_str()) {
+                    out.insert(key.clone(), op.clone());
+                    continue;
+                }
+                let Ok(method) = Method::from_bytes(key.to_ascii_uppercase().as_bytes()) else {
+                    continue;
+                };
+                let Ok(index) = router.find(&method, concrete.as_bytes()) else {
+                    continue;
+                };
+                let route = router.route(index);
+                let mut op = op.clone();
+                add_gateway_answers(&mut op, route.jwt, route.rate_limit.is_some());
+                out.insert(key.clone(), op);
+            }
+            if out.keys().any(|k| METHODS.contains(&k.as_str())) {
+                kept.insert(path.clone(), Value::Object(out));
+            }
+        }
+    }
+    doc["paths"] = Value::Object(kept);
+    doc
+}
+
+/// `/users/vehicle/{userId}` as a request path the router can match (`/users/vehicle/1`).
+fn fill_template(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_param = false;
+    for c in path.chars() {
+        match c {
+            '{' => in_param = true,
+            '}' if in_param => {
+                in_param = false;
+                out.push('1');
+            }
+            _ if in_param => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn error(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    })
+}
+
+/// Adds what the gateway answers on a route, keeping what the service documented.
+fn add_gateway_answers(op: &mut Value, jwt: bool, limited: bool) {
+    let has_body = op.get("requestBody").is_some();
+    if jwt && op.get("security").is_none() {
+        op["security"] = json!([{"bearer": []}]);
+    }
+    let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut add = |status: &str, description: &str| {
+        responses
+            .entry(status)
+            .or_insert_with(|| error(description));
+    };
+    if jwt {
+        add(
+            "401",
+            "No bearer token (`missing_token`), or one that does not verify or has expired \
+             (`invalid_token`).",
+        );
+        add(
+            "403",
+            "The token's role may not use this route (`forbidden`).",
+        );
+    }
+    if limited {
+        add(
+            "429",
+            "Over the route's rate limit (`too_many_requests`); `Retry-After` says when to try \
+             again.",
+        );
+    }
+    if has_body {
+        add(
+            "408",
+            "The body did not arrive in time (`request_timeout`).",
+        );
+        add(
+            "413",
+            "The body is over the gateway's limit (`payload_too_large`).",
+        );
+    }
+    add(
+        "502",
+        "The service behind the gateway could not be reached or failed mid-answer \
+         (`bad_gateway`).",
+    );
+    add(
+        "503",
+        "The service is busy past the gateway's queue (`upstream_busy`), or token keys cannot \
+         be fetched (`service_unavailable`).",
+    );
+    add(
+        "504",
+        "The service did not answer in time (`gateway_timeout`).",
+    );
+}
+
+/// The reference page.
+#[derive(Template)]
+#[template(path = "docs.html")]
+struct Page {
+    title: String,
+    version: String,
+    description: String,
+    operations: Vec<Operation>,
+    schemas: Vec<Schema>,
+}
+
+struct Operation {
+    anchor: String,
+    method: String,
+    path: String,
+    summary: String,
+    description: String,
+    bearer: bool,
+    params: Vec<Field>,
+    body: Option<String>,
+    example: Option<String>,
+    responses: Vec<Answer>,
+}
+
+struct Answer {
+    status: String,
+    description: String,
+    schema: Option<String>,
+}
+
+struct Field {
+    name: String,
+    kind: String,
+    required: bool,
+    description: String,
+}
+
+struct Schema {
+    name: String,
+    description: String,
+    kind: String,
+    fields: Vec<Field>,
+    example: Option<String>,
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+/// A schema's kind in a few words: `Vehicle`, `array of UserDto`, `integer (int64)`, an enum's
+/// names.
+fn kind(schema: &Value) -> String {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        return r.rsplit('/').next().unwrap_or(r).to_owned();
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let names: Vec<String> = values
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .collect();
+        return format!("one of {}", names.join(", "));
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        let parts: Vec<String> = all.iter().map(kind).collect();
+        return parts.join(" and ");
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any".to_owned(),
+    };
+    if ty == "array" {
+        return format!(
+            "array of {}",
+            schema.get("items").map_or("any".into(), kind)
+        );
+    }
+    match schema.get("format").and_then(Value::as_str) {
+        Some(f) => format!("{ty} ({f})"),
+        None => ty,
+    }
+}
+
+fn fields_of(object: &Value) -> Vec<Field> {
+    let required: Vec<&str> = object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    if let Some(props) = object.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            out.push(Field {
+                name: name.clone(),
+                kind: kind(p),
+                required: required.contains(&name.as_str()),
+                description: text(p, "description"),
+            });
+        }
+    }
+    for part in object
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        out.extend(fields_of(part));
+    }
+    out
+}
+
+fn pretty(v: Option<&Value>) -> Option<String> {
+    v.and_then(|v| serde_json::to_string_pretty(v).ok())
+}
+
+fn render(doc: &Value) -> String {
+    let mut operations = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            if !METHODS.contains(&method.as_str()) {
+                continue;
+            }
+            let body = op.pointer("/requestBody/content/application~1json/schema");
+            let params = op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| Field {
+                    name: format!("{} ({})", text(p, "name"), text(p, "in")),
+                    kind: p.get("schema").map_or_else(String::new, kind),
+                    required: p.get("required").and_then(Value::as_bool) == Some(true),
+                    description: text(p, "description"),
+                })
+                .collect();
+            let responses = op["responses"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(status, r)| Answer {
+                    status: status.clone(),
+                    description: text(r, "description"),
+                    schema: r.pointer("/content/application~1json/schema").map(kind),
+                })
+                .collect();
+            operations.push(Operation {
+                anchor: op
+                    .get("operationId")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("{method}-{path}"), str::to_owned),
+                method: method.to_ascii_uppercase(),
+                path: path.clone(),
+                summary: text(op, "summary"),
+                description: text(op, "description"),
+                bearer: op
+                    .get("security")
+                    .and_then(Value::as_array)
+                    .is_some_and(|s| !s.is_empty()),
+                params,
+                body: body.map(kind),
+                example: pretty(body.and_then(|b| example_of(doc, b))),
+                responses,
+            });
+        }
+    }
+    let schemas = doc
+        .pointer("/components/schemas")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(name, s)| Schema {
+            name: name.clone(),
+            description: text(s, "description"),
+            kind: kind(s),
+            fields: fields_of(s),
+            example: pretty(s.get("example")),
+        })
+        .collect();
+    let page = Page {
+        title: text(&doc["info"], "title"),
+        version: text(&doc["info"], "version"),
+        description: text(&doc["info"], "description"),
+        operations,
+        schemas,
+    };
+    page.render()
+        .unwrap_or_else(|e| format!("<!doctype html><title>API</title><p>{e}</p>"))
+}
+
+/// The example of `schema`, or of the schema it refers to.
+fn example_of<'a>(doc: &'a Value, schema: &'a Value) -> Option<&'a Value> {
+    if let Some(e) = schema.get("example") {
+        return Some(e);
+    }
+    let name = schema.get("$ref")?.as_str()?.rsplit('/').next()?;
+    doc.pointer(&format!("/components/schemas/{name}/example"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_become_matchable_paths() {
+        assert_eq!(fill_template("/users/vehicle/{userId}"), "/users/vehicle/1");
+        assert_eq!(fill_template("/a/{x}/b/{y}"), "/a/1/b/1");
+        assert_eq!(fill_template("/plain"), "/plain");
+    }
+
+    #[test]
+    fn kinds_read_as_words() {
+        assert_eq!(
+            kind(&json!({"$ref": "#/components/schemas/Vehicle"})),
+            "Vehicle"
+        );
+        assert_eq!(
+            kind(&json!({"type": "array", "items": {"$ref": "#/components/schemas/U"}})),
+            "array of U"
+        );
+        assert_eq!(kind(&json!({"type": ["string", "null"]})), "string or null");
+        assert_eq!(
+            kind(&json!({"type": "string", "enum": ["A", "B"]})),
+            "one of A, B"
+        );
+        assert_eq!(
+            kind(&json!({"type": "integer", "format": "int64"})),
+            "integer (int64)"
+        );
+    }
+}
