@@ -92,7 +92,7 @@ async fn vehicles_under_contention(db: Db) {
         .collect();
     let statuses = parallel(&stack, &token, "PUT", "/users/vehicle/7".into(), bodies).await;
     let ok = statuses.iter().filter(|s| **s == 202).count();
-    let refused = statuses.iter().filter(|s| **s == 400).count();
+    let refused = statuses.iter().filter(|s| **s == 409).count();
     assert_eq!((ok, refused), (2, 8), "{statuses:?}");
     assert_eq!(
         stack
