@@ -56,14 +56,16 @@ impl ApiDocs {
     }
 
     /// Which answer `method path` asks for, if any: only `GET` and `HEAD` of the two paths.
-    pub(crate) fn wants(method: &Method, path: &str) -> Option<Doc> {
+    pub(crate) fn wants(method: &Method, path: &[u8]) -> Option<Doc> {
         if method != Method::GET && method != Method::HEAD {
             return None;
         }
-        match path {
-            DOCUMENT_PATH => Some(Doc::Document),
-            PAGE_PATH => Some(Doc::Page),
-            _ => None,
+        if path == DOCUMENT_PATH.as_bytes() {
+            Some(Doc::Document)
+        } else if path == PAGE_PATH.as_bytes() {
+            Some(Doc::Page)
+        } else {
+            None
         }
     }
 

@@ -57,7 +57,7 @@ impl AsRef<Backends> for Shared {
 
 impl Shared {
     /// Which of the gateway's own API pages `method path` asks for, when they are served.
-    pub(crate) fn api_doc(&self, method: &Method, path: &str) -> Option<(&ApiDocs, Doc)> {
+    pub(crate) fn api_doc(&self, method: &Method, path: &[u8]) -> Option<(&ApiDocs, Doc)> {
         let docs = self.api_docs.as_deref()?;
         ApiDocs::wants(method, path).map(|doc| (docs, doc))
     }

@@ -60,7 +60,10 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
     let checked =
         headers::check_host(req.version(), req.headers()).map_err(GatewayError::BadRequest);
     let mut route = None;
-    let result = match (checked, shared.api_doc(req.method(), req.uri().path())) {
+    let result = match (
+        checked,
+        shared.api_doc(req.method(), req.uri().path().as_bytes()),
+    ) {
         (Err(err), _) => Err(err),
         (Ok(()), Some((docs, doc))) => Ok(docs.response(doc, &request_id)),
         (Ok(()), None) => match shared.route(req.method(), req.uri().path()) {

@@ -318,7 +318,7 @@ impl FastPath {
         let Ok(index) = shared.router.find(&head.method, path) else {
             return Next::Handoff;
         };
-        if std::str::from_utf8(path).is_ok_and(|p| shared.api_doc(&head.method, p).is_some()) {
+        if shared.api_doc(&head.method, path).is_some() {
             return Next::Handoff;
         }
         let route = shared.router.route(index);
