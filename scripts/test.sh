@@ -43,6 +43,11 @@ node tests/browser/check-report.mjs "$suites"/*/report.html
 echo "== the front office in Chromium"
 node tests/browser/front-office.mjs target/debug/pms target/front-office
 
+# The API contract: every OpenAPI document through openapi-spec-validator, then Schemathesis
+# against a real `pms up` through the gateway, per role and per device (docs/api.md).
+echo "== the API contract: OpenAPI documents and Schemathesis"
+bash scripts/fuzz.sh --ci target/debug/pms
+
 # The Kubernetes chart, offline: Helm built from the Go module proxy (once; about three minutes),
 # the schemas from the PyPI package kubernetes-validate; the rendered manifests against the golden
 # files and the binary (docs/kubernetes.md).

@@ -123,8 +123,41 @@ pub(crate) fn public(services: &Value, router: &Router) -> Value {
             }
         }
     }
+    drop_dangling_links(&mut kept);
     doc["paths"] = Value::Object(kept);
     doc
+}
+
+/// Removes the response links to operations no route reaches (their `operationId` is gone).
+fn drop_dangling_links(paths: &mut Map<String, Value>) {
+    let ids: std::collections::HashSet<String> = paths
+        .values()
+        .filter_map(Value::as_object)
+        .flat_map(|item| item.values())
+        .filter_map(|op| op.get("operationId").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut() {
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for response in responses.values_mut() {
+                if let Some(links) = response.get_mut("links").and_then(Value::as_object_mut) {
+                    links.retain(|_, link| {
+                        link.get("operationId")
+                            .and_then(Value::as_str)
+                            .is_some_and(|id| ids.contains(id))
+                    });
+                    if links.is_empty() {
+                        if let Some(r) = response.as_object_mut() {
+                            r.remove("links");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `/users/vehicle/{userId}` as a request path the router can match (`/users/vehicle/1`).
@@ -415,6 +448,24 @@ fn example_of<'a>(doc: &'a Value, schema: &'a Value) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_to_operations_no_route_reaches_are_dropped() {
+        let link = |id: &str| json!({"operationId": id});
+        let mut paths = json!({
+            "/a": {"get": {"operationId": "a", "responses": {"200": {
+                "description": "", "links": {"toB": link("b"), "toGone": link("gone")}}}}},
+            "/b": {"get": {"operationId": "b", "responses": {"200": {
+                "description": "", "links": {"toGone": link("gone")}}}}},
+        });
+        drop_dangling_links(paths.as_object_mut().unwrap());
+        let a = &paths["/a"]["get"]["responses"]["200"]["links"];
+        assert_eq!(a.as_object().map(|l| l.len()), Some(1));
+        assert_eq!(a["toB"]["operationId"], "b");
+        assert!(paths["/b"]["get"]["responses"]["200"]
+            .get("links")
+            .is_none());
+    }
 
     #[test]
     fn templates_become_matchable_paths() {

@@ -24,6 +24,8 @@
 pub mod devices;
 pub mod events;
 pub mod http;
+
+pub use crate::http::openapi;
 pub mod metrics;
 pub mod model;
 pub mod prices;

@@ -5,6 +5,7 @@
 use pms_service::names;
 use pms_service::vocab::{EnergySource, VehicleType};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 names! {
     /// Which way a barrier lets cars through (the original did not know; it went by the endpoint
@@ -40,7 +41,7 @@ names! {
 }
 
 /// `GET /parks/getAllOccupancies` item (note the original's `parkid`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Occupancy {
     /// Park id (lower-case `parkid`, as published).
     pub parkid: i64,
@@ -55,7 +56,7 @@ pub struct Occupancy {
 }
 
 /// Free spots of one vehicle and energy type.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SpotTypeOccupancy {
     /// Vehicle type.
@@ -67,7 +68,7 @@ pub struct SpotTypeOccupancy {
 }
 
 /// `GET /parks/real-time/occupancy/...` item.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NearbyPark {
     /// Park id.
@@ -83,7 +84,7 @@ pub struct NearbyPark {
 }
 
 /// A spot as `getSpotsByParkNumber` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Spot {
     /// `A1`, `B3`, …
@@ -103,25 +104,28 @@ pub struct Spot {
 }
 
 /// A manager's change of a spot, as the spot list shows the latest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct SpotChange {
     /// The manager's name as they gave it.
     pub by: String,
     /// When, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub at: String,
     /// Whether the change put the spot in service.
     pub operational: bool,
 }
 
 /// A completed visit as `parkingHistory` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryItem {
     /// Visit id.
     pub parking_history_id: i64,
     /// Entry, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub start_time: String,
     /// Exit, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub end_time: String,
     /// Whole hours parked.
     pub hours_between_entrance_exit: i64,
@@ -132,16 +136,18 @@ pub struct HistoryItem {
     /// Customer (user) id, spelled as published.
     #[serde(rename = "customerID")]
     pub customer_id: i64,
-    /// Final price once invoiced (`null` until then).
+    /// Final price in euros once invoiced (`null` until then).
+    #[schema(value_type = Option<f64>)]
     pub price: Option<serde_json::Value>,
     /// Invoice id once invoiced.
     pub invoice_id: Option<i64>,
     /// Plate.
+    #[schema(value_type = pms_service::openapi::Plate)]
     pub plate_number: String,
 }
 
 /// What a barrier gets back (spec §3.3.1).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct BarrierAnswer {
     /// The barrier.
     #[serde(rename = "barrierID")]
@@ -156,7 +162,7 @@ pub struct BarrierAnswer {
 }
 
 /// What a display shows (spec §3.3.3).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct DisplayView {
     /// The display.
     #[serde(rename = "displayID")]
@@ -167,12 +173,13 @@ pub struct DisplayView {
     pub occupancy: i64,
     /// When the text last changed, RFC 3339 UTC.
     #[serde(rename = "updatedAt")]
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
 /// `GET /parks/devices/{parkNumber}`: a park's barriers, each with its displays and what they
 /// show now (an operator's view).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParkDevices {
     /// The park.
@@ -184,7 +191,7 @@ pub struct ParkDevices {
 }
 
 /// A barrier and its displays.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BarrierDevices {
     /// Id (what a device sends as `barrierID`).
@@ -200,7 +207,7 @@ pub struct BarrierDevices {
 }
 
 /// A display as the operator's view shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DisplayDevice {
     /// Id (what a display sends as `displayID`).
@@ -212,5 +219,91 @@ pub struct DisplayDevice {
     /// The text it shows.
     pub message: String,
     /// When the text last changed, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub updated_at: String,
+}
+
+/// What a write answers: `{"response": text}`, as the original's B services did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(example = json!({"response": "Park 1 thresholds changed"}))]
+pub struct ResponseText {
+    /// What was done.
+    pub response: String,
+}
+
+/// A park's PARKY thresholds: coins earned per hour and per minute parked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Thresholds {
+    /// Coins per hour.
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    pub parkies_per_hour: i64,
+    /// Coins per minute.
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    pub parkies_per_minute: i64,
+}
+
+/// A park's overnight fee.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OvernightConfig {
+    /// Whole euros per midnight spanned.
+    pub overnight_fee: i64,
+    /// Whether it is charged.
+    pub enabled: bool,
+}
+
+/// `GET /parks/occupancy/{parkNumber}`: one park's open occupancy feed, in the spirit of APDS's
+/// occupancy and ParkAPI.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OccupancyFeed {
+    /// Park id.
+    pub park_id: i64,
+    /// Park number.
+    pub park_number: i64,
+    /// Spots in all.
+    pub capacity: i64,
+    /// Free operational spots now.
+    pub available: i64,
+    /// `full` when nothing is free, else `open`.
+    #[schema(value_type = String, pattern = "^(open|full)$")]
+    pub status: &'static str,
+    /// Free spots per vehicle and energy type.
+    pub by_type: Vec<SpotTypeOccupancy>,
+    /// Where the park is.
+    pub coordinates: Coordinates,
+    /// When this was read, RFC 3339 UTC.
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// A point on the map (WGS 84).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Coordinates {
+    /// Latitude, degrees.
+    pub latitude: f64,
+    /// Longitude, degrees.
+    pub longitude: f64,
+}
+
+/// The change counter of parks and displays (a long poll's answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ChangeVersion {
+    /// Moves whenever an entrance, exit, spot change or display message may have changed what
+    /// a park looks like; send it back as `after` (or `waitForChangeAfter`) to wait for the next.
+    pub version: u64,
+}
+
+/// `POST /display/get`'s answer: what the display shows, whether it is in service, and the
+/// change counter to wait on.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct DisplayAnswer {
+    /// What it shows.
+    #[serde(flatten)]
+    pub view: DisplayView,
+    /// The change counter (see [`ChangeVersion`]).
+    pub version: u64,
+    /// In service or switched off.
+    pub state: State,
 }

@@ -12,15 +12,20 @@
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use http::{HeaderMap, StatusCode};
 use pms_service::fields::{required_instant, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, Answer};
+use pms_service::openapi::{ErrorBody, Instant, Plate};
 use pms_service::vocab::Role;
 use pms_service::{caller, ApiError, Caller};
 use pms_tariff::fee::{self, FeeError, Stay};
+use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::model::PaymentsDto;
 use crate::store::invoices::{quote_dto, Filter};
 use crate::store::StoreError;
 use crate::App;
@@ -34,15 +39,44 @@ pub const DEFAULT_PAGE: i64 = 100;
 /// Largest page.
 pub const MAX_PAGE: i64 = 1000;
 
-/// The route table.
+/// The OpenAPI tag of every payments endpoint.
+pub const TAG: &str = "payments";
+
+/// The document's fixed parts; the operations come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "PMS payments",
+        description = "Invoices of closed visits, priced with each park's table, and price quotes."
+    ),
+    tags((name = "payments", description = "Invoices and quotes."))
+)]
+struct PaymentsApi;
+
+/// The public endpoints' routes, and their document with the kit's shared errors.
+fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
+    let (routes, mut doc) = OpenApiRouter::with_openapi(PaymentsApi::openapi())
+        .routes(routes!(create_payment))
+        .routes(routes!(all))
+        .routes(routes!(by_nif))
+        .routes(routes!(invoice))
+        .routes(routes!(mine))
+        .routes(routes!(quote))
+        .split_for_parts();
+    pms_service::openapi::Conventions.modify(&mut doc);
+    (routes, doc)
+}
+
+/// The service's OpenAPI 3.1 document: every public endpoint, with the kit's shared errors.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    parts().1
+}
+
+/// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let routes = Router::new()
-        .route("/payments/createPayment", post(create_payment))
-        .route("/payments/getAllPayments", get(all))
-        .route("/payments/designation/{nif}", get(by_nif))
-        .route("/payments/invoice/{id}", get(invoice))
-        .route("/payments/mine", get(mine))
-        .route("/payments/quote/{plate}", get(quote))
+    let (routes, doc) = parts();
+    let routes = routes
+        .route("/openapi.json", pms_service::openapi::document_route(&doc))
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -80,32 +114,32 @@ fn store_error(e: StoreError) -> ApiError {
 
 /// `limit`/`offset` from the query string, each at most once.
 fn page(query: Option<&str>) -> Result<(i64, i64), ApiError> {
-    let (mut limit, mut offset) = (None, None);
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (field, slot, range) = match key {
-            "limit" => ("limit", &mut limit, 1..=MAX_PAGE),
-            "offset" => ("offset", &mut offset, 0..=i64::MAX),
-            _ => continue,
-        };
-        if slot.is_some() {
-            return Err(FieldError::new(field, "given more than once").into());
-        }
-        match value.parse::<i64>() {
-            Ok(n) if range.contains(&n) => *slot = Some(n),
-            _ => {
-                return Err(FieldError::new(
-                    field,
-                    format!("out of range (limit 1..={MAX_PAGE}, offset >= 0)"),
-                )
-                .into())
-            }
-        }
-    }
-    Ok((limit.unwrap_or(DEFAULT_PAGE), offset.unwrap_or(0)))
+    use pms_service::fields::query_int;
+    let [limit, offset] = pms_service::fields::query(query, ["limit", "offset"])?;
+    Ok((
+        query_int("limit", limit.as_deref(), 1..=MAX_PAGE)?.unwrap_or(DEFAULT_PAGE),
+        query_int("offset", offset.as_deref(), 0..=i64::MAX)?.unwrap_or(0),
+    ))
 }
 
 /// `GET /payments/getAllPayments`: every invoice, newest first, paged.
+#[utoipa::path(
+    get, path = "/payments/getAllPayments", tag = TAG, operation_id = "getAllPayments",
+    summary = "Every invoice, newest first (staff)",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000,
+            description = "Most invoices to list (default 100)."),
+        ("offset" = Option<i64>, Query, minimum = 0, description = "Invoices to skip first."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Invoices, newest first.", body = Vec<PaymentsDto>,
+            links(("getInvoice" = (operation_id = "getInvoice", parameters(("id" = "$response.body#/0/invoice")))),
+                ("getPaymentsByNif" = (operation_id = "getPaymentsByNif", parameters(("nif" = "$response.body#/0/nif")))))),
+        (status = 403, description = "Only CUSTOMER_MANAGER, PARK_MANAGER and SUPERVISOR \
+            list every invoice (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 async fn all(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
     signed_in(&s, &headers).await?.require(STAFF)?;
     let (limit, offset) = page(q.as_deref())?;
@@ -119,6 +153,24 @@ async fn all(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) ->
 }
 
 /// `GET /payments/designation/{nif}`: the invoices of one tax number.
+#[utoipa::path(
+    get, path = "/payments/designation/{nif}", tag = TAG, operation_id = "getPaymentsByNif",
+    summary = "The invoices of one tax number",
+    params(
+        ("nif" = i64, Path, minimum = 100_000_000, maximum = 999_999_999,
+            description = "A nine-digit tax number: the caller's own, or any for staff."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000,
+            description = "Most invoices to list (default 100)."),
+        ("offset" = Option<i64>, Query, minimum = 0, description = "Invoices to skip first."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Its invoices, newest first (`[]` if none).",
+            body = Vec<PaymentsDto>),
+        (status = 403, description = "Another customer's tax number (`forbidden`).",
+            body = ErrorBody<'static>),
+    )
+)]
 async fn by_nif(
     State(s): State<App>,
     Path(nif): Path<String>,
@@ -153,6 +205,20 @@ async fn by_nif(
 }
 
 /// `GET /payments/invoice/{id}`.
+#[utoipa::path(
+    get, path = "/payments/invoice/{id}", tag = TAG, operation_id = "getInvoice",
+    summary = "One invoice",
+    params(("id" = i64, Path, minimum = 1, description = "Invoice id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The invoice.", body = PaymentsDto,
+            links(("getPaymentsByNif" = (operation_id = "getPaymentsByNif", parameters(("nif" = "$response.body#/nif")))))),
+        (status = 403, description = "Another customer's invoice (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such invoice (`invoice_not_found`).",
+            body = ErrorBody<'static>),
+    )
+)]
 async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMap) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let id = pms_service::fields::id_param("invoice", &id)?;
@@ -162,6 +228,18 @@ async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMa
 }
 
 /// `GET /payments/mine`: the caller's invoices.
+#[utoipa::path(
+    get, path = "/payments/mine", tag = TAG, operation_id = "getMyPayments",
+    summary = "The caller's own invoices",
+    params(
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000,
+            description = "Most invoices to list (default 100)."),
+        ("offset" = Option<i64>, Query, minimum = 0, description = "Invoices to skip first."),
+    ),
+    security(("bearer" = [])),
+    responses((status = 200, description = "Newest first (`[]` if none).", body = Vec<PaymentsDto>,
+        links(("getInvoice" = (operation_id = "getInvoice", parameters(("id" = "$response.body#/0/invoice")))))))
+)]
 async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let (limit, offset) = page(q.as_deref())?;
@@ -175,6 +253,21 @@ async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -
 }
 
 /// `GET /payments/quote/{plate}`: what the open visit of a vehicle would cost if it left now.
+#[utoipa::path(
+    get, path = "/payments/quote/{plate}", tag = TAG, operation_id = "getQuote",
+    summary = "What a parked vehicle's stay would cost if it left now",
+    params(("plate" = inline(Plate), Path, description = "The vehicle's plate: the caller's own, or \
+        any for staff.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The price now (`status` `QUOTE`, `invoice` null).",
+            body = PaymentsDto),
+        (status = 403, description = "Another customer's vehicle (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "The vehicle is not parked (`no_open_visit`).",
+            body = ErrorBody<'static>),
+    )
+)]
 async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderMap) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let plate =
@@ -234,9 +327,44 @@ fn fee_error(e: FeeError) -> ApiError {
     }
 }
 
+/// `POST /payments/createPayment` body: a stay to price.
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"enterPark": "2023-11-26T09:00:00Z", "leftPark": "2023-11-26T11:30:00Z",
+    "parkID": 1, "licensePlateNumber": "AA-20-CC"}))]
+pub struct StayBody {
+    /// When the vehicle came in.
+    #[schema(value_type = Instant)]
+    pub enter_park: String,
+    /// When it left: the park's table in force then prices the stay; not before `enterPark`.
+    #[schema(value_type = Instant)]
+    pub left_park: String,
+    /// The park.
+    #[serde(rename = "parkID")]
+    #[schema(minimum = 1)]
+    pub park_id: i64,
+    /// A registered vehicle's plate.
+    #[schema(value_type = Plate)]
+    pub license_plate_number: String,
+}
+
 /// `POST /payments/createPayment` `{enterPark, leftPark, parkID, licensePlateNumber}`: prices a
 /// stay with the park's table in force at `leftPark`, for staff; stores nothing (`invoice` is
 /// `null`). PARKY coins are spent only on real exits, so no discount here.
+#[utoipa::path(
+    post, path = "/payments/createPayment", tag = TAG, operation_id = "createPayment",
+    summary = "Price a stay (park managers); nothing is stored",
+    request_body = StayBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The price (`status` `QUOTE`, `invoice` null).",
+            body = PaymentsDto),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR price stays \
+            (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "The vehicle is not registered (`vehicle_not_found`) or \
+            the park has no price table (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     signed_in(&s, &headers).await?.require(MANAGERS)?;
     let body = json_object(&s.limits, &headers, body).await?;

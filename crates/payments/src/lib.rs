@@ -25,6 +25,8 @@ pub mod http;
 pub mod model;
 pub mod store;
 
+pub use crate::http::openapi;
+
 use std::future::Future;
 use std::sync::Arc;
 

@@ -2,10 +2,26 @@
 //! field, with what PMS adds after it (the visit, the park, the table version, the coins, the
 //! status). No I/O here.
 
+use pms_service::names;
+use pms_service::vocab::VehicleType;
+use pms_tariff::fee::RowKind;
 use serde::Serialize;
+use utoipa::ToSchema;
+
+names! {
+    /// Where an invoice stands.
+    InvoiceStatus {
+        /// Written; the customer's PARKY wallet is being debited for the discount.
+        AwaitingCoins => "AWAITING_COINS",
+        /// Final.
+        Issued => "ISSUED",
+        /// A price worked out on request; nothing is stored.
+        Quote => "QUOTE",
+    }
+}
 
 /// One line of an invoice as published: times `H:M` on the park's clock, without zero padding.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RowDto {
     /// Row id (the original's `paymentTableRowID`).
@@ -20,22 +36,27 @@ pub struct RowDto {
     /// This block's end.
     pub fraction_end: String,
     /// The vehicle type priced.
+    #[schema(value_type = VehicleType)]
     pub vehicle_type: String,
-    /// The amount (a JSON number, as published).
+    /// The amount in euros (a JSON number, as published).
+    #[schema(value_type = f64)]
     pub price: serde_json::Value,
-    /// `BLOCK`, `OVERNIGHT`, `DAILY_MAXIMUM` or `MINIMUM` (PMS).
+    /// What the line charges for (PMS).
+    #[schema(value_type = RowKind)]
     pub kind: String,
 }
 
 /// An invoice as published, plus PMS's fields after the published ones.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentsDto {
     /// Invoice id (`null` for a quote).
     pub invoice: Option<i64>,
     /// PARKY discount, euros.
+    #[schema(value_type = f64)]
     pub discount: serde_json::Value,
     /// What the customer pays: the rows' total less the discount.
+    #[schema(value_type = f64)]
     pub final_price: serde_json::Value,
     /// The customer's tax number.
     pub nif: i64,
@@ -43,20 +64,25 @@ pub struct PaymentsDto {
     #[serde(rename = "paymentsTableRowsDTO")]
     pub payments_table_rows_dto: Vec<RowDto>,
     /// The sum of the rows (PMS).
+    #[schema(value_type = f64)]
     pub total: serde_json::Value,
     /// Coins spent (PMS).
     pub coins: i64,
-    /// `AWAITING_COINS` while the wallet is being debited, then `ISSUED`; `QUOTE` for a quote.
+    /// Where the invoice stands.
+    #[schema(value_type = InvoiceStatus)]
     pub status: String,
     /// The visit billed (PMS).
     pub visit_id: Option<i64>,
     /// The park (PMS).
     pub park_id: i64,
     /// The plate (PMS).
+    #[schema(value_type = pms_service::openapi::Plate)]
     pub license_plate_number: String,
     /// Entry, RFC 3339 UTC (PMS).
+    #[schema(format = DateTime)]
     pub enter_park: String,
     /// Exit, RFC 3339 UTC (PMS).
+    #[schema(format = DateTime)]
     pub left_park: String,
     /// The version of the park's price table it was priced with (PMS).
     pub price_table_version: i64,

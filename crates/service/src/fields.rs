@@ -42,6 +42,64 @@ pub fn required_str<'a>(body: &'a Body, field: &'static str) -> Result<&'a str, 
     }
 }
 
+/// An optional string: `None` when absent or null.
+///
+/// # Errors
+/// When present but not a string.
+pub fn optional_str<'a>(
+    body: &'a Body,
+    field: &'static str,
+) -> Result<Option<&'a str>, FieldError> {
+    match body.get(field) {
+        Some(Value::String(s)) => Ok(Some(s)),
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => Err(FieldError::new(field, "must be a string")),
+    }
+}
+
+/// The values of the query parameters `names` (percent-decoded), in the same order; each may
+/// be given at most once, and parameters not named are ignored.
+///
+/// # Errors
+/// When one of `names` is given twice.
+pub fn query<const N: usize>(
+    raw: Option<&str>,
+    names: [&'static str; N],
+) -> Result<[Option<String>; N], FieldError> {
+    let mut values: [Option<String>; N] = std::array::from_fn(|_| None);
+    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if let Some(i) = names.iter().position(|n| *n == key) {
+            if values[i].replace(value.into_owned()).is_some() {
+                return Err(FieldError::new(names[i], "given more than once"));
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// A whole number from a query parameter's text (`None` when absent), within `range`.
+///
+/// # Errors
+/// When it is not a whole number, or out of range.
+pub fn query_int(
+    field: &'static str,
+    text: Option<&str>,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<Option<i64>, FieldError> {
+    let Some(text) = text else { return Ok(None) };
+    match text.parse::<i64>() {
+        Ok(n) if range.contains(&n) => Ok(Some(n)),
+        Ok(_) => Err(FieldError::new(
+            field,
+            format!("must be {} to {}", range.start(), range.end()),
+        )),
+        Err(_) => Err(FieldError::new(
+            field,
+            format!("{text:?} is not a whole number"),
+        )),
+    }
+}
+
 /// A required integer (a JSON number or a numeric string).
 ///
 /// # Errors
@@ -202,6 +260,28 @@ mod tests {
         assert_eq!(optional_int(&b, "e"), Ok(None));
         assert_eq!(optional_int(&b, "zz"), Ok(None));
         assert!(optional_int(&b, "c").is_err());
+    }
+
+    #[test]
+    fn query_parameters_are_decoded_and_given_once() {
+        let [a, b] = query(Some("a=x%20y&z=1&b=2"), ["a", "b"]).unwrap();
+        assert_eq!((a.as_deref(), b.as_deref()), (Some("x y"), Some("2")));
+        assert_eq!(query(None, ["a"]).unwrap(), [None]);
+        assert_eq!(query(Some("a=1&a=1"), ["a"]).unwrap_err().field, "a");
+        assert_eq!(query_int("n", Some("7"), 0..=9), Ok(Some(7)));
+        assert_eq!(query_int("n", None, 0..=9), Ok(None));
+        assert!(query_int("n", Some("10"), 0..=9).is_err());
+        assert!(query_int("n", Some("x"), 0..=9).is_err());
+    }
+
+    #[test]
+    fn instants_cover_the_documented_range() {
+        let (min, max) = crate::openapi::instant_range();
+        for ms in [min, max, 0] {
+            assert!(instant(&json!(ms)).is_some(), "{ms}");
+        }
+        assert!(instant(&json!(max + 1)).is_none());
+        assert!(instant(&json!(min - 1)).is_none());
     }
 
     #[test]

@@ -4,9 +4,15 @@
 //! read, a token it cannot verify, a database that is away. [`Conventions`] adds them to every
 //! operation, so they are written once and cannot be forgotten on one route.
 
+use axum::routing::{get, MethodRouter};
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
 use serde::Serialize;
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{
+    KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, ContentBuilder, OpenApi, Ref, RefOr};
 use utoipa::{Modify, PartialSchema, ToSchema};
@@ -39,6 +45,69 @@ pub struct ErrorDetail<'a> {
     /// The input at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<&'a str>,
+}
+
+/// A vehicle's plate as the API takes it (`#[schema(value_type = Plate)]`, or as a parameter's
+/// type): one of the four Portuguese shapes, any case, with dashes ([`crate::vocab::plate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Plate;
+
+impl PartialSchema for Plate {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(crate::vocab::PLATE_PATTERN))
+            .description(Some(
+                "Portuguese plate: AA-00-00, 00-AA-00, 00-00-AA or AA-00-AA.",
+            ))
+            .examples([serde_json::json!("AA-20-CC")])
+            .into()
+    }
+}
+
+impl ToSchema for Plate {}
+
+/// The epoch milliseconds [`crate::fields::instant`] takes, as the document states them.
+pub fn instant_range() -> (i64, i64) {
+    (
+        jiff::Timestamp::MIN.as_second() * 1000,
+        jiff::Timestamp::MAX.as_second() * 1000,
+    )
+}
+
+/// An instant as the API takes it ([`crate::fields::instant`]): RFC 3339 with an offset, or
+/// epoch milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Instant;
+
+impl PartialSchema for Instant {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(instant_range().0))
+                    .maximum(Some(instant_range().1))
+                    .description(Some("Epoch milliseconds.")),
+            )
+            .description(Some(
+                "RFC 3339 with an offset (`2023-11-26T12:34:56.789Z`), or epoch milliseconds.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for Instant {}
+
+/// The route that answers `GET /openapi.json` with `doc`.
+pub fn document_route<S: Clone + Send + Sync + 'static>(doc: &OpenApi) -> MethodRouter<S> {
+    let json = Bytes::from(doc.to_json().unwrap_or_default());
+    get(move || async move { ([(CONTENT_TYPE, "application/json")], json) })
 }
 
 /// Adds the kit's shared parts to a service's document: the [`ErrorBody`] schema, the bearer

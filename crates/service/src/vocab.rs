@@ -8,8 +8,8 @@
 /// equal to the name (both ways).
 #[macro_export]
 macro_rules! names {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$doc])*
+    ($(#[doc = $doc:literal])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $name {
             $($(#[$vdoc])* $variant),+
@@ -62,6 +62,9 @@ macro_rules! names {
             fn schema() -> $crate::__utoipa::openapi::RefOr<$crate::__utoipa::openapi::schema::Schema> {
                 $crate::__utoipa::openapi::schema::ObjectBuilder::new()
                     .schema_type($crate::__utoipa::openapi::schema::Type::String)
+                    .description(Some(
+                        [$($doc),*].iter().map(|line| line.trim()).collect::<Vec<_>>().join(" "),
+                    ))
                     .enum_values(Some([$($text),+]))
                     .into()
             }
@@ -126,6 +129,9 @@ names! {
         PlugInHybrid => "PLUG_IN_HYBRID",
     }
 }
+
+/// The shapes [`plate`] accepts, as an ECMA-262 pattern for API documents.
+pub const PLATE_PATTERN: &str = r"^\s*([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-Za-z]{2}-[0-9]{2}|[0-9]{2}-[0-9]{2}-[A-Za-z]{2}|[A-Za-z]{2}-[0-9]{2}-[A-Za-z]{2})\s*$";
 
 /// A Portuguese plate: `LL-NN-NN`, `NN-LL-NN`, `NN-NN-LL` or `LL-NN-LL` (letters A–Z, digits
 /// 0–9). Lower-case input is upper-cased; returns the plate as stored.

@@ -36,28 +36,17 @@ pub struct Stay {
     pub vehicle: VehicleType,
 }
 
-/// What a line of a bill charges for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowKind {
-    /// One started block of a period.
-    Block,
-    /// One midnight spanned, with the overnight fee.
-    Overnight,
-    /// What a charging day's blocks cost above the daily maximum (a negative amount).
-    DailyMaximum,
-    /// What the stay cost below the minimum charge.
-    Minimum,
-}
-
-impl RowKind {
-    /// The name invoices show.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Block => "BLOCK",
-            Self::Overnight => "OVERNIGHT",
-            Self::DailyMaximum => "DAILY_MAXIMUM",
-            Self::Minimum => "MINIMUM",
-        }
+pms_service::names! {
+    /// What a line of a bill charges for.
+    RowKind {
+        /// One started block of a period.
+        Block => "BLOCK",
+        /// One midnight spanned, with the overnight fee.
+        Overnight => "OVERNIGHT",
+        /// What a charging day's blocks cost above the daily maximum (a negative amount).
+        DailyMaximum => "DAILY_MAXIMUM",
+        /// What the stay cost below the minimum charge.
+        Minimum => "MINIMUM",
     }
 }
 

@@ -14,6 +14,9 @@ use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::table::{DailyMax, Grace, Period, PriceTable, TableError, Threshold, TimeOfDay};
 
@@ -35,30 +38,44 @@ pub fn parse_api(body: &Value) -> Result<PriceTable, TableError> {
                 _ => return Err(TableError::new("periods", "must be an array of periods")),
             };
             let table = PriceTable::try_new(periods(entries)?)?;
-            let grace = match obj.get("graceMinutes") {
-                None | Some(Value::Null) => None,
+            let given = |name: &str| obj.get(name).filter(|v| !v.is_null());
+            let charge_from_start = match given("graceChargeFromStart") {
+                None => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(_) => {
+                    return Err(TableError::new(
+                        "graceChargeFromStart",
+                        "must be true or false",
+                    ))
+                }
+            };
+            let grace = match given("graceMinutes") {
+                None if charge_from_start.is_some() => {
+                    return Err(TableError::new(
+                        "graceChargeFromStart",
+                        "applies only with graceMinutes",
+                    ))
+                }
+                None => None,
                 Some(v) => Some(Grace {
                     minutes: whole(v, "graceMinutes")?,
-                    charge_from_start: match obj.get("graceChargeFromStart") {
-                        None | Some(Value::Null) => true,
-                        Some(Value::Bool(b)) => *b,
-                        Some(_) => {
-                            return Err(TableError::new(
-                                "graceChargeFromStart",
-                                "must be true or false",
-                            ))
-                        }
-                    },
+                    charge_from_start: charge_from_start.unwrap_or(true),
                 }),
             };
-            let daily_max = match obj.get("dailyMaximum") {
-                None | Some(Value::Null) => None,
+            let resets_at = given("dailyMaximumResetsAt")
+                .map(|v| time(v, "dailyMaximumResetsAt"))
+                .transpose()?;
+            let daily_max = match given("dailyMaximum") {
+                None if resets_at.is_some() => {
+                    return Err(TableError::new(
+                        "dailyMaximumResetsAt",
+                        "applies only with dailyMaximum",
+                    ))
+                }
+                None => None,
                 Some(v) => Some(DailyMax {
                     amount: amount(v, "dailyMaximum")?,
-                    resets_at: match obj.get("dailyMaximumResetsAt") {
-                        None | Some(Value::Null) => TimeOfDay::MIDNIGHT,
-                        Some(v) => time(v, "dailyMaximumResetsAt")?,
-                    },
+                    resets_at: resets_at.unwrap_or(TimeOfDay::MIDNIGHT),
                 }),
             };
             let minimum = match obj.get("minimumCharge") {
@@ -177,46 +194,161 @@ pub fn money(d: Decimal) -> Value {
 /// The API's array form of `table` for park `park_id` (the extras are not in it; see
 /// [`api_extras`]).
 pub fn api_entries(table: &PriceTable, park_id: i64) -> Value {
-    Value::Array(
-        table
-            .periods()
-            .iter()
-            .map(|p| {
-                json!({
-                    "parkId": park_id,
-                    "periodStart": p.start.to_string(),
-                    "periodEnd": p.end.to_string(),
-                    "thresholds": p.thresholds.iter().map(|t| json!({
-                        "thresholdMinutes": t.minutes,
-                        "costPerMinuteAutomobiles": money(t.automobile),
-                        "costPerMinuteMotorcycles": money(t.motorcycle),
-                    })).collect::<Vec<_>>(),
+    serde_json::to_value(api_periods(table, park_id)).unwrap_or_default()
+}
+
+fn api_periods(table: &PriceTable, park_id: i64) -> Vec<ApiPeriod> {
+    table
+        .periods()
+        .iter()
+        .map(|p| ApiPeriod {
+            park_id,
+            period_start: p.start.to_string(),
+            period_end: p.end.to_string(),
+            thresholds: p
+                .thresholds
+                .iter()
+                .map(|t| ApiThreshold {
+                    threshold_minutes: t.minutes,
+                    cost_per_minute_automobiles: money(t.automobile),
+                    cost_per_minute_motorcycles: money(t.motorcycle),
                 })
-            })
-            .collect(),
-    )
+                .collect(),
+        })
+        .collect()
 }
 
 /// The extras of `table` as the object form names them (all `null` when off).
 pub fn api_extras(table: &PriceTable) -> Value {
-    json!({
-        "graceMinutes": table.grace.map(|g| g.minutes),
-        "graceChargeFromStart": table.grace.map(|g| g.charge_from_start),
-        "dailyMaximum": table.daily_max.map(|d| money(d.amount)),
-        "dailyMaximumResetsAt": table.daily_max.map(|d| d.resets_at.to_string()),
-        "minimumCharge": table.minimum.map(money),
-    })
+    let mut out = serde_json::to_value(api_table(table, 0)).unwrap_or_default();
+    if let Value::Object(fields) = &mut out {
+        fields.remove("periods");
+    }
+    out
+}
+
+fn api_table(table: &PriceTable, park_id: i64) -> ApiTable {
+    ApiTable {
+        periods: api_periods(table, park_id),
+        grace_minutes: table.grace.map(|g| g.minutes),
+        grace_charge_from_start: table.grace.map(|g| g.charge_from_start),
+        daily_maximum: table.daily_max.map(|d| money(d.amount)),
+        daily_maximum_resets_at: table.daily_max.map(|d| d.resets_at.to_string()),
+        minimum_charge: table.minimum.map(money),
+        time_zone: None,
+    }
 }
 
 /// `table` in the API's object form: `{periods, graceMinutes, …}` (what [`parse_api`] reads
 /// back to the same table, extras included).
 pub fn api_object(table: &PriceTable, park_id: i64) -> Value {
-    let mut out = api_extras(table);
-    if let Value::Object(fields) = &mut out {
-        fields.insert("periods".into(), api_entries(table, park_id));
-    }
-    out
+    serde_json::to_value(api_table(table, park_id)).unwrap_or_default()
 }
+
+/// A period in the API's form: the array form's element (spec §3.2).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"parkId": 1, "periodStart": "9:00", "periodEnd": "21:00",
+    "thresholds": [{"thresholdMinutes": 60, "costPerMinuteAutomobiles": 0.02,
+    "costPerMinuteMotorcycles": 0.01}]}))]
+pub struct ApiPeriod {
+    /// The park's id; answers carry it, a table sent in may leave it out (it is not read).
+    #[schema(required = false)]
+    pub park_id: i64,
+    /// Start, on the park's clock; periods cover the day without gaps or overlaps.
+    #[schema(value_type = TimeOfDay)]
+    pub period_start: String,
+    /// End (the next period's start; `24:00` is midnight).
+    #[schema(value_type = TimeOfDay)]
+    pub period_end: String,
+    /// The blocks, in order; the last repeats until the period ends.
+    #[schema(min_items = 1, max_items = 100)]
+    pub thresholds: Vec<ApiThreshold>,
+}
+
+/// One block of an [`ApiPeriod`].
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiThreshold {
+    /// The block's length.
+    #[schema(minimum = 1, maximum = 1440)]
+    pub threshold_minutes: u32,
+    /// Euros per minute for automobiles.
+    #[schema(value_type = Amount)]
+    pub cost_per_minute_automobiles: Value,
+    /// Euros per minute for motorcycles (and any other vehicle).
+    #[schema(value_type = Amount)]
+    pub cost_per_minute_motorcycles: Value,
+}
+
+/// A price table in the API's object form: the periods and the extras (`null` when off).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiTable {
+    /// The periods of the day.
+    #[schema(min_items = 1, max_items = 48)]
+    pub periods: Vec<ApiPeriod>,
+    /// Minutes free of charge.
+    #[schema(required = false)]
+    pub grace_minutes: Option<u32>,
+    /// Whether a stay longer than the grace pays from its start (default `true`).
+    #[schema(required = false)]
+    pub grace_charge_from_start: Option<bool>,
+    /// Most a charging day costs.
+    #[schema(value_type = Option<Amount>, required = false)]
+    pub daily_maximum: Option<Value>,
+    /// When the charging day starts (default midnight).
+    #[schema(value_type = Option<TimeOfDay>, required = false)]
+    pub daily_maximum_resets_at: Option<String>,
+    /// Least a stay past the grace costs.
+    #[schema(value_type = Option<Amount>, required = false)]
+    pub minimum_charge: Option<Value>,
+    /// The park's time zone, in which the periods are read (answers only; not read back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false, read_only)]
+    pub time_zone: Option<String>,
+}
+
+/// An amount in euros as the API takes it: a JSON number or a numeric string, at most
+/// [`MAX_AMOUNT`] and [`MAX_SCALE`] decimal places (answers are always numbers).
+#[derive(Debug, Clone, Copy)]
+pub struct Amount;
+
+impl PartialSchema for Amount {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .minimum(Some(-MAX_AMOUNT))
+                    .maximum(Some(MAX_AMOUNT)),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(r"^\s*[+-]?[0-9]+(\.[0-9]{1,4})?\s*$")),
+            )
+            .description(Some(
+                "Euros: a number, or a numeric string (at most 4 decimals).",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for Amount {}
+
+impl PartialSchema for TimeOfDay {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(r"^\s*(([01]?[0-9]|2[0-3]):[0-5]?[0-9]|24:0?0)\s*$"))
+            .description(Some("A time of day, `H:MM` (`24:00` is midnight)."))
+            .examples([json!("9:00")])
+            .into()
+    }
+}
+
+impl ToSchema for TimeOfDay {}
 
 /// A price table as events carry it: exact decimal strings, times as `H:MM`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -373,6 +505,43 @@ mod tests {
         assert_eq!(out[0]["periodStart"], "8:30");
         assert_eq!(out[1]["thresholds"][0]["thresholdMinutes"], 30);
         assert_eq!(out[1]["thresholds"][0]["costPerMinuteAutomobiles"], 0.3);
+    }
+
+    #[test]
+    fn an_extra_s_settings_are_checked_and_need_the_extra() {
+        let periods = json!([{"periodStart": "0:00", "periodEnd": "24:00",
+            "thresholds": [{"thresholdMinutes": 60, "costPerMinuteAutomobiles": 0.02,
+            "costPerMinuteMotorcycles": 0.01}]}]);
+        for (extra, path) in [
+            (
+                json!({"dailyMaximumResetsAt": "6:00"}),
+                "dailyMaximumResetsAt",
+            ),
+            (
+                json!({"dailyMaximum": 20, "dailyMaximumResetsAt": "AAA"}),
+                "dailyMaximumResetsAt",
+            ),
+            (
+                json!({"graceChargeFromStart": false}),
+                "graceChargeFromStart",
+            ),
+            (
+                json!({"graceMinutes": 10, "graceChargeFromStart": "no"}),
+                "graceChargeFromStart",
+            ),
+        ] {
+            let mut body = extra.clone();
+            body["periods"] = periods.clone();
+            assert_eq!(parse_api(&body).unwrap_err().path, path, "{extra}");
+        }
+        let mut body = json!({"dailyMaximum": 20, "dailyMaximumResetsAt": "6:00",
+            "graceMinutes": 10, "graceChargeFromStart": false});
+        body["periods"] = periods;
+        let table = parse_api(&body).expect("valid");
+        assert_eq!(
+            parse_api(&api_object(&table, 1)).expect("round trip"),
+            table
+        );
     }
 
     #[test]

@@ -27,12 +27,8 @@ names! {
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"licensePlateNumber": "AA-20-CC", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}))]
 pub struct Vehicle {
-    /// Portuguese plate, upper case with dashes (`AA-20-CC`); given in any case, with or
-    /// without dashes.
-    #[schema(
-        example = "AA-20-CC",
-        pattern = r"^([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-Za-z]{2}-[0-9]{2}|[0-9]{2}-[0-9]{2}-[A-Za-z]{2}|[A-Za-z]{2}-[0-9]{2}-[A-Za-z]{2})$"
-    )]
+    /// Portuguese plate, upper case with dashes (`AA-20-CC`); given in any case.
+    #[schema(value_type = pms_service::openapi::Plate)]
     pub license_plate_number: String,
     /// Kind of vehicle.
     pub vehicle_type: VehicleType,

@@ -10,9 +10,12 @@ use pms_service::fields::{optional_int, required_instant, required_int, required
 use pms_service::http::{json, json_object, Answer};
 use pms_service::ApiError;
 
-use super::store_error;
+use pms_service::openapi::{ErrorBody, Instant, Plate};
+use utoipa::ToSchema;
+
+use super::{store_error, TAG};
 use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
-use crate::model::{BarrierAnswer, Direction};
+use crate::model::{BarrierAnswer, Direction, DisplayAnswer};
 use crate::prices::Price;
 use crate::rules::{self, Refusal};
 use crate::store::visits::{Barrier, Passage};
@@ -83,12 +86,65 @@ async fn barrier(
     Ok((id, Some(barrier)))
 }
 
+/// What a barrier sends when its camera reads a plate.
+#[derive(Debug, ToSchema)]
+#[schema(example = json!({"barrierID": 1, "parkID": 1, "plateNumber": "AA-20-CC",
+    "date": "2023-11-26T09:00:00Z"}))]
+pub struct PassageBody {
+    /// The barrier (its key must be in `X-Device-Key`).
+    #[serde(rename = "barrierID")]
+    pub barrier_id: i64,
+    /// Its park's id; when given, it must be the barrier's.
+    #[serde(rename = "parkID")]
+    #[schema(required = false)]
+    pub park_id: Option<i64>,
+    /// Its park's number; when given, it must be the barrier's.
+    #[serde(rename = "parkNumber")]
+    #[schema(required = false)]
+    pub park_number: Option<i64>,
+    /// The plate read.
+    #[serde(rename = "plateNumber")]
+    #[schema(value_type = Plate)]
+    pub plate_number: String,
+    /// When the car passed (the event's time, so recorded reads can be replayed).
+    #[schema(value_type = Instant)]
+    pub date: String,
+}
+
 /// `POST /barriers/entrance`.
+#[utoipa::path(
+    post, path = "/barriers/entrance", tag = TAG, operation_id = "barrierEntrance",
+    summary = "A car at an entrance barrier: let it in or say why not",
+    request_body = PassageBody,
+    security(("deviceKey" = [])),
+    responses(
+        (status = 200, description = "The barrier's answer: `success` opens it, `message` is \
+            for the driver (a refusal is `success: false` with the reason).", body = BarrierAnswer),
+        (status = 401, description = "No device key (`missing_device_key`), or not this \
+            device's (`invalid_device_key`).", body = ErrorBody<'static>),
+        (status = 403, description = "The barrier is another park's, or an exit barrier \
+            (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn entrance(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     passage(s, headers, body, Direction::Entrance).await
 }
 
 /// `POST /barriers/exit`.
+#[utoipa::path(
+    post, path = "/barriers/exit", tag = TAG, operation_id = "barrierExit",
+    summary = "A car at an exit barrier: let it out, with its price when known in time",
+    request_body = PassageBody,
+    security(("deviceKey" = [])),
+    responses(
+        (status = 200, description = "The barrier's answer: `success` opens it, `message` is \
+            for the driver (a refusal is `success: false` with the reason).", body = BarrierAnswer),
+        (status = 401, description = "No device key (`missing_device_key`), or not this \
+            device's (`invalid_device_key`).", body = ErrorBody<'static>),
+        (status = 403, description = "The barrier is another park's, or an entrance barrier \
+            (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn exit(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     passage(s, headers, body, Direction::Exit).await
 }
@@ -185,8 +241,40 @@ fn answer(
     )
 }
 
+/// What a barrier puts on its displays.
+#[derive(Debug, ToSchema)]
+#[schema(example = json!({"barrierID": 1, "parkID": 1, "message": "Welcome"}))]
+pub struct DisplayMessage {
+    /// The barrier (its key must be in `X-Device-Key`).
+    #[serde(rename = "barrierID")]
+    pub barrier_id: i64,
+    /// Its park's id; when given, it must be the barrier's.
+    #[serde(rename = "parkID")]
+    #[schema(required = false)]
+    pub park_id: Option<i64>,
+    /// Its park's number; when given, it must be the barrier's.
+    #[serde(rename = "parkNumber")]
+    #[schema(required = false)]
+    pub park_number: Option<i64>,
+    /// The text, printable, 1 to 200 characters.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    pub message: String,
+}
+
 /// `POST /display/update` `{barrierID, parkID, parkNumber, message}`: a barrier puts a message
 /// on its own displays.
+#[utoipa::path(
+    post, path = "/display/update", tag = TAG, operation_id = "updateDisplay",
+    summary = "A barrier puts a message on its displays",
+    request_body = DisplayMessage,
+    security(("deviceKey" = [])),
+    responses(
+        (status = 200, description = "`success` when a display took it.", body = BarrierAnswer),
+        (status = 401, description = "No device key (`missing_device_key`), or not this \
+            device's (`invalid_device_key`).", body = ErrorBody<'static>),
+        (status = 403, description = "The barrier is another park's (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -234,11 +322,11 @@ pub async fn wait_for_change(
     wait_ms: Option<i64>,
 ) -> Result<u64, ApiError> {
     let mut changes = s.displays.subscribe();
+    let wait = wait_ms.unwrap_or(25_000);
+    if !(0..=MAX_WAIT_MS).contains(&wait) {
+        return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
+    }
     if let Some(after) = after {
-        let wait = wait_ms.unwrap_or(25_000);
-        if !(0..=MAX_WAIT_MS).contains(&wait) {
-            return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
-        }
         let wait = std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0));
         let changed = changes.wait_for(|v| i64::try_from(*v).unwrap_or(i64::MAX) != after);
         let _ = tokio::time::timeout(wait, changed).await;
@@ -247,10 +335,40 @@ pub async fn wait_for_change(
     Ok(version)
 }
 
+/// What a display asks.
+#[derive(Debug, ToSchema)]
+#[schema(example = json!({"displayID": 1}))]
+pub struct DisplayRequest {
+    /// The display (its key must be in `X-Device-Key`).
+    #[serde(rename = "displayID")]
+    pub display_id: i64,
+    /// A previous answer's `version`: answer once something may have changed.
+    #[serde(rename = "waitForChangeAfter")]
+    #[schema(required = false)]
+    pub wait_for_change_after: Option<i64>,
+    /// Longest wait, ms (default 25000).
+    #[serde(rename = "waitMs")]
+    #[schema(required = false, minimum = 0, maximum = 30000)]
+    pub wait_ms: Option<i64>,
+}
+
 /// `POST /display/get` `{displayID}`: the display's text and its park's free spots. With
 /// `"waitForChangeAfter": version` (from a previous answer's `version`) it answers when
 /// something may have changed, or after `waitMs` (default 25 s, at most 30 s): a long poll, so a
 /// display shows an entrance or exit as it happens instead of polling every 10 s.
+#[utoipa::path(
+    post, path = "/display/get", tag = TAG, operation_id = "getDisplay",
+    summary = "What a display shows, and its park's free spots (a long poll with a version)",
+    request_body = DisplayRequest,
+    security(("deviceKey" = [])),
+    responses(
+        (status = 200, description = "Its text, the free spots and the change counter.",
+            body = DisplayAnswer),
+        (status = 401, description = "No device key (`missing_device_key`), or not this \
+            device's (`invalid_device_key`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such display (`display_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -259,8 +377,12 @@ pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -
     let after = optional_int(&body, "waitForChangeAfter")?;
     let version = wait_for_change(&s, after, optional_int(&body, "waitMs")?).await?;
     let display = s.store.display(id).await.map_err(store_error)?;
-    let mut view = serde_json::to_value(&display.view).map_err(ApiError::internal)?;
-    view["version"] = version.into();
-    view["state"] = display.state.as_str().into();
-    Ok(json(StatusCode::OK, &view))
+    Ok(json(
+        StatusCode::OK,
+        &DisplayAnswer {
+            view: display.view,
+            version,
+            state: display.state,
+        },
+    ))
 }

@@ -11,17 +11,25 @@
 //! | coin flag change | the customer themself |
 //! | spots on/off, thresholds, overnight, price table replace, reports | PARK_MANAGER, SUPERVISOR |
 //! | barriers, displays | the device itself (`X-Device-Key`), for its own park and direction |
+//!
+//! The routes are registered with their OpenAPI operations (`utoipa-axum`), so the document
+//! ([`openapi`]) cannot drift from them.
 
 pub mod devices;
 pub mod parks;
 pub mod reports;
 
-use axum::routing::{get, post, put};
+use axum::routing::get;
 use axum::Router;
 use http::StatusCode;
 use pms_service::vocab::Role;
 use pms_service::ApiError;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::model::ResponseText;
 use crate::store::StoreError;
 use crate::App;
 
@@ -29,56 +37,86 @@ use crate::App;
 pub const MANAGERS: &[Role] = &[Role::ParkManager, Role::Supervisor];
 /// Roles that may read any customer's parking data.
 pub const STAFF: &[Role] = &[Role::ParkManager, Role::Supervisor, Role::CustomerManager];
+/// The OpenAPI tag of every parks endpoint.
+pub const TAG: &str = "parks";
+/// Name of the device-key security scheme (`security(("deviceKey" = []))` on a path).
+pub const DEVICE_KEY: &str = "deviceKey";
 
-/// The route table.
-pub fn router(state: App) -> Router {
+/// The document's fixed parts; the operations come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "PMS parks",
+        description = "Parks, spots, price tables, visits at the barriers, displays and reports."
+    ),
+    tags((name = "parks", description = "Parks, their devices and their reports.")),
+    modifiers(&DeviceKeyScheme)
+)]
+struct ParksApi;
+
+/// Adds the device-key scheme: each barrier and display sends its own key.
+struct DeviceKeyScheme;
+
+impl Modify for DeviceKeyScheme {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            DEVICE_KEY,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                crate::devices::DEVICE_KEY_HEADER,
+                "The device's own key (`pms device key`); a barrier acts only for its own park \
+                 and direction.",
+            ))),
+        );
+    }
+}
+
+/// The public endpoints' routes, and their document with the kit's shared errors.
+fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
     use self::devices as d;
     use self::parks as p;
     use self::reports as r;
-    let routes = Router::new()
-        .route("/parks/getAllOccupancies", get(p::occupancies))
-        .route(
-            "/parks/real-time/occupancy/{lat}/{lon}/{km}",
-            get(p::nearby),
-        )
-        .route("/parks/parkingHistory/{customer}", get(p::history))
-        .route(
-            "/parks/getQuantityOfHistoryByCustomerID/{customer}",
-            get(p::history_count),
-        )
-        .route("/parks/enableDisableSpot", put(p::set_spot))
-        .route("/parks/getAllParks", get(p::all_parks))
-        .route("/parks/getSpotsByParkNumber/{park}", get(p::spots))
-        .route(
-            "/parks/changeParkyThresholds/{park}",
-            put(p::set_thresholds),
-        )
-        .route("/parks/getParkyThresholds/{park}", get(p::thresholds))
-        .route("/parks/getOvernightConfig/{park}", get(p::overnight))
-        .route(
-            "/parks/enableDisableOvernightFee",
-            put(p::set_overnight_enabled),
-        )
-        .route("/parks/changeOvernightFeePrice", put(p::set_overnight_fee))
-        .route("/parks/changeUserParkyFlag", put(p::set_coin_flag))
-        .route("/parks/getUserParkyFlag/{customer}", get(p::coin_flag))
-        .route("/parks/getAllPriceTableEntries/{park}", get(p::price_table))
-        .route(
-            "/parks/defineTimePeriods/{park}",
-            put(p::replace_price_table),
-        )
-        .route("/parks/occupancy/{park}", get(p::occupancy_feed))
-        .route("/parks/devices/{park}", get(p::devices))
-        .route("/parks/changes", get(p::changes))
-        .route("/barriers/entrance", post(d::entrance))
-        .route("/barriers/exit", post(d::exit))
-        .route("/display/update", post(d::update_display))
-        .route("/display/get", post(d::get_display))
-        .route("/parkReport/percentageOf/{park}", get(r::percentages))
-        .route(
-            "/parkReport/parkingTime/{park}/{period}",
-            get(r::parking_time),
-        )
+    let (routes, mut doc) = OpenApiRouter::with_openapi(ParksApi::openapi())
+        .routes(routes!(p::occupancies))
+        .routes(routes!(p::nearby))
+        .routes(routes!(p::history))
+        .routes(routes!(p::history_count))
+        .routes(routes!(p::set_spot))
+        .routes(routes!(p::all_parks))
+        .routes(routes!(p::spots))
+        .routes(routes!(p::set_thresholds))
+        .routes(routes!(p::thresholds))
+        .routes(routes!(p::overnight))
+        .routes(routes!(p::set_overnight_enabled))
+        .routes(routes!(p::set_overnight_fee))
+        .routes(routes!(p::set_coin_flag))
+        .routes(routes!(p::coin_flag))
+        .routes(routes!(p::price_table))
+        .routes(routes!(p::replace_price_table))
+        .routes(routes!(p::occupancy_feed))
+        .routes(routes!(p::devices))
+        .routes(routes!(p::changes))
+        .routes(routes!(d::entrance))
+        .routes(routes!(d::exit))
+        .routes(routes!(d::update_display))
+        .routes(routes!(d::get_display))
+        .routes(routes!(r::percentages))
+        .routes(routes!(r::parking_time))
+        .split_for_parts();
+    pms_service::openapi::Conventions.modify(&mut doc);
+    (routes, doc)
+}
+
+/// The service's OpenAPI 3.1 document: every public endpoint, with the kit's shared errors.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    parts().1
+}
+
+/// The route table: the public endpoints, `/openapi.json`, and health and metrics.
+pub fn router(state: App) -> Router {
+    let (routes, doc) = parts();
+    let routes = routes
+        .route("/openapi.json", pms_service::openapi::document_route(&doc))
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -118,6 +156,8 @@ pub fn store_error(e: StoreError) -> ApiError {
 pub fn response_text(text: impl Into<String>) -> axum::response::Response {
     pms_service::http::json(
         StatusCode::OK,
-        &serde_json::json!({ "response": text.into() }),
+        &ResponseText {
+            response: text.into(),
+        },
     )
 }

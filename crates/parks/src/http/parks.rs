@@ -2,15 +2,26 @@
 //! role/ownership rule, call the store, shape the answer (spec §3.2).
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
 use pms_service::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, json_value, Answer};
 use pms_service::vocab::Role;
 use pms_service::{caller, ApiError, Caller};
 
-use super::{response_text, store_error, MANAGERS, STAFF};
+use pms_service::openapi::ErrorBody;
+use pms_tariff::json::{ApiPeriod, ApiTable};
+use utoipa::ToSchema;
+
+use super::{response_text, store_error, MANAGERS, STAFF, TAG};
+use crate::model::{
+    ChangeVersion, Coordinates, HistoryItem, NearbyPark, Occupancy, OccupancyFeed, OvernightConfig,
+    ParkDevices, ResponseText, Spot, Thresholds,
+};
 use crate::App;
+
+/// Longest spot number.
+pub const MAX_SPOT_CHARS: usize = 16;
 
 /// Ready, and a verified caller.
 async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
@@ -58,6 +69,19 @@ fn number_param(
 }
 
 /// `GET /parks/getAllOccupancies`.
+#[utoipa::path(
+    get, path = "/parks/getAllOccupancies", tag = TAG, operation_id = "getAllOccupancies",
+    summary = "Every park's capacity and free spots",
+    security(("bearer" = [])),
+    responses((status = 200, description = "One entry per park.", body = Vec<Occupancy>, links(
+        ("getSpotsByParkNumber" = (operation_id = "getSpotsByParkNumber", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getParkyThresholds" = (operation_id = "getParkyThresholds", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getOvernightConfig" = (operation_id = "getOvernightConfig", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getAllPriceTableEntries" = (operation_id = "getAllPriceTableEntries", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getOccupancyFeed" = (operation_id = "getOccupancyFeed", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getParkDevices" = (operation_id = "getParkDevices", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+    )))
+)]
 pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
     signed_in(&s, &headers).await?;
     Ok(json(
@@ -67,6 +91,21 @@ pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
 }
 
 /// `GET /parks/real-time/occupancy/{lat}/{lon}/{km}`.
+#[utoipa::path(
+    get, path = "/parks/real-time/occupancy/{userLatitude}/{userLongitude}/{maxDistanceKm}",
+    tag = TAG, operation_id = "getNearbyParks",
+    summary = "Parks within a distance, nearest first, with free spots per type",
+    params(
+        ("userLatitude" = f64, Path, minimum = -90, maximum = 90, description = "Degrees."),
+        ("userLongitude" = f64, Path, minimum = -180, maximum = 180, description = "Degrees."),
+        ("maxDistanceKm" = f64, Path, minimum = 0, maximum = 20100,
+            description = "Great-circle distance, km."),
+    ),
+    security(("bearer" = [])),
+    responses((status = 200, description = "Nearest first (`[]` if none).", body = Vec<NearbyPark>,
+        links(("getPercentages" = (operation_id = "getPercentages",
+            parameters(("parkId" = "$response.body#/0/parkId")))))))
+)]
 pub async fn nearby(
     State(s): State<App>,
     Path((lat, lon, km)): Path<(String, String, String)>,
@@ -83,6 +122,16 @@ pub async fn nearby(
 }
 
 /// `GET /parks/parkingHistory/{customerID}`: completed visits, for the customer or staff.
+#[utoipa::path(
+    get, path = "/parks/parkingHistory/{customerID}", tag = TAG, operation_id = "getParkingHistory",
+    summary = "A customer's completed visits",
+    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Completed visits, newest first.", body = Vec<HistoryItem>),
+        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn history(
     State(s): State<App>,
     Path(customer): Path<String>,
@@ -96,6 +145,18 @@ pub async fn history(
 }
 
 /// `GET /parks/getQuantityOfHistoryByCustomerID/{customerID}`.
+#[utoipa::path(
+    get, path = "/parks/getQuantityOfHistoryByCustomerID/{customerID}", tag = TAG,
+    operation_id = "getHistoryCount",
+    summary = "How many visits a customer has made",
+    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The number of visits.", body = i64,
+            content_type = "application/json"),
+        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn history_count(
     State(s): State<App>,
     Path(customer): Path<String>,
@@ -108,28 +169,63 @@ pub async fn history_count(
     ))
 }
 
+/// `PUT /parks/enableDisableSpot`'s body.
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"parkNumber": 1, "spotNumber": "A1", "operational": false,
+    "managerName": "Maria"}))]
+pub struct SpotSwitch {
+    /// The park.
+    pub park_number: i64,
+    /// The spot (`A1`, …).
+    #[schema(pattern = r"^\s*[A-Za-z0-9]{1,16}\s*$")]
+    pub spot_number: String,
+    /// In service (`true`) or out (`false`).
+    pub operational: bool,
+    /// Who made the change, for the audit (default, or when blank: the caller's user id).
+    #[schema(
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$",
+        required = false
+    )]
+    pub manager_name: Option<String>,
+}
+
 /// `PUT /parks/enableDisableSpot` `{parkNumber, spotNumber, operational, managerName}`.
+#[utoipa::path(
+    put, path = "/parks/enableDisableSpot", tag = TAG, operation_id = "enableDisableSpot",
+    summary = "Take a spot out of service or put it back (park managers)",
+    request_body = SpotSwitch,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Done; the answer says what changed.", body = ResponseText),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park or spot (`park_not_found`, \
+            `spot_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let who = manager(&s, &headers).await?;
     let body = json_object(&s.limits, &headers, body).await?;
     let park = required_int(&body, "parkNumber")?;
     let spot = required_str(&body, "spotNumber")?.trim();
-    if spot.is_empty() || spot.len() > 16 {
-        return Err(FieldError::new("spotNumber", "must be 1 to 16 characters").into());
+    if !(1..=MAX_SPOT_CHARS).contains(&spot.len())
+        || !spot.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(FieldError::new(
+            "spotNumber",
+            format!("must be 1 to {MAX_SPOT_CHARS} letters and digits"),
+        )
+        .into());
     }
     let operational = required_bool(&body, "operational")?;
-    let name = match body.get("managerName") {
-        Some(serde_json::Value::String(n)) if !n.trim().is_empty() => {
-            let n = n.trim();
-            if n.chars().count() > 100 || n.chars().any(char::is_control) {
-                return Err(FieldError::new(
-                    "managerName",
-                    "must be 1 to 100 printable characters",
-                )
-                .into());
-            }
-            n.to_owned()
+    let name = match fields::optional_str(&body, "managerName")? {
+        Some(n) if n.chars().count() > 100 || n.chars().any(char::is_control) => {
+            return Err(
+                FieldError::new("managerName", "must be at most 100 printable characters").into(),
+            );
         }
+        Some(n) if !n.trim().is_empty() => n.trim().to_owned(),
         _ => format!("user {}", who.id),
     };
     let message = s
@@ -142,6 +238,13 @@ pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> A
 }
 
 /// `GET /parks/getAllParks`: park numbers as strings.
+#[utoipa::path(
+    get, path = "/parks/getAllParks", tag = TAG, operation_id = "getAllParks",
+    summary = "Every park's number",
+    security(("bearer" = [])),
+    responses((status = 200, description = "Park numbers, as strings (as published).",
+        body = Vec<String>, example = json!(["1", "2", "3", "4", "5"])))
+)]
 pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
     signed_in(&s, &headers).await?;
     let parks = s.store.parks().await.map_err(store_error)?;
@@ -150,6 +253,17 @@ pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
 }
 
 /// `GET /parks/getSpotsByParkNumber/{parkNumber}`.
+#[utoipa::path(
+    get, path = "/parks/getSpotsByParkNumber/{parkNumber}", tag = TAG,
+    operation_id = "getSpotsByParkNumber",
+    summary = "A park's spots",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "By spot number.", body = Vec<Spot>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
     signed_in(&s, &headers).await?;
     let park = park_param(&park)?;
@@ -160,6 +274,19 @@ pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: Head
 }
 
 /// `PUT /parks/changeParkyThresholds/{parkNumber}` `{parkiesPerHour, parkiesPerMinute}`.
+#[utoipa::path(
+    put, path = "/parks/changeParkyThresholds/{parkNumber}", tag = TAG,
+    operation_id = "changeParkyThresholds",
+    summary = "Change a park's PARKY thresholds (park managers)",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    request_body = Thresholds,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Changed.", body = ResponseText),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_thresholds(
     State(s): State<App>,
     Path(park): Path<String>,
@@ -188,6 +315,17 @@ fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiErro
 }
 
 /// `GET /parks/getParkyThresholds/{parkNumber}`.
+#[utoipa::path(
+    get, path = "/parks/getParkyThresholds/{parkNumber}", tag = TAG,
+    operation_id = "getParkyThresholds",
+    summary = "A park's PARKY thresholds",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Coins earned per hour and per minute.", body = Thresholds),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn thresholds(
     State(s): State<App>,
     Path(park): Path<String>,
@@ -201,11 +339,25 @@ pub async fn thresholds(
         .map_err(store_error)?;
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({"parkiesPerHour": park.parkies_per_hour, "parkiesPerMinute": park.parkies_per_minute}),
+        &Thresholds {
+            parkies_per_hour: park.parkies_per_hour,
+            parkies_per_minute: park.parkies_per_minute,
+        },
     ))
 }
 
 /// `GET /parks/getOvernightConfig/{parkNumber}`.
+#[utoipa::path(
+    get, path = "/parks/getOvernightConfig/{parkNumber}", tag = TAG,
+    operation_id = "getOvernightConfig",
+    summary = "A park's overnight fee",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The fee and whether it is charged.", body = OvernightConfig),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn overnight(
     State(s): State<App>,
     Path(park): Path<String>,
@@ -219,11 +371,36 @@ pub async fn overnight(
         .map_err(store_error)?;
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({"overnightFee": park.overnight_fee, "enabled": park.overnight_enabled}),
+        &OvernightConfig {
+            overnight_fee: park.overnight_fee,
+            enabled: park.overnight_enabled,
+        },
     ))
 }
 
+/// `PUT /parks/enableDisableOvernightFee`'s body.
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OvernightSwitch {
+    /// The park.
+    pub park_number: i64,
+    /// Charge it (`true`) or not.
+    pub status: bool,
+}
+
 /// `PUT /parks/enableDisableOvernightFee` `{parkNumber, status}`.
+#[utoipa::path(
+    put, path = "/parks/enableDisableOvernightFee", tag = TAG,
+    operation_id = "enableDisableOvernightFee",
+    summary = "Switch a park's overnight fee on or off (park managers)",
+    request_body = OvernightSwitch,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Switched.", body = ResponseText),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_overnight_enabled(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let who = manager(&s, &headers).await?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -237,7 +414,30 @@ pub async fn set_overnight_enabled(State(s): State<App>, headers: HeaderMap, bod
     Ok(response_text(format!("Park {park} overnight fee {on}")))
 }
 
+/// `PUT /parks/changeOvernightFeePrice`'s body.
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OvernightPrice {
+    /// The park.
+    pub park_number: i64,
+    /// Whole euros per midnight spanned.
+    #[schema(minimum = 0, maximum = 10000)]
+    pub price: i64,
+}
+
 /// `PUT /parks/changeOvernightFeePrice` `{parkNumber, price}` (whole euros).
+#[utoipa::path(
+    put, path = "/parks/changeOvernightFeePrice", tag = TAG,
+    operation_id = "changeOvernightFeePrice",
+    summary = "Change a park's overnight fee (park managers)",
+    request_body = OvernightPrice,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Changed.", body = ResponseText),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let who = manager(&s, &headers).await?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -256,7 +456,31 @@ pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: B
     )))
 }
 
+/// `PUT /parks/changeUserParkyFlag`'s body.
+#[derive(Debug, ToSchema)]
+pub struct CoinFlag {
+    /// The caller's own user id.
+    #[serde(rename = "customerID")]
+    pub customer_id: i64,
+    /// Pay the next visit with coins.
+    #[serde(rename = "parkyFlag")]
+    pub parky_flag: bool,
+}
+
 /// `PUT /parks/changeUserParkyFlag` `{customerID, parkyFlag}`: the customer's own flag only.
+#[utoipa::path(
+    put, path = "/parks/changeUserParkyFlag", tag = TAG, operation_id = "changeUserParkyFlag",
+    summary = "Pay the next visit with PARKY coins, or not (the customer themself)",
+    request_body = CoinFlag,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Set (`{\"response\": \"Success\"}`).", body = ResponseText),
+        (status = 403, description = "Not the caller's own flag, or the caller is not a \
+            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "The customer is not known to parks yet \
+            (`customer_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
     let who = signed_in(&s, &headers).await?;
     let body = json_object(&s.limits, &headers, body).await?;
@@ -271,6 +495,19 @@ pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body)
 }
 
 /// `GET /parks/getUserParkyFlag/{customerID}`.
+#[utoipa::path(
+    get, path = "/parks/getUserParkyFlag/{customerID}", tag = TAG,
+    operation_id = "getUserParkyFlag",
+    summary = "Whether a customer pays the next visit with PARKY coins",
+    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The flag.", body = bool, content_type = "application/json"),
+        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "The customer is not known to parks yet \
+            (`customer_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn coin_flag(
     State(s): State<App>,
     Path(customer): Path<String>,
@@ -283,11 +520,14 @@ pub async fn coin_flag(
     ))
 }
 
-/// The price table's query.
-#[derive(Debug, serde::Deserialize)]
-pub struct TableQuery {
-    /// `array` (the published answer, the default) or `object` (with the extras).
-    form: Option<String>,
+/// A price table in either of the API's forms (for the document).
+#[derive(Debug, ToSchema)]
+#[serde(untagged)]
+pub enum PriceTableForm {
+    /// The periods, as published.
+    Array(Vec<ApiPeriod>),
+    /// The periods with the extras.
+    Object(ApiTable),
 }
 
 /// `GET /parks/getAllPriceTableEntries/{parkNumber}[?form=object]`: the current table (the
@@ -295,14 +535,32 @@ pub struct TableQuery {
 /// parks they are equal). `form=object` answers what `defineTimePeriods` takes to set the
 /// extras too, so an editor can read a table and write it back without losing them, and the
 /// park's `timeZone` (read only).
+#[utoipa::path(
+    get, path = "/parks/getAllPriceTableEntries/{parkNumber}", tag = TAG,
+    operation_id = "getAllPriceTableEntries",
+    summary = "A park's price table in force",
+    params(
+        ("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),
+        ("form" = Option<String>, Query, pattern = "^(array|object)$",
+            description = "`array` (default): the periods, as published; `object`: the \
+            periods with the extras and the park's time zone, as `defineTimePeriods` takes it."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The table, in the form asked for.",
+            body = inline(PriceTableForm)),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn price_table(
     State(s): State<App>,
     Path(park): Path<String>,
-    Query(query): Query<TableQuery>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Answer {
     signed_in(&s, &headers).await?;
-    let object = match query.form.as_deref() {
+    let [form] = fields::query(query.as_deref(), ["form"])?;
+    let object = match form.as_deref() {
         None | Some("array") => false,
         Some("object") => true,
         Some(other) => {
@@ -330,6 +588,24 @@ pub async fn price_table(
 
 /// `PUT /parks/defineTimePeriods/{parkNumber}`: replaces the table after validating it (400
 /// naming what is wrong; the old table stays); answers the table as stored.
+#[utoipa::path(
+    put, path = "/parks/defineTimePeriods/{parkNumber}", tag = TAG,
+    operation_id = "defineTimePeriods",
+    summary = "Replace a park's price table (park managers)",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    request_body(content = inline(PriceTableForm), description = "The periods, or the object \
+        form with the extras. The periods must cover the day without gaps or overlaps."),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The table as stored, in the array form.",
+            body = Vec<ApiPeriod>),
+        (status = 400, description = "The table breaks a rule (`invalid_price_table`, the \
+            message naming where), or the body is not JSON (`invalid_json`); the old table \
+            stays.", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn replace_price_table(
     State(s): State<App>,
     Path(park): Path<String>,
@@ -370,6 +646,15 @@ pub async fn replace_price_table(
 /// `GET /parks/occupancy/{parkNumber}`: the open occupancy feed of one park, in the spirit of
 /// APDS's occupancy and ParkAPI: capacity, free spots in total and per vehicle and energy type,
 /// and when it was read.
+#[utoipa::path(
+    get, path = "/parks/occupancy/{parkNumber}", tag = TAG, operation_id = "getOccupancyFeed",
+    summary = "A park's open occupancy feed (no sign-in)",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    responses(
+        (status = 200, description = "Capacity and free spots now.", body = OccupancyFeed),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
     s.ready.check()?;
     let park = s
@@ -390,21 +675,36 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
     let free: i64 = types.iter().map(|t| t.available_spots).sum();
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({
-            "parkId": park.id,
-            "parkNumber": park.number,
-            "capacity": park.max_occupancy,
-            "available": free,
-            "status": if free == 0 { "full" } else { "open" },
-            "byType": types,
-            "coordinates": {"latitude": park.latitude, "longitude": park.longitude},
-            "updatedAt": jiff::Timestamp::now().to_string(),
-        }),
+        &OccupancyFeed {
+            park_id: park.id,
+            park_number: park.number,
+            capacity: park.max_occupancy,
+            available: free,
+            status: if free == 0 { "full" } else { "open" },
+            by_type: types,
+            coordinates: Coordinates {
+                latitude: park.latitude,
+                longitude: park.longitude,
+            },
+            updated_at: jiff::Timestamp::now().to_string(),
+        },
     ))
 }
 
 /// `GET /parks/devices/{parkNumber}`: the park's barriers, each with its displays and the text
 /// each shows now (park managers and supervisors).
+#[utoipa::path(
+    get, path = "/parks/devices/{parkNumber}", tag = TAG, operation_id = "getParkDevices",
+    summary = "A park's barriers and displays and what they show (park managers)",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Barriers by number, each with its displays.",
+            body = ParkDevices),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
     manager(&s, &headers).await?;
     let park = park_param(&park)?;
@@ -414,38 +714,31 @@ pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: He
     ))
 }
 
-/// The change feed's query.
-#[derive(Debug, serde::Deserialize)]
-pub struct ChangesQuery {
-    /// The `version` of a previous answer.
-    after: Option<String>,
-    /// Longest wait, ms.
-    #[serde(rename = "waitMs")]
-    wait_ms: Option<String>,
-}
-
 /// `GET /parks/changes[?after=V&waitMs=N]`: `{"version"}`, the counter that moves whenever an
 /// entrance, exit, spot change or display message may have changed what a park looks like;
 /// with `after` it answers once the counter differs from it, or after `waitMs` (a long poll for
 /// pages that follow occupancy live).
+#[utoipa::path(
+    get, path = "/parks/changes", tag = TAG, operation_id = "getChanges",
+    summary = "The change counter, or a long poll for its next move",
+    params(
+        ("after" = Option<i64>, Query, description = "A previous answer's `version`: answer \
+            once the counter differs from it."),
+        ("waitMs" = Option<i64>, Query, minimum = 0, maximum = 30000,
+            description = "Longest wait with `after`, ms (default 25000)."),
+    ),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The counter now.", body = ChangeVersion))
+)]
 pub async fn changes(
     State(s): State<App>,
-    Query(query): Query<ChangesQuery>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Answer {
     signed_in(&s, &headers).await?;
-    let number = |name: &'static str, v: Option<&str>| -> Result<Option<i64>, ApiError> {
-        v.map(|t| {
-            t.parse::<i64>()
-                .map_err(|_| FieldError::new(name, "must be a whole number").into())
-        })
-        .transpose()
-    };
-    let after = number("after", query.after.as_deref())?;
-    let wait = number("waitMs", query.wait_ms.as_deref())?;
+    let [after, wait] = fields::query(query.as_deref(), ["after", "waitMs"])?;
+    let after = fields::query_int("after", after.as_deref(), i64::MIN..=i64::MAX)?;
+    let wait = fields::query_int("waitMs", wait.as_deref(), 0..=super::devices::MAX_WAIT_MS)?;
     let version = super::devices::wait_for_change(&s, after, wait).await?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"version": version}),
-    ))
+    Ok(json(StatusCode::OK, &ChangeVersion { version }))
 }

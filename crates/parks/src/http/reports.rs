@@ -6,11 +6,26 @@ use pms_service::caller;
 use pms_service::fields::{id_param, FieldError};
 use pms_service::http::{json, Answer};
 
-use super::{store_error, MANAGERS};
+use pms_service::openapi::ErrorBody;
+
+use super::{store_error, MANAGERS, TAG};
 use crate::model::ReportPeriod;
+use crate::store::reports::{ParkingTime, Percentages};
 use crate::App;
 
 /// `GET /parkReport/percentageOf/{parkId}`.
+#[utoipa::path(
+    get, path = "/parkReport/percentageOf/{parkId}", tag = TAG, operation_id = "getPercentages",
+    summary = "Shares of vehicle and energy types among a park's visits (park managers)",
+    params(("parkId" = i64, Path, minimum = 1, description = "The park's id.")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Percentages of all vehicles counted.", body = Percentages),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn percentages(
     State(s): State<App>,
     Path(park): Path<String>,
@@ -26,6 +41,22 @@ pub async fn percentages(
 }
 
 /// `GET /parkReport/parkingTime/{parkId}/{day|month|year}`.
+#[utoipa::path(
+    get, path = "/parkReport/parkingTime/{parkId}/{timePeriod}", tag = TAG,
+    operation_id = "getParkingTime",
+    summary = "Minutes parked per customer, by day, month or year (park managers)",
+    params(
+        ("parkId" = i64, Path, minimum = 1, description = "The park's id."),
+        ("timePeriod" = inline(ReportPeriod), Path, description = "How to aggregate."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One row per customer and period.", body = Vec<ParkingTime>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+    )
+)]
 pub async fn parking_time(
     State(s): State<App>,
     Path((park, period)): Path<(String, String)>,

@@ -22,7 +22,7 @@ type Sums = (
 );
 
 /// `GET /parkReport/percentageOf/{parkId}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Percentages {
     /// Cars, % of all vehicles.
@@ -43,7 +43,7 @@ pub struct Percentages {
 }
 
 /// One row of `GET /parkReport/parkingTime/{parkId}/{period}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParkingTime {
     /// Customer (user) id.

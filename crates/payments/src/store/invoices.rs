@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::replica::CONSUMER;
 use super::{instant, Store, StoreError};
-use crate::model::{PaymentsDto, RowDto};
+use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
 /// `visit.closed` v1, what payments needs.
 #[derive(Debug, Clone, Deserialize)]
@@ -178,7 +178,12 @@ impl Store {
                     .bind(&table.time_zone_name)
                     .bind(table.version)
                     .bind(bill.total.to_string())
-                    .bind(if awaiting { "AWAITING_COINS" } else { "ISSUED" })
+                    .bind(if awaiting {
+                        InvoiceStatus::AwaitingCoins
+                    } else {
+                        InvoiceStatus::Issued
+                    }
+                    .as_str())
                     .bind(now)
                     .bind((!awaiting).then_some(now))
                     .fetch_optional(&mut *tx)
@@ -425,7 +430,7 @@ pub fn quote_dto(
             .collect(),
         total: money(bill.total),
         coins: 0,
-        status: "QUOTE".into(),
+        status: InvoiceStatus::Quote.as_str().into(),
         visit_id: None,
         park_id,
         license_plate_number: plate.to_owned(),

@@ -10,6 +10,10 @@ pub enum Service {
     All,
     /// The users service.
     Users,
+    /// The parks service.
+    Parks,
+    /// The payments service.
+    Payments,
 }
 
 /// `pms openapi` arguments.
@@ -25,6 +29,8 @@ pub fn document(service: Service) -> utoipa::openapi::OpenApi {
     match service {
         Service::All => all(),
         Service::Users => pms_users::openapi(),
+        Service::Parks => pms_parks::openapi(),
+        Service::Payments => pms_payments::openapi(),
     }
 }
 
@@ -43,6 +49,8 @@ pub fn all() -> utoipa::openapi::OpenApi {
         )
         .build();
     doc.merge(pms_users::openapi());
+    doc.merge(pms_parks::openapi());
+    doc.merge(pms_payments::openapi());
     doc
 }
 

@@ -38,7 +38,8 @@ pub const MAX_PAGE: i64 = 1000;
     summary = "Register as a customer",
     request_body = NewUser,
     responses(
-        (status = 201, description = "Registered; the user as stored.", body = UserDto),
+        (status = 201, description = "Registered; the user as stored.", body = UserDto,
+            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$response.body#/id")))))),
         (status = 409, description = "The e-mail, tax number or plate is registered already \
             (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),
     )
@@ -162,7 +163,8 @@ fn now_ms() -> i64 {
     ),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "Users in id order.", body = Vec<UserDto>),
+        (status = 200, description = "Users in id order.", body = Vec<UserDto>,
+            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$response.body#/0/id")))))),
         (status = 403, description = "Only SUPERVISOR and CUSTOMER_MANAGER may list users \
             (`forbidden`).", body = ErrorBody<'static>),
     )
@@ -323,7 +325,8 @@ pub async fn payment_method(
     security(("bearer" = [])),
     responses(
         (status = 201, description = "Granted to every user named.", body = bool,
-            content_type = "application/json"),
+            content_type = "application/json",
+            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$request.body#/userIds/0")))))),
         (status = 403, description = "Only a CUSTOMER_MANAGER grants coins (`forbidden`).",
             body = ErrorBody<'static>),
         (status = 404, description = "A user named does not exist (`user_not_found`); nobody \
@@ -417,41 +420,12 @@ async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Resul
 /// `limit`/`offset` from the query string; without them, everything. Each at most once: which
 /// of two would count is a guess the caller should not have to make.
 fn page(query: Option<&str>) -> Result<Page, ApiError> {
-    let mut page = Page::ALL;
-    let (mut limit_seen, mut offset_seen) = (false, false);
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (field, seen) = match key {
-            "limit" => ("limit", &mut limit_seen),
-            "offset" => ("offset", &mut offset_seen),
-            _ => continue,
-        };
-        if std::mem::replace(seen, true) {
-            return Err(validate::FieldError {
-                field,
-                message: "given more than once".into(),
-            }
-            .into());
-        }
-        let n: i64 = value.parse().map_err(|_| {
-            ApiError::from(validate::FieldError {
-                field,
-                message: format!("{value:?} is not a whole number"),
-            })
-        })?;
-        match field {
-            "limit" if (1..=MAX_PAGE).contains(&n) => page.limit = Some(n),
-            "offset" if n >= 0 => page.offset = n,
-            _ => {
-                return Err(validate::FieldError {
-                    field,
-                    message: format!("out of range (limit 1..={MAX_PAGE}, offset >= 0)"),
-                }
-                .into())
-            }
-        }
-    }
-    Ok(page)
+    use pms_service::fields::query_int;
+    let [limit, offset] = pms_service::fields::query(query, ["limit", "offset"])?;
+    Ok(Page {
+        limit: query_int("limit", limit.as_deref(), 1..=MAX_PAGE)?,
+        offset: query_int("offset", offset.as_deref(), 0..=i64::MAX)?.unwrap_or(0),
+    })
 }
 
 fn not_found(user_id: i64) -> ApiError {

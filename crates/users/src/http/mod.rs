@@ -8,8 +8,6 @@ pub mod handlers;
 
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -59,12 +57,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
     let (routes, doc) = parts();
-    let doc = Bytes::from(doc.to_json().unwrap_or_default());
     let routes = routes
-        .route(
-            "/openapi.json",
-            get(move || async move { ([(CONTENT_TYPE, "application/json")], doc) }),
-        )
+        .route("/openapi.json", pms_service::openapi::document_route(&doc))
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/metrics", get(handlers::metrics))

@@ -228,7 +228,9 @@ impl TableForm {
             out.insert("graceChargeFromStart".into(), self.grace_from_start.into());
         }
         out.insert("dailyMaximum".into(), optional(&self.daily_max));
-        out.insert("dailyMaximumResetsAt".into(), optional(&self.resets_at));
+        if !self.daily_max.is_empty() {
+            out.insert("dailyMaximumResetsAt".into(), optional(&self.resets_at));
+        }
         out.insert("minimumCharge".into(), optional(&self.minimum));
         Value::Object(out)
     }
