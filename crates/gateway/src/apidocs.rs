@@ -12,7 +12,7 @@
 
 use askama::Template;
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Method, Response};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Map, Value};
@@ -69,19 +69,27 @@ impl ApiDocs {
         }
     }
 
-    /// The answer to a request for `doc`.
-    pub(crate) fn response(&self, doc: Doc, request_id: &HeaderValue) -> Response<ProxyBody> {
+    /// The answer to a request for `doc`; to a `HEAD` (`head`), the same headers and no body
+    /// (HTTP/2 sends no DATA for it, so the body is left out here rather than by the codec).
+    pub(crate) fn response(
+        &self,
+        doc: Doc,
+        head: bool,
+        request_id: &HeaderValue,
+    ) -> Response<ProxyBody> {
         let (body, content_type) = match doc {
             Doc::Document => (self.document.clone(), "application/json"),
             Doc::Page => (self.page.clone(), "text/html; charset=utf-8"),
         };
+        let length = HeaderValue::from(body.len());
         let mut resp = Response::new(
-            Full::new(body)
+            Full::new(if head { Bytes::new() } else { body })
                 .map_err(|never| match never {})
                 .boxed_unsync(),
         );
         let h = resp.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        h.insert(CONTENT_LENGTH, length);
         h.insert(X_REQUEST_ID.clone(), request_id.clone());
         resp
     }

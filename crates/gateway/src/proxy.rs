@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
@@ -65,7 +65,9 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
         shared.api_doc(req.method(), req.uri().path().as_bytes()),
     ) {
         (Err(err), _) => Err(err),
-        (Ok(()), Some((docs, doc))) => Ok(docs.response(doc, &request_id)),
+        (Ok(()), Some((docs, doc))) => {
+            Ok(docs.response(doc, req.method() == Method::HEAD, &request_id))
+        }
         (Ok(()), None) => match shared.route(req.method(), req.uri().path()) {
             Ok(i) => {
                 route = Some(i);

@@ -21,7 +21,7 @@ use pms_service::openapi::{ErrorBody, Instant, Plate};
 use pms_service::vocab::Role;
 use pms_service::{caller, ApiError, Caller};
 use pms_tariff::fee::{self, FeeError, Stay};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -53,18 +53,17 @@ pub const TAG: &str = "payments";
 )]
 struct PaymentsApi;
 
-/// The public endpoints' routes, and their document with the kit's shared errors.
+/// The public endpoints' routes (and `/openapi.json`), and their document.
 fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
-    let (routes, mut doc) = OpenApiRouter::with_openapi(PaymentsApi::openapi())
-        .routes(routes!(create_payment))
-        .routes(routes!(all))
-        .routes(routes!(by_nif))
-        .routes(routes!(invoice))
-        .routes(routes!(mine))
-        .routes(routes!(quote))
-        .split_for_parts();
-    pms_service::openapi::Conventions.modify(&mut doc);
-    (routes, doc)
+    pms_service::openapi::split(
+        OpenApiRouter::with_openapi(PaymentsApi::openapi())
+            .routes(routes!(create_payment))
+            .routes(routes!(all))
+            .routes(routes!(by_nif))
+            .routes(routes!(invoice))
+            .routes(routes!(mine))
+            .routes(routes!(quote)),
+    )
 }
 
 /// The service's OpenAPI 3.1 document: every public endpoint, with the kit's shared errors.
@@ -74,9 +73,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let (routes, doc) = parts();
-    let routes = routes
-        .route("/openapi.json", pms_service::openapi::document_route(&doc))
+    let routes = parts()
+        .0
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

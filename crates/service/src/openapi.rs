@@ -104,8 +104,19 @@ impl PartialSchema for Instant {
 
 impl ToSchema for Instant {}
 
+/// A service's public endpoints as plain routes, with `GET /openapi.json` serving their
+/// document, and the document itself, with the kit's [`Conventions`] applied.
+pub fn split<S: Clone + Send + Sync + 'static>(
+    api: utoipa_axum::router::OpenApiRouter<S>,
+) -> (axum::Router<S>, OpenApi) {
+    let (routes, mut doc) = api.split_for_parts();
+    Conventions.modify(&mut doc);
+    let routes = routes.route("/openapi.json", document_route(&doc));
+    (routes, doc)
+}
+
 /// The route that answers `GET /openapi.json` with `doc`.
-pub fn document_route<S: Clone + Send + Sync + 'static>(doc: &OpenApi) -> MethodRouter<S> {
+fn document_route<S: Clone + Send + Sync + 'static>(doc: &OpenApi) -> MethodRouter<S> {
     let json = Bytes::from(doc.to_json().unwrap_or_default());
     get(move || async move { ([(CONTENT_TYPE, "application/json")], json) })
 }

@@ -3,6 +3,7 @@
 
 mod access_log;
 mod admin;
+mod api_docs;
 mod auth;
 mod balancing;
 mod client_bodies;

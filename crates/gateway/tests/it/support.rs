@@ -26,6 +26,16 @@ impl Gw {
 /// Starts a gateway from TOML text. `{cert}`, `{key}` and `{ca}` are replaced by the test
 /// certificate paths; listeners and admin should use port 0.
 pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
+    gateway_with(toml, env, |_| {}).await
+}
+
+/// [`gateway`], with `adjust` applied to the settings before it starts (what an embedding
+/// program sets that no config file can, such as the OpenAPI document).
+pub async fn gateway_with(
+    toml: &str,
+    env: &[(&str, &str)],
+    adjust: impl FnOnce(&mut pms_gateway::config::Settings),
+) -> Gw {
     let c = certs();
     let text = toml
         .replace("{cert}", &c.cert.display().to_string())
@@ -43,6 +53,8 @@ pub async fn gateway(toml: &str, env: &[(&str, &str)]) -> Gw {
             })
         })
         .unwrap_or_else(|e| panic!("test config rejected:\n{e}"));
+    let mut settings = settings;
+    adjust(&mut settings);
     let bound = pms_gateway::Bound::bind(&settings).expect("bind");
     let addrs = bound.public_addrs().into_iter().map(|(_, a)| a).collect();
     let admin = bound.admin_addr();

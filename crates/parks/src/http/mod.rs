@@ -71,40 +71,39 @@ impl Modify for DeviceKeyScheme {
     }
 }
 
-/// The public endpoints' routes, and their document with the kit's shared errors.
+/// The public endpoints' routes (and `/openapi.json`), and their document.
 fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
     use self::devices as d;
     use self::parks as p;
     use self::reports as r;
-    let (routes, mut doc) = OpenApiRouter::with_openapi(ParksApi::openapi())
-        .routes(routes!(p::occupancies))
-        .routes(routes!(p::nearby))
-        .routes(routes!(p::history))
-        .routes(routes!(p::history_count))
-        .routes(routes!(p::set_spot))
-        .routes(routes!(p::all_parks))
-        .routes(routes!(p::spots))
-        .routes(routes!(p::set_thresholds))
-        .routes(routes!(p::thresholds))
-        .routes(routes!(p::overnight))
-        .routes(routes!(p::set_overnight_enabled))
-        .routes(routes!(p::set_overnight_fee))
-        .routes(routes!(p::set_coin_flag))
-        .routes(routes!(p::coin_flag))
-        .routes(routes!(p::price_table))
-        .routes(routes!(p::replace_price_table))
-        .routes(routes!(p::occupancy_feed))
-        .routes(routes!(p::devices))
-        .routes(routes!(p::changes))
-        .routes(routes!(d::entrance))
-        .routes(routes!(d::exit))
-        .routes(routes!(d::update_display))
-        .routes(routes!(d::get_display))
-        .routes(routes!(r::percentages))
-        .routes(routes!(r::parking_time))
-        .split_for_parts();
-    pms_service::openapi::Conventions.modify(&mut doc);
-    (routes, doc)
+    pms_service::openapi::split(
+        OpenApiRouter::with_openapi(ParksApi::openapi())
+            .routes(routes!(p::occupancies))
+            .routes(routes!(p::nearby))
+            .routes(routes!(p::history))
+            .routes(routes!(p::history_count))
+            .routes(routes!(p::set_spot))
+            .routes(routes!(p::all_parks))
+            .routes(routes!(p::spots))
+            .routes(routes!(p::set_thresholds))
+            .routes(routes!(p::thresholds))
+            .routes(routes!(p::overnight))
+            .routes(routes!(p::set_overnight_enabled))
+            .routes(routes!(p::set_overnight_fee))
+            .routes(routes!(p::set_coin_flag))
+            .routes(routes!(p::coin_flag))
+            .routes(routes!(p::price_table))
+            .routes(routes!(p::replace_price_table))
+            .routes(routes!(p::occupancy_feed))
+            .routes(routes!(p::devices))
+            .routes(routes!(p::changes))
+            .routes(routes!(d::entrance))
+            .routes(routes!(d::exit))
+            .routes(routes!(d::update_display))
+            .routes(routes!(d::get_display))
+            .routes(routes!(r::percentages))
+            .routes(routes!(r::parking_time)),
+    )
 }
 
 /// The service's OpenAPI 3.1 document: every public endpoint, with the kit's shared errors.
@@ -114,9 +113,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let (routes, doc) = parts();
-    let routes = routes
-        .route("/openapi.json", pms_service::openapi::document_route(&doc))
+    let routes = parts()
+        .0
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

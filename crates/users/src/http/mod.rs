@@ -8,7 +8,7 @@ pub mod handlers;
 
 use axum::routing::get;
 use axum::Router;
-use utoipa::{Modify, OpenApi};
+use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -42,11 +42,9 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::top10))
 }
 
-/// The public endpoints' routes, and their document with the kit's shared errors.
+/// The public endpoints' routes (and `/openapi.json`), and their document.
 fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
-    let (routes, mut doc) = api().split_for_parts();
-    pms_service::openapi::Conventions.modify(&mut doc);
-    (routes, doc)
+    pms_service::openapi::split(api())
 }
 
 /// The service's OpenAPI 3.1 document: every public endpoint, with the kit's shared errors.
@@ -56,9 +54,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let (routes, doc) = parts();
-    let routes = routes
-        .route("/openapi.json", pms_service::openapi::document_route(&doc))
+    let routes = parts()
+        .0
         .route("/healthz", get(pms_service::http::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/metrics", get(handlers::metrics))
