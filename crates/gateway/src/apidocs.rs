@@ -257,7 +257,7 @@ fn add_gateway_answers(op: &mut Value, jwt: bool, limited: bool) {
 struct Page {
     title: String,
     version: String,
-    description: String,
+    description: Prose,
     operations: Vec<Operation>,
     schemas: Vec<Schema>,
 }
@@ -266,9 +266,10 @@ struct Operation {
     anchor: String,
     method: String,
     path: String,
-    summary: String,
-    description: String,
-    bearer: bool,
+    summary: Prose,
+    description: Prose,
+    /// How the caller proves who it is (`bearer token`, `device key`), if it must.
+    credential: Option<&'static str>,
     params: Vec<Field>,
     body: Option<String>,
     example: Option<String>,
@@ -277,7 +278,7 @@ struct Operation {
 
 struct Answer {
     status: String,
-    description: String,
+    description: Prose,
     schema: Option<String>,
 }
 
@@ -285,12 +286,12 @@ struct Field {
     name: String,
     kind: String,
     required: bool,
-    description: String,
+    description: Prose,
 }
 
 struct Schema {
     name: String,
-    description: String,
+    description: Prose,
     kind: String,
     fields: Vec<Field>,
     example: Option<String>,
@@ -298,6 +299,69 @@ struct Schema {
 
 fn text(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+/// A description as the page shows it: text, with `backticked` spans as code.
+struct Prose(Vec<Span>);
+
+/// A run of a [`Prose`].
+struct Span {
+    code: bool,
+    text: String,
+}
+
+impl Prose {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// `v[key]` as [`Prose`]: the parts between backticks are code; an unpaired backtick is text.
+fn prose(v: &Value, key: &str) -> Prose {
+    let text = text(v, key);
+    let mut spans = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
+        };
+        if open > 0 {
+            spans.push(Span {
+                code: false,
+                text: rest[..open].to_owned(),
+            });
+        }
+        spans.push(Span {
+            code: true,
+            text: rest[open + 1..open + 1 + len].to_owned(),
+        });
+        rest = &rest[open + 2 + len..];
+    }
+    if !rest.is_empty() {
+        spans.push(Span {
+            code: false,
+            text: rest.to_owned(),
+        });
+    }
+    Prose(spans)
+}
+
+/// What an operation's `security` asks for, in words.
+fn credential(op: &Value) -> Option<&'static str> {
+    let schemes = op.get("security")?.as_array()?;
+    let names = schemes
+        .iter()
+        .filter_map(Value::as_object)
+        .flat_map(|s| s.keys());
+    let mut found = None;
+    for name in names {
+        found = Some(if name == "bearer" {
+            "bearer token"
+        } else {
+            "device key"
+        });
+    }
+    found
 }
 
 /// A schema's kind in a few words: `Vehicle`, `array of UserDto`, `integer (int64)`, an enum's
@@ -351,7 +415,7 @@ fn fields_of(object: &Value) -> Vec<Field> {
                 name: name.clone(),
                 kind: kind(p),
                 required: required.contains(&name.as_str()),
-                description: text(p, "description"),
+                description: prose(p, "description"),
             });
         }
     }
@@ -387,7 +451,7 @@ fn render(doc: &Value) -> String {
                     name: format!("{} ({})", text(p, "name"), text(p, "in")),
                     kind: p.get("schema").map_or_else(String::new, kind),
                     required: p.get("required").and_then(Value::as_bool) == Some(true),
-                    description: text(p, "description"),
+                    description: prose(p, "description"),
                 })
                 .collect();
             let responses = op["responses"]
@@ -396,7 +460,7 @@ fn render(doc: &Value) -> String {
                 .flatten()
                 .map(|(status, r)| Answer {
                     status: status.clone(),
-                    description: text(r, "description"),
+                    description: prose(r, "description"),
                     schema: r.pointer("/content/application~1json/schema").map(kind),
                 })
                 .collect();
@@ -407,12 +471,9 @@ fn render(doc: &Value) -> String {
                     .map_or_else(|| format!("{method}-{path}"), str::to_owned),
                 method: method.to_ascii_uppercase(),
                 path: path.clone(),
-                summary: text(op, "summary"),
-                description: text(op, "description"),
-                bearer: op
-                    .get("security")
-                    .and_then(Value::as_array)
-                    .is_some_and(|s| !s.is_empty()),
+                summary: prose(op, "summary"),
+                description: prose(op, "description"),
+                credential: credential(op),
                 params,
                 body: body.map(kind),
                 example: pretty(body.and_then(|b| example_of(doc, b))),
@@ -427,7 +488,7 @@ fn render(doc: &Value) -> String {
         .flatten()
         .map(|(name, s)| Schema {
             name: name.clone(),
-            description: text(s, "description"),
+            description: prose(s, "description"),
             kind: kind(s),
             fields: fields_of(s),
             example: pretty(s.get("example")),
@@ -436,7 +497,7 @@ fn render(doc: &Value) -> String {
     let page = Page {
         title: text(&doc["info"], "title"),
         version: text(&doc["info"], "version"),
-        description: text(&doc["info"], "description"),
+        description: prose(&doc["info"], "description"),
         operations,
         schemas,
     };
@@ -473,6 +534,23 @@ mod tests {
         assert!(paths["/b"]["get"]["responses"]["200"]
             .get("links")
             .is_none());
+    }
+
+    #[test]
+    fn backticks_mark_code_and_an_unpaired_one_is_text() {
+        let spans = |text: &str| -> Vec<(bool, String)> {
+            prose(&json!({ "d": text }), "d")
+                .0
+                .into_iter()
+                .map(|s| (s.code, s.text))
+                .collect()
+        };
+        let t = |s: &str| (false, s.to_owned());
+        let c = |s: &str| (true, s.to_owned());
+        assert_eq!(spans("a `b` c"), [t("a "), c("b"), t(" c")]);
+        assert_eq!(spans("`x``y`"), [c("x"), c("y")]);
+        assert_eq!(spans("one ` left"), [t("one ` left")]);
+        assert_eq!(spans(""), Vec::<(bool, String)>::new());
     }
 
     #[test]

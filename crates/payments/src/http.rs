@@ -416,3 +416,40 @@ async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) ->
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_is_documented_behind_a_token() {
+        let doc = serde_json::to_value(openapi()).expect("document");
+        let mut ids = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("item") {
+                let at = format!("{method} {path}");
+                ids.push(op["operationId"].as_str().expect("operationId").to_owned());
+                assert_eq!(
+                    op["security"],
+                    serde_json::json!([{ "bearer": [] }]),
+                    "{at}"
+                );
+                for status in ["200", "401", "503"] {
+                    assert!(op["responses"][status].is_object(), "{at} {status}");
+                }
+            }
+        }
+        ids.sort();
+        assert_eq!(
+            ids,
+            [
+                "createPayment",
+                "getAllPayments",
+                "getInvoice",
+                "getMyPayments",
+                "getPaymentsByNif",
+                "getQuote"
+            ]
+        );
+    }
+}

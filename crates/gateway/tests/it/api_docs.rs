@@ -16,7 +16,7 @@ fn services() -> Value {
         "paths": {
             "/users/login": {"post": {
                 "operationId": "login",
-                "summary": "Log in",
+                "summary": "Log in for a `token`",
                 "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
                 "responses": answer(json!({
                     "toUser": {"operationId": "getUser", "parameters": {"id": "$response.body#/id"}},
@@ -26,6 +26,7 @@ fn services() -> Value {
             "/users/{id}": {"get": {
                 "operationId": "getUser",
                 "summary": "A user",
+                "security": [{"bearer": []}],
                 "responses": answer(json!({})),
             }},
             "/parks/all": {"get": {

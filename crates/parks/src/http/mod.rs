@@ -159,3 +159,43 @@ pub fn response_text(text: impl Into<String>) -> axum::response::Response {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_is_documented_with_its_credentials() {
+        let doc = serde_json::to_value(openapi()).expect("document");
+        let mut count = 0;
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("item") {
+                count += 1;
+                let at = format!("{method} {path}");
+                assert!(
+                    op["operationId"].is_string() && op["summary"].is_string(),
+                    "{at}"
+                );
+                let responses = op["responses"].as_object().expect("responses");
+                assert!(responses.keys().any(|s| s.starts_with('2')), "{at}");
+                assert!(responses.contains_key("503"), "{at}");
+                let device = path.starts_with("/barriers/") || path.starts_with("/display/");
+                let open = path.starts_with("/parks/occupancy/");
+                let expected = match (device, open) {
+                    (true, _) => serde_json::json!([{ DEVICE_KEY: [] }]),
+                    (false, true) => serde_json::Value::Null,
+                    (false, false) => serde_json::json!([{ "bearer": [] }]),
+                };
+                assert_eq!(op["security"], expected, "{at}");
+                if !open {
+                    assert!(responses.contains_key("401"), "{at}");
+                }
+            }
+        }
+        assert_eq!(count, 25, "the parks endpoints");
+        assert_eq!(
+            doc["components"]["securitySchemes"][DEVICE_KEY]["name"],
+            crate::devices::DEVICE_KEY_HEADER
+        );
+    }
+}
