@@ -65,7 +65,8 @@ impl Shared {
     /// The route that takes `method path`.
     ///
     /// # Errors
-    /// 400 `bad_path` for dot segments, 404 `not_found` when no route matches.
+    /// 400 `bad_path` for dot segments, 404 `not_found` when no route takes the path, 405
+    /// `method_not_allowed` (with the path's methods) when routes take it with other methods.
     pub(crate) fn route(&self, method: &Method, path: &str) -> Result<usize, GatewayError> {
         self.router
             .find(method, path.as_bytes())
@@ -74,6 +75,17 @@ impl Shared {
                 NoRoute::NotFound => GatewayError::NoRoute {
                     method: method.to_string(),
                     path: path.to_owned(),
+                },
+                NoRoute::WrongMethod => GatewayError::MethodNotAllowed {
+                    method: method.to_string(),
+                    path: path.to_owned(),
+                    allow: self
+                        .router
+                        .allowed(path.as_bytes())
+                        .iter()
+                        .map(Method::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 },
             })
     }

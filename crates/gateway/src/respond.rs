@@ -3,7 +3,7 @@
 //! return [`GatewayError`]; only this one builds error responses.
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
@@ -20,6 +20,16 @@ pub enum GatewayError {
         method: String,
         /// Request path.
         path: String,
+    },
+    /// Routes take the path, but not with this method.
+    #[error("{method} is not allowed on {path} (allowed: {allow})")]
+    MethodNotAllowed {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+        /// The methods that are, as the `Allow` header lists them.
+        allow: String,
     },
     /// The path has dot segments.
     #[error("path {0:?} contains '.' or '..' segments")]
@@ -127,6 +137,7 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::BadPath(_) | Self::BadRequest(_) | Self::BadBody(_) | Self::BodyRead(_) => {
                 StatusCode::BAD_REQUEST
             }
@@ -147,6 +158,7 @@ impl GatewayError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NoRoute { .. } => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::BadPath(_) => "bad_path",
             Self::BadRequest(_) => "bad_request",
             Self::UriTooLong { .. } => "uri_too_long",
@@ -217,6 +229,11 @@ impl GatewayError {
             }
             Self::RateLimited { retry_after_s } => {
                 h.insert(RETRY_AFTER, HeaderValue::from(*retry_after_s));
+            }
+            Self::MethodNotAllowed { allow, .. } => {
+                if let Ok(v) = HeaderValue::from_str(allow) {
+                    h.insert(ALLOW, v);
+                }
             }
             _ => {}
         }

@@ -23,8 +23,10 @@ pub struct Router {
 pub enum NoRoute {
     /// The path is not in normal form (dot segments).
     BadPath,
-    /// Nothing matches path and method.
+    /// No route takes the path.
     NotFound,
+    /// Routes take the path, but none with this method ([`Router::allowed`] says which).
+    WrongMethod,
 }
 
 impl Router {
@@ -65,7 +67,40 @@ impl Router {
                 let r = &self.routes[i];
                 path_matches(&r.path, path) && (r.methods.is_empty() || r.methods.contains(method))
             })
-            .ok_or(NoRoute::NotFound)
+            .ok_or_else(|| {
+                if self.routes.iter().any(|r| path_matches(&r.path, path)) {
+                    NoRoute::WrongMethod
+                } else {
+                    NoRoute::NotFound
+                }
+            })
+    }
+
+    /// The methods some route takes `path` with, for the `Allow` header of a 405, in a fixed
+    /// order. (Only called after [`NoRoute::WrongMethod`]: every route that matches the path
+    /// names its methods, or it would have taken the request.)
+    pub fn allowed(&self, path: &[u8]) -> Vec<Method> {
+        let mut out: Vec<Method> = Vec::new();
+        for r in self.routes.iter().filter(|r| path_matches(&r.path, path)) {
+            for m in &r.methods {
+                if !out.contains(m) {
+                    out.push(m.clone());
+                }
+            }
+        }
+        const ORDER: [Method; 9] = [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+            Method::TRACE,
+            Method::CONNECT,
+        ];
+        out.sort_by_key(|m| ORDER.iter().position(|o| o == m).unwrap_or(ORDER.len()));
+        out
     }
 }
 
@@ -154,9 +189,21 @@ mod tests {
     }
 
     #[test]
-    fn method_mismatch_is_not_found() {
-        let r = Router::new(vec![route(PathMatch::Exact("/a".into()), &[Method::POST])]);
-        assert_eq!(r.find(&Method::GET, b"/a"), Err(NoRoute::NotFound));
+    fn a_path_taken_with_other_methods_is_a_wrong_method() {
+        let r = Router::new(vec![
+            route(PathMatch::Exact("/a".into()), &[Method::PUT]),
+            route(PathMatch::Prefix("/".into()), &[Method::POST, Method::GET]),
+            route(PathMatch::Prefix("/b".into()), &[Method::DELETE]),
+        ]);
+        assert_eq!(r.find(&Method::PATCH, b"/a"), Err(NoRoute::WrongMethod));
+        assert_eq!(r.allowed(b"/a"), [Method::GET, Method::POST, Method::PUT]);
+        assert_eq!(
+            r.allowed(b"/b/1"),
+            [Method::GET, Method::POST, Method::DELETE]
+        );
+        let only = Router::new(vec![route(PathMatch::Exact("/a".into()), &[Method::POST])]);
+        assert_eq!(only.find(&Method::GET, b"/a"), Err(NoRoute::WrongMethod));
+        assert_eq!(only.find(&Method::GET, b"/b"), Err(NoRoute::NotFound));
     }
 
     #[test]

@@ -132,8 +132,10 @@ fn page(query: Option<&str>) -> Result<(i64, i64), ApiError> {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Invoices, newest first.", body = Vec<PaymentsDto>,
-            links(("getInvoice" = (operation_id = "getInvoice", parameters(("id" = "$response.body#/0/invoice")))),
-                ("getPaymentsByNif" = (operation_id = "getPaymentsByNif", parameters(("nif" = "$response.body#/0/nif")))))),
+            links(("getInvoice" = (operation_id = "getInvoice",
+                parameters(("id" = "$response.body#/0/invoice")))),
+                ("getPaymentsByNif" = (operation_id = "getPaymentsByNif",
+                parameters(("nif" = "$response.body#/0/nif")))))),
         (status = 403, description = "Only CUSTOMER_MANAGER, PARK_MANAGER and SUPERVISOR \
             list every invoice (`forbidden`).", body = ErrorBody<'static>),
     )
@@ -210,7 +212,8 @@ async fn by_nif(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The invoice.", body = PaymentsDto,
-            links(("getPaymentsByNif" = (operation_id = "getPaymentsByNif", parameters(("nif" = "$response.body#/nif")))))),
+            links(("getPaymentsByNif" = (operation_id = "getPaymentsByNif",
+                parameters(("nif" = "$response.body#/nif")))))),
         (status = 403, description = "Another customer's invoice (`forbidden`).",
             body = ErrorBody<'static>),
         (status = 404, description = "No such invoice (`invoice_not_found`).",
@@ -236,7 +239,8 @@ async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMa
     ),
     security(("bearer" = [])),
     responses((status = 200, description = "Newest first (`[]` if none).", body = Vec<PaymentsDto>,
-        links(("getInvoice" = (operation_id = "getInvoice", parameters(("id" = "$response.body#/0/invoice")))))))
+        links(("getInvoice" = (operation_id = "getInvoice",
+                parameters(("id" = "$response.body#/0/invoice")))))))
 )]
 async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
     let who = signed_in(&s, &headers).await?;
@@ -254,8 +258,8 @@ async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -
 #[utoipa::path(
     get, path = "/payments/quote/{plate}", tag = TAG, operation_id = "getQuote",
     summary = "What a parked vehicle's stay would cost if it left now",
-    params(("plate" = inline(Plate), Path, description = "The vehicle's plate: the caller's own, or \
-        any for staff.")),
+    params(("plate" = inline(Plate), Path,
+        description = "The vehicle's plate: the caller's own, or any for staff.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The price now (`status` `QUOTE`, `invoice` null).",

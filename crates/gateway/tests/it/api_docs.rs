@@ -150,5 +150,9 @@ async fn other_methods_and_a_disabled_document_go_to_the_route_table() {
     let gw = gateway(up.addr, "").await;
     let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
     let r = c.call("POST", "/openapi.json", &[], "{}").await.unwrap();
-    assert_eq!(r.status(), 404, "only GET and HEAD are the document's");
+    assert_eq!(
+        r.status(),
+        404,
+        "only GET and HEAD are the document's; no route takes it"
+    );
 }

@@ -129,7 +129,7 @@ async fn upstream_status_codes_pass_through() {
 }
 
 #[tokio::test]
-async fn routes_pick_the_most_specific_match_and_unmatched_is_404_json() {
+async fn routes_pick_the_most_specific_match_unmatched_is_404_and_a_wrong_method_405() {
     let a = inspector().await;
     let b = echo(false, false, Duration::ZERO).await;
     let toml = format!(
@@ -164,17 +164,29 @@ upstream = "echo"
         "/users/getAllUsers",
         "prefix route to inspector"
     );
-    for (m, p) in [
-        ("DELETE", "/users/1"),
-        ("GET", "/parks/1"),
-        ("GET", "/users"),
-    ] {
+    for (m, p) in [("GET", "/parks/1"), ("GET", "/users")] {
         let r = c.call(m, p, &[], "").await.unwrap();
         assert_eq!(r.status(), 404, "{m} {p}");
         let e = r.json();
         assert_eq!(e["error"]["code"], "not_found");
         assert_eq!(e["error"]["message"], format!("no route for {m} {p}"));
         assert_eq!(e["error"]["request_id"].as_str(), r.header("x-request-id"));
+    }
+    // A path routes take with other methods: 405, naming them (RFC 9110 §15.5.6), on both
+    // front ends.
+    for proto in [Proto::H1c, Proto::H2c] {
+        let mut c = TestClient::connect(gw.addr(), proto).await.unwrap();
+        for (m, p, allow) in [
+            ("DELETE", "/users/1", "GET"),
+            ("PUT", "/users/login", "GET, POST"),
+        ] {
+            let r = c.call(m, p, &[], "").await.unwrap();
+            assert_eq!(r.status(), 405, "{proto:?} {m} {p}");
+            assert_eq!(r.header("allow"), Some(allow), "{proto:?} {m} {p}");
+            let e = r.json();
+            assert_eq!(e["error"]["code"], "method_not_allowed");
+            assert_eq!(e["error"]["request_id"].as_str(), r.header("x-request-id"));
+        }
     }
 }
 

@@ -272,7 +272,8 @@ pub struct DisplayMessage {
         (status = 200, description = "`success` when a display took it.", body = BarrierAnswer),
         (status = 401, description = "No device key (`missing_device_key`), or not this \
             device's (`invalid_device_key`).", body = ErrorBody<'static>),
-        (status = 403, description = "The barrier is another park's (`forbidden`).", body = ErrorBody<'static>),
+        (status = 403, description = "The barrier is another park's (`forbidden`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -366,7 +367,8 @@ pub struct DisplayRequest {
             body = DisplayAnswer),
         (status = 401, description = "No device key (`missing_device_key`), or not this \
             device's (`invalid_device_key`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such display (`display_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such display (`display_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {

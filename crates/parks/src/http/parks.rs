@@ -74,12 +74,18 @@ fn number_param(
     summary = "Every park's capacity and free spots",
     security(("bearer" = [])),
     responses((status = 200, description = "One entry per park.", body = Vec<Occupancy>, links(
-        ("getSpotsByParkNumber" = (operation_id = "getSpotsByParkNumber", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
-        ("getParkyThresholds" = (operation_id = "getParkyThresholds", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
-        ("getOvernightConfig" = (operation_id = "getOvernightConfig", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
-        ("getAllPriceTableEntries" = (operation_id = "getAllPriceTableEntries", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
-        ("getOccupancyFeed" = (operation_id = "getOccupancyFeed", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
-        ("getParkDevices" = (operation_id = "getParkDevices", parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getSpotsByParkNumber" = (operation_id = "getSpotsByParkNumber",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getParkyThresholds" = (operation_id = "getParkyThresholds",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getOvernightConfig" = (operation_id = "getOvernightConfig",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getAllPriceTableEntries" = (operation_id = "getAllPriceTableEntries",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getOccupancyFeed" = (operation_id = "getOccupancyFeed",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
+        ("getParkDevices" = (operation_id = "getParkDevices",
+            parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
     )))
 )]
 pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
@@ -125,11 +131,13 @@ pub async fn nearby(
 #[utoipa::path(
     get, path = "/parks/parkingHistory/{customerID}", tag = TAG, operation_id = "getParkingHistory",
     summary = "A customer's completed visits",
-    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    params(("customerID" = i64, Path, minimum = 1,
+        description = "The customer's user id: the caller's own, or any for staff.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Completed visits, newest first.", body = Vec<HistoryItem>),
-        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+        (status = 403, description = "Another customer's data; staff may read any \
+            (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
 pub async fn history(
@@ -149,12 +157,14 @@ pub async fn history(
     get, path = "/parks/getQuantityOfHistoryByCustomerID/{customerID}", tag = TAG,
     operation_id = "getHistoryCount",
     summary = "How many visits a customer has made",
-    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    params(("customerID" = i64, Path, minimum = 1,
+        description = "The customer's user id: the caller's own, or any for staff.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The number of visits.", body = i64,
             content_type = "application/json"),
-        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+        (status = 403, description = "Another customer's data; staff may read any \
+            (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
 pub async fn history_count(
@@ -199,7 +209,8 @@ pub struct SpotSwitch {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Done; the answer says what changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
         (status = 404, description = "No such park or spot (`park_not_found`, \
             `spot_not_found`).", body = ErrorBody<'static>),
     )
@@ -257,11 +268,12 @@ pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
     get, path = "/parks/getSpotsByParkNumber/{parkNumber}", tag = TAG,
     operation_id = "getSpotsByParkNumber",
     summary = "A park's spots",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "By spot number.", body = Vec<Spot>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
@@ -278,13 +290,15 @@ pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: Head
     put, path = "/parks/changeParkyThresholds/{parkNumber}", tag = TAG,
     operation_id = "changeParkyThresholds",
     summary = "Change a park's PARKY thresholds (park managers)",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     request_body = Thresholds,
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn set_thresholds(
@@ -319,11 +333,12 @@ fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiErro
     get, path = "/parks/getParkyThresholds/{parkNumber}", tag = TAG,
     operation_id = "getParkyThresholds",
     summary = "A park's PARKY thresholds",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Coins earned per hour and per minute.", body = Thresholds),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn thresholds(
@@ -351,11 +366,12 @@ pub async fn thresholds(
     get, path = "/parks/getOvernightConfig/{parkNumber}", tag = TAG,
     operation_id = "getOvernightConfig",
     summary = "A park's overnight fee",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The fee and whether it is charged.", body = OvernightConfig),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn overnight(
@@ -397,8 +413,10 @@ pub struct OvernightSwitch {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Switched.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn set_overnight_enabled(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -434,8 +452,10 @@ pub struct OvernightPrice {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -499,11 +519,13 @@ pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body)
     get, path = "/parks/getUserParkyFlag/{customerID}", tag = TAG,
     operation_id = "getUserParkyFlag",
     summary = "Whether a customer pays the next visit with PARKY coins",
-    params(("customerID" = i64, Path, minimum = 1, description = "The customer's user id: the caller's own, or any for staff."),),
+    params(("customerID" = i64, Path, minimum = 1,
+        description = "The customer's user id: the caller's own, or any for staff.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The flag.", body = bool, content_type = "application/json"),
-        (status = 403, description = "Another customer's data; staff may read any (`forbidden`).", body = ErrorBody<'static>),
+        (status = 403, description = "Another customer's data; staff may read any \
+            (`forbidden`).", body = ErrorBody<'static>),
         (status = 404, description = "The customer is not known to parks yet \
             (`customer_not_found`).", body = ErrorBody<'static>),
     )
@@ -549,7 +571,8 @@ pub enum PriceTableForm {
     responses(
         (status = 200, description = "The table, in the form asked for.",
             body = inline(PriceTableForm)),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn price_table(
@@ -592,7 +615,7 @@ pub async fn price_table(
     put, path = "/parks/defineTimePeriods/{parkNumber}", tag = TAG,
     operation_id = "defineTimePeriods",
     summary = "Replace a park's price table (park managers)",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     request_body(content = inline(PriceTableForm), description = "The periods, or the object \
         form with the extras. The periods must cover the day without gaps or overlaps."),
     security(("bearer" = [])),
@@ -602,8 +625,10 @@ pub async fn price_table(
         (status = 400, description = "The table breaks a rule (`invalid_price_table`, the \
             message naming where), or the body is not JSON (`invalid_json`); the old table \
             stays.", body = ErrorBody<'static>),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn replace_price_table(
@@ -649,10 +674,11 @@ pub async fn replace_price_table(
 #[utoipa::path(
     get, path = "/parks/occupancy/{parkNumber}", tag = TAG, operation_id = "getOccupancyFeed",
     summary = "A park's open occupancy feed (no sign-in)",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     responses(
         (status = 200, description = "Capacity and free spots now.", body = OccupancyFeed),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
@@ -696,13 +722,15 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
 #[utoipa::path(
     get, path = "/parks/devices/{parkNumber}", tag = TAG, operation_id = "getParkDevices",
     summary = "A park's barriers and displays and what they show (park managers)",
-    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),),
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Barriers by number, each with its displays.",
             body = ParkDevices),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
+            body = ErrorBody<'static>),
+        (status = 404, description = "No such park (`park_not_found`).",
+            body = ErrorBody<'static>),
     )
 )]
 pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {

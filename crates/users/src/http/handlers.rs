@@ -39,7 +39,8 @@ pub const MAX_PAGE: i64 = 1000;
     request_body = NewUser,
     responses(
         (status = 201, description = "Registered; the user as stored.", body = UserDto,
-            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$response.body#/id")))))),
+            links(("getWallet" = (operation_id = "getWallet",
+                parameters(("userId" = "$response.body#/id")))))),
         (status = 409, description = "The e-mail, tax number or plate is registered already \
             (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),
     )
@@ -164,7 +165,8 @@ fn now_ms() -> i64 {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Users in id order.", body = Vec<UserDto>,
-            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$response.body#/0/id")))))),
+            links(("getWallet" = (operation_id = "getWallet",
+                parameters(("userId" = "$response.body#/0/id")))))),
         (status = 403, description = "Only SUPERVISOR and CUSTOMER_MANAGER may list users \
             (`forbidden`).", body = ErrorBody<'static>),
     )
@@ -326,7 +328,8 @@ pub async fn payment_method(
     responses(
         (status = 201, description = "Granted to every user named.", body = bool,
             content_type = "application/json",
-            links(("getWallet" = (operation_id = "getWallet", parameters(("userId" = "$request.body#/userIds/0")))))),
+            links(("getWallet" = (operation_id = "getWallet",
+                parameters(("userId" = "$request.body#/userIds/0")))))),
         (status = 403, description = "Only a CUSTOMER_MANAGER grants coins (`forbidden`).",
             body = ErrorBody<'static>),
         (status = 404, description = "A user named does not exist (`user_not_found`); nobody \
