@@ -7,28 +7,43 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-echo "== cargo fmt --check"
+# Each phase prints its heading; the wall time of every phase is printed at the end, so a slow
+# CI run shows where its minutes went.
+timings=
+phase_name=
+phase_start=$SECONDS
+phase() {
+  [ -z "$phase_name" ] || timings+=$(printf '%6ds  %s' $((SECONDS - phase_start)) "$phase_name")$'\n'
+  phase_name=$1
+  phase_start=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+
+phase "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy (all targets, warnings are errors)"
+phase "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== cargo doc (warnings are errors)"
+phase "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --locked --quiet
 
-echo "== cargo test"
+phase "cargo test: build"
+cargo test --workspace --locked --no-run --quiet
+
+phase "cargo test: run"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
 # The gateway's integration suite again with every gateway on epoll (runtime.io; the default,
 # auto, takes io_uring where the kernel allows it), so both socket drivers pass the same tests.
-echo "== gateway integration tests on epoll"
+phase "gateway integration tests on epoll"
 PMS_TEST_IO=epoll cargo test -p pms-gateway --test it --locked 2>&1 | tee -a "$log"
 
 # Every suite's quick profile end to end (spawn, load, reduce, report), then each report opened in
 # headless Chromium. Debug build: the figures only prove the pipeline.
-echo "== pms bench suite (quick profiles) and their reports in Chromium"
+phase "pms bench suite (quick profiles) and their reports in Chromium"
 cargo build --locked --quiet --bin pms
 suites=target/suites
 rm -rf "$suites"
@@ -40,23 +55,26 @@ node tests/browser/check-report.mjs "$suites"/*/report.html
 
 # The front office in Chromium against a real `pms up`: each screen at phone and desktop size,
 # axe-core, keyboard use, the session cookie; screenshots in target/front-office.
-echo "== the front office in Chromium"
+phase "the front office in Chromium"
 node tests/browser/front-office.mjs target/debug/pms target/front-office
 
 # The API contract: every OpenAPI document through openapi-spec-validator, then Schemathesis
 # against a real `pms up` through the gateway, per role and per device (docs/api.md).
-echo "== the API contract: OpenAPI documents and Schemathesis"
+phase "the API contract: OpenAPI documents and Schemathesis"
 bash scripts/fuzz.sh --ci target/debug/pms
 
 # The Kubernetes chart, offline: Helm built from the Go module proxy (once; about three minutes),
 # the schemas from the PyPI package kubernetes-validate; the rendered manifests against the golden
 # files and the binary (docs/kubernetes.md).
-echo "== the Kubernetes chart"
+phase "the Kubernetes chart"
 tools="$PWD/target/tools"
 mkdir -p "$tools"
 [ -x "$tools/helm" ] || GOBIN="$tools" GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@v3.22.0
 command -v kubernetes-validate >/dev/null || python3 -m pip install --quiet kubernetes-validate==1.37.0
 python3 scripts/check-deploy.py "$tools/helm" target/debug/pms
+
+phase ""
+printf '%s%6ds  total\n' "$timings" "$SECONDS"
 
 # One closing line for the whole workspace (cargo prints one summary per test binary, the last of
 # which is usually an empty doc-test run).
