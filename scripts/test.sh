@@ -38,13 +38,25 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 
 # The gateway's integration suite again with every gateway on epoll (runtime.io; the default,
 # auto, takes io_uring where the kernel allows it), so both socket drivers pass the same tests.
+# The binary the workspace build made is run as cargo would (from the crate's directory): `cargo
+# test -p pms-gateway` would resolve other dependency features and rebuild half the tree.
 phase "gateway integration tests on epoll"
-PMS_TEST_IO=epoll cargo test -p pms-gateway --test it --locked 2>&1 | tee -a "$log"
+gateway_it=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and m["target"]["name"] == "it" and m["manifest_path"].endswith("crates/gateway/Cargo.toml"):
+        print(m["executable"])')
+[ -x "$gateway_it" ] || { echo "no gateway integration test binary" >&2; exit 1; }
+(cd crates/gateway && PMS_TEST_IO=epoll "$gateway_it") 2>&1 | tee -a "$log"
 
 # Every suite's quick profile end to end (spawn, load, reduce, report), then each report opened in
 # headless Chromium. Debug build: the figures only prove the pipeline.
 phase "pms bench suite (quick profiles) and their reports in Chromium"
-cargo build --locked --quiet --bin pms
+# `target/debug/pms` is the binary the workspace's tests built (a `cargo build` would resolve
+# dependency features without the dev-dependencies and build everything again).
+[ -x target/debug/pms ] || { echo "cargo test did not build target/debug/pms" >&2; exit 1; }
 suites=target/suites
 rm -rf "$suites"
 for suite in ballerina-rest pms-gateway async-delay pms-parking; do
