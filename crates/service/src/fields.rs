@@ -186,10 +186,11 @@ pub fn required_instant(body: &Body, field: &'static str) -> Result<Timestamp, F
     }
 }
 
-/// An instant from RFC 3339 text or epoch milliseconds.
+/// An instant from RFC 3339 text or epoch milliseconds (a whole number, as [`integer`] reads
+/// one: `39268.0` is 39,268 ms).
 pub fn instant(v: &Value) -> Option<Timestamp> {
     match v {
-        Value::Number(n) => Timestamp::from_millisecond(n.as_i64()?).ok(),
+        Value::Number(_) => Timestamp::from_millisecond(integer(v)?).ok(),
         Value::String(s) => s.trim().parse::<Timestamp>().ok(),
         _ => None,
     }
@@ -299,12 +300,17 @@ mod tests {
             "z": "2023-11-26T12:34:56.789Z",
             "o": "2023-11-26T13:34:56.789+01:00",
             "m": 1_701_002_096_789_i64,
+            // JSON Schema counts a zero fraction as an integer; found by fuzzing.
+            "m.0": 1_701_002_096_789.0_f64,
+            "m.5": 1_701_002_096_789.5_f64,
             "local": "2023-11-26T12:34:56",
             "junk": "yesterday",
         }));
         let z = required_instant(&b, "z").expect("Z");
         assert_eq!(required_instant(&b, "o"), Ok(z));
         assert_eq!(required_instant(&b, "m"), Ok(z));
+        assert_eq!(required_instant(&b, "m.0"), Ok(z));
+        assert!(required_instant(&b, "m.5").is_err());
         assert_eq!(required_instant(&b, "local").unwrap_err().field, "local");
         assert!(required_instant(&b, "junk").is_err());
         assert!(required_instant(&b, "absent").is_err());

@@ -103,6 +103,11 @@ pub struct Session {
     pub token: String,
     /// The user's first name.
     pub name: String,
+    /// The user's id (PMS: the published answer had only `token` and `name`, and clients decoded
+    /// the token to find it).
+    pub id: i64,
+    /// The user's role.
+    pub role: Role,
 }
 
 /// A payment method, as `paymentMethod` endpoints send and answer it.

@@ -119,7 +119,11 @@ pub struct PassageBody {
     security(("deviceKey" = [])),
     responses(
         (status = 200, description = "The barrier's answer: `success` opens it, `message` is \
-            for the driver (a refusal is `success: false` with the reason).", body = BarrierAnswer),
+            for the driver (a refusal is `success: false` with the reason).", body = BarrierAnswer,
+            links(("barrierExit" = (operation_id = "barrierExit",
+                description = "The car leaves the park it entered (at one of its exit barriers).",
+                request_body = json!({"plateNumber": "$request.body#/plateNumber",
+                    "parkID": "$response.body#/parkID", "date": "$request.body#/date"}))))),
         (status = 401, description = "No device key (`missing_device_key`), or not this \
             device's (`invalid_device_key`).", body = ErrorBody<'static>),
         (status = 403, description = "The barrier is another park's, or an exit barrier \

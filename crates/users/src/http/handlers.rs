@@ -39,8 +39,13 @@ pub const MAX_PAGE: i64 = 1000;
     request_body = NewUser,
     responses(
         (status = 201, description = "Registered; the user as stored.", body = UserDto,
-            links(("getWallet" = (operation_id = "getWallet",
-                parameters(("userId" = "$response.body#/id")))))),
+            links(
+                ("getWallet" = (operation_id = "getWallet",
+                    parameters(("userId" = "$response.body#/id")))),
+                ("login" = (operation_id = "login", description = "The new customer logs in.",
+                    request_body = json!({"email": "$request.body#/email",
+                        "password": "$request.body#/password"}))),
+            )),
         (status = 409, description = "The e-mail, tax number or plate is registered already \
             (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),
     )
@@ -68,7 +73,18 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
     summary = "Log in for a bearer token",
     request_body = Credentials,
     responses(
-        (status = 200, description = "A token for the other endpoints.", body = Session),
+        (status = 200, description = "A token for the other endpoints.", body = Session, links(
+            ("getVehicles" = (operation_id = "getVehicles",
+                parameters(("userId" = "$response.body#/id")))),
+            ("addVehicle" = (operation_id = "addVehicle",
+                parameters(("userId" = "$response.body#/id")))),
+            ("getPaymentMethod" = (operation_id = "getPaymentMethod",
+                parameters(("userId" = "$response.body#/id")))),
+            ("setPaymentMethod" = (operation_id = "setPaymentMethod",
+                parameters(("userId" = "$response.body#/id")))),
+            ("getWallet" = (operation_id = "getWallet",
+                parameters(("userId" = "$response.body#/id")))),
+        )),
         (status = 401, description = "Wrong e-mail or password (`invalid_credentials`).",
             body = ErrorBody<'static>),
         (status = 403, description = "The account is disabled or blocked (`forbidden`).",
@@ -131,6 +147,8 @@ pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
         &Session {
             token,
             name: record.first_name,
+            id: record.id,
+            role: record.role,
         },
     ))
 }
@@ -204,7 +222,9 @@ pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): Ra
     params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
     security(("bearer" = [])),
     responses(
-        (status = 202, description = "Added; the vehicle as stored.", body = Vehicle),
+        (status = 202, description = "Added; the vehicle as stored.", body = Vehicle,
+            links(("getVehicles" = (operation_id = "getVehicles",
+                parameters(("userId" = "$request.path.userId")))))),
         (status = 403, description = "Not the caller's own data, or the caller is not a \
             CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
         (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
@@ -262,7 +282,9 @@ pub async fn vehicles(
     params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
     security(("bearer" = [])),
     responses(
-        (status = 202, description = "Changed.", body = PaymentMethodBody),
+        (status = 202, description = "Changed.", body = PaymentMethodBody,
+            links(("getPaymentMethod" = (operation_id = "getPaymentMethod",
+                parameters(("userId" = "$request.path.userId")))))),
         (status = 403, description = "Not the caller's own data, or the caller is not a \
             CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
         (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),

@@ -14,6 +14,9 @@ async fn walkthrough(db: Db, via: Via) {
         .login("customermanager@isep.ipp.pt", SEED_PASSWORD)
         .await;
     assert_eq!(login["name"], "Customer");
+    // PMS adds the caller's id and role, so a client need not decode the token to find them.
+    assert_eq!(login["id"], 3);
+    assert_eq!(login["role"], "CUSTOMER_MANAGER");
 
     // The seeded users, in id order, with the published shape.
     let r = staff.get("/users/getAllUsers").await;
