@@ -32,9 +32,11 @@ esac
 pms=${1:-target/debug/pms}
 [ -x "$pms" ] || { echo "no pms binary at $pms (cargo build --bin pms)" >&2; exit 1; }
 
-command -v schemathesis >/dev/null && command -v openapi-spec-validator >/dev/null ||
-  python3 -m pip install --quiet schemathesis==4.32.5 hypothesis==6.170.17 \
-    openapi-spec-validator==0.9.0
+# Pinned, so that a run is repeatable. anyio 4.15 builds its lazy imports by compiling its own
+# source, which fails now and then when two of Schemathesis's worker threads first reach it at
+# once ("SystemError: AST constructor recursion depth mismatch"); 4.14 does not.
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore schemathesis==4.32.5 \
+  hypothesis==6.170.17 anyio==4.14.0 openapi-spec-validator==0.9.0
 
 out=target/fuzz
 rm -rf "$out"
@@ -97,7 +99,7 @@ fuzz() {
     grep -E "[0-9]+ generated" "$out/$name.log" | sed 's/^ */  /'
   else
     failed=1
-    sed -n '/FAILURES/,$p' "$out/$name.log"
+    sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,$p' "$out/$name.log"
   fi
 }
 
