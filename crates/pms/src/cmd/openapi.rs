@@ -6,6 +6,7 @@
 //! document.
 
 use clap::ValueEnum;
+use pms_service::openapi::operations_mut;
 use serde_json::{json, Value};
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::Operation;
@@ -191,18 +192,11 @@ impl CrossLink {
 
 /// The operation of `doc` with this `operationId`.
 fn operation_mut<'a>(doc: &'a mut OpenApi, id: &str) -> Option<&'a mut Operation> {
-    doc.paths.paths.values_mut().find_map(|item| {
-        [
-            item.get.as_mut(),
-            item.put.as_mut(),
-            item.post.as_mut(),
-            item.delete.as_mut(),
-            item.patch.as_mut(),
-        ]
-        .into_iter()
-        .flatten()
+    doc.paths
+        .paths
+        .values_mut()
+        .flat_map(operations_mut)
         .find(|op| op.operation_id.as_deref() == Some(id))
-    })
 }
 
 /// The whole API as JSON, for the gateway.
