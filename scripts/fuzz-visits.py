@@ -1,13 +1,14 @@
 """Stateful fuzzing of the customer's side of parking visits, through the gateway.
 
 Schemathesis's state machine follows the OpenAPI links of /openapi.json: register -> log in ->
-add a vehicle -> read it; the vehicle at park 1's entrance barrier -> out at its exit barrier ->
-the customer's invoices -> one invoice. The CLI runs of scripts/fuzz.sh send one fixed credential
-each, which cannot follow such a sequence (they do follow grant coins -> read the wallet). This machine plays each
-party itself:
+add a vehicle -> read it; register -> welcome coins -> read the wallet; the vehicle at park 1's
+entrance barrier -> out at its exit barrier -> the customer's invoices -> one invoice. The CLI
+runs of scripts/fuzz.sh send one fixed credential each, which cannot follow such a sequence. This
+machine plays each party itself:
 
-- a person: every call carries a bearer token, the one given (`--bearer`) until a registration
-  or a login in the sequence succeeds, then the token of that customer's login;
+- a person: every call carries a bearer token, the one given (`--bearer`, a customer manager's)
+  until a registration or a login in the sequence succeeds, then the token of that customer's
+  login; coins are always granted with the customer manager's token;
 - park 1's barriers: an entrance is sent by barrier `--entrance` with its key, an exit by barrier
   `--exit` with its key, each naming park 1, as the devices would.
 
@@ -16,8 +17,8 @@ with a fresh e-mail, tax number and plate where the API wants new ones; a new cu
 once, as the app does. Every answer goes through Schemathesis's checks (no 5xx; status, content
 type, headers and body as documented). A failure prints the sequence that found it and exits 1,
 and so does a run in which no car got in and out. At the end it prints what the sequences
-reached: answers per operation, and visits followed from the entrance to the exit and on to the
-invoice.
+reached: answers per operation, coins granted and then read in the wallet, and visits followed
+from the entrance to the exit and on to the invoice.
 
 Usage: fuzz-visits.py BASE_URL --bearer TOKEN --entrance ID:KEY --exit ID:KEY [--scenarios N]
 """
@@ -37,13 +38,14 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 
 # The operations of a customer's visits; the fewer there are, the more often a sequence follows a
-# visit to its end. scripts/fuzz.sh fuzzes these and the rest of the API (coins and wallets among
-# them), one credential per run.
+# visit to its end. scripts/fuzz.sh fuzzes these and the rest of the API, one credential per run.
 OPERATIONS = [
     "createUser",
     "login",
     "addVehicle",
     "getVehicles",
+    "grantParkies",
+    "getWallet",
     "barrierEntrance",
     "barrierExit",
     "getMyPayments",
@@ -85,6 +87,7 @@ def main() -> int:
     schema.config.generation.update(modes=[GenerationMode.POSITIVE])
     answers: collections.Counter[tuple[str, int]] = collections.Counter()
     visits: collections.Counter[str] = collections.Counter()
+    coins: collections.Counter[str] = collections.Counter()
     # The sequence running now (one at a time): whose token a call carries.
     current = {"bearer": args.bearer}
 
@@ -98,6 +101,8 @@ def main() -> int:
                 return ("x-device-key", args.entrance[1])
             if operation == "barrierExit":
                 return ("x-device-key", args.exit[1])
+            if operation == "grantParkies":
+                return ("Authorization", f"Bearer {args.bearer}")
             return ("Authorization", f"Bearer {current['bearer']}")
 
         def set(self, case, data, ctx):
@@ -110,6 +115,8 @@ def main() -> int:
             # Plate -> the time it entered, for the cars this sequence let in.
             self.inside: dict[str, object] = {}
             self.left: set[str] = set()
+            # The users this sequence granted coins to.
+            self.granted: set[int] = set()
 
         def teardown(self) -> None:
             # The cars still inside leave (at the time they entered), so sequences do not fill
@@ -137,6 +144,11 @@ def main() -> int:
                 case.body["barrierID"] = barrier[0]
                 case.body["parkID"] = PARK
                 case.body.pop("parkNumber", None)
+                # A working clock reads a year the API takes (1970 to 2999, which a date-time
+                # format cannot state; scripts/fuzz.sh sends the others).
+                date = case.body.get("date")
+                if isinstance(date, str) and not "1970" <= date[:4] <= "2999":
+                    case.body["date"] = "2026" + date[4:]
             # Registrations and vehicles must be new to be taken, and generated ones repeat: each
             # gets an address, tax number and plate of its own.
             if operation == "createUser":
@@ -161,6 +173,9 @@ def main() -> int:
                 )
                 if login.status_code == 200:
                     current["bearer"] = login.json()["token"]
+            if operation == "grantParkies" and response.status_code == 201:
+                self.granted.update(case.body["userIds"])
+                coins["granted"] += 1
             if response.status_code != 200:
                 return
             body = response.json()
@@ -174,6 +189,9 @@ def main() -> int:
                 elif self.inside.pop(plate, None) is not None:
                     self.left.add(plate)
                     visits["left"] += 1
+            elif operation == "getWallet" and body.get("userId") in self.granted:
+                self.granted.discard(body["userId"])
+                coins["wallet read"] += 1
             elif operation in ("getMyPayments", "getInvoice"):
                 invoices = body if isinstance(body, list) else [body]
                 for invoice in invoices:
@@ -199,6 +217,7 @@ def main() -> int:
     print(f"{sum(answers.values())} calls in {args.scenarios} sequences")
     for (operation, status), count in sorted(answers.items()):
         print(f"  {operation:<22} {status}  {count}")
+    print(f"coins: {coins['granted']} grants, {coins['wallet read']} then read in the wallet")
     print(
         f"visits: {visits['entered']} entered, {visits['left']} left, "
         f"{visits['invoice read']} with their invoice read by the customer"
@@ -208,6 +227,10 @@ def main() -> int:
         # changed), or no car gets in and out any more. (How many sequences go on to the invoice
         # is reported, not required: it takes four links in a row.)
         print("FAILED: no sequence took a car in and out of the park", file=sys.stderr)
+        failed = True
+    if not failed and coins["wallet read"] == 0:
+        # Likewise for register -> grant -> wallet, two links from a registration.
+        print("FAILED: no sequence granted coins and then read them in the wallet", file=sys.stderr)
         failed = True
     return 1 if failed else 0
 

@@ -180,20 +180,32 @@ pub fn required_instant(body: &Body, field: &'static str) -> Result<Timestamp, F
         Some(v) => instant(v).ok_or_else(|| {
             FieldError::new(
                 field,
-                "must be an RFC 3339 date-time with an offset (2023-11-26T12:34:56.789Z) or epoch milliseconds",
+                "must be an RFC 3339 date-time with an offset (2023-11-26T12:34:56.789Z) or epoch \
+                 milliseconds, from 1970 up to the year 3000",
             )
         }),
     }
 }
 
+/// The earliest instant the API takes: the Unix epoch.
+pub const FIRST_INSTANT_MS: i64 = 0;
+/// The end of the instants the API takes, itself excluded: 3000-01-01T00:00:00Z. Any working
+/// clock reads a time well inside; a stay anywhere in the range can be priced (jiff's own range
+/// ends in year 9999, where a day's arithmetic in a park's time zone overflows, so a visit
+/// recorded there could never be invoiced).
+pub const END_INSTANT_MS: i64 = 32_503_680_000_000;
+
 /// An instant from RFC 3339 text or epoch milliseconds (a whole number, as [`integer`] reads
-/// one: `39268.0` is 39,268 ms).
+/// one: `39268.0` is 39,268 ms), from [`FIRST_INSTANT_MS`] up to [`END_INSTANT_MS`].
 pub fn instant(v: &Value) -> Option<Timestamp> {
-    match v {
-        Value::Number(_) => Timestamp::from_millisecond(integer(v)?).ok(),
-        Value::String(s) => s.trim().parse::<Timestamp>().ok(),
-        _ => None,
-    }
+    let t = match v {
+        Value::Number(_) => Timestamp::from_millisecond(integer(v)?).ok()?,
+        Value::String(s) => s.trim().parse::<Timestamp>().ok()?,
+        _ => return None,
+    };
+    (FIRST_INSTANT_MS..END_INSTANT_MS)
+        .contains(&t.as_millisecond())
+        .then_some(t)
 }
 
 /// A positive id from a path segment.
@@ -283,6 +295,13 @@ mod tests {
         }
         assert!(instant(&json!(max + 1)).is_none());
         assert!(instant(&json!(min - 1)).is_none());
+        // Text too: jiff reads years up to 9999, the API does not (found by fuzzing: a visit
+        // recorded in year 9999 could not be priced, so its invoice was never issued).
+        assert!(instant(&json!("1970-01-01T00:00:00Z")).is_some());
+        assert!(instant(&json!("2999-12-31T23:59:59.999Z")).is_some());
+        assert!(instant(&json!("3000-01-01T00:00:00Z")).is_none());
+        assert!(instant(&json!("9999-12-31T00:00:00Z")).is_none());
+        assert!(instant(&json!("1969-12-31T23:59:59.999Z")).is_none());
     }
 
     #[test]

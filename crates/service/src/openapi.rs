@@ -69,10 +69,8 @@ impl ToSchema for Plate {}
 
 /// The epoch milliseconds [`crate::fields::instant`] takes, as the document states them.
 pub fn instant_range() -> (i64, i64) {
-    (
-        jiff::Timestamp::MIN.as_second() * 1000,
-        jiff::Timestamp::MAX.as_second() * 1000,
-    )
+    use crate::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
+    (FIRST_INSTANT_MS, END_INSTANT_MS - 1)
 }
 
 /// An instant as the API takes it ([`crate::fields::instant`]): RFC 3339 with an offset, or
@@ -96,7 +94,8 @@ impl PartialSchema for Instant {
                     .description(Some("Epoch milliseconds.")),
             )
             .description(Some(
-                "RFC 3339 with an offset (`2023-11-26T12:34:56.789Z`), or epoch milliseconds.",
+                "RFC 3339 with an offset (`2023-11-26T12:34:56.789Z`), or epoch milliseconds; \
+                 from 1970-01-01T00:00:00Z up to, not including, 3000-01-01T00:00:00Z.",
             ))
             .into()
     }

@@ -136,8 +136,12 @@ pub struct Grant {
     /// Coins per recipient; negative deducts; never zero.
     #[schema(schema_with = grant_amount)]
     pub amount: i64,
-    /// Why; not blank.
-    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
+    /// Why; not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub reason: String,
 }
 
@@ -335,10 +339,11 @@ pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
     }
     let reason = required_str(body, "reason")?.trim().to_owned();
     let chars = reason.chars().count();
-    if chars == 0 || chars > REASON_MAX_CHARS {
+    // Control characters refused as in names (a NUL reached the database's length check).
+    if chars == 0 || chars > REASON_MAX_CHARS || reason.chars().any(char::is_control) {
         return Err(bad(
             "reason",
-            format!("must be 1 to {REASON_MAX_CHARS} characters"),
+            format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
         ));
     }
     Ok(Grant {

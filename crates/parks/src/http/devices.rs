@@ -261,7 +261,11 @@ pub struct DisplayMessage {
     #[schema(required = false)]
     pub park_number: Option<i64>,
     /// The text, printable, 1 to 200 characters.
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub message: String,
 }
 

@@ -64,8 +64,12 @@ impl std::ops::Deref for Store {
     }
 }
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
+/// order (a test checks the lists against the directories).
+const MIGRATIONS: Migrations = Migrations {
+    sqlite: pms_service::migration_scripts!("migrations/sqlite", "0001_parks.sql", "0002_events.sql"),
+    postgres: pms_service::migration_scripts!("migrations/postgres", "0001_parks.sql", "0002_events.sql"),
+};
 
 impl Store {
     /// Builds the pool without connecting.
@@ -91,10 +95,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         Ok(self
             .db
-            .migrate(Migrations {
-                sqlite: &SQLITE_MIGRATIONS,
-                postgres: &POSTGRES_MIGRATIONS,
-            })
+            .migrate(MIGRATIONS)
             .await?)
     }
 }
@@ -114,4 +115,14 @@ pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
 /// The boolean of a 0/1 column.
 pub(crate) fn flag(v: i64) -> bool {
     v != 0
+}
+
+#[cfg(test)]
+mod migrations {
+    #[tokio::test]
+    async fn the_compiled_in_migrations_are_the_directories_files() {
+        if let Err(e) = super::MIGRATIONS.match_directories(env!("CARGO_MANIFEST_DIR")).await {
+            panic!("{e}");
+        }
+    }
 }

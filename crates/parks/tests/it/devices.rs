@@ -133,6 +133,11 @@ async fn refusals_say_why_and_change_nothing() {
                 json!({"barrierID": 1, "plateNumber": "55-ND-41", "date": "yesterday"}),
                 "date",
             ),
+            // A clock in year 9999: such a visit could never be priced (found by fuzzing).
+            (
+                json!({"barrierID": 1, "plateNumber": "55-ND-41", "date": "9999-12-31T10:00:00Z"}),
+                "date",
+            ),
             (
                 json!({"barrierID": 1, "plateNumber": "not a plate", "date": "2024-01-10T10:00:00Z"}),
                 "plateNumber",

@@ -32,8 +32,12 @@ impl std::ops::Deref for Store {
     }
 }
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
+/// order (a test checks the lists against the directories).
+const MIGRATIONS: Migrations = Migrations {
+    sqlite: pms_service::migration_scripts!("migrations/sqlite", "0001_payments.sql", "0002_events.sql"),
+    postgres: pms_service::migration_scripts!("migrations/postgres", "0001_payments.sql", "0002_events.sql"),
+};
 
 impl Store {
     /// Builds the pool without connecting.
@@ -58,10 +62,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<(), StoreError> {
         Ok(self
             .db
-            .migrate(Migrations {
-                sqlite: &SQLITE_MIGRATIONS,
-                postgres: &POSTGRES_MIGRATIONS,
-            })
+            .migrate(MIGRATIONS)
             .await?)
     }
 }
@@ -69,4 +70,14 @@ impl Store {
 /// The instant of epoch milliseconds (clamped into range).
 pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod migrations {
+    #[tokio::test]
+    async fn the_compiled_in_migrations_are_the_directories_files() {
+        if let Err(e) = super::MIGRATIONS.match_directories(env!("CARGO_MANIFEST_DIR")).await {
+            panic!("{e}");
+        }
+    }
 }

@@ -18,12 +18,13 @@
 
 pub mod error;
 pub mod pool;
+pub mod scripts;
 
 pub use self::error::{retry, NoRefusal, Refusal, StoreError};
+pub use self::scripts::Script;
 
 use std::time::Duration;
 
-use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
 
@@ -278,14 +279,28 @@ pub enum Pools {
 /// others then find it there (SQLite serializes writers by itself).
 pub const SEED_LOCK_KEY: i64 = 0x504d_535f_5344; // "PMS_SD"
 
-/// A service's migrations, one directory per backend (`sqlx::migrate!("./migrations/sqlite")`
-/// and `…/postgres`), defining the same tables.
+/// A service's migrations, one directory per backend (`migrations/sqlite` and
+/// `migrations/postgres`, each listed with [`migration_scripts!`](crate::migration_scripts)),
+/// defining the same tables.
 #[derive(Debug, Clone, Copy)]
 pub struct Migrations {
     /// For SQLite files.
-    pub sqlite: &'static Migrator,
+    pub sqlite: &'static [Script],
     /// For PostgreSQL.
-    pub postgres: &'static Migrator,
+    pub postgres: &'static [Script],
+}
+
+impl Migrations {
+    /// Checks both lists against `migrations/sqlite` and `migrations/postgres` under a crate's
+    /// manifest directory (see [`Script::matches_directory`]). For each service's tests.
+    ///
+    /// # Errors
+    /// What differs, in words.
+    pub async fn match_directories(&self, manifest_dir: &str) -> Result<(), String> {
+        let root = std::path::Path::new(manifest_dir).join("migrations");
+        Script::matches_directory(self.sqlite, &root.join("sqlite")).await?;
+        Script::matches_directory(self.postgres, &root.join("postgres")).await
+    }
 }
 
 impl Db {
@@ -365,10 +380,13 @@ impl Db {
             }
         }
         let outcome = with_pool!(self, |pool| {
-            let migrator = match self.backend() {
+            let scripts = match self.backend() {
                 Backend::Sqlite => migrations.sqlite,
                 Backend::Postgres => migrations.postgres,
             };
+            let migrator = Script::migrator(scripts)
+                .await
+                .map_err(|e| DbError::Internal(format!("migration scripts: {e}")))?;
             let mut conn = pool.get().await.map_err(|e| DbError::of(&e))?;
             let outcome = migrator.run_direct(&mut *conn).await;
             if outcome.is_ok() {
@@ -627,8 +645,10 @@ mod tests {
         assert_eq!(shown.expect("SHOW"), "1234ms");
     }
 
-    static TEST_SQLITE: Migrator = sqlx::migrate!("./src/store/test-migrations/sqlite");
-    static TEST_POSTGRES: Migrator = sqlx::migrate!("./src/store/test-migrations/postgres");
+    static TEST_SQLITE: &[Script] =
+        crate::migration_scripts!("src/store/test-migrations/sqlite", "0001_replicas.sql");
+    static TEST_POSTGRES: &[Script] =
+        crate::migration_scripts!("src/store/test-migrations/postgres", "0001_replicas.sql");
 
     /// Replicas of a service starting at once against a new database, each with its own pool,
     /// all come up and the schema is made once.
@@ -643,8 +663,8 @@ mod tests {
             .collect::<Result<_, _>>()
             .expect("pools");
         let migrations = Migrations {
-            sqlite: &TEST_SQLITE,
-            postgres: &TEST_POSTGRES,
+            sqlite: TEST_SQLITE,
+            postgres: TEST_POSTGRES,
         };
         let outcomes =
             futures_util::future::join_all(replicas.iter().map(|db| db.migrate(migrations))).await;

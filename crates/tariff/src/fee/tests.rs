@@ -596,3 +596,28 @@ proptest! {
         }
     }
 }
+
+/// The API takes instants from 1970 up to the year 3000 (`pms_service::fields`): a stay at
+/// either end of that range, and a year-long one before its end, are priced in any zone.
+#[test]
+fn stays_at_the_ends_of_the_apis_range_are_priced() {
+    use pms_service::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
+    let first = Timestamp::from_millisecond(FIRST_INSTANT_MS).expect("first");
+    let last = Timestamp::from_millisecond(END_INSTANT_MS - 1).expect("last");
+    for tz in ["UTC", "Europe/Lisbon", "Pacific/Kiritimati", "Pacific/Pago_Pago"] {
+        let tz = TimeZone::get(tz).expect("zone");
+        for (entry, exit) in [
+            (first, first + SignedDuration::from_hours(30)),
+            (last - SignedDuration::from_hours(30), last),
+            (last - MAX_STAY, last),
+        ] {
+            let stay = Stay {
+                entry,
+                exit,
+                vehicle: VehicleType::Automobile,
+            };
+            let bill = price(&seed::table(), &tz, &stay);
+            assert!(bill.is_ok(), "{entry} to {exit} in {tz:?}: {bill:?}");
+        }
+    }
+}

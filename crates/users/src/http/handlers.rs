@@ -45,6 +45,10 @@ pub const MAX_PAGE: i64 = 1000;
                 ("login" = (operation_id = "login", description = "The new customer logs in.",
                     request_body = json!({"email": "$request.body#/email",
                         "password": "$request.body#/password"}))),
+                ("grantParkies" = (operation_id = "grantParkies",
+                    description = "A customer manager welcomes the new customer with coins.",
+                    request_body = json!({"userIds": ["$response.body#/id"], "amount": 10,
+                        "reason": "welcome"}))),
             )),
         (status = 409, description = "The e-mail, tax number or plate is registered already \
             (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),

@@ -96,11 +96,7 @@ impl Store {
     /// # Errors
     /// When the database is unreachable or a migration fails.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let migrations = pms_service::store::Migrations {
-            sqlite: &SQLITE_MIGRATIONS,
-            postgres: &POSTGRES_MIGRATIONS,
-        };
-        Ok(self.db.migrate(migrations).await?)
+        Ok(self.db.migrate(MIGRATIONS).await?)
     }
 
     /// The kit's handle (for the outbox and the event consumer).
@@ -125,8 +121,12 @@ impl Store {
     }
 }
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
+/// order (a test checks the lists against the directories).
+const MIGRATIONS: pms_service::store::Migrations = pms_service::store::Migrations {
+    sqlite: pms_service::migration_scripts!("migrations/sqlite", "0001_users.sql", "0002_events.sql", "0003_coins_and_snapshot.sql", "0004_login_failures.sql"),
+    postgres: pms_service::migration_scripts!("migrations/postgres", "0001_users.sql", "0002_events.sql", "0003_coins_and_snapshot.sql", "0004_login_failures.sql"),
+};
 
 impl From<pms_service::store::DbError> for StoreError {
     fn from(e: pms_service::store::DbError) -> Self {
@@ -184,4 +184,14 @@ pub(crate) fn classify(e: &sqlx::Error) -> StoreError {
 /// [`classify`] for `map_err`.
 pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
     classify(&e)
+}
+
+#[cfg(test)]
+mod migrations {
+    #[tokio::test]
+    async fn the_compiled_in_migrations_are_the_directories_files() {
+        if let Err(e) = super::MIGRATIONS.match_directories(env!("CARGO_MANIFEST_DIR")).await {
+            panic!("{e}");
+        }
+    }
 }

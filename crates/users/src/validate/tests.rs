@@ -177,6 +177,15 @@ fn grants_dedupe_ids_and_bound_amounts() {
             json!({"userIds": [1], "amount": 1, "reason": "  "}),
             "reason",
         ),
+        // A NUL reached the database's length check as a 500 (found by fuzzing).
+        (
+            json!({"userIds": [1], "amount": 1, "reason": "\u{0}loyalty"}),
+            "reason",
+        ),
+        (
+            json!({"userIds": [1], "amount": 1, "reason": "line\nbreak"}),
+            "reason",
+        ),
     ] {
         assert_eq!(
             grant(&obj(body.clone())).unwrap_err().field,

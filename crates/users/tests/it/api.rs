@@ -135,6 +135,15 @@ async fn walkthrough(db: Db, via: Via) {
         )
         .await;
     assert_eq!(r.status(), 201, "{}", r.text());
+    // A reason with a NUL was a 500 from the database's length check (found by fuzzing).
+    let r = staff
+        .send_json(
+            "POST",
+            "/users/parkies",
+            &json!({"userIds": [my], "amount": 5, "reason": "\u{0}Correction"}),
+        )
+        .await;
+    assert_error(&r, 400, "invalid_field", Some("reason"));
     let wallet = me.get(&format!("/users/parkies/{my}")).await.json();
     assert_eq!(wallet["userId"], my);
     assert_eq!(wallet["parkies"], 30);
