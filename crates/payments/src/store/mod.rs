@@ -35,8 +35,16 @@ impl std::ops::Deref for Store {
 /// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
 /// order (a test checks the lists against the directories).
 const MIGRATIONS: Migrations = Migrations {
-    sqlite: pms_service::migration_scripts!("migrations/sqlite", "0001_payments.sql", "0002_events.sql"),
-    postgres: pms_service::migration_scripts!("migrations/postgres", "0001_payments.sql", "0002_events.sql"),
+    sqlite: pms_service::migration_scripts!(
+        "migrations/sqlite",
+        "0001_payments.sql",
+        "0002_events.sql"
+    ),
+    postgres: pms_service::migration_scripts!(
+        "migrations/postgres",
+        "0001_payments.sql",
+        "0002_events.sql"
+    ),
 };
 
 impl Store {
@@ -60,10 +68,7 @@ impl Store {
     /// # Errors
     /// When the database is unreachable or a migration fails.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        Ok(self
-            .db
-            .migrate(MIGRATIONS)
-            .await?)
+        Ok(self.db.migrate(MIGRATIONS).await?)
     }
 }
 
@@ -76,7 +81,10 @@ pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
 mod migrations {
     #[tokio::test]
     async fn the_compiled_in_migrations_are_the_directories_files() {
-        if let Err(e) = super::MIGRATIONS.match_directories(env!("CARGO_MANIFEST_DIR")).await {
+        if let Err(e) = super::MIGRATIONS
+            .match_directories(env!("CARGO_MANIFEST_DIR"))
+            .await
+        {
             panic!("{e}");
         }
     }

@@ -146,7 +146,13 @@ mod tests {
 
     #[test]
     fn a_badly_named_script_is_refused() {
-        for file in ["users.sql", "0001_users.txt", "x_users.sql", "0000_zero.sql", "0001_.sql"] {
+        for file in [
+            "users.sql",
+            "0001_users.txt",
+            "x_users.sql",
+            "0000_zero.sql",
+            "0001_.sql",
+        ] {
             let err = Script { file, sql: "" }.migration().expect_err(file);
             assert!(err.to_string().contains(file), "{err}");
         }

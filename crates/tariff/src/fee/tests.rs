@@ -604,7 +604,12 @@ fn stays_at_the_ends_of_the_apis_range_are_priced() {
     use pms_service::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
     let first = Timestamp::from_millisecond(FIRST_INSTANT_MS).expect("first");
     let last = Timestamp::from_millisecond(END_INSTANT_MS - 1).expect("last");
-    for tz in ["UTC", "Europe/Lisbon", "Pacific/Kiritimati", "Pacific/Pago_Pago"] {
+    for tz in [
+        "UTC",
+        "Europe/Lisbon",
+        "Pacific/Kiritimati",
+        "Pacific/Pago_Pago",
+    ] {
         let tz = TimeZone::get(tz).expect("zone");
         for (entry, exit) in [
             (first, first + SignedDuration::from_hours(30)),
