@@ -71,10 +71,13 @@ pub struct NewUser {
     pub email: String,
     /// Plain-text password: 11 to 128 characters, no spaces, with a lower-case and an upper-case
     /// letter and a symbol; hashed before it goes anywhere.
+    // The three "contains" rules are written as the six orders the characters can come in, not
+    // as lookaheads: generators such as Schemathesis's can only filter for a lookahead, which
+    // made its boundary phase for a registration about 65 s longer on 2 cores.
     #[schema(
         min_length = 11,
         max_length = 128,
-        pattern = r"^(?=.*[a-z])(?=.*[A-Z])(?=.*[!-/:-@\[-`{-~])\S{11,128}$"
+        pattern = r"^(?:\S*[a-z]\S*[A-Z]\S*[!-/:-@\[-`{-~]\S*|\S*[a-z]\S*[!-/:-@\[-`{-~]\S*[A-Z]\S*|\S*[A-Z]\S*[a-z]\S*[!-/:-@\[-`{-~]\S*|\S*[A-Z]\S*[!-/:-@\[-`{-~]\S*[a-z]\S*|\S*[!-/:-@\[-`{-~]\S*[a-z]\S*[A-Z]\S*|\S*[!-/:-@\[-`{-~]\S*[A-Z]\S*[a-z]\S*)$"
     )]
     pub password: String,
     /// Tax number (nine digits).

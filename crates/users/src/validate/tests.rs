@@ -202,3 +202,31 @@ fn user_id_params_are_positive_integers() {
         assert_eq!(user_id_param(bad).unwrap_err().field, "userId");
     }
 }
+
+/// The password pattern the API document states (with its length limits) takes exactly the
+/// printable ASCII passwords the policy takes.
+#[test]
+fn the_documented_password_pattern_is_the_policy() {
+    use proptest::prelude::*;
+    use utoipa::PartialSchema;
+    let schema = serde_json::to_value(NewUser::schema()).expect("schema");
+    let pattern = schema["allOf"][1]["properties"]["password"]["pattern"]
+        .as_str()
+        .expect("a password pattern")
+        .to_owned();
+    let re = regex::Regex::new(&pattern).expect("a pattern Rust's regex reads");
+    let documented =
+        |p: &str| (PASSWORD_MIN_CHARS..=PASSWORD_MAX_CHARS).contains(&p.len()) && re.is_match(p);
+    for p in [
+        "123PasswordX#",
+        "short#A1a",
+        "nouppercase#123",
+        "NoSymbol12345",
+        "With Space#1x",
+    ] {
+        assert_eq!(documented(p), password_policy(p).is_ok(), "{p:?}");
+    }
+    proptest!(|(p in "[ -~]{8,20}")| {
+        prop_assert_eq!(documented(&p), password_policy(&p).is_ok(), "{:?}", p);
+    });
+}
