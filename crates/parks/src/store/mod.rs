@@ -66,18 +66,7 @@ impl std::ops::Deref for Store {
 
 /// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
 /// order (a test checks the lists against the directories).
-const MIGRATIONS: Migrations = Migrations {
-    sqlite: pms_service::migration_scripts!(
-        "migrations/sqlite",
-        "0001_parks.sql",
-        "0002_events.sql"
-    ),
-    postgres: pms_service::migration_scripts!(
-        "migrations/postgres",
-        "0001_parks.sql",
-        "0002_events.sql"
-    ),
-};
+const MIGRATIONS: Migrations = pms_service::migrations!("0001_parks.sql", "0002_events.sql");
 
 impl Store {
     /// Builds the pool without connecting.
@@ -126,11 +115,9 @@ pub(crate) fn flag(v: i64) -> bool {
 mod migrations {
     #[tokio::test]
     async fn the_compiled_in_migrations_are_the_directories_files() {
-        if let Err(e) = super::MIGRATIONS
-            .match_directories(env!("CARGO_MANIFEST_DIR"))
-            .await
-        {
-            panic!("{e}");
-        }
+        let manifest_dir = env!("CARGO_MANIFEST_DIR");
+        super::MIGRATIONS
+            .assert_match_directories(manifest_dir)
+            .await;
     }
 }

@@ -301,6 +301,28 @@ impl Migrations {
         Script::matches_directory(self.sqlite, &root.join("sqlite")).await?;
         Script::matches_directory(self.postgres, &root.join("postgres")).await
     }
+
+    /// [`Migrations::match_directories`] for a test: panics with what differs.
+    ///
+    /// # Panics
+    /// When a list and its directory differ.
+    pub async fn assert_match_directories(&self, manifest_dir: &str) {
+        if let Err(e) = self.match_directories(manifest_dir).await {
+            panic!("{e}");
+        }
+    }
+}
+
+/// A service's [`Migrations`]: the same script files, in order, under `migrations/sqlite` and
+/// `migrations/postgres` of the calling crate, compiled in.
+#[macro_export]
+macro_rules! migrations {
+    ($($file:literal),+ $(,)?) => {
+        $crate::store::Migrations {
+            sqlite: $crate::migration_scripts!("migrations/sqlite", $($file),+),
+            postgres: $crate::migration_scripts!("migrations/postgres", $($file),+),
+        }
+    };
 }
 
 impl Db {

@@ -123,22 +123,12 @@ impl Store {
 
 /// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
 /// order (a test checks the lists against the directories).
-const MIGRATIONS: pms_service::store::Migrations = pms_service::store::Migrations {
-    sqlite: pms_service::migration_scripts!(
-        "migrations/sqlite",
-        "0001_users.sql",
-        "0002_events.sql",
-        "0003_coins_and_snapshot.sql",
-        "0004_login_failures.sql"
-    ),
-    postgres: pms_service::migration_scripts!(
-        "migrations/postgres",
-        "0001_users.sql",
-        "0002_events.sql",
-        "0003_coins_and_snapshot.sql",
-        "0004_login_failures.sql"
-    ),
-};
+const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
+    "0001_users.sql",
+    "0002_events.sql",
+    "0003_coins_and_snapshot.sql",
+    "0004_login_failures.sql"
+);
 
 impl From<pms_service::store::DbError> for StoreError {
     fn from(e: pms_service::store::DbError) -> Self {
@@ -202,11 +192,9 @@ pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
 mod migrations {
     #[tokio::test]
     async fn the_compiled_in_migrations_are_the_directories_files() {
-        if let Err(e) = super::MIGRATIONS
-            .match_directories(env!("CARGO_MANIFEST_DIR"))
-            .await
-        {
-            panic!("{e}");
-        }
+        let manifest_dir = env!("CARGO_MANIFEST_DIR");
+        super::MIGRATIONS
+            .assert_match_directories(manifest_dir)
+            .await;
     }
 }
