@@ -42,15 +42,6 @@ impl JwtAuth {
         })
     }
 
-    /// Removes every identity header a client could have forged.
-    pub fn strip_identity(&self, headers: &mut HeaderMap) {
-        for h in self.identity_headers() {
-            if headers.contains_key(h) {
-                headers.remove(h);
-            }
-        }
-    }
-
     /// The identity headers: every one is removed from client requests.
     pub fn identity_headers(&self) -> impl Iterator<Item = &HeaderName> {
         self.claims_to_headers.iter().map(|(_, h)| h)
@@ -101,15 +92,6 @@ impl JwtAuth {
             }
         }
         Ok(claims)
-    }
-
-    /// Writes the configured claims as headers (claims that are absent or not scalar are skipped).
-    pub fn inject(&self, claims: &Claims, headers: &mut HeaderMap) {
-        for (header, value) in self.identity(claims) {
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                headers.insert(header.clone(), v);
-            }
-        }
     }
 
     /// The identity headers `claims` give, with their values as text (claims that are absent or

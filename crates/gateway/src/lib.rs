@@ -5,13 +5,14 @@
 //!   [`Settings`].
 //! - [`router`]: which route takes a request (exact beats prefix, longest prefix wins).
 //! - [`jwt`]: bearer tokens, roles, identity headers (stripped on every route, set from claims).
-//! - [`headers`]: hop-by-hop removal, `X-Forwarded-*`, `Via`, request ids.
+//! - [`headers`]: request ids, `traceparent`, the values the gateway reads and writes, and the
+//!   header rules both front ends apply (hop-by-hop removal, `X-Forwarded-*`, `Via`, identity).
 //! - [`transform`]: the streaming JSON→XML converter.
 //! - [`upstream`]: one pooled client per upstream (h1, h2 over TLS, h2c, ALPN auto).
 //! - `health`: which endpoint of an upstream a request goes to, and which to skip for now
 //!   (failed connects, 5xx in a row, failed readiness checks); `probe`: the readiness checks.
 //! - `pipeline`: what every request goes through on either front end — route, admission (rate
-//!   limit, token, role), the header rules, the record of its answer; `ratelimit`: the per-route
+//!   limit, token, role), the record of its answer; `ratelimit`: the per-route
 //!   token buckets.
 //! - `proxy`: the hyper front end (HTTP/2, TLS, and HTTP/1.1 the fast path hands over).
 //! - [`respond`]: the JSON error responses.

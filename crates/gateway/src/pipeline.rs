@@ -1,24 +1,22 @@
 //! What every request goes through, whichever front end took it — hyper's server
 //! ([`proxy`](crate::proxy): HTTP/2, TLS, and HTTP/1.1 the fast path hands over) or the HTTP/1.1
 //! fast path ([`fast`](crate::fast)): the route, the caller's admission (rate limit, token,
-//! role), the header rules both ways, the errors' wording, and the record of the answer
-//! (route metrics, access log, the log line of an error). The front ends differ in how they
-//! read and write HTTP, not in what they decide.
+//! role), the errors' wording, and the record of the answer (route metrics, access log, the log
+//! line of an error). The header rules both ways are
+//! [`headers::rules`](crate::headers::rules). The front ends differ
+//! in how they read and write HTTP, not in what they decide.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::{HeaderMap, HeaderValue, DATE};
-use http::uri::Authority;
+use http::header::HeaderValue;
 use http::{Method, Version};
 use pms_auth::verify::Claims;
-use pms_net::serve::ConnInfo;
 
 use crate::access::{AccessLog, Entry};
 use crate::apidocs::{ApiDocs, Doc};
 use crate::backend::Backends;
-use crate::headers::{self, X_REQUEST_ID};
 use crate::jwt::JwtAuth;
 use crate::metrics::RouteMetrics;
 use crate::ratelimit::RateLimits;
@@ -202,43 +200,6 @@ pub(crate) fn protocol(version: Version) -> &'static str {
         Version::HTTP_2 => "HTTP/2.0",
         Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
-    }
-}
-
-/// The header changes every forwarded request gets, on either path: hop-by-hop headers out,
-/// `X-Forwarded-*` and `Via` in, the request id and `traceparent` set. (Identity headers are the caller's: they
-/// depend on authentication.)
-pub(crate) fn rewrite_request(
-    h: &mut HeaderMap,
-    conn: ConnInfo,
-    version: Version,
-    authority: Option<&Authority>,
-    request_id: &HeaderValue,
-) {
-    headers::strip_hop_by_hop(h);
-    headers::add_forwarded(h, conn.peer.ip(), conn.tls, authority);
-    headers::append_via(h, headers::via_token(version));
-    let client = h.get(&headers::TRACEPARENT).map(HeaderValue::as_bytes);
-    let trace =
-        HeaderValue::from_bytes(headers::traceparent(client, request_id.as_bytes()).as_bytes());
-    if let Ok(v) = trace {
-        h.insert(headers::TRACEPARENT.clone(), v);
-    }
-    h.insert(X_REQUEST_ID.clone(), request_id.clone());
-}
-
-/// The header changes every relayed response gets, on either path: hop-by-hop headers out,
-/// `Via` in, the request id set unless the upstream set one.
-pub(crate) fn rewrite_response(h: &mut HeaderMap, version: Version, request_id: &HeaderValue) {
-    headers::strip_hop_by_hop(h);
-    headers::append_via(h, headers::via_token(version));
-    h.entry(X_REQUEST_ID.clone())
-        .or_insert_with(|| request_id.clone());
-    // `Date` changes every second. Indexed over HTTP/2, each new value joins the connection's
-    // HPACK table, and the encoder compares every response's date with all the earlier ones
-    // still there. Sent as a literal, as nginx does, it costs 30 bytes and no search.
-    if let Some(date) = h.get_mut(DATE) {
-        date.set_sensitive(true);
     }
 }
 

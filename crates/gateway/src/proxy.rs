@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use http::uri::Authority;
 use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -22,7 +23,8 @@ use crate::body::{
 };
 use crate::fast;
 use crate::headers;
-use crate::pipeline::{self, log_error, rewrite_request, rewrite_response, Asked, Shared};
+use crate::headers::rules::{Forward, Relay, Rule};
+use crate::pipeline::{self, log_error, Asked, Shared};
 use crate::respond::GatewayError;
 use crate::transform;
 use crate::upstream::SendError;
@@ -112,23 +114,21 @@ async fn forward(
     let claims = shared
         .admit(route_index, conn.peer.ip(), authorization)
         .await?;
-    shared.jwt.strip_identity(&mut parts.headers);
-    if let Some(claims) = &claims {
-        shared.jwt.inject(claims, &mut parts.headers);
-    }
 
     let declared = parts
         .headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    rewrite_request(
-        &mut parts.headers,
+    let rule = Forward {
         conn,
-        parts.version,
-        parts.uri.authority(),
-        request_id,
-    );
+        version: parts.version,
+        authority: parts.uri.authority().map(Authority::as_str),
+        request_id: request_id.as_bytes(),
+        jwt: &shared.jwt,
+        claims: claims.as_ref(),
+    };
+    rule.apply(&mut parts.headers);
     let (mut parts, body) = if route.json_to_xml.is_none() {
         let sent = fast::bridge::send(shared, route.upstream, parts, body, declared, request_id);
         match sent.await {
@@ -195,7 +195,12 @@ async fn forward(
         Err(e) => return Err(shared.upstream_error(upstream, e)),
     };
     let (mut head, body) = resp.into_parts();
-    rewrite_response(&mut head.headers, head.version, request_id);
+    let rule = Relay {
+        version: head.version,
+        request_id: request_id.as_bytes(),
+        chunked: false,
+    };
+    rule.apply(&mut head.headers);
     head.version = http::Version::HTTP_11;
     let body = FromUpstream::new(body, upstream.read_timeout(), upstream.shared_name());
     Ok(Response::from_parts(head, body.boxed_unsync()))

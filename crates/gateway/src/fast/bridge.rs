@@ -36,8 +36,9 @@ use super::{
     bad_gateway, gather_response, request, send_whole, timed_out, NoHead, Resend, BUF, GATHER,
 };
 use crate::body::{BoxError, ProxyBody};
+use crate::headers::rules::{self, Rule};
 use crate::health;
-use crate::pipeline::{self, Shared};
+use crate::pipeline::Shared;
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
 
@@ -49,9 +50,9 @@ pub(crate) enum Bridged {
     Declined(http::request::Parts, Incoming),
 }
 
-/// Sends the request (head already rewritten, see [`pipeline::rewrite_request`]) to upstream
-/// `index` over the fast path's pool when it takes it, and returns the upstream's response,
-/// rewritten likewise. `declared` is the request's `Content-Length`.
+/// Sends the request (head already rewritten, see [`rules::Forward`]) to upstream `index` over
+/// the fast path's pool when it takes it, and returns the upstream's response, rewritten by
+/// [`rules::Relay`]. `declared` is the request's `Content-Length`.
 pub(crate) async fn send(
     shared: &Shared,
     index: usize,
@@ -160,7 +161,12 @@ async fn exchange(
     };
     let mut headers = fields.to_header_map(&up);
     up.advance(head.len);
-    pipeline::rewrite_response(&mut headers, version, request_id);
+    let rule = rules::Relay {
+        version,
+        request_id: request_id.as_bytes(),
+        chunked: false,
+    };
+    rule.apply(&mut headers);
     // The deadline goes back with the connection (after a retry, the fresh one) for its next
     // request.
     let body = match head.framing {

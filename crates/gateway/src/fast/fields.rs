@@ -1,123 +1,19 @@
 //! Header lines of a head parsed in place — where each name and value lies in the read buffer,
 //! and what the gateway makes of the name — and the rewritten lines the fast path sends on. The
-//! rules are the hyper path's ([`pipeline::rewrite_request`], [`pipeline::rewrite_response`] and the
-//! `jwt` module's identity headers), applied line by line instead of through a `HeaderMap`: no
-//! allocation per header on the path every relayed request takes. The tests run both on the same
-//! heads and compare.
+//! rules are [`headers::rules`](crate::headers::rules), the same that hyper's path applies to a
+//! `HeaderMap`; here they run line by line, with no allocation per header on the path every
+//! relayed request takes. The tests run both on the same heads and compare.
 //!
 //! Each name is classified once, when its head is parsed ([`Kind`]); the rules then compare one
 //! byte per line. Lines that go on unchanged are copied as they came, runs of neighbouring lines
 //! in one copy: the client's spelling of a name is kept (header names are case-insensitive, RFC
 //! 9110 §5.1), as nginx and HAProxy keep it.
-//!
-//! [`pipeline::rewrite_request`]: crate::pipeline::rewrite_request
-//! [`pipeline::rewrite_response`]: crate::pipeline::rewrite_response
 
 use std::ops::Range;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use pms_auth::Claims;
-use pms_net::serve::ConnInfo;
 
-use crate::headers::{
-    self, RequestId, TRACEPARENT, X_FORWARDED_FOR, X_FORWARDED_HOST, X_REQUEST_ID,
-};
-use crate::jwt::JwtAuth;
-
-/// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
-/// the identity headers, whose names come from the config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Other,
-    Host,
-    ContentLength,
-    Connection,
-    TransferEncoding,
-    Upgrade,
-    /// `Keep-Alive`, `Proxy-Connection`, `TE` and `Trailer`: hop-by-hop and nothing more.
-    HopByHop,
-    Expect,
-    Authorization,
-    XForwardedFor,
-    XForwardedProto,
-    XForwardedHost,
-    Via,
-    XRequestId,
-    Traceparent,
-}
-
-impl Kind {
-    /// The kind of a header named `name`, in any case.
-    pub(super) fn of(name: &[u8]) -> Kind {
-        let is = |known: &[u8]| same_name(name, known);
-        // The length picks one or two candidates; most names are compared with none.
-        match name.len() {
-            2 if is(b"te") => Kind::HopByHop,
-            3 if is(b"via") => Kind::Via,
-            4 if is(b"host") => Kind::Host,
-            6 if is(b"expect") => Kind::Expect,
-            7 if is(b"upgrade") => Kind::Upgrade,
-            7 if is(b"trailer") => Kind::HopByHop,
-            10 if is(b"connection") => Kind::Connection,
-            10 if is(b"keep-alive") => Kind::HopByHop,
-            11 if is(b"traceparent") => Kind::Traceparent,
-            12 if is(b"x-request-id") => Kind::XRequestId,
-            13 if is(b"authorization") => Kind::Authorization,
-            14 if is(b"content-length") => Kind::ContentLength,
-            15 if is(b"x-forwarded-for") => Kind::XForwardedFor,
-            16 if is(b"proxy-connection") => Kind::HopByHop,
-            16 if is(b"x-forwarded-host") => Kind::XForwardedHost,
-            17 if is(b"x-forwarded-proto") => Kind::XForwardedProto,
-            17 if is(b"transfer-encoding") => Kind::TransferEncoding,
-            _ => Kind::Other,
-        }
-    }
-
-    /// This kind's bit in [`Fields`]' set of kinds.
-    fn bit(self) -> u16 {
-        1 << self as u16
-    }
-
-    /// Hop-by-hop by definition: `Connection` and [`headers::HOP_BY_HOP`].
-    fn hop_by_hop(self) -> bool {
-        matches!(
-            self,
-            Kind::Connection | Kind::TransferEncoding | Kind::Upgrade | Kind::HopByHop
-        )
-    }
-
-    /// Set by the gateway on every request, whatever the client sent (`Host` is the endpoint's).
-    fn replaced(self) -> bool {
-        matches!(
-            self,
-            Kind::Host
-                | Kind::XForwardedFor
-                | Kind::XForwardedProto
-                | Kind::XForwardedHost
-                | Kind::Via
-                | Kind::XRequestId
-                | Kind::Traceparent
-        )
-    }
-}
-
-// Every kind has a bit of `Fields::kinds` (`Traceparent` is the last).
-const _: () = assert!((Kind::Traceparent as u16) < u16::BITS as u16);
-
-/// Whether `name` is `known` (lowercase letters and `-`) in any case. Each arm of
-/// [`Kind::of`] compares a known length, so this unrolls into a few word compares;
-/// `eq_ignore_ascii_case` went byte by byte.
-#[inline(always)]
-fn same_name(name: &[u8], known: &[u8]) -> bool {
-    name.len() == known.len()
-        && name.iter().zip(known).all(|(&b, &k)| {
-            if k.is_ascii_lowercase() {
-                b | 0x20 == k
-            } else {
-                b == k
-            }
-        })
-}
+use crate::headers::rules::{Head, Kind, Listed, Out, Rule};
 
 /// One header line: where its name and value are in the buffer its head was parsed from.
 #[derive(Debug, Clone)]
@@ -192,37 +88,6 @@ impl Fields {
             .map(|(_, v)| v)
     }
 
-    /// The names the `Connection` lines list (nothing, and no allocation, without one).
-    fn listed<'a>(&'a self, buf: &'a [u8]) -> Listed<'a> {
-        if !self.has(Kind::Connection) {
-            return Listed(Vec::new());
-        }
-        let mut names: Vec<&[u8]> = self
-            .lines
-            .iter()
-            .filter(|f| f.kind == Kind::Connection)
-            .flat_map(|f| headers::connection_tokens(&buf[f.value.clone()]))
-            .collect();
-        names.sort_unstable_by(|a, b| cmp_ignoring_case(a, b));
-        names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
-        Listed(names)
-    }
-
-    /// The first end-to-end value of `name`, of kind `kind`, as text (what the hyper path reads
-    /// after it has removed the hop-by-hop headers).
-    fn end_to_end_text<'a>(
-        &self,
-        buf: &'a [u8],
-        listed: &Listed<'_>,
-        kind: Kind,
-        name: &HeaderName,
-    ) -> Option<&'a str> {
-        if listed.contains(name.as_str().as_bytes()) {
-            return None;
-        }
-        headers::text(self.first(buf, kind)?)
-    }
-
     /// The lines as a `HeaderMap`, for hyper. httparse takes the same names (tokens) and values
     /// (no control characters but tab) as the `http` crate, so none is refused here; one that
     /// were would be left out.
@@ -255,27 +120,6 @@ fn line_end(buf: &[u8], value_end: usize) -> Option<usize> {
     rest.get(blank..blank + 2)
         .filter(|crlf| *crlf == b"\r\n")
         .map(|_| value_end + blank + 2)
-}
-
-/// The header names a head's `Connection` lines list, sorted ignoring case. Each line's lookup
-/// costs a logarithm, so a head of many lines and many listed names costs about as much as
-/// sorting them (scanning all names for every line would cost their product).
-struct Listed<'a>(Vec<&'a [u8]>);
-
-impl Listed<'_> {
-    fn contains(&self, name: &[u8]) -> bool {
-        !self.0.is_empty()
-            && self
-                .0
-                .binary_search_by(|t| cmp_ignoring_case(t, name))
-                .is_ok()
-    }
-}
-
-fn cmp_ignoring_case(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    a.iter()
-        .map(u8::to_ascii_lowercase)
-        .cmp(b.iter().map(u8::to_ascii_lowercase))
 }
 
 /// Where `part`, a slice of `buf` (as httparse gives them), lies in it. Anything else would be a
@@ -336,219 +180,75 @@ fn own_line(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// What goes into a request's header lines on the way upstream.
-pub(super) struct RequestRewrite<'a> {
-    pub(super) conn: ConnInfo,
-    pub(super) request_id: &'a RequestId,
-    pub(super) jwt: &'a JwtAuth,
-    /// The verified claims, on an authenticated route.
-    pub(super) claims: Option<&'a Claims>,
+/// A head's lines with the buffer they were parsed from, as the rules read them.
+struct Lines<'a> {
+    fields: &'a Fields,
+    buf: &'a [u8],
 }
 
-/// Writes the request's header lines as they go upstream, `Host` aside (the caller sends the
-/// endpoint's): the client's end-to-end lines, then the identity headers, `X-Forwarded-*`,
-/// `Via`, `X-Request-Id` and `traceparent`. As the hyper path: hop-by-hop lines, the client's
-/// identity headers and its forwarding headers go; `X-Forwarded-For` and `Via` extend the
-/// client's; a header that `Connection` lists goes even when the gateway sets it.
-pub(super) fn write_request(
-    fields: &Fields,
-    buf: &[u8],
-    rw: &RequestRewrite<'_>,
-    out: &mut Vec<u8>,
-) {
-    let listed = fields.listed(buf);
+impl Head for Lines<'_> {
+    fn first(&self, kind: Kind, _: &HeaderName) -> Option<&[u8]> {
+        self.fields.first(self.buf, kind)
+    }
+
+    /// Nothing, and no allocation, without a `Connection` line.
+    fn listed(&self) -> Listed<'_> {
+        if !self.fields.has(Kind::Connection) {
+            return Listed::default();
+        }
+        Listed::new(
+            self.fields
+                .lines
+                .iter()
+                .filter(|f| f.kind == Kind::Connection)
+                .map(|f| &self.buf[f.value.clone()]),
+        )
+    }
+}
+
+/// Header lines written out: `name: value` and CRLF each.
+impl Out for Vec<u8> {
+    fn add(&mut self, name: &HeaderName, value: &[u8]) {
+        own_line(name.as_str().as_bytes(), value, self);
+    }
+
+    fn add_written(&mut self, name: &HeaderName, write: impl FnOnce(&mut Vec<u8>)) {
+        self.extend_from_slice(name.as_str().as_bytes());
+        self.extend_from_slice(b": ");
+        write(self);
+        self.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Writes a head's header lines as `rule` has them go on: the lines it leaves, as they came,
+/// then the lines it adds. (`Host` aside, for a request: the caller sends the endpoint's.)
+pub(super) fn write(fields: &Fields, buf: &[u8], rule: &impl Rule, out: &mut Vec<u8>) {
+    let lines = Lines { fields, buf };
+    let listed = lines.listed();
     let mut kept = Kept::new(buf);
     for f in &fields.lines {
-        let name = &buf[f.name.clone()];
-        let gone = f.kind.replaced()
-            || f.kind.hop_by_hop()
-            || rw
-                .jwt
-                .identity_headers()
-                .any(|h| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
-            || listed.contains(name);
-        if !gone {
+        if !rule.drops(f.kind, &buf[f.name.clone()], &listed) {
             kept.keep(f, out);
         }
     }
     kept.flush(out);
-    if let Some(claims) = rw.claims {
-        for (header, value) in rw.jwt.identity(claims) {
-            let name = header.as_str().as_bytes();
-            if headers::valid_value(value.as_bytes()) && !listed.contains(name) {
-                own_line(name, value.as_bytes(), out);
-            }
-        }
-    }
-    out.extend_from_slice(b"x-forwarded-for: ");
-    headers::write_forwarded_for(
-        fields.end_to_end_text(buf, &listed, Kind::XForwardedFor, &X_FORWARDED_FOR),
-        rw.conn.peer.ip(),
-        out,
-    );
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(if rw.conn.tls {
-        b"x-forwarded-proto: https\r\n"
-    } else {
-        b"x-forwarded-proto: http\r\n"
-    });
-    let host = http::header::HOST.as_str().as_bytes();
-    if let Some(host) = fields
-        .first(buf, Kind::Host)
-        .filter(|_| !listed.contains(host))
-    {
-        own_line(X_FORWARDED_HOST.as_str().as_bytes(), host, out);
-    }
-    via(
-        fields,
-        buf,
-        &listed,
-        headers::via_token(http::Version::HTTP_11),
-        out,
-    );
-    own_line(
-        X_REQUEST_ID.as_str().as_bytes(),
-        rw.request_id.as_bytes(),
-        out,
-    );
-    let client = fields
-        .first(buf, Kind::Traceparent)
-        .filter(|_| !listed.contains(TRACEPARENT.as_str().as_bytes()));
-    let trace = headers::traceparent(client, rw.request_id.as_bytes());
-    own_line(TRACEPARENT.as_str().as_bytes(), trace.as_bytes(), out);
-}
-
-/// Writes a response's header lines as they go to the client: its end-to-end lines, `Via`
-/// extended, the request id unless the upstream sent one; with `chunked`, its `Content-Length`
-/// replaced by `Transfer-Encoding: chunked` (the fast path re-frames the body).
-pub(super) fn write_response(
-    fields: &Fields,
-    buf: &[u8],
-    version: http::Version,
-    request_id: &RequestId,
-    chunked: bool,
-    out: &mut Vec<u8>,
-) {
-    let listed = fields.listed(buf);
-    let mut has_id = false;
-    let mut kept = Kept::new(buf);
-    for f in &fields.lines {
-        if f.kind.hop_by_hop()
-            || f.kind == Kind::Via
-            || (chunked && f.kind == Kind::ContentLength)
-            || listed.contains(&buf[f.name.clone()])
-        {
-            continue;
-        }
-        has_id |= f.kind == Kind::XRequestId;
-        kept.keep(f, out);
-    }
-    kept.flush(out);
-    via(fields, buf, &listed, headers::via_token(version), out);
-    if !has_id {
-        own_line(X_REQUEST_ID.as_str().as_bytes(), request_id.as_bytes(), out);
-    }
-    if chunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-    }
-}
-
-/// `Via` with this hop's `token` after the earlier ones.
-fn via(fields: &Fields, buf: &[u8], listed: &Listed<'_>, token: &str, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"via: ");
-    headers::write_via(
-        fields.end_to_end_text(buf, listed, Kind::Via, &http::header::VIA),
-        token,
-        out,
-    );
-    out.extend_from_slice(b"\r\n");
+    rule.add(&lines, &listed, out);
 }
 
 #[cfg(test)]
 mod tests {
-    //! Each head goes through the hyper path's `HeaderMap` rules and through this module's line
-    //! rules; the header sets that come out must be the same.
+    //! Each head goes through the rules applied to a `HeaderMap` (hyper's path) and applied
+    //! line by line (this module); the header sets that come out must be the same.
+
+    use pms_auth::Claims;
+    use pms_net::serve::ConnInfo;
 
     use super::*;
     use crate::config::JwtSettings;
     use crate::fast::{request, response};
-    use crate::pipeline;
-
-    #[test]
-    fn names_are_classified_in_any_case() {
-        let known = [
-            ("te", Kind::HopByHop),
-            ("via", Kind::Via),
-            ("host", Kind::Host),
-            ("expect", Kind::Expect),
-            ("upgrade", Kind::Upgrade),
-            ("trailer", Kind::HopByHop),
-            ("connection", Kind::Connection),
-            ("keep-alive", Kind::HopByHop),
-            ("x-request-id", Kind::XRequestId),
-            ("authorization", Kind::Authorization),
-            ("content-length", Kind::ContentLength),
-            ("x-forwarded-for", Kind::XForwardedFor),
-            ("proxy-connection", Kind::HopByHop),
-            ("x-forwarded-host", Kind::XForwardedHost),
-            ("x-forwarded-proto", Kind::XForwardedProto),
-            ("transfer-encoding", Kind::TransferEncoding),
-        ];
-        for (name, kind) in known {
-            let upper = name.to_ascii_uppercase();
-            let mixed: String = name
-                .chars()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i % 2 == 0 {
-                        c.to_ascii_uppercase()
-                    } else {
-                        c
-                    }
-                })
-                .collect();
-            for spelling in [name, &upper, &mixed] {
-                assert_eq!(Kind::of(spelling.as_bytes()), kind, "{spelling}");
-            }
-            // One byte off, one byte more or less: nothing the gateway knows.
-            let mut off = name.as_bytes().to_vec();
-            off[0] = b'z';
-            for other in [
-                &off[..],
-                &name.as_bytes()[1..],
-                format!("{name}s").as_bytes(),
-            ] {
-                assert_eq!(Kind::of(other), Kind::Other, "{other:?}");
-            }
-        }
-        // Any byte anywhere: the same answer as comparing ignoring ASCII case.
-        for (name, _) in known {
-            for at in 0..name.len() {
-                for b in 0..=255u8 {
-                    let mut other = name.as_bytes().to_vec();
-                    other[at] = b;
-                    assert_eq!(
-                        same_name(&other, name.as_bytes()),
-                        other.eq_ignore_ascii_case(name.as_bytes()),
-                        "{other:?}"
-                    );
-                }
-            }
-        }
-        // The hyper path's notion of hop-by-hop is the same.
-        for (name, kind) in known {
-            assert_eq!(
-                kind.hop_by_hop(),
-                headers::is_hop_by_hop(name.as_bytes()),
-                "{name}"
-            );
-        }
-        for name in headers::HOP_BY_HOP {
-            assert!(Kind::of(name.as_bytes()).hop_by_hop(), "{name}");
-        }
-        assert_eq!(Kind::of(b""), Kind::Other);
-        assert_eq!(Kind::of(b"x-userid"), Kind::Other);
-    }
+    use crate::headers::rules::{Forward, Relay};
+    use crate::headers::{self, RequestId};
+    use crate::jwt::JwtAuth;
 
     /// The request's header lines as the fast path writes them, for a head it takes.
     fn request_lines(raw: &[u8]) -> String {
@@ -557,15 +257,9 @@ mod tests {
             panic!("the fast path does not take {raw:?}");
         };
         let jwt = jwt();
-        let request_id = RequestId::from_client(Some(b"the-id"));
-        let rewrite = RequestRewrite {
-            conn: CONN,
-            request_id: &request_id,
-            jwt: &jwt,
-            claims: None,
-        };
+        let rule = forward(&jwt, b"the-id", None);
         let mut out = Vec::new();
-        write_request(&fields, raw, &rewrite, &mut out);
+        write(&fields, raw, &rule, &mut out);
         // The last line starts a trace of its own (the request id is not one): checked, and
         // left out of what the tests compare.
         let text = String::from_utf8(out).unwrap();
@@ -687,6 +381,21 @@ mod tests {
         tls: true,
     };
 
+    fn forward<'a>(
+        jwt: &'a JwtAuth,
+        request_id: &'a [u8],
+        claims: Option<&'a Claims>,
+    ) -> Forward<'a> {
+        Forward {
+            conn: CONN,
+            version: http::Version::HTTP_11,
+            authority: None,
+            request_id,
+            jwt,
+            claims,
+        }
+    }
+
     /// The request's header set after each path, `Host` left out (each adds the endpoint's).
     fn both_request_paths(raw: &str, claims: Option<&Claims>) -> (Set, Set) {
         let jwt = jwt();
@@ -696,24 +405,13 @@ mod tests {
             panic!("the fast path does not take {raw:?}");
         };
         // Hex, as the gateway's own ids are: both paths start the same trace from it.
-        let request_id = RequestId::from_client(Some(b"4bf92f3577b34da6a3ce929d0e0e4736"));
+        let rule = forward(&jwt, b"4bf92f3577b34da6a3ce929d0e0e4736", claims);
 
         let mut map = fields.to_header_map(buf);
-        jwt.strip_identity(&mut map);
-        if let Some(c) = claims {
-            jwt.inject(c, &mut map);
-        }
-        let id = request_id.to_header_value();
-        pipeline::rewrite_request(&mut map, CONN, http::Version::HTTP_11, None, &id);
+        rule.apply(&mut map);
 
         let mut out = Vec::new();
-        let rewrite = RequestRewrite {
-            conn: CONN,
-            request_id: &request_id,
-            jwt: &jwt,
-            claims,
-        };
-        write_request(&fields, buf, &rewrite, &mut out);
+        write(&fields, buf, &rule, &mut out);
         (set_of_map(&map), set_of_lines(&out))
     }
 
@@ -816,32 +514,17 @@ mod tests {
         let response::Parsed::Head(_) = response::parse(buf, false, &mut fields) else {
             panic!("not a response head: {raw:?}");
         };
-        // Hex, as the gateway's own ids are: both paths start the same trace from it.
-        let request_id = RequestId::from_client(Some(b"4bf92f3577b34da6a3ce929d0e0e4736"));
+        let rule = Relay {
+            version: http::Version::HTTP_11,
+            request_id: b"the-id",
+            chunked,
+        };
 
         let mut map = fields.to_header_map(buf);
-        pipeline::rewrite_response(
-            &mut map,
-            http::Version::HTTP_11,
-            &request_id.to_header_value(),
-        );
-        if chunked {
-            map.remove(http::header::CONTENT_LENGTH);
-            map.insert(
-                http::header::TRANSFER_ENCODING,
-                HeaderValue::from_static("chunked"),
-            );
-        }
+        rule.apply(&mut map);
 
         let mut out = Vec::new();
-        write_response(
-            &fields,
-            buf,
-            http::Version::HTTP_11,
-            &request_id,
-            chunked,
-            &mut out,
-        );
+        write(&fields, buf, &rule, &mut out);
         (set_of_map(&map), set_of_lines(&out))
     }
 

@@ -1,8 +1,8 @@
 //! The HTTP/1.1 fast path: plain requests relayed between a client connection and a pooled
 //! upstream connection by one task, without building hyper requests and responses on either
-//! hop. Heads are parsed in place with `httparse` and their header lines rewritten by the hyper
-//! path's rules ([`pipeline::rewrite_request`], [`pipeline::rewrite_response`]) straight into the
-//! outgoing head, with no `HeaderMap` in between (see [`fields`]); bodies are copied as they
+//! hop. Heads are parsed in place with `httparse` and their header lines rewritten by the rules
+//! hyper's path applies too ([`rules::Forward`], [`rules::Relay`]) straight into the outgoing
+//! head, with no `HeaderMap` in between (see [`fields`]); bodies are copied as they
 //! come, framed by `Content-Length` or chunked coding.
 //!
 //! Why: profiling h1c→h1c under load put about half of the gateway's CPU in the kernel and the
@@ -45,6 +45,7 @@ use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::body::BodyStalled;
+use crate::headers::rules::{self, Kind};
 use crate::headers::{self, RequestId};
 use crate::health;
 use crate::metrics::FastPathCounters;
@@ -52,7 +53,7 @@ use crate::pipeline::{self, Asked, Shared};
 use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
-use self::fields::{Fields, Kind, RequestRewrite};
+use self::fields::Fields;
 use self::pool::Conn;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
@@ -233,7 +234,11 @@ impl FastPath {
         IO: AsyncRead + AsyncWrite + Unpin,
     {
         let request_id = headers::request_id(&http::HeaderMap::new());
-        tracing::debug!(request_id = ?request_id, error = %err, "request head refused");
+        tracing::debug!(
+            request_id = request_id.to_str().unwrap_or("-"),
+            error = %err,
+            "request head refused"
+        );
         let asked = Asked {
             client: info.peer.ip(),
             method: "-",
@@ -346,13 +351,16 @@ impl FastPath {
         // From here on the request is the fast path's. Its head, rewritten, goes to `out`
         // while `buf` still holds it.
         out.clear();
-        let rewrite = RequestRewrite {
+        let rule = rules::Forward {
             conn: info,
-            request_id: &request_id,
+            version: Version::HTTP_11,
+            // Absolute-form targets are hyper's.
+            authority: None,
+            request_id: request_id.as_bytes(),
             jwt: &shared.jwt,
             claims: claims.as_ref(),
         };
-        let host_at = head.write_upstream(buf, fields, &rewrite, out);
+        let host_at = head.write_upstream(buf, fields, &rule, out);
         let resend_after_503 = health::resend_after_503(&head.method, || {
             fields.get(buf, health::IDEMPOTENCY_KEY).is_some()
         });
@@ -862,7 +870,12 @@ impl Exchange<'_> {
         let chunked = matches!(head.framing, Framing::Chunked | Framing::UntilClose);
         out.clear();
         status_line(head.status, out);
-        fields::write_response(fields, up, version, self.request_id, chunked, out);
+        let rule = rules::Relay {
+            version,
+            request_id: self.request_id.as_bytes(),
+            chunked,
+        };
+        fields::write(fields, up, &rule, out);
         if !self.head.keep_alive || sent.body_left {
             out.extend_from_slice(b"connection: close\r\n");
         }

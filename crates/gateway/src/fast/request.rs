@@ -11,7 +11,8 @@ use bytes::BufMut;
 use http::header::HeaderMap;
 use http::Method;
 
-use super::fields::{self, Fields, Kind, RequestRewrite};
+use super::fields::{self, Fields};
+use crate::headers::rules::{Forward, Kind};
 
 /// Most header lines a request may have on the fast path (hyper's default limit is 100; a
 /// request with more is declined and hyper takes it).
@@ -55,12 +56,12 @@ impl Head {
     /// Writes the head as it goes upstream to `out`, but for its `Host` line and the blank line
     /// that ends it: the endpoint is not known yet. The `Host` line goes at the returned index,
     /// just after the request line (see [`insert_host`]). `buf` and `fields` are what the head
-    /// was parsed from; the header lines are rewritten as [`fields::write_request`] says.
+    /// was parsed from; the header lines are rewritten by `rule` (see [`fields::write`]).
     pub(super) fn write_upstream(
         &self,
         buf: &[u8],
         fields: &Fields,
-        rewrite: &RequestRewrite<'_>,
+        rule: &Forward<'_>,
         out: &mut Vec<u8>,
     ) -> usize {
         out.put_slice(self.method.as_str().as_bytes());
@@ -68,7 +69,7 @@ impl Head {
         out.put_slice(&buf[self.target.clone()]);
         out.put_slice(b" HTTP/1.1\r\n");
         let host_at = out.len();
-        fields::write_request(fields, buf, rewrite, out);
+        fields::write(fields, buf, rule, out);
         host_at
     }
 }
@@ -423,19 +424,21 @@ mod tests {
         let (h, fields) = take(raw);
         let jwt = crate::jwt::JwtAuth::new(None).unwrap();
         let request_id = crate::headers::RequestId::from_client(Some(b"rid"));
-        let rewrite = RequestRewrite {
+        let rule = Forward {
             conn: pms_net::serve::ConnInfo {
                 peer: "10.1.2.3:5000".parse().unwrap(),
                 local: "127.0.0.1:8080".parse().unwrap(),
                 tls: false,
             },
-            request_id: &request_id,
+            version: http::Version::HTTP_11,
+            authority: None,
+            request_id: request_id.as_bytes(),
             jwt: &jwt,
             claims: None,
         };
         let mut out = b"left over".to_vec();
         out.clear();
-        let at = h.write_upstream(raw.as_bytes(), &fields, &rewrite, &mut out);
+        let at = h.write_upstream(raw.as_bytes(), &fields, &rule, &mut out);
         insert_host(&mut out, at, "127.0.0.1:9000");
         let rest = "\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\n\
              B: 3\r\nx-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: http\r\n\

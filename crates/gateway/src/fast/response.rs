@@ -5,8 +5,9 @@
 
 use http::StatusCode;
 
-use super::fields::{Fields, Kind};
+use super::fields::Fields;
 use super::request::content_length;
+use crate::headers::rules::Kind;
 
 /// Most header lines an upstream response may have.
 const MAX_HEADERS: usize = 100;

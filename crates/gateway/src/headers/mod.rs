@@ -1,9 +1,12 @@
-//! Header rewriting on the way through: hop-by-hop removal (RFC 9110 §7.6.1, including the names
-//! listed in `Connection`), `X-Forwarded-*` and `Via`, and request ids. It must not decide routing
-//! or authentication; identity headers are the `jwt` module's.
+//! Headers on the way through: the names the gateway sets, the values it reads and writes
+//! (`Host`, `X-Forwarded-For`, `Via`), request ids and `traceparent`, and in `rules` the one
+//! set of rules both front ends apply to what goes upstream and back. It must not decide routing
+//! or authentication; identity headers come from the `jwt` module.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, VIA};
+use http::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use http::Version;
+
+pub(crate) mod rules;
 
 /// The request id header, read from clients, sent upstream and returned.
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -18,26 +21,6 @@ pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-h
 
 /// Longest client-supplied request id that is kept.
 pub const MAX_REQUEST_ID_LEN: usize = 128;
-
-/// Header names that are hop-by-hop by definition (RFC 9110 §7.6.1), besides `Connection` and
-/// the names it lists.
-pub const HOP_BY_HOP: [&str; 6] = [
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// Whether a header of this name (any case) never leaves the hop it came on: `Connection` or
-/// one of [`HOP_BY_HOP`]. The names `Connection` lists are found with [`connection_tokens`].
-pub fn is_hop_by_hop(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"connection")
-        || HOP_BY_HOP
-            .iter()
-            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
-}
 
 /// The names a `Connection` value lists, trimmed, as sent. None when the value is not
 /// [`text`].
@@ -128,27 +111,6 @@ pub fn check_host(version: http::Version, headers: &HeaderMap) -> Result<(), Str
     }
 }
 
-/// Removes hop-by-hop headers, including every header `Connection` names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
-            .flat_map(|v| connection_tokens(v.as_bytes()))
-            .filter_map(|t| HeaderName::from_bytes(t).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
-        }
-        headers.remove(CONNECTION);
-    }
-    for name in HOP_BY_HOP {
-        if headers.contains_key(name) {
-            headers.remove(name);
-        }
-    }
-}
-
 /// The `Via` token for a received protocol version (RFC 9110 §7.6.3).
 pub fn via_token(version: Version) -> &'static str {
     match version {
@@ -156,21 +118,6 @@ pub fn via_token(version: Version) -> &'static str {
         Version::HTTP_10 => "1.0 pms",
         Version::HTTP_3 => "3 pms",
         _ => "1.1 pms",
-    }
-}
-
-/// Appends `token` to `Via`.
-pub fn append_via(headers: &mut HeaderMap, token: &'static str) {
-    let value = match headers.get(VIA).and_then(|v| v.to_str().ok()) {
-        Some(prev) => {
-            let mut v = Vec::with_capacity(prev.len() + 2 + token.len());
-            write_via(Some(prev), token, &mut v);
-            HeaderValue::from_bytes(&v).ok()
-        }
-        None => Some(HeaderValue::from_static(token)),
-    };
-    if let Some(v) = value {
-        headers.insert(VIA, v);
     }
 }
 
@@ -220,51 +167,12 @@ fn write_ip(ip: std::net::IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-/// Adds `X-Forwarded-For` (appending the peer), `X-Forwarded-Proto` (replacing any client value)
-/// and `X-Forwarded-Host` (from the `Host` header or the request authority), then drops `Host` so
-/// the upstream client sets its own.
-pub fn add_forwarded(
-    headers: &mut HeaderMap,
-    peer: std::net::IpAddr,
-    tls: bool,
-    authority: Option<&http::uri::Authority>,
-) {
-    let mut xff = Vec::with_capacity(64);
-    write_forwarded_for(
-        headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()),
-        peer,
-        &mut xff,
-    );
-    if let Ok(v) = HeaderValue::from_bytes(&xff) {
-        headers.insert(X_FORWARDED_FOR.clone(), v);
-    }
-    headers.insert(
-        X_FORWARDED_PROTO.clone(),
-        HeaderValue::from_static(if tls { "https" } else { "http" }),
-    );
-    // The target's authority (HTTP/2's `:authority`, or an absolute-form target, whose `Host`
-    // RFC 9112 §3.2.2 says to ignore) before `Host`; never user info.
-    let host = headers.remove(HOST);
-    let host = authority
-        .and_then(|a| a.as_str().rsplit('@').next())
-        .and_then(|a| HeaderValue::from_str(a).ok())
-        .or(host);
-    match host {
-        Some(h) => {
-            headers.insert(X_FORWARDED_HOST.clone(), h);
-        }
-        None => {
-            headers.remove(&X_FORWARDED_HOST);
-        }
-    }
-}
-
 /// The client's request id if it is acceptable (1–128 characters of `A-Za-z0-9-_.:/+=`),
 /// otherwise a fresh one.
 ///
 /// The value is marked sensitive: over HTTP/2 it is sent as a literal that is never indexed.
 /// Each id is new, so indexing it only fills the HPACK table, and the encoder then compares every
-/// later id with every one still there (with `Date`, see `proxy::rewrite_response`, 8 % of the
+/// later id with every one still there (with `Date`, see `rules::Relay::apply`, 8 % of the
 /// gateway's CPU under h2load before, 3 % after).
 pub fn request_id(headers: &HeaderMap) -> HeaderValue {
     let mut id = match headers.get(&X_REQUEST_ID) {
@@ -498,79 +406,11 @@ mod tests {
         }
     }
 
-    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
-
-    #[test]
-    fn hop_by_hop_and_connection_named_headers_go() {
-        let mut h = map(&[
-            ("connection", "keep-alive, X-Secret"),
-            ("connection", "x-other"),
-            ("keep-alive", "timeout=5"),
-            ("x-secret", "1"),
-            ("x-other", "2"),
-            ("te", "trailers"),
-            ("transfer-encoding", "chunked"),
-            ("upgrade", "h2c"),
-            ("proxy-connection", "close"),
-            ("trailer", "x"),
-            ("content-type", "application/json"),
-            ("x-keep", "yes"),
-        ]);
-        strip_hop_by_hop(&mut h);
-        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
-        assert_eq!(left, ["content-type", "x-keep"]);
-    }
-
-    #[test]
-    fn forwarded_headers_append_and_replace() {
-        let mut h = map(&[
-            ("x-forwarded-for", "10.0.0.1"),
-            ("x-forwarded-proto", "https"),
-            ("host", "gw.example:8080"),
-        ]);
-        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), false, None);
-        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
-        assert_eq!(h["x-forwarded-proto"], "http");
-        assert_eq!(h["x-forwarded-host"], "gw.example:8080");
-        assert!(!h.contains_key(HOST));
-
-        let mut h = map(&[("x-forwarded-host", "forged")]);
-        let auth: http::uri::Authority = "localhost:8443".parse().unwrap();
-        add_forwarded(&mut h, "::1".parse().unwrap(), true, Some(&auth));
-        assert_eq!(h["x-forwarded-for"], "::1");
-        assert_eq!(h["x-forwarded-proto"], "https");
-        assert_eq!(h["x-forwarded-host"], "localhost:8443");
-    }
-
-    #[test]
-    fn via_is_appended() {
-        let mut h = map(&[("via", "1.1 edge")]);
-        append_via(&mut h, via_token(Version::HTTP_2));
-        assert_eq!(h["via"], "1.1 edge, 2 pms");
-        let mut h = map(&[("via", " ")]);
-        append_via(&mut h, via_token(Version::HTTP_11));
-        assert_eq!(h["via"], "1.1 pms", "an empty Via is none");
-    }
-
-    #[test]
-    fn an_empty_forwarded_for_is_none() {
-        let mut h = map(&[("x-forwarded-for", "")]);
-        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), false, None);
-        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
-    }
-
     #[test]
     fn request_ids_are_kept_only_when_sane() {
-        assert_eq!(request_id(&map(&[("x-request-id", "abc-123")])), "abc-123");
+        let mut h = HeaderMap::new();
+        h.insert(&X_REQUEST_ID, HeaderValue::from_static("abc-123"));
+        assert_eq!(request_id(&h), "abc-123");
         for bad in ["", "has space", "<script>", &"x".repeat(129)] {
             let mut h = HeaderMap::new();
             if let Ok(v) = HeaderValue::from_str(bad) {
