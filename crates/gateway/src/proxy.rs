@@ -145,29 +145,7 @@ async fn forward(
     // Set for a body streamed from the client: whether a timeout was the client's.
     let mut progress = None;
     let body: ProxyBody = match &route.json_to_xml {
-        Some(layout) => {
-            let limit = shared.transform_max_body_bytes;
-            if declared.is_some_and(|n| n > limit as u64) {
-                return Err(GatewayError::TooLarge {
-                    limit: limit as u64,
-                });
-            }
-            let json = Capped::new(body, limit as u64, shared.body_read_timeout)
-                .collect()
-                .await
-                .map_err(|e| read_error(&*e, limit as u64))?;
-            let xml = transform::convert(&json.to_bytes(), layout)
-                .map_err(|e| GatewayError::BadBody(e.to_string()))?;
-            parts
-                .headers
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
-            parts
-                .headers
-                .insert(CONTENT_LENGTH, HeaderValue::from(xml.len()));
-            Full::new(Bytes::from(xml))
-                .map_err(|never| match never {})
-                .boxed_unsync()
-        }
+        Some(layout) => transformed(shared, layout, &mut parts.headers, body, declared).await?,
         None => {
             let limit = shared.max_body_bytes;
             if declared.is_some_and(|n| n > limit) {
@@ -204,6 +182,32 @@ async fn forward(
     head.version = http::Version::HTTP_11;
     let body = FromUpstream::new(body, upstream.read_timeout(), upstream.shared_name());
     Ok(Response::from_parts(head, body.boxed_unsync()))
+}
+
+/// The request body read whole, at most the transform's limit, and converted from JSON to XML
+/// by `layout`; `headers` say so.
+async fn transformed(
+    shared: &Shared,
+    layout: &transform::XmlLayout,
+    headers: &mut http::HeaderMap,
+    body: Incoming,
+    declared: Option<u64>,
+) -> Result<ProxyBody, GatewayError> {
+    let limit = shared.transform_max_body_bytes as u64;
+    if declared.is_some_and(|n| n > limit) {
+        return Err(GatewayError::TooLarge { limit });
+    }
+    let json = Capped::new(body, limit, shared.body_read_timeout)
+        .collect()
+        .await
+        .map_err(|e| read_error(&*e, limit))?;
+    let xml = transform::convert(&json.to_bytes(), layout)
+        .map_err(|e| GatewayError::BadBody(e.to_string()))?;
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(xml.len()));
+    Ok(Full::new(Bytes::from(xml))
+        .map_err(|never| match never {})
+        .boxed_unsync())
 }
 
 /// Why a request body read whole (for the transform) did not come, as the answer to give.

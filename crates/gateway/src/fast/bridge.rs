@@ -96,31 +96,11 @@ async fn exchange(
 ) -> Result<Response<ProxyBody>, GatewayError> {
     let timeout = upstream.request_timeout();
     let body = read_body(body, declared.unwrap_or(0), timeout).await?;
-    // The body is here whole: nothing to wait for on the upstream's side.
-    parts.headers.remove(EXPECT);
-    if !body.is_empty()
-        || parts.headers.contains_key(CONTENT_LENGTH)
-        || matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
-    {
-        parts
-            .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-
     let mut conn = pool
         .checkout()
         .await
         .map_err(|e| shared.upstream_error(upstream, e))?;
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = Vec::with_capacity(512 + body.len());
-    request::write_head(
-        &parts.method,
-        target,
-        conn.authority(pool),
-        &parts.headers,
-        &mut out,
-    );
-    out.extend_from_slice(&body);
+    let mut out = whole_request(&mut parts, &body, conn.authority(pool));
     upstream.count_request();
 
     let at = tokio::time::Instant::now() + timeout;
@@ -154,15 +134,10 @@ async fn exchange(
         Err(NoHead::Closed(why) | NoHead::Invalid(why)) => return Err(bad_gateway(upstream, why)),
     };
 
-    let version = if head.minor == 0 {
-        http::Version::HTTP_10
-    } else {
-        http::Version::HTTP_11
-    };
     let mut headers = fields.to_header_map(&up);
     up.advance(head.len);
     let rule = rules::Relay {
-        version,
+        version: head.version(),
         request_id: request_id.as_bytes(),
         chunked: false,
     };
@@ -203,6 +178,26 @@ async fn exchange(
     *resp.status_mut() = head.status;
     *resp.headers_mut() = headers;
     Ok(resp)
+}
+
+/// The request as it goes to the upstream at `authority`, its body read whole: `Expect` goes (there
+/// is nothing left to wait for), and `Content-Length` states the body's length where there is a
+/// body or the method takes one.
+fn whole_request(parts: &mut http::request::Parts, body: &Bytes, authority: &str) -> Vec<u8> {
+    parts.headers.remove(EXPECT);
+    if !body.is_empty()
+        || parts.headers.contains_key(CONTENT_LENGTH)
+        || matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
+    {
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut out = Vec::with_capacity(512 + body.len());
+    request::write_head(&parts.method, target, authority, &parts.headers, &mut out);
+    out.extend_from_slice(body);
+    out
 }
 
 /// The first `n` bytes of `up`, a gathered response body, taken out of it. A body much smaller

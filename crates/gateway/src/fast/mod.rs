@@ -318,24 +318,10 @@ impl FastPath {
             buf, fields, out, ..
         } = bufs;
         let shared = &*self.shared;
-        // The gateway's own API pages are hyper's to answer, whatever route matches them.
-        let path = head.path(buf);
-        let Ok(index) = shared.router.find(&head.method, path) else {
+        let Some(index) = taken_route(shared, &head, buf) else {
             return Next::Handoff;
         };
-        if shared.api_doc(&head.method, path).is_some() {
-            return Next::Handoff;
-        }
-        let route = shared.router.route(index);
-        // Transformed and rate-limited routes are hyper's; so is a body over the limit, which
-        // hyper's path refuses.
-        if route.json_to_xml.is_some()
-            || route.rate_limit.is_some()
-            || head.body > shared.max_body_bytes
-        {
-            return Next::Handoff;
-        }
-        let backend = shared.backends.get(route.upstream);
+        let backend = shared.backends.get(shared.router.route(index).upstream);
         let Some(pool) = backend.http1().await else {
             return Next::Handoff;
         };
@@ -418,6 +404,22 @@ impl FastPath {
             Err(Failure::Abort) => Next::Close,
         }
     }
+}
+
+/// The route of a request the fast path takes, or `None` for hyper to serve it: no route (or a
+/// path hyper refuses), the gateway's own API pages, transformed and rate-limited routes, and
+/// bodies over the limit, which hyper's path refuses.
+fn taken_route(shared: &Shared, head: &request::Head, buf: &[u8]) -> Option<usize> {
+    let path = head.path(buf);
+    let index = shared.router.find(&head.method, path).ok()?;
+    if shared.api_doc(&head.method, path).is_some() {
+        return None;
+    }
+    let route = shared.router.route(index);
+    let hypers = route.json_to_xml.is_some()
+        || route.rate_limit.is_some()
+        || head.body > shared.max_body_bytes;
+    (!hypers).then_some(index)
 }
 
 /// How reading a request head ended.
@@ -862,16 +864,11 @@ impl Exchange<'_> {
         IO: AsyncWrite + Unpin,
     {
         let head = &sent.head;
-        let version = if head.minor == 0 {
-            Version::HTTP_10
-        } else {
-            Version::HTTP_11
-        };
         let chunked = matches!(head.framing, Framing::Chunked | Framing::UntilClose);
         out.clear();
         status_line(head.status, out);
         let rule = rules::Relay {
-            version,
+            version: head.version(),
             request_id: self.request_id.as_bytes(),
             chunked,
         };
@@ -907,52 +904,85 @@ impl Exchange<'_> {
                     }
                 }
             }
-            Framing::Chunked => {
-                let mut scanner = ChunkScanner::default();
-                let n = scanner
-                    .feed(up)
-                    .map_err(|e| Relay::Unsent(bad_gateway(self.upstream, e)))?;
-                out.extend_from_slice(&up[..n]);
-                up.advance(n);
-                write(io, out).await?;
-                let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
-                while !scanner.is_done() {
-                    up.clear();
-                    up.reserve(BUF);
-                    match from.read_buf(up).await {
-                        Ok(0) => return Err(Relay::Broken(Failure::Abort)),
-                        Err(e) => return Err(self.cut_off(&e).into()),
-                        Ok(_) => {}
-                    }
-                    let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
-                    write(io, &up[..n]).await?;
-                    up.advance(n);
-                }
-            }
+            Framing::Chunked => self.relay_chunked(io, conn, up, out, read_timeout).await?,
             Framing::UntilClose => {
-                if !up.is_empty() {
-                    chunk(up, out);
-                }
-                write(io, out).await?;
-                let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
-                loop {
-                    up.clear();
-                    up.reserve(BUF);
-                    match from.read_buf(up).await {
-                        Ok(0) => break,
-                        Err(e) => return Err(self.cut_off(&e).into()),
-                        Ok(_) => {}
-                    }
-                    out.clear();
-                    chunk(up, out);
-                    write(io, out).await?;
-                }
-                write(io, b"0\r\n\r\n").await?;
-                up.clear();
+                self.relay_until_close(io, conn, up, out, read_timeout)
+                    .await?;
                 return Ok(false);
             }
         }
         Ok(head.reusable)
+    }
+
+    /// Relays a chunked body as it came, from what `up` holds after the head (`out` holds the
+    /// head) to the last chunk and the trailers.
+    async fn relay_chunked<IO>(
+        &self,
+        io: &mut IO,
+        conn: &mut Conn,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+        read_timeout: Duration,
+    ) -> Result<(), Relay>
+    where
+        IO: AsyncWrite + Unpin,
+    {
+        let mut scanner = ChunkScanner::default();
+        let n = scanner
+            .feed(up)
+            .map_err(|e| Relay::Unsent(bad_gateway(self.upstream, e)))?;
+        out.extend_from_slice(&up[..n]);
+        up.advance(n);
+        write(io, out).await?;
+        let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
+        while !scanner.is_done() {
+            up.clear();
+            up.reserve(BUF);
+            match from.read_buf(up).await {
+                Ok(0) => return Err(Relay::Broken(Failure::Abort)),
+                Err(e) => return Err(self.cut_off(&e).into()),
+                Ok(_) => {}
+            }
+            let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
+            write(io, &up[..n]).await?;
+            up.advance(n);
+        }
+        Ok(())
+    }
+
+    /// Relays a body that ends when the upstream closes, re-framed as chunks (`out` holds the
+    /// head); the connection cannot be used again.
+    async fn relay_until_close<IO>(
+        &self,
+        io: &mut IO,
+        conn: &mut Conn,
+        up: &mut BytesMut,
+        out: &mut Vec<u8>,
+        read_timeout: Duration,
+    ) -> Result<(), Relay>
+    where
+        IO: AsyncWrite + Unpin,
+    {
+        if !up.is_empty() {
+            chunk(up, out);
+        }
+        write(io, out).await?;
+        let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
+        loop {
+            up.clear();
+            up.reserve(BUF);
+            match from.read_buf(up).await {
+                Ok(0) => break,
+                Err(e) => return Err(self.cut_off(&e).into()),
+                Ok(_) => {}
+            }
+            out.clear();
+            chunk(up, out);
+            write(io, out).await?;
+        }
+        write(io, b"0\r\n\r\n").await?;
+        up.clear();
+        Ok(())
     }
 }
 

@@ -38,6 +38,17 @@ pub(super) struct Head {
     pub(super) reusable: bool,
 }
 
+impl Head {
+    /// The protocol the upstream answered in.
+    pub(super) fn version(&self) -> http::Version {
+        if self.minor == 0 {
+            http::Version::HTTP_10
+        } else {
+            http::Version::HTTP_11
+        }
+    }
+}
+
 /// What the start of the buffer holds.
 #[derive(Debug)]
 pub(super) enum Parsed {
