@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 
 use crate::discovery::EndpointSet;
-use crate::fast::Pool;
+use crate::h1pool::Pool;
 use crate::metrics::Metrics;
 use crate::upstream::Upstream;
 

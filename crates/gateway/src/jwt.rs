@@ -42,9 +42,10 @@ impl JwtAuth {
         })
     }
 
-    /// The identity headers: every one is removed from client requests.
-    pub fn identity_headers(&self) -> impl Iterator<Item = &HeaderName> {
-        self.claims_to_headers.iter().map(|(_, h)| h)
+    /// The identity headers, each with the claim it is set from: every one is removed from
+    /// client requests (see `headers::rules`).
+    pub fn identity(&self) -> &[(String, HeaderName)] {
+        &self.claims_to_headers
     }
 
     /// Verifies the request's bearer token and checks `roles` (empty = any role).
@@ -92,17 +93,6 @@ impl JwtAuth {
             }
         }
         Ok(claims)
-    }
-
-    /// The identity headers `claims` give, with their values as text (claims that are absent or
-    /// not scalar are skipped; a value that is no valid header value is left to the caller).
-    pub fn identity<'a>(
-        &'a self,
-        claims: &'a Claims,
-    ) -> impl Iterator<Item = (&'a HeaderName, String)> + 'a {
-        self.claims_to_headers
-            .iter()
-            .filter_map(|(claim, header)| Some((header, claims.text(claim)?)))
     }
 }
 

@@ -19,10 +19,12 @@
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type, the size cap and the upstream read timeout.
 //! - [`access`]: the access log (a JSON line per answered request, written off the request path).
-//! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop.
+//! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop, and
+//!   the bridge that sends hyper's small requests over the same upstream connections;
+//!   `h1pool`: those connections, the HTTP/1.1 upstream pool both use.
 //! - `openfiles`: the connection caps fitted into the open-file limit at start.
-//! - `server`: binding, starting, serving and draining ([`Bound`], [`run`]); `worker`: one
-//!   worker thread's runtime, backends and serve loops.
+//! - `server`: binding, starting, serving and draining ([`Bound`], [`run`]), and what stops a
+//!   start ([`StartError`]); `worker`: one worker thread's runtime, backends and serve loops.
 //!
 //! Serving itself (TLS, ALPN, h2c, limits, drain) is `pms_net::serve`, shared with the other
 //! components. Why thread-per-core workers (see [`run`]): profiling the first, multi-threaded
@@ -41,6 +43,7 @@ pub mod body;
 pub mod config;
 mod discovery;
 mod fast;
+mod h1pool;
 pub mod headers;
 mod health;
 pub mod jwt;
@@ -53,9 +56,11 @@ mod ratelimit;
 pub mod respond;
 pub mod router;
 mod server;
+mod start_error;
 pub mod transform;
 pub mod upstream;
 mod worker;
 
 pub use config::Settings;
-pub use server::{run, Bound, StartError};
+pub use server::{run, Bound};
+pub use start_error::StartError;

@@ -125,7 +125,7 @@ async fn forward(
         version: parts.version,
         authority: parts.uri.authority().map(Authority::as_str),
         request_id: request_id.as_bytes(),
-        jwt: &shared.jwt,
+        identity: shared.jwt.identity(),
         claims: claims.as_ref(),
     };
     rule.apply(&mut parts.headers);

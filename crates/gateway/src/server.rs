@@ -15,40 +15,9 @@ use tokio::task::JoinHandle;
 
 use crate::apidocs::ApiDocs;
 use crate::discovery::{self, Tasks};
-use crate::worker::{worker, Common, WorkerListener};
+use crate::start_error::StartError;
+use crate::worker::{stopped, worker, Common, WorkerListener};
 use crate::{access, admin, config, jwt, metrics, openfiles, ratelimit, router, Settings};
-
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A listener could not be bound.
-    #[error("cannot listen on {addr} ({name}): {error}")]
-    Bind {
-        /// Listener name.
-        name: String,
-        /// Address.
-        addr: SocketAddr,
-        /// The OS error.
-        error: std::io::Error,
-    },
-    /// An upstream's TLS settings could not be loaded.
-    #[error("upstream {name}: {error}")]
-    Upstream {
-        /// Upstream name.
-        name: String,
-        /// What failed.
-        error: pms_net::TlsError,
-    },
-    /// The JWT verifier refused its settings.
-    #[error("auth.jwt: {0}")]
-    Jwt(pms_auth::verify::ConfigError),
-    /// A worker thread or its runtime could not be started.
-    #[error("worker: {0}")]
-    Worker(std::io::Error),
-    /// The access log could not be opened.
-    #[error(transparent)]
-    AccessLog(#[from] access::OpenError),
-}
 
 /// The gateway's sockets, bound before anything runs: the admin listener, and for each public
 /// listener one socket per worker on the same port (`SO_REUSEPORT`).
@@ -386,9 +355,4 @@ fn reopen_on_signal(reopen: access::Reopen) -> Option<JoinHandle<()>> {
             None
         }
     }
-}
-
-/// Resolves once the watch says stop.
-pub(crate) async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 use crate::pipeline::Shared;
-use crate::server::{stopped, StartError};
+use crate::start_error::StartError;
 use crate::{access, backend, config, discovery, fast, jwt, metrics, proxy, ratelimit, router};
 
 /// What every worker shares.
@@ -193,4 +193,9 @@ fn start(
         )));
     }
     Ok(tasks)
+}
+
+/// Resolves once the watch says stop.
+pub(crate) async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
 }

@@ -30,12 +30,12 @@ use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::AsyncReadExt;
 
 use super::fields::Fields;
-use super::pool::{Conn, Pool};
 use super::response::{ChunkScanner, Framing};
 use super::{
     bad_gateway, gather_response, request, send_whole, timed_out, NoHead, Resend, BUF, GATHER,
 };
 use crate::body::{BoxError, ProxyBody};
+use crate::h1pool::{Conn, Pool};
 use crate::headers::rules::{self, Rule};
 use crate::health;
 use crate::pipeline::Shared;

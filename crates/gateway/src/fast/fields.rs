@@ -391,7 +391,7 @@ mod tests {
             version: http::Version::HTTP_11,
             authority: None,
             request_id,
-            jwt,
+            identity: jwt.identity(),
             claims,
         }
     }

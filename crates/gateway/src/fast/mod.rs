@@ -22,8 +22,6 @@
 
 pub(crate) mod bridge;
 mod fields;
-mod pool;
-pub(crate) use pool::Pool;
 mod request;
 mod response;
 mod upload;
@@ -54,9 +52,9 @@ use crate::respond::GatewayError;
 use crate::upstream::{SendError, Upstream};
 
 use self::fields::Fields;
-use self::pool::Conn;
 use self::response::{ChunkScanner, Framing};
 use self::upload::Upload;
+use crate::h1pool::{self as pool, Conn, Pool};
 
 /// Read buffer growth step, for both hops.
 const BUF: usize = 8 * 1024;
@@ -343,7 +341,7 @@ impl FastPath {
             // Absolute-form targets are hyper's.
             authority: None,
             request_id: request_id.as_bytes(),
-            jwt: &shared.jwt,
+            identity: shared.jwt.identity(),
             claims: claims.as_ref(),
         };
         let host_at = head.write_upstream(buf, fields, &rule, out);

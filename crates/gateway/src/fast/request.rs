@@ -433,7 +433,7 @@ mod tests {
             version: http::Version::HTTP_11,
             authority: None,
             request_id: request_id.as_bytes(),
-            jwt: &jwt,
+            identity: jwt.identity(),
             claims: None,
         };
         let mut out = b"left over".to_vec();

@@ -25,7 +25,6 @@ use super::{
     connection_tokens, text, traceparent, valid_value, via_token, write_forwarded_for, write_via,
     TRACEPARENT, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO, X_REQUEST_ID,
 };
-use crate::jwt::JwtAuth;
 
 /// What a header name is to the gateway. Names it has no rule for are [`Kind::Other`]; so are
 /// the identity headers, whose names come from the config.
@@ -246,8 +245,9 @@ pub(crate) struct Forward<'a> {
     pub(crate) authority: Option<&'a str>,
     /// The request id it goes upstream with.
     pub(crate) request_id: &'a [u8],
-    /// The identity headers' names and values.
-    pub(crate) jwt: &'a JwtAuth,
+    /// The identity headers, each with the claim it is set from (`[auth.jwt]
+    /// claims_to_headers`).
+    pub(crate) identity: &'a [(String, HeaderName)],
     /// The verified claims, on an authenticated route.
     pub(crate) claims: Option<&'a Claims>,
 }
@@ -258,9 +258,9 @@ impl Rule for Forward<'_> {
         kind.replaced()
             || kind.hop_by_hop()
             || self
-                .jwt
-                .identity_headers()
-                .any(|h| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
+                .identity
+                .iter()
+                .any(|(_, h)| name.eq_ignore_ascii_case(h.as_str().as_bytes()))
             || listed.contains(name)
     }
 
@@ -270,7 +270,11 @@ impl Rule for Forward<'_> {
     /// sends the endpoint's.
     fn add(&self, head: &impl Head, listed: &Listed<'_>, out: &mut impl Out) {
         if let Some(claims) = self.claims {
-            for (header, value) in self.jwt.identity(claims) {
+            // Claims that are absent or not scalar set nothing.
+            for (claim, header) in self.identity {
+                let Some(value) = claims.text(claim) else {
+                    continue;
+                };
                 if valid_value(value.as_bytes()) && !listed.contains(header.as_str().as_bytes()) {
                     out.add(header, value.as_bytes());
                 }
@@ -504,7 +508,7 @@ mod tests {
         chunked: false,
     };
 
-    fn forward<'a>(jwt: &'a JwtAuth, tls: bool, authority: Option<&'a str>) -> Forward<'a> {
+    fn forward(tls: bool, authority: Option<&str>) -> Forward<'_> {
         Forward {
             conn: ConnInfo {
                 peer: "127.0.0.1:40000".parse().unwrap(),
@@ -514,7 +518,7 @@ mod tests {
             version: Version::HTTP_2,
             authority,
             request_id: b"the-id",
-            jwt,
+            identity: &[],
             claims: None,
         }
     }
@@ -541,7 +545,6 @@ mod tests {
 
     #[test]
     fn forwarded_headers_extend_or_replace_the_clients() {
-        let jwt = JwtAuth::new(None).unwrap();
         let mut h = map(&[
             ("x-forwarded-for", "10.0.0.1"),
             ("x-forwarded-proto", "https"),
@@ -549,7 +552,7 @@ mod tests {
             ("via", "1.1 edge"),
             ("x-request-id", "forged"),
         ]);
-        forward(&jwt, false, None).apply(&mut h);
+        forward(false, None).apply(&mut h);
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "gw.example:8080");
@@ -560,7 +563,7 @@ mod tests {
 
         // The target's authority comes before `Host`, without user info.
         let mut h = map(&[("x-forwarded-host", "forged"), ("host", "other")]);
-        forward(&jwt, true, Some("user@localhost:8443")).apply(&mut h);
+        forward(true, Some("user@localhost:8443")).apply(&mut h);
         assert_eq!(h["x-forwarded-for"], "127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "localhost:8443");
@@ -568,9 +571,8 @@ mod tests {
 
     #[test]
     fn empty_forwarding_values_are_none() {
-        let jwt = JwtAuth::new(None).unwrap();
         let mut h = map(&[("x-forwarded-for", ""), ("via", " ")]);
-        forward(&jwt, false, None).apply(&mut h);
+        forward(false, None).apply(&mut h);
         assert_eq!(h["x-forwarded-for"], "127.0.0.1");
         assert_eq!(h["via"], "2 pms");
         assert!(

@@ -1,5 +1,6 @@
-//! The fast path's upstream connections: TCP, or TLS with ALPN `http/1.1`, to the HTTP/1.1
-//! endpoints of one upstream, one pool per worker thread. An `auto` upstream over TLS offers
+//! The HTTP/1.1 upstream connections that the fast path relays over and the bridge sends hyper's
+//! requests over: TCP, or TLS with ALPN `http/1.1`, to the HTTP/1.1 endpoints of one upstream,
+//! one pool per worker thread. An `auto` upstream over TLS offers
 //! `h2` too; the pool learns from its first connection which one the upstream picks, and the
 //! fast path relays only when it was `http/1.1` (an upstream that picks `h2` stays with the
 //! hyper client). A connection is checked out for one request and comes
@@ -62,17 +63,17 @@ struct Idle {
 }
 
 /// A checked-out upstream connection.
-pub(super) struct Conn {
-    pub(super) stream: Stream,
+pub(crate) struct Conn {
+    pub(crate) stream: Stream,
     /// Whether it was opened for this request (a reused one may have been closed by the
     /// upstream just before it was written to).
-    pub(super) fresh: bool,
+    pub(crate) fresh: bool,
     /// Index of its endpoint in the pool.
-    pub(super) endpoint: usize,
+    pub(crate) endpoint: usize,
     /// The answer deadline of the bridged requests it serves, kept with it between them: one
     /// timer for the connection's life rather than one per request (see [`Deadline`]). The
     /// fast path keeps its deadlines with the client connection instead.
-    pub(super) deadline: Option<Deadline>,
+    pub(crate) deadline: Option<Deadline>,
     /// Counts the request it serves as outstanding on its endpoint while checked out.
     busy: Option<Busy>,
     idle_since: Instant,
@@ -81,7 +82,7 @@ pub(super) struct Conn {
 
 impl Conn {
     /// The endpoint's `host:port`.
-    pub(super) fn authority<'a>(&self, pool: &'a Pool) -> &'a str {
+    pub(crate) fn authority<'a>(&self, pool: &'a Pool) -> &'a str {
         &pool.endpoints[self.endpoint].authority
     }
 }
@@ -194,7 +195,7 @@ impl Pool {
     /// # Errors
     /// [`SendError::Busy`] when no permit came within the queue timeout, [`SendError::Connect`]
     /// when connecting failed or timed out (everywhere it was tried).
-    pub(super) async fn checkout(self: &Arc<Self>) -> Result<Conn, SendError> {
+    pub(crate) async fn checkout(self: &Arc<Self>) -> Result<Conn, SendError> {
         let first = self.health.pick();
         let mut conn = match self.checkout_at(first).await {
             Err(SendError::Connect(why)) if self.endpoints.len() > 1 => {
@@ -210,7 +211,7 @@ impl Pool {
     /// A connection to an endpoint other than `not`, for a request that may be sent again
     /// after `not` answered 503 or closed its connection unanswered: `None` when there is no
     /// other endpoint up or the retry budget is spent, or no connection could be had.
-    pub(super) async fn checkout_retry(self: &Arc<Self>, not: usize) -> Option<Conn> {
+    pub(crate) async fn checkout_retry(self: &Arc<Self>, not: usize) -> Option<Conn> {
         let i = self.health.retry_elsewhere(not)?;
         let mut conn = self.checkout_at(i).await.ok()?;
         conn.busy = self.health.busy(i);
@@ -218,7 +219,7 @@ impl Pool {
     }
 
     /// Tells the endpoint's health what `conn`'s response said.
-    pub(super) fn answered(&self, conn: &Conn, status: u16) {
+    pub(crate) fn answered(&self, conn: &Conn, status: u16) {
         self.health
             .answered(conn.endpoint, &self.endpoints[conn.endpoint].key, status);
     }
@@ -340,7 +341,7 @@ impl Pool {
     /// A new connection for a request whose connection to endpoint `i` turned out closed
     /// before its answer (nothing of the request was acted on): to `i` again, bypassing idle
     /// ones, or, if `i` cannot be connected to, to the others in turn.
-    pub(super) async fn reopen(self: &Arc<Self>, i: usize) -> Result<Conn, SendError> {
+    pub(crate) async fn reopen(self: &Arc<Self>, i: usize) -> Result<Conn, SendError> {
         let mut conn = match self.open(i).await {
             Err(SendError::Connect(why)) if self.endpoints.len() > 1 => {
                 Box::pin(self.fail_over(i, why)).await
@@ -432,7 +433,7 @@ impl Pool {
     /// Gives `conn` (its response was read to the end and it may stay open) to the request
     /// that has waited longest for one, or keeps it for the next request unless the endpoint
     /// already has `pool_max_idle` idle connections.
-    pub(super) fn checkin(&self, mut conn: Conn) {
+    pub(crate) fn checkin(&self, mut conn: Conn) {
         let ep = &self.endpoints[conn.endpoint];
         conn.fresh = false;
         conn.busy = None;
@@ -454,7 +455,7 @@ impl Pool {
 }
 
 /// An upstream connection, cleartext or TLS.
-pub(super) enum Stream {
+pub(crate) enum Stream {
     Plain(TcpStream),
     Uring(UringTcp),
     Tls(Box<TlsStream<TcpStream>>),
@@ -464,7 +465,7 @@ impl Stream {
     /// Waits until a read may find bytes: cleartext, until the socket is readable (or has an
     /// error to report); over TLS at once, since rustls may already hold plaintext that the TCP
     /// socket's readiness would not announce.
-    pub(super) async fn readable(&mut self) -> io::Result<()> {
+    pub(crate) async fn readable(&mut self) -> io::Result<()> {
         match self {
             Self::Plain(s) => s.readable().await,
             Self::Uring(s) => s.readable().await,
