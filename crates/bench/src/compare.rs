@@ -523,10 +523,18 @@ pub fn compare(a: &[f64], b: &[f64], alpha: f64, unit: &str) -> Result<Compariso
     } else {
         "Wilcoxon rank-sum"
     };
+    // Which way the difference goes is the test's own statistic's sign: the mean difference for
+    // Welch's test, U against its null mean for the rank sum. The Hodges–Lehmann shift can be 0
+    // when the samples are whole milliseconds with many ties, and says nothing about the side.
+    let a_smaller = if test == "welch-t" {
+        da.mean < db.mean
+    } else {
+        rank_biserial < 0.0
+    };
     let verdict = if different {
         format!(
             "A is {} than B: median {:.3} vs {:.3} {unit}, shift {:+.3} {unit} ({:.0} % CI {:+.3} … {:+.3}); {name} p = {:.3e} < {alpha}",
-            if shift.estimate < 0.0 { "faster" } else { "slower" },
+            if a_smaller { "faster" } else { "slower" },
             da.median,
             db.median,
             shift.estimate,
@@ -578,6 +586,23 @@ mod tests {
         assert_eq!(r.u, 0.0);
         // mu = 2, sigma = sqrt(4/12 · 5) = 1.291; z = (0 − 2 + 0.5) / 1.291.
         assert!((r.z - (-1.5 / (20.0f64 / 12.0).sqrt())).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_verdict_follows_the_rank_statistic_when_the_shift_is_zero() {
+        // Whole milliseconds: A is 1 ms four times in five, B three times in five. Most pairwise
+        // differences are 0, so the Hodges–Lehmann shift is 0, yet A is the faster.
+        let sample = |ones: usize| -> Vec<f64> {
+            (0..200).map(|i| if i < ones { 1.0 } else { 2.0 }).collect()
+        };
+        let (fast, slow) = (sample(160), sample(120));
+        let c = compare(&fast, &slow, 0.05, "ms").unwrap();
+        assert_eq!(c.test, "wilcoxon-rank-sum");
+        assert_eq!(c.shift.estimate, 0.0);
+        assert!(c.different, "{}", c.verdict);
+        assert!(c.verdict.starts_with("A is faster"), "{}", c.verdict);
+        let c = compare(&slow, &fast, 0.05, "ms").unwrap();
+        assert!(c.verdict.starts_with("A is slower"), "{}", c.verdict);
     }
 
     #[test]
