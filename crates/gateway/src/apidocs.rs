@@ -5,10 +5,12 @@
 //! The program embedding the gateway gives it the services' document ([`Settings::openapi`]);
 //! the gateway keeps the operations its routes reach and adds what it answers itself on them:
 //! 429 on a rate-limited route, 401/403 and the bearer requirement on a `jwt` route, 408/413
-//! where there is a body, 502/503/504 when the upstream fails. Both answers are built once, at
-//! start.
+//! where there is a body, 502/503/504 when the upstream fails. Both answers are built once,
+//! when either is first asked for (see [`OpenApiSource`](crate::config::OpenApiSource)).
 //!
 //! [`Settings::openapi`]: crate::config::Settings::openapi
+
+use std::sync::{Arc, OnceLock};
 
 use askama::Template;
 use bytes::Bytes;
@@ -18,6 +20,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Map, Value};
 
 use crate::body::ProxyBody;
+use crate::config::OpenApiSource;
 use crate::headers::X_REQUEST_ID;
 use crate::router::Router;
 
@@ -26,13 +29,21 @@ pub const DOCUMENT_PATH: &str = "/openapi.json";
 /// Path of the reference page.
 pub const PAGE_PATH: &str = "/docs";
 
-/// The two answers, rendered.
+/// The two answers, rendered on first use.
 #[derive(Debug)]
 pub(crate) struct ApiDocs {
+    source: OpenApiSource,
+    router: Arc<Router>,
+    rendered: OnceLock<Rendered>,
+}
+
+/// The two answers.
+#[derive(Debug)]
+struct Rendered {
     /// `application/json`.
-    pub(crate) document: Bytes,
+    document: Bytes,
     /// `text/html; charset=utf-8`.
-    pub(crate) page: Bytes,
+    page: Bytes,
 }
 
 /// What a path of the docs answers.
@@ -45,14 +56,26 @@ pub(crate) enum Doc {
 }
 
 impl ApiDocs {
-    /// The document of `services` cut to what `router` reaches, and its page.
-    pub(crate) fn new(services: &Value, router: &Router) -> Self {
-        let doc = public(services, router);
-        let page = render(&doc);
+    /// The document `source` makes, cut to what `router` reaches, and its page.
+    pub(crate) fn new(source: OpenApiSource, router: Arc<Router>) -> Self {
         Self {
-            document: Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
-            page: Bytes::from(page),
+            source,
+            router,
+            rendered: OnceLock::new(),
         }
+    }
+
+    /// Both answers, rendered by the first caller (the others wait for it: a few milliseconds,
+    /// once).
+    fn rendered(&self) -> &Rendered {
+        self.rendered.get_or_init(|| {
+            let doc = public(&self.source.document(), &self.router);
+            let page = render(&doc);
+            Rendered {
+                document: Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+                page: Bytes::from(page),
+            }
+        })
     }
 
     /// Which answer `method path` asks for, if any: only `GET` and `HEAD` of the two paths.
@@ -77,9 +100,10 @@ impl ApiDocs {
         head: bool,
         request_id: &HeaderValue,
     ) -> Response<ProxyBody> {
+        let rendered = self.rendered();
         let (body, content_type) = match doc {
-            Doc::Document => (self.document.clone(), "application/json"),
-            Doc::Page => (self.page.clone(), "text/html; charset=utf-8"),
+            Doc::Document => (rendered.document.clone(), "application/json"),
+            Doc::Page => (rendered.page.clone(), "text/html; charset=utf-8"),
         };
         let length = HeaderValue::from(body.len());
         let mut resp = Response::new(

@@ -130,8 +130,8 @@ pub async fn run(
         .map(|r| metrics.route(&r.name))
         .collect();
     let router = Arc::new(router::Router::new(settings.routes));
-    let api_docs = match &settings.openapi {
-        Some(doc) if settings.api_docs => Some(Arc::new(ApiDocs::new(doc, &router))),
+    let api_docs = match settings.openapi {
+        Some(source) if settings.api_docs => Some(Arc::new(ApiDocs::new(source, router.clone()))),
         _ => None,
     };
     let common = Arc::new(Common {

@@ -50,7 +50,32 @@ pub struct Settings {
     /// The OpenAPI document of the services behind the gateway. Not read from the file: the
     /// program running the gateway sets it (`pms` sets every service's). The gateway serves
     /// the operations its routes reach; see [`apidocs`](crate::apidocs).
-    pub openapi: Option<serde_json::Value>,
+    pub openapi: Option<OpenApiSource>,
+}
+
+/// Where the services' OpenAPI document comes from: made when `/openapi.json` or `/docs` is
+/// first asked for, not at start. Building it runs every service's schema code, which a
+/// gateway that is never asked would keep resident for nothing (about 8 MB under the proxy
+/// benchmark, code and heap).
+#[derive(Clone)]
+pub struct OpenApiSource(std::sync::Arc<dyn Fn() -> serde_json::Value + Send + Sync>);
+
+impl OpenApiSource {
+    /// A source that calls `make` for the document.
+    pub fn new(make: impl Fn() -> serde_json::Value + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(make))
+    }
+
+    /// The document, made now.
+    pub fn document(&self) -> serde_json::Value {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for OpenApiSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenApiSource(..)")
+    }
 }
 
 /// Resolved `[limits]`.

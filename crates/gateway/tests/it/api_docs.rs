@@ -71,7 +71,10 @@ secret_env = "TEST_JWT_SECRET"
 "#
     );
     let secret = [("TEST_JWT_SECRET", "an-api-docs-test-secret-of-32-bytes")];
-    gateway_with(&toml, &secret, |s| s.openapi = Some(services())).await
+    gateway_with(&toml, &secret, |s| {
+        s.openapi = Some(pms_gateway::config::OpenApiSource::new(services))
+    })
+    .await
 }
 
 #[tokio::test]

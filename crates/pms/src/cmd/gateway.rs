@@ -20,7 +20,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut settings = pms_gateway::config::load(&args.config, &pms_gateway::config::process_env)
         .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
-    settings.openapi = Some(super::openapi::json());
+    settings.openapi = Some(pms_gateway::config::OpenApiSource::new(
+        super::openapi::json,
+    ));
     if args.check {
         println!("{}: configuration OK", args.config.display());
         return Ok(());

@@ -125,7 +125,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let mut settings =
             pms_gateway::config::load(&config_path, &pms_gateway::config::process_env)
                 .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
-        settings.openapi = Some(super::openapi::json());
+        settings.openapi = Some(pms_gateway::config::OpenApiSource::new(
+            super::openapi::json,
+        ));
         let bound = pms_gateway::Bound::bind(&settings).context("binding the gateway")?;
 
         let seeded = super::users::start(&app).await?;
