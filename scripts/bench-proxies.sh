@@ -64,12 +64,6 @@ PROFILE=${PMS_PROFILE:-release}
 cargo build --profile "$PROFILE" --quiet --bin pms
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 PMS=$TARGET_DIR/$PROFILE/pms
-# How much of the hot-code layout (crates/pms/build.rs) this build got: it moves peak RSS by MBs.
-if [ "${PMS_SYMBOL_ORDER:-}" = off ]; then
-  LAYOUT="off (PMS_SYMBOL_ORDER=off)"
-else
-  LAYOUT=$(bash scripts/symbol-order.sh --check "$PMS")
-fi
 if [ "$CEILING" = 1 ]; then
   cargo build --profile "$PROFILE" --quiet -p pms-gateway --example tcp_relay
 fi
@@ -356,7 +350,6 @@ PY
   echo
   echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r); client, proxies and echo share it."
   echo "Versions: $("$PMS" --version), nginx $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | awk 'NR==1 {print $3}'), $(wrk -v 2>&1 | awk 'NR==1 {print $1, $2}'), h2load $(h2load --version | awk '{print $NF}')."
-  echo "Hot-code layout: $LAYOUT."
   echo "Load: $CONNECTIONS keep-alive connections, $SIZE-byte POST, ${DURATION} s after ${WARMUP} s warm-up, $ROUNDS round(s); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo "Back-end: pms echo ${ECHO_ARGS[*]:-(HTTP/1.1 fast path)}."
   [ -z "$BASELINE" ] || echo "Baseline (pms-base): $BASELINE, $("$BASELINE" --version)."
