@@ -6,7 +6,7 @@
 //! the gateway keeps the operations its routes reach and adds what it answers itself on them:
 //! 429 on a rate-limited route, 401/403 and the bearer requirement on a `jwt` route, 408/413
 //! where there is a body, 502/503/504 when the upstream fails. Both answers are built once,
-//! when either is first asked for (see [`OpenApiSource`](crate::config::OpenApiSource)).
+//! when either is first asked for (see [`OpenApiSource`]).
 //!
 //! [`Settings::openapi`]: crate::config::Settings::openapi
 
