@@ -359,7 +359,6 @@ impl Head for HeaderMap {
 struct MapEdit {
     gone: Vec<HeaderName>,
     added: Vec<(HeaderName, HeaderValue)>,
-    scratch: Vec<u8>,
 }
 
 impl MapEdit {
@@ -389,11 +388,9 @@ impl Out for MapEdit {
     }
 
     fn add_written(&mut self, name: &HeaderName, write: impl FnOnce(&mut Vec<u8>)) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        write(&mut scratch);
-        self.push(name, HeaderValue::from_bytes(&scratch));
-        self.scratch = scratch;
+        let mut value = Vec::with_capacity(64);
+        write(&mut value);
+        self.push(name, HeaderValue::from_bytes(&value));
     }
 }
 
