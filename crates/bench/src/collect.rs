@@ -86,6 +86,9 @@ pub struct CollectConfig {
     pub stop: StopRule,
     /// Write one CSV row per request here.
     pub samples: Option<std::path::PathBuf>,
+    /// Count the opening of a connection in the latency of the request that opened it, as
+    /// JMeter's elapsed time does.
+    pub connect_in_latency: bool,
 }
 
 /// Everything a run recorded, when it is over.
@@ -113,8 +116,10 @@ pub struct Collected {
 /// Bytes a shard buffers before appending its rows to the samples file.
 const ROW_FLUSH: usize = 64 * 1024;
 
-/// The per-request CSV header: JMeter's JTL column names (times in ms with µs decimals), plus
-/// `Lag`, how long after its due time the request went out.
+/// The per-request CSV header: JMeter's JTL column names, with their meanings (times in ms
+/// with µs decimals; `timeStamp` is when the sample began, `elapsed` and `Latency` include
+/// `Connect` on the request that opened its connection, as JMeter's do), plus `Lag`, how long
+/// after its due time the request went out.
 pub const SAMPLES_HEADER: &str =
     "timeStamp,elapsed,label,responseCode,success,failureMessage,bytes,sentBytes,allThreads,Latency,Connect,Lag\n";
 
@@ -183,11 +188,11 @@ impl Collector {
         // Two shards per thread that can record at once keep the locks almost uncontended;
         // each shard's histograms take about 320 KB, so more would be memory for nothing.
         let n = std::thread::available_parallelism().map_or(1, |n| n.get()) * 2;
-        let clock = Clock::Due;
+        let with_connect = cfg.connect_in_latency;
         let shards = (0..n)
             .map(|_| {
                 Mutex::new(Shard {
-                    measured: Recorder::new(clock),
+                    measured: Recorder::new(Clock::Due).counting_connect(with_connect),
                     uncorrected: None,
                     warmup: None,
                     second: Second::new(),
@@ -220,27 +225,34 @@ impl Collector {
         self.start
     }
 
+    /// An empty recorder of this run's latency definition, by `clock`.
+    fn recorder(&self, clock: Clock) -> Recorder {
+        Recorder::new(clock).counting_connect(self.cfg.connect_in_latency)
+    }
+
     /// Records one request made by `worker`.
     pub fn record(&self, worker: usize, s: &Sample) {
         let mut guard = lock(&self.shards[worker % self.shards.len()]);
         let shard = &mut *guard;
         let warm = s.due < self.cfg.warmup;
         if warm {
-            shard.warmup.get_or_insert_with(Recorder::default).record(s);
+            shard
+                .warmup
+                .get_or_insert_with(|| self.recorder(Clock::Due))
+                .record(s);
         } else {
             shard.measured.record(s);
             if self.cfg.open {
                 shard
                     .uncorrected
-                    .get_or_insert_with(|| Recorder::new(Clock::Sent))
+                    .get_or_insert_with(|| self.recorder(Clock::Sent))
                     .record(s);
             }
         }
         shard.second.requests += 1;
-        if s.status.is_some() {
-            let us = u64::try_from((s.lag + s.elapsed).as_micros()).unwrap_or(u64::MAX);
-            shard.second.latency.saturating_record(us.max(1));
-        }
+        let latency = s.latency(Clock::Due, self.cfg.connect_in_latency);
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        shard.second.latency.saturating_record(us.max(1));
         if s.error.is_some() {
             shard.second.errors += 1;
         }
@@ -257,15 +269,18 @@ impl Collector {
     }
 
     fn row(&self, shard: &mut Shard, s: &Sample, warm: bool) {
-        let sent_at = self.epoch + s.due + s.lag;
-        let stamp = sent_at
+        let connect = s.connect.map(|c| c.total()).unwrap_or_default();
+        let began = (self.epoch + s.due + s.lag)
+            .checked_sub(connect)
+            .unwrap_or(self.epoch);
+        let stamp = began
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let _ = writeln!(
             shard.rows,
             "{stamp},{:.3},{},{},{},{},{},{},{},{:.3},{:.3},{:.3}",
-            ms(s.elapsed),
+            ms(connect + s.elapsed),
             if warm { "warmup" } else { "measured" },
             s.status.unwrap_or(0),
             s.error.is_none(),
@@ -273,8 +288,8 @@ impl Collector {
             s.received,
             s.sent,
             self.active.load(Ordering::Relaxed),
-            ms(s.ttfb.unwrap_or_default()),
-            ms(s.connect.map(|c| c.total()).unwrap_or_default()),
+            ms(s.ttfb.map_or(Duration::ZERO, |t| connect + t)),
+            ms(connect),
             ms(s.lag),
         );
         shard.rows_count += 1;
@@ -298,7 +313,7 @@ impl Collector {
         if due < self.cfg.warmup {
             shard
                 .warmup
-                .get_or_insert_with(Recorder::default)
+                .get_or_insert_with(|| self.recorder(Clock::Due))
                 .interrupted();
         } else {
             shard.measured.interrupted();
@@ -411,9 +426,9 @@ impl Collector {
     /// The first error writing the samples file.
     pub fn finish(&self, planned: Duration) -> std::io::Result<Collected> {
         let mut out = Collected {
-            measured: Recorder::new(Clock::Due),
-            uncorrected: self.cfg.open.then(|| Recorder::new(Clock::Sent)),
-            warmup: Recorder::default(),
+            measured: self.recorder(Clock::Due),
+            uncorrected: self.cfg.open.then(|| self.recorder(Clock::Sent)),
+            warmup: self.recorder(Clock::Due),
             timeline: std::mem::take(&mut *lock(&self.timeline)),
             reason: StopReason::Completed,
             ended: planned,

@@ -284,7 +284,7 @@ fn vegeta(view: &View<'_>) -> String {
     let mut out = String::new();
     for s in view.labels {
         let _ = writeln!(out, "[{}]", s.label);
-        // Histogram: responses and failures alike, by the time they took.
+        // Histogram: every request, answered or not, by the time it took.
         let total = s.samples.max(1) as f64;
         let _ = writeln!(out, "Bucket           #     %       Histogram");
         for (i, low) in view.buckets.iter().enumerate() {
@@ -293,7 +293,7 @@ fn vegeta(view: &View<'_>) -> String {
             let hi = high.map_or(u64::MAX, |h| {
                 u64::try_from(h.as_micros()).unwrap_or(u64::MAX)
             });
-            let n = s.histogram.count_between(lo, hi) + s.failures_histogram.count_between(lo, hi);
+            let n = s.histogram.count_between(lo, hi);
             let ratio = n as f64 / total;
             let range = format!(
                 "[{}, {}]",
@@ -372,8 +372,9 @@ fn vegeta(view: &View<'_>) -> String {
         }
     }
     out.push_str(
-        "(Bytes count heads and bodies; vegeta counts bodies only. Latencies of requests that \
-         got no response are in the histogram but not in the latency line.)\n",
+        "(Bytes count heads and bodies; vegeta counts bodies only. Requests that got no \
+         response count in the histogram and the latencies with the time until their failure, \
+         as vegeta counts them.)\n",
     );
     out
 }

@@ -43,6 +43,8 @@ const MAX_FRAME: usize = 16_384;
 const MAX_HEADER_BLOCK: usize = 64 * 1024;
 /// Highest stream id a client may open.
 const MAX_STREAM_ID: u32 = (1 << 31) - 1;
+/// Bytes of a frame's head: length, type, flags, stream.
+const FRAME_HEAD: usize = 9;
 
 /// Frame types (RFC 9113 §6).
 mod kind {
@@ -205,8 +207,11 @@ struct Stream {
     recv_window: i64,
     unacked: u32,
     status: Option<StatusCode>,
-    /// Header bytes counted as HTTP/1.1 text.
-    head_bytes: u64,
+    /// Bytes of this stream's frames received (HEADERS, CONTINUATION, DATA; frame heads,
+    /// HPACK blocks, padding and bodies): what came over the wire for the request.
+    wire_in: u64,
+    /// Bytes of this stream's frames sent.
+    wire_out: u64,
     ttfb: std::time::Duration,
     body: Body,
     /// END_STREAM received.
@@ -327,13 +332,15 @@ impl Connection {
     }
 
     /// Sends a request (its prepared header block and body) on a new stream and reads the
-    /// whole response.
+    /// whole response; returns it and the bytes of the stream's frames sent. Both directions
+    /// count what went over the wire for the stream: frame heads, HPACK blocks and bodies
+    /// (connection-level frames, such as SETTINGS and WINDOW_UPDATE, belong to no request).
     ///
     /// # Errors
     /// [`SendError::Unprocessed`] when the server refused the stream without processing it;
     /// [`SendError::Failed`] with [`ErrorKind::Reset`] when the connection or the stream
     /// failed. The connection is then no longer open.
-    pub async fn send(&mut self, block: &Bytes, body: &Bytes) -> Result<Answer, SendError> {
+    pub async fn send(&mut self, block: &Bytes, body: &Bytes) -> Result<(Answer, u64), SendError> {
         if !self.is_open() {
             return Err(SendError::Unprocessed);
         }
@@ -343,7 +350,7 @@ impl Connection {
         Ok(answer)
     }
 
-    async fn exchange(&mut self, block: &Bytes, body: &Bytes) -> Result<Answer, SendError> {
+    async fn exchange(&mut self, block: &Bytes, body: &Bytes) -> Result<(Answer, u64), SendError> {
         let mut st = Stream {
             id: self.next_id,
             began: Instant::now(),
@@ -352,7 +359,8 @@ impl Connection {
             recv_window: i64::from(STREAM_WINDOW),
             unacked: 0,
             status: None,
-            head_bytes: 0,
+            wire_in: 0,
+            wire_out: 0,
             ttfb: std::time::Duration::ZERO,
             body: Body::default(),
             ended: false,
@@ -389,15 +397,14 @@ impl Connection {
         self.flush_control().await?;
         let status = st.status.ok_or(SendError::Failed(ErrorKind::Reset))?;
         let body = st.body.into_bytes();
-        Ok(Answer {
+        let answer = Answer {
             status,
             version: Version::HTTP_2,
-            // The head counted as HTTP/1.1 text, as on every other path: header lines, the
-            // blank line, and a status line.
-            bytes: st.head_bytes + 17 + body.len() as u64,
+            bytes: st.wire_in,
             body,
             ttfb: st.ttfb,
-        })
+        };
+        Ok((answer, st.wire_out))
     }
 
     /// Writes the pending control frames, the request's HEADERS (and CONTINUATION) frames and
@@ -422,6 +429,7 @@ impl Connection {
             };
             frame_head(&mut self.control, chunk.len(), kind, flags, st.id);
             self.control.extend_from_slice(chunk);
+            st.wire_out += (FRAME_HEAD + chunk.len()) as u64;
             first = false;
             if last {
                 break;
@@ -455,6 +463,7 @@ impl Connection {
             };
             frame_head(&mut self.control, n, kind::DATA, flags, st.id);
             self.control.extend_from_slice(&st.upload[..n]);
+            st.wire_out += (FRAME_HEAD + n) as u64;
             st.upload.advance(n);
             st.send_window -= n as i64;
             self.send_window -= n as i64;
@@ -536,6 +545,11 @@ impl Connection {
         st: &mut Stream,
         pending: &mut Option<Pending>,
     ) -> Result<(), SendError> {
+        if frame.stream == st.id
+            && matches!(frame.kind, kind::DATA | kind::HEADERS | kind::CONTINUATION)
+        {
+            st.wire_in += (FRAME_HEAD + frame.payload.len()) as u64;
+        }
         if let Some(p) = pending {
             // Nothing may come between a header block's frames.
             if frame.kind != kind::CONTINUATION || frame.stream != p.stream {
@@ -675,7 +689,7 @@ impl Connection {
     /// Decodes a whole header block (always: the HPACK table must follow the server's) and, on
     /// the request's stream, takes the status, or the end of the trailers.
     fn on_headers(&mut self, p: &Pending, st: &mut Stream) -> Result<(), SendError> {
-        let (mut status, mut bytes, mut bad) = (None, 0u64, false);
+        let (mut status, mut bad) = (None, false);
         let decoded = self.hpack.decode(&p.block, |name, value| {
             if name == b":status" {
                 status = std::str::from_utf8(value)
@@ -683,8 +697,6 @@ impl Connection {
                     .and_then(|s| s.parse::<u16>().ok())
                     .and_then(|s| StatusCode::from_u16(s).ok());
                 bad |= status.is_none();
-            } else if name.first() != Some(&b':') {
-                bytes += (name.len() + value.len() + 4) as u64;
             }
         });
         if decoded.is_err() || bad {
@@ -702,7 +714,6 @@ impl Connection {
                 return Ok(());
             }
             st.status = Some(status);
-            st.head_bytes = bytes + 2;
             st.ttfb = st.began.elapsed();
         } else if !p.end_stream {
             // Trailers end the stream; a second head without END_STREAM is not HTTP.

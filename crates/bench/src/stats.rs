@@ -2,6 +2,10 @@
 //! reports use. A [`Recorder`] lives in one worker (no locks on the request path); recorders are
 //! merged when the run ends. Latencies go into an HdrHistogram (1 µs to 1 h, 3 significant
 //! digits), so memory does not grow with the number of samples.
+//!
+//! Every request counts in the latency statistics, answered or not: one that got no response
+//! (a timeout, a reset, a refused connection) counts the time until its failure, as JMeter,
+//! vegeta and WSO2's reports count it. Its failure also counts in the error rate.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -71,6 +75,21 @@ pub struct Sample {
     pub error: Option<ErrorKind>,
 }
 
+impl Sample {
+    /// The latency this sample counts by `clock`; with `connect`, the opening of the connection
+    /// it was the first request on is part of it (JMeter's elapsed time).
+    pub fn latency(&self, clock: Clock, connect: bool) -> Duration {
+        let sent = match clock {
+            Clock::Due => self.lag + self.elapsed,
+            Clock::Sent => self.elapsed,
+        };
+        match self.connect {
+            Some(c) if connect => sent + c.total(),
+            _ => sent,
+        }
+    }
+}
+
 /// Which latency a recorder keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Clock {
@@ -117,10 +136,12 @@ impl ErrorKind {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     clock: Clock,
-    /// Latencies of requests that got a response, µs (3 significant digits).
+    /// Whether a request's latency includes opening the connection it was first on.
+    with_connect: bool,
+    /// Latencies of every request, µs (3 significant digits); one that got no response counts
+    /// the time until its failure.
     latency: Histogram<u64>,
-    /// Time until the failure of requests that got no response, µs (vegeta puts these in its
-    /// histogram; the latency statistics leave them out).
+    /// The part of `latency` that got no response, µs.
     failed: Histogram<u64>,
     /// Time to the response head, µs (2 significant digits: a breakdown, not the headline).
     ttfb: Histogram<u64>,
@@ -162,6 +183,7 @@ impl Recorder {
     pub fn new(clock: Clock) -> Self {
         Self {
             clock,
+            with_connect: false,
             latency: histogram(3),
             failed: histogram(2),
             ttfb: histogram(2),
@@ -180,6 +202,13 @@ impl Recorder {
         }
     }
 
+    /// The same recorder, counting the opening of a connection in the latency of the request
+    /// that opened it, as JMeter's elapsed time does.
+    pub fn counting_connect(mut self, yes: bool) -> Self {
+        self.with_connect = yes;
+        self
+    }
+
     /// Records one request.
     pub fn record(&mut self, s: &Sample) {
         self.samples += 1;
@@ -192,13 +221,9 @@ impl Recorder {
         if let Some(c) = s.connect {
             self.connected(c);
         }
-        let latency = match self.clock {
-            Clock::Due => s.lag + s.elapsed,
-            Clock::Sent => s.elapsed,
-        };
-        if s.status.is_some() {
-            self.latency.saturating_record(micros(latency));
-        } else {
+        let latency = s.latency(self.clock, self.with_connect);
+        self.latency.saturating_record(micros(latency));
+        if s.status.is_none() {
             self.failed.saturating_record(micros(latency));
         }
         if let Some(t) = s.ttfb {
@@ -480,7 +505,7 @@ pub struct Summary {
     pub breakdown: Breakdown,
     /// The latency histogram itself.
     pub histogram: HistogramDump,
-    /// Time until the failure of requests that got no response.
+    /// The part of `histogram` that got no response (time until the failure).
     pub failures_histogram: HistogramDump,
 }
 
@@ -540,9 +565,15 @@ mod tests {
         assert_eq!(s.successes(), 3);
         assert!((s.error_pct - 40.0).abs() < 1e-9);
         assert!((s.throughput - 2.5).abs() < 1e-9);
+        // Every request counts in the latency, the connect failure (1 ms) too: 1, 2, 3, 4, 1 ms.
         // Histogram precision is 3 significant digits: 1 µs in a few ms.
-        assert!((s.mean_ms - 2.5).abs() < 0.01, "{}", s.mean_ms);
-        let stdev = (((1.5f64).powi(2) + 0.25 + 0.25 + 1.5f64.powi(2)) / 4.0).sqrt();
+        assert!((s.mean_ms - 2.2).abs() < 0.01, "{}", s.mean_ms);
+        let stdev = ([1.0f64, 2.0, 3.0, 4.0, 1.0]
+            .iter()
+            .map(|v| (v - 2.2).powi(2))
+            .sum::<f64>()
+            / 5.0)
+            .sqrt();
         assert!(
             (s.stdev_ms - stdev).abs() < 0.01,
             "{} vs {stdev}",
@@ -557,7 +588,7 @@ mod tests {
             (s.avg_bytes - 80.0).abs() < 1e-9,
             "400 bytes over 5 samples"
         );
-        assert!((s.avg_users - 2.5 * 2.5 / 1000.0).abs() < 1e-4);
+        assert!((s.avg_users - 2.5 * 2.2 / 1000.0).abs() < 1e-4);
         assert_eq!(s.errors_by_kind.get(&ErrorKind::Connect), Some(&1));
         assert_eq!(s.status_codes, BTreeMap::from([(0, 1), (200, 3), (500, 1)]));
         // First start 0 ms, last start 30 ms ending at 34 ms; the last one waited 4 ms.
@@ -568,8 +599,38 @@ mod tests {
         assert_eq!(ttfb.count, 4);
         assert!((ttfb.mean_ms - 1.25).abs() < 0.02, "{ttfb:?}");
         assert!(s.breakdown.connect.is_none() && s.breakdown.tls.is_none());
-        let counted: u64 = s.histogram.buckets.iter().map(|(_, n)| n).sum();
-        assert_eq!(counted, 4, "one bucket count per response");
+        let count = |h: &HistogramDump| h.buckets.iter().map(|(_, n)| n).sum::<u64>();
+        assert_eq!(count(&s.histogram), 5, "one bucket count per request");
+        assert_eq!(
+            count(&s.failures_histogram),
+            1,
+            "of which one got no answer"
+        );
+    }
+
+    #[test]
+    fn a_request_that_opened_its_connection_counts_the_opening_when_asked() {
+        let first = Sample {
+            connect: Some(ConnectTiming {
+                tcp: Duration::from_millis(3),
+                tls: Some(Duration::from_millis(7)),
+            }),
+            ..ok(0, 5)
+        };
+        let w = Duration::from_secs(1);
+        let mut plain = Recorder::new(Clock::Sent);
+        let mut jmeter = Recorder::new(Clock::Sent).counting_connect(true);
+        for r in [&mut plain, &mut jmeter] {
+            r.record(&first);
+            r.record(&ok(20, 5));
+        }
+        assert!((plain.summary("p", w).max_ms - 5.0).abs() < 0.01);
+        let j = jmeter.summary("j", w);
+        assert!((j.max_ms - 15.0).abs() < 0.02, "{}", j.max_ms);
+        assert!(
+            (j.min_ms - 5.0).abs() < 0.01,
+            "only the first request opened one"
+        );
     }
 
     #[test]

@@ -370,7 +370,10 @@ pub struct Answer {
     pub version: Version,
     /// Body.
     pub body: Bytes,
-    /// Head and body bytes, the head counted as HTTP/1.1 text (as JMeter counts it).
+    /// Bytes of the response as it came: over HTTP/1.1 the head and the body; over HTTP/2 the
+    /// stream's frames (heads, HPACK blocks, bodies), except on a connection shared by several
+    /// streams (the `h2` crate's client), which cannot see its frames and counts the head as
+    /// HTTP/1.1 text.
     pub bytes: u64,
     /// From the call to the response head.
     pub ttfb: std::time::Duration,
@@ -400,8 +403,8 @@ impl Conn {
         }
     }
 
-    /// Sends the request and reads the whole response; returns it and the request bytes
-    /// (head and body; for HTTP/2 the head counted as HTTP/1.1 text).
+    /// Sends the request and reads the whole response; returns it and the request bytes, counted
+    /// as [`Answer::bytes`] counts the response's.
     ///
     /// # Errors
     /// [`SendError::Failed`] with [`ErrorKind::Reset`] when the connection fails: it is then
@@ -411,10 +414,7 @@ impl Conn {
             Sender::H1(c) => Ok((c.send(&out.wire, out.head_only).await?, out.h1_sent)),
             // Boxed, as below: the HTTP/2 exchange's state would otherwise be part of every
             // HTTP/1.1 user's task (and the allocation is small next to a request).
-            Sender::Http2(c) => Ok((
-                Box::pin(c.send(&out.h2_block, &out.body)).await?,
-                out.h2_sent,
-            )),
+            Sender::Http2(c) => Box::pin(c.send(&out.h2_block, &out.body)).await,
             // Boxed: an inline HTTP/2 future would make every user's task that much bigger,
             // HTTP/1.1 or not, and there may be 10,000 of them.
             Sender::H2(s) => Box::pin(send_h2(s, out)).await,

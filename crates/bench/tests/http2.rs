@@ -233,10 +233,43 @@ async fn header_blocks_decode_across_continuations_and_a_changing_table() {
         assert_eq!(answer.body.as_ref(), format!("stream {n}").as_bytes());
         sizes.push(answer.bytes - answer.body.len() as u64);
     }
-    // The head is counted as HTTP/1.1 text: the same headers every time, except the big one.
-    assert_eq!(sizes[0], sizes[1]);
-    assert!(sizes[3] > sizes[0] + 40_000, "{sizes:?}");
-    assert_eq!(sizes[4], sizes[0]);
+    // What came over the wire: the first head adds its headers to the server's HPACK table,
+    // the next ones refer back to it and are much smaller; the big header (Huffman-coded, in
+    // HEADERS and CONTINUATION frames) is counted whole.
+    assert!(sizes[1] * 2 < sizes[0], "{sizes:?}");
+    assert!(sizes[3] > sizes[1] + 30_000, "{sizes:?}");
+    assert!(sizes[4] * 2 < sizes[0], "{sizes:?}");
+}
+
+#[tokio::test]
+async fn a_request_counts_the_bytes_of_its_frames() {
+    // A 40,000-byte body goes out in DATA frames of at most 16,384 bytes (the server's frame
+    // size), each with a 9-byte head; the echo's answer comes back the same way.
+    let (addr, _) = server(ServerSettings::default(), echo()).await;
+    let t = target(addr);
+    let mut conn = connect(&t).await;
+    let post = t
+        .outgoing(&Method::POST, &[], Bytes::from(bytes(40_000)))
+        .unwrap();
+    let empty = t.outgoing(&Method::POST, &[], Bytes::new()).unwrap();
+    let mut sent = Vec::new();
+    for out in [&post, &empty] {
+        let (answer, bytes) = tokio::time::timeout(Duration::from_secs(10), conn.send(out))
+            .await
+            .expect("an answer, not a hang")
+            .unwrap();
+        assert_eq!(answer.status, StatusCode::OK);
+        sent.push(bytes);
+    }
+    let (with_body, without) = (sent[0], sent[1]);
+    // The heads differ by the content-length header alone (its name and value written out),
+    // the rest by the whole body and three DATA frame heads.
+    let frames = 40_000u64.div_ceil(16_384);
+    let extra = with_body - without;
+    assert!(
+        extra > 40_000 + 9 * frames && extra < 40_000 + 9 * frames + 32,
+        "{with_body} against {without}"
+    );
 }
 
 #[tokio::test]

@@ -439,6 +439,7 @@ mod collect {
         cfg.think_time = Duration::from_millis(50);
         let collect = CollectConfig {
             samples: Some(path.clone()),
+            connect_in_latency: true,
             ..CollectConfig::default()
         };
         let out = closed_run(target, spec(Some(200), None), cfg, collect).await;
@@ -463,6 +464,20 @@ mod collect {
         assert!(
             connect > 0.0,
             "a user's first request carries the connect time"
+        );
+        assert!(
+            connect <= latency,
+            "JMeter's Latency includes Connect: {first:?}"
+        );
+        // The summary counts latency as the rows do (elapsed includes connecting), within the
+        // histogram's precision.
+        let total: f64 = rows.iter().map(|r| r[1].parse::<f64>().unwrap()).sum();
+        let csv_mean = total / rows.len() as f64;
+        let s = out.measured.summary("m", out.ended);
+        assert!(
+            (s.mean_ms - csv_mean).abs() <= csv_mean * 0.002 + 0.001,
+            "summary mean {} against the rows' {csv_mean}",
+            s.mean_ms
         );
         let reused = rows.iter().filter(|r| r[10] == "0.000").count();
         assert_eq!(

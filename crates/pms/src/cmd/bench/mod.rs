@@ -168,6 +168,10 @@ pub struct OutputArgs {
     /// Report layout: text, json, or the columns of jmeter, ballerina, k6 or vegeta.
     #[arg(long, default_value = "text", value_parser = clap::value_parser!(Format))]
     format: Format,
+    /// Count the opening of a connection (TCP and TLS) in the latency of the request that
+    /// opened it, as JMeter's elapsed time does.
+    #[arg(long)]
+    connect_in_latency: bool,
     /// vegeta histogram buckets.
     #[arg(long, default_value = pms_bench::format::VEGETA_BUCKETS, value_parser = pms_bench::format::parse_buckets)]
     buckets: std::vec::Vec<Duration>,
@@ -188,6 +192,7 @@ impl OutputArgs {
                 .as_ref()
                 .filter(|_| self.samples)
                 .map(|d| d.join("samples.csv")),
+            connect_in_latency: self.connect_in_latency,
         }
     }
 
