@@ -154,22 +154,57 @@ pub(super) fn random_hex(n: usize) -> Result<String, SuiteError> {
 struct Services {
     users: Proc,
     gateway: Proc,
-    /// The gateway's TLS listener.
-    port: u16,
+    /// The gateway's listeners.
+    ports: Ports,
 }
 
-/// Gateway config: a TLS listener, JWT on `/users/`, the login open, the users service behind.
-fn gateway_config(ctx: &Ctx<'_>, port: u16, admin: u16, users: u16) -> String {
+/// The gateway's ports.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    /// TLS (HTTP/1.1 and h2 by ALPN).
+    tls: u16,
+    /// Cleartext (HTTP/1.1 and h2c).
+    plain: u16,
+    /// Admin (readiness).
+    admin: u16,
+}
+
+impl Ports {
+    fn free() -> Result<Self, SuiteError> {
+        Ok(Self {
+            tls: free_port()?,
+            plain: free_port()?,
+            admin: free_port()?,
+        })
+    }
+
+    /// The port that speaks `h`.
+    fn of(self, h: Hop) -> u16 {
+        if h.tls() {
+            self.tls
+        } else {
+            self.plain
+        }
+    }
+}
+
+/// Gateway config: a TLS and a cleartext listener, JWT on `/users/`, the login open, the users
+/// service behind.
+fn gateway_config(ctx: &Ctx<'_>, ports: Ports, users: u16) -> String {
     format!(
         "# written by pms bench suite (pms-gateway)\n\
          [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
          [limits]\nmax_connections = 30000\n\n\
-         [[listeners]]\nname = \"public-tls\"\nlisten = \"127.0.0.1:{port}\"\n\
+         [[listeners]]\nname = \"public-tls\"\nlisten = \"127.0.0.1:{tls}\"\n\
          tls = {{ cert = {cert:?}, key = {key:?} }}\n\n\
+         [[listeners]]\nname = \"public\"\nlisten = \"127.0.0.1:{plain}\"\n\n\
          [auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"PMS_JWT_SECRET\"\n\n\
          [[upstreams]]\nname = \"users\"\nendpoints = [\"http://127.0.0.1:{users}\"]\nprotocol = \"h1\"\n\n\
          [[routes]]\nname = \"login\"\nmatch = {{ path = \"/users/login\", methods = [\"POST\"] }}\nupstream = \"users\"\nauth = \"none\"\n\n\
          [[routes]]\nname = \"users\"\nmatch = {{ path_prefix = \"/users/\", methods = [\"GET\", \"POST\", \"PUT\"] }}\nupstream = \"users\"\nauth = \"jwt\"\n",
+        admin = ports.admin,
+        tls = ports.tls,
+        plain = ports.plain,
         cert = ctx.cert.display().to_string(),
         key = ctx.key.display().to_string(),
     )
@@ -192,12 +227,11 @@ fn gateway_spawn(
     ctx: &Ctx<'_>,
     shared: &Shared,
     dir: &Path,
-    port: u16,
-    admin: u16,
+    ports: Ports,
     users: u16,
 ) -> Result<Spawn, SuiteError> {
     let config = dir.join("gateway.toml");
-    std::fs::write(&config, gateway_config(ctx, port, admin, users))
+    std::fs::write(&config, gateway_config(ctx, ports, users))
         .map_err(|e| SuiteError::io(&format!("writing {}", config.display()), e))?;
     Ok(shared.env(
         ctx.pms("gateway", &["gateway", "--config"])
@@ -223,18 +257,18 @@ fn start_services(
         &ready(&format!("http://127.0.0.1:{users_port}/readyz"))?,
         READY_TIMEOUT,
     )?;
-    let (port, admin) = (free_port()?, free_port()?);
-    let gw = gateway_spawn(ctx, shared, dir, port, admin, users_port)?;
+    let ports = Ports::free()?;
+    let gw = gateway_spawn(ctx, shared, dir, ports, users_port)?;
     record.commands.push(gw.shell_line());
     let mut gw_proc = gw.start(&dir.join("gateway.log"))?;
     gw_proc.wait_ready(
-        &ready(&format!("http://127.0.0.1:{admin}/readyz"))?,
+        &ready(&format!("http://127.0.0.1:{}/readyz", ports.admin))?,
         READY_TIMEOUT,
     )?;
     Ok(Services {
         users: users_proc,
         gateway: gw_proc,
-        port,
+        ports,
     })
 }
 
@@ -263,12 +297,18 @@ pub fn run(
     Ok(record)
 }
 
-fn url(port: u16) -> String {
-    format!("https://127.0.0.1:{port}/users/getAllUsers")
+/// `getAllUsers` on the gateway's listener for `h`.
+fn url(ports: Ports, h: Hop) -> String {
+    let scheme = if h.tls() { "https" } else { "http" };
+    format!("{scheme}://127.0.0.1:{}/users/getAllUsers", ports.of(h))
+}
+
+fn http2(h: Hop) -> bool {
+    matches!(h, Hop::H2 | Hop::H2c)
 }
 
 fn http_arg(h: Hop) -> &'static str {
-    if h == Hop::H2 {
+    if http2(h) {
         "2"
     } else {
         "1.1"
@@ -290,9 +330,9 @@ fn load(
         | GatewayJob::Overview(h) => *h,
         GatewayJob::Startup(..) => return Ok(()),
     };
-    let token = login(ctx, services.port, &shared.password)?;
+    let token = login(ctx, services.ports.tls, &shared.password)?;
     if let GatewayJob::Overview(h) = job {
-        let (metrics, extra) = overview(ctx, services.port, *h, &token)?;
+        let (metrics, extra) = overview(ctx, services.ports, *h, &token)?;
         record.metrics = metrics;
         record.extra = Some(extra);
         return Ok(());
@@ -303,7 +343,7 @@ fn load(
         "run"
     };
     let mut cmd = ctx.pms("load", &["bench", sub]).args([
-        url(services.port),
+        url(services.ports, hop),
         "--http".into(),
         http_arg(hop).into(),
         "--ca".into(),
@@ -332,6 +372,8 @@ fn load(
             show(c.duration),
             "--iterations".into(),
             c.iterations.to_string(),
+            // JMeter's elapsed time includes connecting.
+            "--connect-in-latency".into(),
         ]),
         GatewayJob::K6(c, _) => cmd.args([
             "--users".to_owned(),
@@ -410,9 +452,9 @@ fn read_json(path: &Path) -> Result<serde_json::Value, SuiteError> {
     serde_json::from_str(&text).map_err(|e| SuiteError::Failed(format!("{}: {e}", path.display())))
 }
 
-/// A client for the gateway's TLS listener, trusting the run's CA.
+/// A client for the gateway's listener at `url`, trusting the run's CA.
 fn target(ctx: &Ctx<'_>, url: &str, h: Hop) -> Result<Arc<Target>, SuiteError> {
-    let version = if h == Hop::H2 {
+    let version = if http2(h) {
         HttpVersion::Http2
     } else {
         HttpVersion::Http1
@@ -478,11 +520,11 @@ const OVERVIEW_REQUESTS: usize = 5;
 /// the response's head and body — the median of a few requests, each on a new connection.
 fn overview(
     ctx: &Ctx<'_>,
-    port: u16,
+    ports: Ports,
     h: Hop,
     token: &str,
 ) -> Result<(std::collections::BTreeMap<String, f64>, serde_json::Value), SuiteError> {
-    let t = target(ctx, &url(port), h)?;
+    let t = target(ctx, &url(ports, h), h)?;
     let auth = http::HeaderValue::try_from(format!("Bearer {token}"))
         .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
     let out = t
@@ -501,7 +543,7 @@ fn overview(
                 .await
                 .map_err(|k| format!("connecting: {k:?}"))?;
             let connect = conn.take_timing().map_or(Duration::ZERO, |c| c.total());
-            let (answer, _) = conn
+            let (answer, sent) = conn
                 .send(&out)
                 .await
                 .map_err(|k| format!("request: {k:?}"))?;
@@ -515,6 +557,7 @@ fn overview(
                 (connect + answer.ttfb).as_secs_f64() * 1000.0,
                 answer.bytes as f64 - body,
                 body,
+                sent as f64,
             ]);
         }
         Ok(rows)
@@ -526,6 +569,7 @@ fn overview(
         "latency_ms",
         "header_bytes",
         "body_bytes",
+        "sent_bytes",
     ];
     let mut m = std::collections::BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
@@ -552,9 +596,9 @@ fn startup(
     record: &mut RunRecord,
 ) -> Result<(), SuiteError> {
     let (inner, ready_url) = if component == "gateway" {
-        let (port, admin, users) = (free_port()?, free_port()?, free_port()?);
-        let s = gateway_spawn(ctx, shared, dir, port, admin, users)?;
-        (s, format!("http://127.0.0.1:{admin}/readyz"))
+        let (ports, users) = (Ports::free()?, free_port()?);
+        let s = gateway_spawn(ctx, shared, dir, ports, users)?;
+        (s, format!("http://127.0.0.1:{}/readyz", ports.admin))
     } else {
         let port = free_port()?;
         (

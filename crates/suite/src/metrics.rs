@@ -55,6 +55,7 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
     ("latency_ms", "Latency (to first byte)", "ms", Better::Lower),
     ("header_bytes", "Header bytes", "B", Better::Neither),
     ("body_bytes", "Body bytes", "B", Better::Neither),
+    ("sent_bytes", "Sent bytes", "B", Better::Neither),
     (
         "transactions",
         "Transactions measured",

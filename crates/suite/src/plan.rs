@@ -145,6 +145,16 @@ fn protocol_label(h: Hop) -> &'static str {
     }
 }
 
+/// The JMeter groups as published ran cleartext; the TLS rows are extra and say so.
+fn jmeter_protocol_label(h: Hop) -> &'static str {
+    match h {
+        Hop::H1c => "HTTP/1.1",
+        Hop::H2c => "HTTP/2 (h2c)",
+        Hop::H1 => "HTTP/1.1 over TLS (not published)",
+        Hop::H2 | Hop::Auto => "HTTP/2 over TLS (not published)",
+    }
+}
+
 /// Expands `profile` of `spec`; keeps the cells whose id contains one of `only` (all when
 /// empty); adds the scenarios' peers when `peers` is set.
 ///
@@ -217,14 +227,14 @@ pub fn plan(
             expected,
         };
         for cfg in &p.jmeter {
-            for &h in &p.protocols {
+            for &h in &p.jmeter_protocols {
                 let run = cfg.duration.min(cfg.ramp_up + Duration::from_secs(2));
                 cells.push(gw(
                     format!("jmeter/cfg{}/{}", cfg.name, hop_name(h)),
                     "jmeter",
                     format!("Configuration {}", cfg.name),
                     vec![
-                        ("Protocol".into(), protocol_label(h).into()),
+                        ("Protocol".into(), jmeter_protocol_label(h).into()),
                         ("Configuration".into(), cfg.name.clone()),
                         ("Users".into(), cfg.users.to_string()),
                     ],

@@ -154,8 +154,11 @@ pub struct GatewaySpec {
 pub struct GatewayProfile {
     /// What the profile is for.
     pub about: String,
-    /// Client protocols over TLS: `h1` and/or `h2`.
+    /// Client protocols over TLS for the k6 tests and the one-request view: `h1` and/or `h2`.
     pub protocols: Vec<Hop>,
+    /// Client protocols of the JMeter thread groups: the published runs used cleartext (`h1c`,
+    /// and `h2c` for the HTTP/2 group); `h1` and `h2` add TLS rows.
+    pub jmeter_protocols: Vec<Hop>,
     /// JMeter thread groups (configurations 1 and 2).
     pub jmeter: Vec<JmeterConfig>,
     /// The k6 load test.
@@ -413,6 +416,11 @@ impl SuiteSpec {
             for (name, p) in &g.profiles {
                 if p.protocols.iter().any(|h| !matches!(h, Hop::H1 | Hop::H2)) {
                     return bad(format!("gateway.profiles.{name}.protocols: h1 or h2"));
+                }
+                if p.jmeter_protocols.contains(&Hop::Auto) {
+                    return bad(format!(
+                        "gateway.profiles.{name}.jmeter_protocols: h1c, h2c, h1 or h2"
+                    ));
                 }
             }
         }

@@ -6,6 +6,9 @@ use super::metrics::{self, advantage};
 use super::results::{CellResult, RunRecord, Status, SuiteResults};
 use super::spec::Reference;
 
+/// Said under every table with latency figures.
+const NO_RESPONSE: &str = "Requests that got no response (timeouts, resets) count in the latency figures with the time until their failure, as JMeter, vegeta and WSO2's reports count them, and in the errors.";
+
 /// A titled table.
 #[derive(Debug, Clone)]
 pub struct Table {
@@ -123,7 +126,7 @@ pub fn all(res: &SuiteResults) -> (Vec<Table>, Vec<Table>) {
 fn proxy(res: &SuiteResults) -> Vec<Table> {
     let mut summary = table(
         "Summary (the published columns)",
-        "Measured window only (after the warm-up). Memory is the proxy's resident set size, averaged over the measured window (MB); the published column was the JVM heap after full GC, which has no equivalent here.",
+        &format!("Measured window only (after the warm-up). Memory is the proxy's resident set size, averaged over the measured window (MB); the published column was the JVM heap after full GC, which has no equivalent here. {NO_RESPONSE}"),
         &[
             "Scenario Name",
             "System",
@@ -140,7 +143,7 @@ fn proxy(res: &SuiteResults) -> Vec<Table> {
     );
     let mut full = table(
         "Full statistics (the 2024 column set)",
-        "Average users in the system is throughput × mean (Little's law); KB/s count headers and bodies.",
+        &format!("Average users in the system is throughput × mean (Little's law); KB/s count headers and bodies. {NO_RESPONSE}"),
         &[
             "Scenario Name",
             "System",
@@ -220,7 +223,7 @@ fn proxy(res: &SuiteResults) -> Vec<Table> {
 fn gateway(res: &SuiteResults) -> Vec<Table> {
     let mut jmeter = table(
         "JMeter summary: configurations 1 and 2",
-        "Each user sends one request (JMeter's loop count), users start evenly over the ramp; getAllUsers over TLS with a token.",
+        &format!("Each user sends one request (JMeter's loop count), users start evenly over the ramp; getAllUsers with a token, over cleartext as published (HTTP/2 as h2c); the TLS rows are extra. Each request opens its connection, and its time includes connecting, as JMeter's elapsed time does. {NO_RESPONSE}"),
         &[
             "Protocol",
             "Configuration",
@@ -258,7 +261,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     );
     let mut k6 = table(
         "k6 load test (the dissertation's tables 4 and 5)",
-        "VUs in a loop with a think time after each answer; throughput is requests over the whole run, as k6 reports it.",
+        &format!("VUs in a loop with a think time after each answer; throughput is requests over the whole run, as k6 reports it. {NO_RESPONSE}"),
         &[
             "Protocol",
             "VUs",
@@ -287,7 +290,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     });
     let mut stress = table(
         "Stress test (the dissertation's tables 8 and 9)",
-        "Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so (≥ N): the limit was not found. Users are capped at the open-file limit less 1,000 (one connection each), so a failure is never the load generator's own.",
+        &format!("Users join at the given pace, each in a loop with a 1 s think time, until the first failed check; the figure is the number active at that moment. A run that reached its user or time cap without a failure says so (≥ N): the limit was not found. Users are capped at the open-file limit less 1,000 (one connection each), so a failure is never the load generator's own. {NO_RESPONSE}"),
         &[
             "Protocol",
             "Users added per second",
@@ -367,13 +370,14 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     });
     let mut overview = table(
         "One request (JMeter's sample view)",
-        "Median of five requests, each on a new connection: load time to the last byte, connect time (TCP and TLS), latency to the first byte (connect included, as JMeter counts it), and the response's sizes.",
+        "Median of five requests, each on a new connection: load time to the last byte, connect time (TCP and TLS), latency to the first byte (connect included, as JMeter counts it), the response's sizes and the request's (the published Sent bytes were 0: JMeter did not record them).",
         &[
             "Protocol",
             "Load Time (ms)",
             "Connect Time (ms)",
             "Latency (ms)",
             "Size in bytes",
+            "Sent bytes",
             "Headers size in bytes",
             "Body size in bytes",
         ],
@@ -384,6 +388,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             .map(|(h, b)| h + b);
         let mut row = figures(r, &[("load_ms", 2), ("connect_ms", 2), ("latency_ms", 2)]);
         row.push(num(size, 0));
+        row.push(num(m(r, "sent_bytes"), 0));
         row.extend(figures(r, &[("header_bytes", 0), ("body_bytes", 0)]));
         Some(row)
     });
@@ -393,7 +398,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
 fn delay(res: &SuiteResults) -> Table {
     let mut t = table(
         "Constant arrival rate against a slow back-end",
-        "Latency from each request's due time (corrected for coordinated omission); throughput as vegeta defines it, successes over attack + wait. The full vegeta text reports follow.",
+        &format!("Latency from each request's due time (corrected for coordinated omission); throughput as vegeta defines it, successes over attack + wait. The full vegeta text reports follow. {NO_RESPONSE}"),
         &[
             "Rate (req/s)",
             "Requests",
@@ -436,7 +441,7 @@ fn delay(res: &SuiteResults) -> Table {
 fn parking(res: &SuiteResults) -> Table {
     let mut t = table(
         "Barrier transactions next to pgbench",
-        "One barrier call (an entrance or an exit) is one transaction; pgbench's is its TPC-B-like one on the same PostgreSQL with as many clients. \"× pgbench\" is the barrier rate over pgbench's (target: at least 0.5 on PostgreSQL). Clients call again as soon as they are answered, except in the rows \"at N calls/s\": there the clients together offer N calls per second on a fixed schedule and a late call is measured from when it was due, so their latency is at that load rather than at saturation (target: p99 under 20 ms at 100 barriers). \"Priced\" is the share of exits whose answer carried the price (the invoice arrived within the exit's wait). The quote is a customer's price request for a parked car during the same run.",
+        &format!("One barrier call (an entrance or an exit) is one transaction; pgbench's is its TPC-B-like one on the same PostgreSQL with as many clients. \"× pgbench\" is the barrier rate over pgbench's (target: at least 0.5 on PostgreSQL). Clients call again as soon as they are answered, except in the rows \"at N calls/s\": there the clients together offer N calls per second on a fixed schedule and a late call is measured from when it was due, so their latency is at that load rather than at saturation (target: p99 under 20 ms at 100 barriers). \"Priced\" is the share of exits whose answer carried the price (the invoice arrived within the exit's wait). The quote is a customer's price request for a parked car during the same run. {NO_RESPONSE}"),
         &[
             "Load",
             "Database",
