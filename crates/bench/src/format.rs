@@ -73,12 +73,24 @@ pub fn parse_buckets(text: &str) -> Result<Vec<Duration>, String> {
     Ok(out)
 }
 
+/// k6's test run time, which its `http_reqs` rate divides by: an iteration (a request, then
+/// the think time) under way when the run's time is up is not cut off but finishes, so the
+/// run lasts until the last answer plus one think time, or its planned length if that is
+/// longer. `ended_s` is when the run's time was up; `think_s` the think time.
+pub fn k6_run_s(ended_s: f64, measured: &Summary, think_s: f64) -> f64 {
+    if measured.samples == 0 {
+        ended_s
+    } else {
+        ended_s.max(measured.end_s + think_s)
+    }
+}
+
 /// What a report needs besides the per-label statistics.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
     /// Labels, the measured one first.
     pub labels: &'a [Summary],
-    /// The whole run time, seconds (k6's rate divides by it).
+    /// The whole run time as k6 counts it, seconds ([`k6_run_s`]; its rate divides by it).
     pub run_s: f64,
     /// Most users active at once (k6's `vus_max`).
     pub max_active: usize,
@@ -490,5 +502,19 @@ mod tests {
         assert!(k.contains("vus_max"), "{k}");
         let j = jmeter(std::slice::from_ref(&s));
         assert!(j.lines().nth(1).unwrap().starts_with("measured,6,"), "{j}");
+    }
+
+    #[test]
+    fn k6s_run_time_lets_the_last_iterations_finish_their_sleep() {
+        let mut s = summary();
+        s.end_s = 30.2;
+        assert!((k6_run_s(30.0, &s, 1.0) - 31.2).abs() < 1e-9);
+        s.end_s = 28.5;
+        assert!(
+            (k6_run_s(30.0, &s, 1.0) - 30.0).abs() < 1e-9,
+            "never shorter than planned"
+        );
+        s.samples = 0;
+        assert!((k6_run_s(30.0, &s, 1.0) - 30.0).abs() < 1e-9);
     }
 }

@@ -300,14 +300,15 @@ impl Recorder {
         let errors = self.errors();
         let throughput = self.samples as f64 / secs;
         let mean_ms = if h.is_empty() { 0.0 } else { ms(h.mean()) };
-        let (span_s, attack_s, wait_s) = if self.samples == 0 {
-            (0.0, 0.0, 0.0)
+        let (span_s, attack_s, wait_s, end_s) = if self.samples == 0 {
+            (0.0, 0.0, 0.0, 0.0)
         } else {
             let s = |us: u64| us as f64 / 1e6;
             (
                 s(self.last_end.saturating_sub(self.first_due)),
                 s(self.last_due.saturating_sub(self.first_due)),
                 s(self.last_wait),
+                s(self.last_end),
             )
         };
         Summary {
@@ -351,6 +352,7 @@ impl Recorder {
             avg_users: throughput * mean_ms / 1000.0,
             window_s: window.as_secs_f64(),
             span_s,
+            end_s,
             attack_s,
             wait_s,
             breakdown: Breakdown {
@@ -497,6 +499,9 @@ pub struct Summary {
     /// From the first request's start to the last response's end, seconds (the window the
     /// JMeter/WSO2 statistics divide by).
     pub span_s: f64,
+    /// From the run's start to the last response's end (or failure), seconds.
+    #[serde(default)]
+    pub end_s: f64,
     /// From the first to the last request's start, seconds (vegeta's `attack`).
     pub attack_s: f64,
     /// Latency of the last request started, seconds (vegeta's `wait`).
@@ -593,6 +598,7 @@ mod tests {
         assert_eq!(s.status_codes, BTreeMap::from([(0, 1), (200, 3), (500, 1)]));
         // First start 0 ms, last start 30 ms ending at 34 ms; the last one waited 4 ms.
         assert!((s.span_s - 0.034).abs() < 1e-6, "{}", s.span_s);
+        assert!((s.end_s - 0.034).abs() < 1e-6, "{}", s.end_s);
         assert!((s.attack_s - 0.030).abs() < 1e-6);
         assert!((s.wait_s - 0.004).abs() < 1e-6);
         let ttfb = s.breakdown.ttfb.unwrap();

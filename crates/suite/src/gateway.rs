@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use pms_bench::collect::StopReason;
 use pms_bench::startup::Ready;
 use pms_bench::target::{HttpVersion, Target};
 
@@ -406,6 +407,19 @@ fn load(
     let output = RunOutput::read(dir)?;
     if let Some(m) = output.labels.first() {
         record.metrics = metrics::of_summary(m);
+        if let GatewayJob::K6(c, _) = job {
+            // k6's rate: requests over its run time, which lets the last iterations finish
+            // their sleep (not when the run was aborted).
+            let think = if output.stop == StopReason::Completed {
+                c.think_time.as_secs_f64()
+            } else {
+                0.0
+            };
+            let run_s = pms_bench::format::k6_run_s(output.ended_s, m, think);
+            record
+                .metrics
+                .insert("throughput".into(), m.samples as f64 / run_s.max(1e-9));
+        }
     }
     if let Some(rss) = output.rss_mb_from(0.0) {
         record.metrics.insert("rss_mb".into(), rss);

@@ -261,7 +261,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     );
     let mut k6 = table(
         "k6 load test (the dissertation's tables 4 and 5)",
-        &format!("VUs in a loop with a think time after each answer; throughput is requests over the whole run, as k6 reports it. {NO_RESPONSE}"),
+        &format!("VUs in a loop with a think time after each answer; throughput is requests over k6's run time, which lets the iterations under way at the end finish their sleep. {NO_RESPONSE}"),
         &[
             "Protocol",
             "VUs",

@@ -251,7 +251,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         watch: watched,
         samples_file: args.output.samples_note(&collected),
     };
-    write_and_print(&args.output, &result, &collected)?;
+    // k6 lets a running iteration finish its sleep, unless the run was aborted.
+    let think = if result.stop == StopReason::Completed {
+        args.think_time
+    } else {
+        Duration::ZERO
+    };
+    write_and_print(&args.output, &result, &collected, think)?;
     let failed = failed_thresholds(&args.threshold, &result.labels[0]);
     if failed.is_empty() {
         Ok(())
@@ -287,11 +293,13 @@ pub(super) fn labels(c: &Collected, warmup: Duration) -> Vec<Summary> {
     labels
 }
 
-/// Writes `result.json` when asked and prints the report.
+/// Writes `result.json` when asked and prints the report (`think_time`: the users', for k6's
+/// run time).
 pub(super) fn write_and_print<C: Serialize>(
     out: &OutputArgs,
     result: &RunResult<C>,
     collected: &Collected,
+    think_time: Duration,
 ) -> anyhow::Result<()> {
     if let Some(dir) = &out.out {
         result
@@ -311,7 +319,7 @@ pub(super) fn write_and_print<C: Serialize>(
         .unwrap_or(0);
     let view = View {
         labels: &result.labels,
-        run_s: result.ended_s,
+        run_s: format::k6_run_s(result.ended_s, &result.labels[0], think_time.as_secs_f64()),
         max_active,
         buckets: &out.buckets,
     };

@@ -120,7 +120,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         watch: watched,
         samples_file: args.output.samples_note(&collected),
     };
-    write_and_print(&args.output, &result, &collected)?;
+    // Stopped at the first failure, as k6's test.abort() stops at once: no think time after.
+    write_and_print(&args.output, &result, &collected, Duration::ZERO)?;
     if args.output.format != Format::Json {
         if outcome.failed {
             println!(
