@@ -22,7 +22,7 @@ pub struct Plan {
 /// One cell.
 #[derive(Debug, Clone)]
 pub struct Cell {
-    /// Id (`h1c_h1c_passthrough/100u/500B/0ms`, `k6/h2`).
+    /// Id (`h1c_h1c_passthrough/100u/500B/0ms`, `k6/cfg1/h2`).
     pub id: String,
     /// Table it belongs to.
     pub part: String,
@@ -243,18 +243,21 @@ pub fn plan(
                 ));
             }
         }
-        for &h in &p.protocols {
-            cells.push(gw(
-                format!("k6/{}", hop_name(h)),
-                "k6",
-                "k6 load test".into(),
-                vec![
-                    ("Protocol".into(), protocol_label(h).into()),
-                    ("VUs".into(), p.k6.users.to_string()),
-                ],
-                GatewayJob::K6(p.k6.clone(), h),
-                p.k6.duration + SETUP,
-            ));
+        for cfg in &p.k6 {
+            for &h in &p.protocols {
+                cells.push(gw(
+                    format!("k6/cfg{}/{}", cfg.name, hop_name(h)),
+                    "k6",
+                    format!("Configuration {}", cfg.name),
+                    vec![
+                        ("Protocol".into(), protocol_label(h).into()),
+                        ("Configuration".into(), cfg.name.clone()),
+                        ("VUs".into(), cfg.users.to_string()),
+                    ],
+                    GatewayJob::K6(cfg.clone(), h),
+                    cfg.duration + SETUP,
+                ));
+            }
         }
         for &h in &p.protocols {
             cells.push(gw(

@@ -161,8 +161,8 @@ pub struct GatewayProfile {
     pub jmeter_protocols: Vec<Hop>,
     /// JMeter thread groups (configurations 1 and 2).
     pub jmeter: Vec<JmeterConfig>,
-    /// The k6 load test.
-    pub k6: K6Config,
+    /// The k6 load test's configurations (1: 10 VUs, 2: 100 VUs).
+    pub k6: Vec<K6Config>,
     /// The k6 stress test.
     pub stress: StressSpec,
     /// Start-up runs per component.
@@ -191,6 +191,8 @@ pub struct JmeterConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct K6Config {
+    /// `1`, `2`.
+    pub name: String,
     /// VUs.
     pub users: usize,
     /// `sleep()` per iteration.

@@ -260,10 +260,11 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
         },
     );
     let mut k6 = table(
-        "k6 load test (the dissertation's tables 4 and 5)",
+        "k6 load test (the dissertation's tables 4 and 5, and 20 to 27 for configuration 2)",
         &format!("VUs in a loop with a think time after each answer; throughput is requests over k6's run time, which lets the iterations under way at the end finish their sleep. {NO_RESPONSE}"),
         &[
             "Protocol",
+            "Configuration",
             "VUs",
             "Average Response Time (ms)",
             "Max (ms)",
@@ -274,7 +275,8 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
             "Throughput (req/s)",
         ],
     );
-    k6.fill(res, "k6", lead_params(&["Protocol", "VUs"]), |_, r| {
+    let lead = lead_params(&["Protocol", "Configuration", "VUs"]);
+    k6.fill(res, "k6", lead, |_, r| {
         Some(figures(
             r,
             &[
