@@ -59,7 +59,7 @@ phase "pms bench suite (quick profiles) and their reports in Chromium"
 [ -x target/debug/pms ] || { echo "cargo test did not build target/debug/pms" >&2; exit 1; }
 suites=target/suites
 rm -rf "$suites"
-for suite in ballerina-rest pms-gateway async-delay pms-parking; do
+for suite in ballerina-rest ballerina-passthrough pms-gateway async-delay pms-parking; do
   target/debug/pms bench suite "$suite" --profile quick --out "$suites/$suite"
 done
 (cd tests/browser && npm install --no-package-lock --no-audit --no-fund --silent)

@@ -47,6 +47,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../config/suites/ballerina-rest.toml"),
     ),
     (
+        "ballerina-passthrough",
+        include_str!("../../../config/suites/ballerina-passthrough.toml"),
+    ),
+    (
         "pms-gateway",
         include_str!("../../../config/suites/pms-gateway.toml"),
     ),

@@ -19,7 +19,8 @@ use crate::cmd::{Interrupted, UsageError};
 /// Arguments of `pms bench suite`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// ballerina-rest, pms-gateway, async-delay, pms-parking, or the path of a suite file.
+    /// ballerina-rest, ballerina-passthrough, pms-gateway, async-delay, pms-parking, or the path
+    /// of a suite file.
     #[arg(required_unless_present_any = ["list", "report"])]
     name: Option<String>,
     /// quick (seconds per cell, for CI), standard (about 30 s per cell, the full matrix) or
