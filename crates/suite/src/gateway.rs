@@ -364,6 +364,7 @@ fn load(
     ]);
     let show = pms_bench::duration::show;
     cmd = match job {
+        // A JMeter thread group, of either table.
         GatewayJob::Jmeter(c, _) => cmd.args([
             "--users".to_owned(),
             c.users.to_string(),

@@ -243,6 +243,22 @@ pub fn plan(
                 ));
             }
         }
+        for cfg in &p.jmeter_stress {
+            for h in [Hop::H1c, Hop::H2c] {
+                let run = cfg.duration.min(cfg.ramp_up + Duration::from_secs(2));
+                cells.push(gw(
+                    format!("jmeter-stress/{}u/{}", cfg.users, hop_name(h)),
+                    "jmeter-stress",
+                    format!("System stress test, {} users", cfg.users),
+                    vec![
+                        ("Protocol".into(), jmeter_protocol_label(h).into()),
+                        ("Users".into(), cfg.users.to_string()),
+                    ],
+                    GatewayJob::Jmeter(cfg.clone(), h),
+                    run + SETUP,
+                ));
+            }
+        }
         for cfg in &p.k6 {
             for &h in &p.protocols {
                 cells.push(gw(

@@ -159,6 +159,9 @@ pub struct GatewayProfile {
     /// Client protocols of the JMeter thread groups: the published runs used cleartext (`h1c`,
     /// and `h2c` for the HTTP/2 group); `h1` and `h2` add TLS rows.
     pub jmeter_protocols: Vec<Hop>,
+    /// JMeter's "system stress test" thread groups (2,915 and 5,900 users), run over cleartext
+    /// HTTP/1.1 and h2c as published.
+    pub jmeter_stress: Vec<JmeterConfig>,
     /// JMeter thread groups (configurations 1 and 2).
     pub jmeter: Vec<JmeterConfig>,
     /// The k6 load test's configurations (1: 10 VUs, 2: 100 VUs).
