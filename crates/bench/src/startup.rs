@@ -1,9 +1,11 @@
 //! Start-up time: run a command, time exec → first HTTP 200 on a URL (or first accepted TCP
-//! connection on a port), read its RSS at that moment, stop it with SIGTERM and wait for it; N
-//! times. Plain threads and blocking sockets: nothing here may compete with the process being
-//! measured for a runtime.
+//! connection on a port) and, when asked, exec → the first line of its output that holds a
+//! given text (the service's own "started" line, what published start-up figures were read
+//! from); read its RSS when ready, stop it with SIGTERM and wait for it; N times. Plain threads
+//! and blocking sockets: nothing here may compete with the process being measured for a
+//! runtime.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,6 +81,10 @@ fn http_ok(addr: &SocketAddr, host: &str, path: &str) -> std::io::Result<bool> {
 pub struct Run {
     /// exec → ready, milliseconds.
     pub ready_ms: f64,
+    /// exec → the first output line holding the awaited text, milliseconds (`None`: no text
+    /// was asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_ms: Option<f64>,
     /// Resident set size when it became ready, KiB (`None` off Linux).
     pub rss_kib: Option<u64>,
     /// Exit code after SIGTERM (`None`: killed by a signal).
@@ -142,9 +148,57 @@ pub enum StartupError {
     /// It was not ready in time.
     #[error("{0} was not ready within {1:?}")]
     Timeout(String, Duration),
+    /// It never wrote the awaited line.
+    #[error("{0} wrote no line holding {1:?} within {2:?}")]
+    NoLine(String, String, Duration),
 }
 
-/// Measures one start of `program args…`.
+/// Watches a child's stdout and stderr for the first line holding a text; keeps reading to the
+/// end either way, so the child never blocks on a full pipe. The reading threads end when the
+/// pipes close; they are not joined, so a grandchild holding a pipe open cannot hang the
+/// measurement.
+struct LineWatch {
+    seen: std::sync::mpsc::Receiver<f64>,
+}
+
+impl LineWatch {
+    fn start(child: &mut Child, text: &str, started: Instant) -> Self {
+        let (tx, seen) = std::sync::mpsc::channel();
+        let pipes: [Option<Box<dyn Read + Send>>; 2] = [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ];
+        for pipe in pipes.into_iter().flatten() {
+            let (tx, text) = (tx.clone(), text.to_owned());
+            std::thread::spawn(move || {
+                let mut lines = std::io::BufReader::new(pipe).split(b'\n');
+                let mut found = false;
+                while let Some(Ok(line)) = lines.next() {
+                    if !found && line.windows(text.len()).any(|w| w == text.as_bytes()) {
+                        found = true;
+                        let _ = tx.send(started.elapsed().as_secs_f64() * 1000.0);
+                    }
+                }
+            });
+        }
+        Self { seen }
+    }
+
+    /// When the line came, waiting for it until `deadline`.
+    fn wait(&self, deadline: Instant) -> Option<f64> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.seen.recv_timeout(left).ok()
+    }
+}
+
+/// Measures one start of `program args…`; with `line`, also the time to the first line of its
+/// output (stdout or stderr) that holds that text.
 ///
 /// # Errors
 /// [`StartupError`]; the process is stopped in every case.
@@ -152,22 +206,46 @@ pub fn measure(
     program: &str,
     args: &[String],
     ready: &Ready,
+    line: Option<&str>,
     timeout: Duration,
 ) -> Result<Run, StartupError> {
+    let output = || {
+        if line.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        }
+    };
     let started = Instant::now();
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .spawn()
         .map_err(|e| StartupError::Spawn(program.to_owned(), e))?;
+    let watch = line.map(|text| LineWatch::start(&mut child, text, started));
     let result = wait_ready(&mut child, program, ready, started, timeout);
     let rss_kib = rss_kib(child.id());
+    let line_ms = match (&watch, &result) {
+        (Some(w), Ok(_)) => Some(w.wait(started + timeout)),
+        _ => None,
+    };
     let exit_code = stop(&mut child);
     let ready_ms = result?;
+    let line_ms = match (line_ms, line) {
+        (Some(None), Some(text)) => {
+            return Err(StartupError::NoLine(
+                program.to_owned(),
+                text.to_owned(),
+                timeout,
+            ))
+        }
+        (found, _) => found.flatten(),
+    };
     Ok(Run {
         ready_ms,
+        line_ms,
         rss_kib,
         exit_code,
     })
@@ -256,7 +334,51 @@ mod tests {
     #[test]
     fn a_command_that_exits_early_is_an_error_not_a_hang() {
         let ready = Ready::Port("127.0.0.1:9".parse().unwrap());
-        let e = measure("true", &[], &ready, Duration::from_secs(5)).unwrap_err();
+        let e = measure("true", &[], &ready, None, Duration::from_secs(5)).unwrap_err();
         assert!(matches!(e, StartupError::Exited(..)), "{e}");
+    }
+
+    /// A port that takes connections for as long as the listener lives: the command under
+    /// test is "ready" at once, and only its output decides the line's time.
+    fn listening() -> (std::net::TcpListener, Ready) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ready = Ready::Port(l.local_addr().unwrap());
+        (l, ready)
+    }
+
+    fn script(say: &str) -> Vec<String> {
+        vec![
+            "-c".into(),
+            format!("echo noise; sleep 0.2; echo '{say}' >&2; exec sleep 30"),
+        ]
+    }
+
+    #[test]
+    fn the_started_line_is_timed_from_either_stream() {
+        let (_l, ready) = listening();
+        let run = measure(
+            "sh",
+            &script("service started on 9"),
+            &ready,
+            Some("started"),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        let line = run.line_ms.expect("the line was seen");
+        assert!(line >= 200.0, "after the script's pause: {run:?}");
+    }
+
+    #[test]
+    fn a_line_that_never_comes_is_an_error_not_a_hang() {
+        let (_l, ready) = listening();
+        let e = measure(
+            "sh",
+            &script("hello"),
+            &ready,
+            Some("started"),
+            Duration::from_secs(2),
+        )
+        .unwrap_err();
+        assert!(matches!(e, StartupError::NoLine(..)), "{e}");
     }
 }

@@ -180,6 +180,7 @@ pub async fn run(
     ));
 
     ready.store(true, Ordering::Release);
+    tracing::info!("gateway started");
     shutdown.await;
     tracing::info!("shutting down: readiness off, draining");
     ready.store(false, Ordering::Release);

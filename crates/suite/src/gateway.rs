@@ -610,15 +610,20 @@ fn startup(
     runs: usize,
     record: &mut RunRecord,
 ) -> Result<(), SuiteError> {
-    let (inner, ready_url) = if component == "gateway" {
+    // Each service's own line once it serves, the bare-process stand-in for the "Started …"
+    // lines the published figures were read from.
+    let (inner, ready_url, line) = if component == "gateway" {
         let (ports, users) = (Ports::free()?, free_port()?);
         let s = gateway_spawn(ctx, shared, dir, ports, users)?;
-        (s, format!("http://127.0.0.1:{}/readyz", ports.admin))
+        let url = format!("http://127.0.0.1:{}/readyz", ports.admin);
+        (s, url, "gateway started")
     } else {
         let port = free_port()?;
+        let url = format!("http://127.0.0.1:{port}/readyz");
         (
             users_spawn(ctx, shared, dir, port),
-            format!("http://127.0.0.1:{port}/readyz"),
+            url,
+            "users service listening",
         )
     };
     let mut cmd = ctx
@@ -627,6 +632,8 @@ fn startup(
             runs.to_string(),
             "--ready-url".into(),
             ready_url,
+            "--ready-line".into(),
+            line.into(),
             "--out".into(),
             dir.display().to_string(),
             "--".into(),
@@ -636,6 +643,8 @@ fn startup(
     for (k, v) in &inner.env {
         cmd = cmd.env(k, v);
     }
+    // The started lines are info lines, whatever the suite's own log level.
+    cmd = cmd.env("PMS_LOG", "info");
     record.commands.push(cmd.shell_line());
     cmd.run(&dir.join("startup.log"))?;
     let json = read_json(&dir.join("startup.json"))?;
@@ -644,6 +653,14 @@ fn startup(
         .and_then(serde_json::Value::as_f64)
     {
         record.metrics.insert("startup_s".into(), mean / 1000.0);
+    }
+    if let Some(mean) = json
+        .pointer("/line_ms/mean")
+        .and_then(serde_json::Value::as_f64)
+    {
+        record
+            .metrics
+            .insert("startup_line_s".into(), mean / 1000.0);
     }
     if let Some(rss) = json
         .pointer("/rss_kib/mean")

@@ -50,6 +50,12 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
         "s",
         Better::Lower,
     ),
+    (
+        "startup_line_s",
+        "Start-up, exec to the service's started line (mean)",
+        "s",
+        Better::Lower,
+    ),
     ("load_ms", "Load time", "ms", Better::Lower),
     ("connect_ms", "Connect time", "ms", Better::Lower),
     ("latency_ms", "Latency (to first byte)", "ms", Better::Lower),

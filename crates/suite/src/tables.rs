@@ -367,10 +367,11 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     });
     let mut startup = table(
         "Start-up times",
-        "exec to the first 200 from /readyz, the service stopped with SIGTERM after each run.",
+        "Two definitions, both from exec: to the service's own started line on its output (\"gateway started\", \"users service listening\"), the bare-process stand-in for the \"Started …\" lines the published figures were read from; and to the first 200 from /readyz (the side-by-side compares this one). The service is stopped with SIGTERM after each run.",
         &[
             "Component",
             "Runs",
+            "To its started line, mean (s)",
             "Average Startup Time (s)",
             "Median (s)",
             "Min (s)",
@@ -392,6 +393,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
                 .map(|v| v / 1000.0)
         };
         Some(vec![
+            num(m(r, "startup_line_s"), 3),
             num(m(r, "startup_s"), 3),
             num(ms("median"), 3),
             num(ms("min"), 3),

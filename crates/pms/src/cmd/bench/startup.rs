@@ -21,6 +21,10 @@ pub struct Args {
     /// Ready when this port on 127.0.0.1 accepts a connection.
     #[arg(long)]
     ready_port: Option<u16>,
+    /// Also time exec → the first line of the command's output (stdout or stderr) holding this
+    /// text: the service's own "started" line.
+    #[arg(long)]
+    ready_line: Option<String>,
     /// How many starts to measure.
     #[arg(long, default_value_t = 10)]
     runs: usize,
@@ -50,15 +54,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .ok_or_else(|| UsageError("no command given after --".into()))?;
     let mut runs = Vec::with_capacity(args.runs);
     println!(
-        "{:>4} {:>10} {:>10} {:>6}",
-        "run", "ready ms", "RSS KiB", "exit"
+        "{:>4} {:>10} {:>10} {:>10} {:>6}",
+        "run", "ready ms", "line ms", "RSS KiB", "exit"
     );
+    let line = args.ready_line.as_deref();
     for i in 1..=args.runs.max(1) {
-        let run = startup::measure(program, rest, &ready, args.timeout)
+        let run = startup::measure(program, rest, &ready, line, args.timeout)
             .with_context(|| format!("run {i}"))?;
         println!(
-            "{i:>4} {:>10.2} {:>10} {:>6}",
+            "{i:>4} {:>10.2} {:>10} {:>10} {:>6}",
             run.ready_ms,
+            run.line_ms
+                .map_or_else(|| "-".into(), |l| format!("{l:.2}")),
             run.rss_kib.map_or_else(|| "-".into(), |r| r.to_string()),
             run.exit_code
                 .map_or_else(|| "signal".into(), |c| c.to_string())
@@ -72,10 +79,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|r| r as f64)
         .collect();
     let ready_spread = Spread::of(&ready_ms);
+    let line_ms: Vec<f64> = runs.iter().filter_map(|r| r.line_ms).collect();
+    let line_spread = Spread::of(&line_ms);
     let rss_spread = Spread::of(&rss);
     if let Some(s) = &ready_spread {
         println!(
             "ready ms: mean {:.2}, median {:.2}, min {:.2}, max {:.2}, stdev {:.2}",
+            s.mean, s.median, s.min, s.max, s.stdev
+        );
+    }
+    if let Some(s) = &line_spread {
+        println!(
+            "line ms: mean {:.2}, median {:.2}, min {:.2}, max {:.2}, stdev {:.2}",
             s.mean, s.median, s.min, s.max, s.stdev
         );
     }
@@ -92,6 +107,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "environment": Environment::here(true),
             "runs": runs,
             "ready_ms": ready_spread,
+            "ready_line": args.ready_line,
+            "line_ms": line_spread,
             "rss_kib": rss_spread,
         });
         let path = dir.join("startup.json");
