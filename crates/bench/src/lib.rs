@@ -16,6 +16,7 @@
 //!   the Ballerina/WSO2 summary, k6 and vegeta.
 //! - [`stress`]: users added at a fixed pace until the target fails.
 //! - [`compare`]: the dissertation's hypothesis tests on two runs' latencies.
+//! - [`import`]: JMeter, k6 and vegeta result files read as samples.
 //! - [`startup`]: exec → ready time and RSS of a command, over several runs.
 //! - [`watch`]: CPU and RSS of the system under test and the machine, once a second.
 //! - [`duration`]: `30s`-style durations.
@@ -36,6 +37,7 @@ pub mod format;
 pub mod h1;
 pub mod hpack;
 pub mod http2;
+pub mod import;
 pub mod open;
 pub mod profile;
 pub mod report;

@@ -1,7 +1,8 @@
 //! `pms bench compare A B`: the dissertation's hypothesis tests on two runs' per-request
 //! latencies. A and B are each a run directory or `result.json` (per-request rows from its
 //! `samples.csv` when there is one, else the values of its latency histogram), a `samples.csv`,
-//! or a k6 CSV export (`http_req_duration` rows, as the dissertation's R script read them).
+//! or another tool's results file as `pms bench import` reads them (JMeter JTL, k6 CSV or JSON
+//! with its `http_req_duration` rows, as the dissertation's R script read them, or vegeta).
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +14,8 @@ use crate::cmd::UsageError;
 /// Arguments of `pms bench compare`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// First run: a result directory, result.json, samples.csv, k6 CSV, or one run of a suite
-    /// as `results.json:CELL[:SYSTEM]` (system default: pms).
+    /// First run: a result directory, result.json, samples.csv, a JMeter, k6 or vegeta results
+    /// file, or one run of a suite as `results.json:CELL[:SYSTEM]` (system default: pms).
     a: PathBuf,
     /// Second run, the same kinds.
     b: PathBuf,
@@ -205,83 +206,28 @@ fn expand(dump: &pms_bench::stats::HistogramDump, path: &Path) -> anyhow::Result
     })
 }
 
-/// Splits one CSV line, honouring double quotes.
-fn fields(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
-
+/// A results file of any tool `pms bench import` reads (`samples.csv` included): the
+/// latencies of the measured requests that got a response (a `Lag` column added, as the
+/// corrected latency is).
 fn load_csv(path: &Path) -> anyhow::Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = text.lines();
-    let header = fields(lines.next().unwrap_or_default());
-    let col = |name: &str| header.iter().position(|h| h == name);
-    let bad = |why: String| UsageError(format!("{}: {why}", path.display()));
-    let mut values = Vec::new();
-    let source;
-    if let (Some(metric), Some(value)) = (col("metric_name"), col("metric_value")) {
-        for (i, line) in lines.enumerate() {
-            let f = fields(line);
-            if f.get(metric).map(String::as_str) == Some("http_req_duration") {
-                let v = f.get(value).and_then(|v| v.parse::<f64>().ok());
-                values.push(v.ok_or_else(|| bad(format!("line {}: bad metric_value", i + 2)))?);
-            }
-        }
-        source = format!("{} http_req_duration rows of a k6 CSV", values.len());
-    } else if let Some(elapsed) = col("elapsed") {
-        let (label, code, lag) = (col("label"), col("responseCode"), col("Lag"));
-        for (i, line) in lines.enumerate() {
-            let f = fields(line);
-            let get = |c: Option<usize>| c.and_then(|c| f.get(c)).map(String::as_str);
-            if get(label) == Some("warmup") || get(code) == Some("0") {
-                continue;
-            }
-            let e = get(Some(elapsed)).and_then(|v| v.parse::<f64>().ok());
-            let e = e.ok_or_else(|| bad(format!("line {}: bad elapsed", i + 2)))?;
-            let l = get(lag).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-            values.push(e + l);
-        }
-        source = format!(
-            "{} measured responses (elapsed{}) of a samples CSV",
-            values.len(),
-            if lag.is_some() { " + schedule lag" } else { "" }
-        );
-    } else {
-        return Err(bad(
-            "neither a pms/JMeter samples CSV (elapsed column) nor a k6 CSV (metric_name)".into(),
-        )
-        .into());
-    }
+    let imported = pms_bench::import::read(path).map_err(|e| UsageError(e.to_string()))?;
+    let values: Vec<f64> = imported
+        .rows
+        .iter()
+        .filter(|r| r.label != "warmup" && r.code != 0)
+        .map(|r| r.elapsed_ms + r.lag_ms)
+        .collect();
+    let source = format!(
+        "{} measured responses of a {} file",
+        values.len(),
+        imported.encoding.name()
+    );
     Ok(Loaded { values, source })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn csv_fields_honour_quotes() {
-        assert_eq!(
-            fields(r#"a,"b,c",,"d ""e""""#),
-            vec!["a", "b,c", "", r#"d "e""#]
-        );
-    }
 
     #[test]
     fn k6_and_samples_csvs_load() {

@@ -1,8 +1,9 @@
 //! `pms bench`: the load generator's command line, one file per subcommand (`run`, `stress`,
-//! `startup`, `compare`, `suite`) over the `pms-bench` crate, and what `run` and `stress` share here: the
+//! `startup`, `compare`, `import`, `suite`) over the `pms-bench` crate, and what `run` and `stress` share here: the
 //! request to send, how to trust the target, and how to report and gate a result.
 
 mod compare;
+mod import;
 mod load;
 mod startup;
 mod stress;
@@ -44,6 +45,9 @@ pub enum Command {
     /// skewness, then Welch's t-test or the Wilcoxon rank-sum test, with effect size and a
     /// confidence interval.
     Compare(compare::Args),
+    /// Read another tool's per-request results (JMeter JTL CSV or XML, k6 CSV or JSON, vegeta
+    /// CSV or JSON) and report them with the same statistics and layouts as a run.
+    Import(import::Args),
     /// Rerun a published study in one command: start what it needs, run its matrix, write
     /// report.md, report.html and results.json (`pms bench suite ballerina-rest --profile
     /// standard --out DIR`; `--list` shows the suites).
@@ -56,6 +60,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Stress(args) => stress::run(*args),
         Command::Startup(args) => startup::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Import(args) => import::run(args),
         Command::Suite(args) => suite::run(*args),
     }
 }
