@@ -106,6 +106,9 @@ pub struct Comparison {
     pub shift: Shift,
     /// Whether H0 (no difference) is rejected.
     pub different: bool,
+    /// Which way the difference goes, by the sign of the test's own statistic: A's latencies
+    /// are the smaller (meaningful when `different`).
+    pub a_faster: bool,
     /// One line for people.
     pub verdict: String,
 }
@@ -563,6 +566,7 @@ pub fn compare(a: &[f64], b: &[f64], alpha: f64, unit: &str) -> Result<Compariso
         median_difference,
         shift,
         different,
+        a_faster: a_smaller,
         verdict,
     })
 }

@@ -440,6 +440,38 @@ impl HistogramDump {
             .sum()
     }
 
+    /// The recorded values in ms, each as often as it was recorded; above `max` values, `max`
+    /// evenly spaced order statistics of them (the i-th of `max` is the value at rank
+    /// (i + ½)·n/max), which keep the distribution's shape with bounded memory.
+    pub fn values_ms(&self, max: usize) -> Vec<f64> {
+        let total: u64 = self.buckets.iter().map(|(_, n)| n).sum();
+        let ms = |us: u64| us as f64 / 1000.0;
+        if total <= max as u64 {
+            return self
+                .buckets
+                .iter()
+                .flat_map(|(v, n)| std::iter::repeat_n(ms(*v), *n as usize))
+                .collect();
+        }
+        let mut out = Vec::with_capacity(max);
+        let mut buckets = self.buckets.iter();
+        let (mut value, mut upto) = (0u64, 0u64);
+        for i in 0..max {
+            let rank = ((i as f64 + 0.5) * total as f64 / max as f64) as u64;
+            while upto <= rank {
+                match buckets.next() {
+                    Some((v, n)) => {
+                        value = *v;
+                        upto += n;
+                    }
+                    None => break,
+                }
+            }
+            out.push(ms(value));
+        }
+        out
+    }
+
     /// Dumps `h` (values in µs).
     pub fn of(h: &Histogram<u64>) -> Self {
         Self {
@@ -688,6 +720,21 @@ mod tests {
         a.merge(&b);
         let w = Duration::from_secs(1);
         assert_eq!(a.summary("x", w), both.summary("x", w));
+    }
+
+    #[test]
+    fn a_histogram_gives_back_its_values_or_evenly_spaced_order_statistics() {
+        let dump = HistogramDump {
+            unit: "us".into(),
+            significant_digits: 3,
+            buckets: vec![(1000, 3), (2000, 1), (5000, 4)],
+        };
+        assert_eq!(
+            dump.values_ms(100),
+            vec![1.0, 1.0, 1.0, 2.0, 5.0, 5.0, 5.0, 5.0]
+        );
+        // Ranks 1, 3, 5 and 7 of 8.
+        assert_eq!(dump.values_ms(4), vec![1.0, 2.0, 5.0, 5.0]);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! the users service behind the gateway, [`delay`] for the slow back-end, [`parking`] for cars
 //! at the barriers of `pms up` beside `pgbench` (its load in [`barriers`]). The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
-//! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]).
+//! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]), the
+//! hypothesis tests among them ([`hypothesis`]).
 //!
 //! The suite never links a component: like every load generator it only talks to processes, so
 //! the peers are measured exactly as PMS is. The load itself is `pms_bench`'s: this crate plans,
@@ -17,6 +18,7 @@ pub mod charts;
 pub mod delay;
 pub mod gateway;
 pub mod html;
+pub mod hypothesis;
 pub mod markdown;
 pub mod metrics;
 pub mod parking;

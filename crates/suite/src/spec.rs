@@ -157,14 +157,19 @@ pub struct GatewayProfile {
     /// Client protocols over TLS for the k6 tests and the one-request view: `h1` and/or `h2`.
     pub protocols: Vec<Hop>,
     /// Client protocols of the JMeter thread groups: the published runs used cleartext (`h1c`,
-    /// and `h2c` for the HTTP/2 group); `h1` and `h2` add TLS rows.
+    /// and `h2c` for the HTTP/2 group); `h1` and `h2` add TLS rows. (Absent from the
+    /// `results.json` of earlier builds, whose JMeter cells ran over TLS.)
+    #[serde(default)]
     pub jmeter_protocols: Vec<Hop>,
     /// JMeter's "system stress test" thread groups (2,915 and 5,900 users), run over cleartext
     /// HTTP/1.1 and h2c as published.
+    #[serde(default)]
     pub jmeter_stress: Vec<JmeterConfig>,
     /// JMeter thread groups (configurations 1 and 2).
     pub jmeter: Vec<JmeterConfig>,
-    /// The k6 load test's configurations (1: 10 VUs, 2: 100 VUs).
+    /// The k6 load test's configurations (1: 10 VUs, 2: 100 VUs); earlier builds wrote one
+    /// table, read as configuration 1.
+    #[serde(deserialize_with = "one_or_many")]
     pub k6: Vec<K6Config>,
     /// The k6 stress test.
     pub stress: StressSpec,
@@ -190,11 +195,34 @@ pub struct JmeterConfig {
     pub iterations: u64,
 }
 
+/// One table or a list of them.
+fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        Many(Vec<T>),
+        One(T),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::Many(v) => v,
+        OneOrMany::One(t) => vec![t],
+    })
+}
+
+fn first_configuration() -> String {
+    "1".into()
+}
+
 /// k6 VUs in a loop with a think time.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct K6Config {
     /// `1`, `2`.
+    #[serde(default = "first_configuration")]
     pub name: String,
     /// VUs.
     pub users: usize,

@@ -191,12 +191,7 @@ fn expand(dump: &pms_bench::stats::HistogramDump, path: &Path) -> anyhow::Result
         ))
         .into());
     }
-    let mut values = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-    for (us, n) in &dump.buckets {
-        for _ in 0..*n {
-            values.push(*us as f64 / 1000.0);
-        }
-    }
+    let values = dump.values_ms(usize::try_from(total).unwrap_or(usize::MAX));
     Ok(Loaded {
         values,
         source: format!(
