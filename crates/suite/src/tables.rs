@@ -583,13 +583,16 @@ pub fn side_by_side(res: &SuiteResults) -> Vec<Table> {
                 headers,
                 rows: Vec::new(),
             };
+            let mut marks = std::collections::BTreeSet::new();
             for (cell, run, r) in rows {
                 let mut row = vec![cell.id.clone(), r.who.clone()];
                 for n in &names {
                     row.push(match (r.metrics.get(n), run.metrics.get(n)) {
                         (Some(p), Some(v)) => {
+                            let mark = caveat(r, n);
+                            marks.extend(mark);
                             let adv = advantage(n, *v, *p)
-                                .map(|a| format!(" ({a:.2}×)"))
+                                .map(|a| format!(" ({a:.2}×{})", mark.map_or("", |m| m.0)))
                                 .unwrap_or_default();
                             format!("{} / {}{adv}", short(*v), short(*p))
                         }
@@ -598,6 +601,9 @@ pub fn side_by_side(res: &SuiteResults) -> Vec<Table> {
                     });
                 }
                 t.rows.push(row);
+            }
+            for (mark, why) in marks {
+                t.note.push_str(&format!(" {mark} {why}"));
             }
             t
         })
@@ -615,6 +621,27 @@ fn part_title(part: &str) -> &str {
         "overview" => "One request",
         "delay" => "The constant-rate runs",
         other => other,
+    }
+}
+
+/// Published error rates at or above this make a row's ratios not like for like.
+const HIGH_ERROR_PCT: f64 = 1.0;
+
+/// Why a ratio against published row `r` on metric `name` is not like for like, if it is not:
+/// the mark put beside it and the sentence under the table. Such ratios belong in no headline.
+fn caveat(r: &Reference, name: &str) -> Option<(&'static str, &'static str)> {
+    if name == "startup_s" {
+        return Some((
+            "‡",
+            "‡ A different definition: the published start-up was read from each service's own \"started\" line; this one is exec → the first 200 on /readyz (the start-up table has both). Not a headline figure.",
+        ));
+    }
+    match r.metrics.get("error_pct") {
+        Some(e) if *e >= HIGH_ERROR_PCT && name != "error_pct" => Some((
+            "†",
+            "† The published run failed a large share of its requests (its Error % column): its latencies and throughput are not those of a working system, so the ratio is not like for like and belongs in no headline.",
+        )),
+        _ => None,
     }
 }
 
@@ -683,6 +710,28 @@ mod tests {
             "error rate 12.5 %"
         );
         assert_eq!(stop_reason(None), "failure");
+    }
+
+    #[test]
+    fn ratios_against_failing_runs_or_other_definitions_are_marked() {
+        let reference = |error_pct: f64| Reference {
+            cell: "c".into(),
+            who: "w".into(),
+            metrics: [
+                ("error_pct".to_owned(), error_pct),
+                ("mean_ms".to_owned(), 5.0),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        assert_eq!(caveat(&reference(0.0), "mean_ms"), None);
+        assert_eq!(caveat(&reference(99.7), "mean_ms").map(|c| c.0), Some("†"));
+        assert_eq!(
+            caveat(&reference(99.7), "error_pct"),
+            None,
+            "the error rate itself compares fine"
+        );
+        assert_eq!(caveat(&reference(0.0), "startup_s").map(|c| c.0), Some("‡"));
     }
 
     #[test]
