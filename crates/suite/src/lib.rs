@@ -7,7 +7,8 @@
 //! at the barriers of `pms up` beside `pgbench` (its load in [`barriers`]). The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
 //! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]), the
-//! hypothesis tests among them ([`hypothesis`]).
+//! hypothesis tests among them ([`hypothesis`]). With `--repeats`, each cell runs in rounds of
+//! rotating order, folded into one record per system with every round's figures ([`rounds`]).
 //!
 //! The suite never links a component: like every load generator it only talks to processes, so
 //! the peers are measured exactly as PMS is. The load itself is `pms_bench`'s: this crate plans,
@@ -27,6 +28,7 @@ pub mod plan;
 pub mod procs;
 pub mod proxy;
 pub mod results;
+pub mod rounds;
 pub mod spec;
 pub mod tables;
 
@@ -155,6 +157,8 @@ pub struct Options {
     /// Keep the cells that `out/results.json` already holds without a failed run, and run the
     /// rest (same suite, profile and commit only).
     pub resume: bool,
+    /// Rounds per cell: each runs every system once, the order rotating from round to round.
+    pub repeats: usize,
 }
 
 /// What each cell run needs: options, output directory, certificates and secrets.
@@ -233,6 +237,7 @@ pub fn run(
         command: opts.command.clone(),
         environment: environment(opts),
         spec: spec.clone(),
+        repeats: opts.repeats.max(1),
         cells: Vec::new(),
     };
     let earlier = if opts.resume {
@@ -266,7 +271,10 @@ pub fn run(
             params: cell.params.clone(),
             runs: Vec::new(),
         };
-        for server in &cell.servers {
+        let rounds = results.repeats;
+        let mut per_server: Vec<Vec<(usize, RunRecord)>> = vec![Vec::new(); cell.servers.len()];
+        for (round, position, i) in rounds::order(cell.servers.len(), rounds) {
+            let server = &cell.servers[i];
             let t = Instant::now();
             let record = run_one(&ctx, &mut shared, cell, server);
             if let Some(signo) = procs::interrupted() {
@@ -287,14 +295,20 @@ pub fn run(
                 Status::NotInstalled { program } => format!("{program} not installed"),
                 Status::Failed { error } => format!("FAILED: {error}"),
             };
+            let of_rounds = if rounds > 1 {
+                format!(" (round {}/{rounds})", round + 1)
+            } else {
+                String::new()
+            };
             say(&format!(
-                "[{}/{total}] {} {server}: {outcome} ({:.0}s)",
+                "[{}/{total}] {} {server}{of_rounds}: {outcome} ({:.0}s)",
                 n + 1,
                 cell.id,
                 t.elapsed().as_secs_f64()
             ));
-            result.runs.push(record);
+            per_server[i].push((position, record));
         }
+        result.runs = per_server.into_iter().map(rounds::fold).collect();
         results.cells.push(result);
         results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
         results.write(&opts.out)?;

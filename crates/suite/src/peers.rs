@@ -281,6 +281,7 @@ mod tests {
             pg_script: "scripts/pg.sh".into(),
             command: String::new(),
             resume: false,
+            repeats: 1,
         };
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));

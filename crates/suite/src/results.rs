@@ -37,6 +37,9 @@ pub struct SuiteResults {
     pub environment: SuiteEnvironment,
     /// The suite file as run.
     pub spec: SuiteSpec,
+    /// Rounds per cell (`--repeats`).
+    #[serde(default = "one")]
+    pub repeats: usize,
     /// Every cell, in plan order.
     pub cells: Vec<CellResult>,
 }
@@ -128,6 +131,25 @@ pub struct RunRecord {
     /// Anything else the cell measured (start-up runs, stress outcome, one request's
     /// breakdown).
     pub extra: Option<serde_json::Value>,
+    /// With several rounds: every round's figures, in round order; this record is then the
+    /// round with the median throughput (see [`super::rounds`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+}
+
+/// One round of a system's runs of a cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Round {
+    /// Where the system came in that round's order (0: first).
+    pub position: usize,
+    /// Whether the run worked.
+    pub ok: bool,
+    /// Its named figures.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl RunRecord {
@@ -141,6 +163,7 @@ impl RunRecord {
             output: None,
             text: None,
             extra: None,
+            rounds: Vec::new(),
         }
     }
 

@@ -132,6 +132,7 @@ pub fn all(res: &SuiteResults) -> (Vec<Table>, Vec<Table>) {
     if res.cells.iter().any(|c| c.part == "parking") {
         out.push(parking(res));
     }
+    out.extend(super::rounds::table(res));
     out.extend(super::hypothesis::table(res));
     (out, side_by_side(res))
 }

@@ -51,6 +51,11 @@ pub struct Args {
     /// rest: for a run that was interrupted. Only the same suite, profile and clean commit.
     #[arg(long)]
     resume: bool,
+    /// Rounds per cell: each runs every system once, in an order that rotates from round to
+    /// round; the report shows each figure's median and range, and ratios with their range
+    /// (default: 3 for the published profile, else 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeats: Option<u32>,
     /// Print the cells and the expected duration, run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -109,14 +114,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("bench-results/{}-{}", spec.name, args.profile)));
-    let runs: usize = plan.cells.iter().map(|c| c.servers.len()).sum();
+    let repeats = args
+        .repeats
+        .map_or(if args.profile == "published" { 3 } else { 1 }, |r| {
+            r as usize
+        });
+    let runs: usize = plan.cells.iter().map(|c| c.servers.len()).sum::<usize>() * repeats;
+    let rounds = if repeats > 1 {
+        format!(" in {repeats} rounds")
+    } else {
+        String::new()
+    };
     writeln!(
         stdout,
-        "pms bench suite {} ({}): {} cells, {runs} runs, expected about {}; results in {}",
+        "pms bench suite {} ({}): {} cells, {runs} runs{rounds}, expected about {}; results in {}",
         spec.name,
         args.profile,
         plan.cells.len(),
-        suite::human(plan.expected),
+        suite::human(plan.expected * repeats as u32),
         out.display()
     )?;
     if args.dry_run {
@@ -146,6 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pg_script: args.pg_script.clone(),
         command: command_line(),
         resume: args.resume,
+        repeats,
     };
     watch_signals()?;
     let results =
