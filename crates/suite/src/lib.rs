@@ -6,7 +6,8 @@
 //! the users service behind the gateway, [`delay`] for the slow back-end, [`parking`] for cars
 //! at the barriers of `pms up` beside `pgbench` (its load in [`barriers`]). The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
-//! ([`html`], charts from [`charts`]); both reports share their tables ([`tables`]), the
+//! ([`html`], charts from [`charts`]); with an envelope ([`envelope`]) each system under test
+//! runs under the published container's limits, the load generator on cores of its own; both reports share their tables ([`tables`]), the
 //! hypothesis tests among them ([`hypothesis`]). With `--repeats`, each cell runs in rounds of
 //! rotating order, folded into one record per system with every round's figures ([`rounds`]).
 //!
@@ -17,6 +18,7 @@
 pub mod barriers;
 pub mod charts;
 pub mod delay;
+pub mod envelope;
 pub mod gateway;
 pub mod html;
 pub mod hypothesis;
@@ -159,6 +161,9 @@ pub struct Options {
     pub resume: bool,
     /// Rounds per cell: each runs every system once, the order rotating from round to round.
     pub repeats: usize,
+    /// The limits of each system under test, with the load generator on cores of its own
+    /// (`None`: no envelope).
+    pub envelope: Option<envelope::Limits>,
 }
 
 /// What each cell run needs: options, output directory, certificates and secrets.
@@ -238,8 +243,19 @@ pub fn run(
         environment: environment(opts),
         spec: spec.clone(),
         repeats: opts.repeats.max(1),
+        envelope: None,
         cells: Vec::new(),
     };
+    // Dropped (its groups removed) when the run ends, however it ends.
+    let placed = opts
+        .envelope
+        .map(|limits| std::sync::Arc::new(envelope::Envelope::new(limits)));
+    if let Some(e) = &placed {
+        e.pin_self_to_load();
+        results.envelope = Some(e.record());
+    }
+    procs::set_envelope(placed.clone());
+    let _unset = Unset;
     let earlier = if opts.resume {
         resumable(&opts.out, &results)?
     } else {
@@ -317,6 +333,15 @@ pub fn run(
     results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
     write_reports(&results, &opts.out)?;
     Ok(results)
+}
+
+/// Takes the envelope away from the processes started after a suite run, however it ends.
+struct Unset;
+
+impl Drop for Unset {
+    fn drop(&mut self) {
+        procs::set_envelope(None);
+    }
 }
 
 /// The earlier results in `out` that a resumed run may build on: `None` when there are none,

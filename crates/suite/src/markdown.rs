@@ -104,6 +104,11 @@ pub fn render(res: &SuiteResults) -> String {
         let peers: Vec<String> = e.peers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let _ = writeln!(out, "- Peers: {}", peers.join("; "));
     }
+    let _ = writeln!(
+        out,
+        "- Envelope: {}",
+        super::envelope::describe(res.envelope.as_ref())
+    );
     let _ = writeln!(out, "- Command: `{}`\n", res.command);
     let _ = writeln!(
         out,

@@ -282,6 +282,7 @@ mod tests {
             command: String::new(),
             resume: false,
             repeats: 1,
+            envelope: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));

@@ -3,6 +3,8 @@
 //! check before it is loaded, and SIGTERM (then SIGKILL) when its cell is over — also when the
 //! suite fails half-way, because [`Proc`] stops its child on drop.
 //!
+//! Each process is placed in the run's resource envelope ([`super::envelope`]) when there is one.
+//!
 //! It also owns stopping a suite from outside: [`interrupt`] (called by the CLI on SIGTERM or
 //! SIGINT) passes SIGTERM to every child running at that moment and refuses to start new ones,
 //! so the suite unwinds through its usual clean-up instead of leaving its children behind.
@@ -19,7 +21,23 @@ use rustix::process::{kill_process_group, waitid, Signal, WaitId, WaitIdOptions}
 
 use pms_bench::startup::Ready;
 
+use super::envelope::{Envelope, Role};
 use super::SuiteError;
+
+/// The envelope every process started from now on is placed in (`None`: none).
+static ENVELOPE: Mutex<Option<std::sync::Arc<Envelope>>> = Mutex::new(None);
+
+/// Places the processes started from now on in `envelope` (`None`: in none).
+pub fn set_envelope(envelope: Option<std::sync::Arc<Envelope>>) {
+    *ENVELOPE.lock().unwrap_or_else(PoisonError::into_inner) = envelope;
+}
+
+fn envelope() -> Option<std::sync::Arc<Envelope>> {
+    ENVELOPE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
 
 /// A free loopback port for a program the suite starts, outside the kernel's ephemeral range
 /// ([`pms_net::port`]: a port from `bind(0)` could be taken by an outgoing connection before the
@@ -188,11 +206,19 @@ impl Spawn {
             })?;
         live.pids.push(child.id());
         drop(live);
-        Ok(Proc {
+        let pid = child.id();
+        let proc = Proc {
             name: self.name.clone(),
             child: Some(child),
             log: log.to_owned(),
-        })
+        };
+        if let (Some(envelope), Some(role)) = (envelope(), Role::of(&self.name)) {
+            // On error the process is stopped as `proc` drops: it would run unconfined.
+            envelope.place(pid, &self.name, role).map_err(|why| {
+                SuiteError::Failed(format!("placing {} in the envelope: {why}", self.name))
+            })?;
+        }
+        Ok(proc)
     }
 
     /// Runs it to the end with stdout and stderr in `log`; an exit code other than 0 is an

@@ -40,6 +40,9 @@ pub struct SuiteResults {
     /// Rounds per cell (`--repeats`).
     #[serde(default = "one")]
     pub repeats: usize,
+    /// The resource envelope the systems ran in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<super::envelope::Record>,
     /// Every cell, in plan order.
     pub cells: Vec<CellResult>,
 }

@@ -56,6 +56,11 @@ pub struct Args {
     /// (default: 3 for the published profile, else 1).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeats: Option<u32>,
+    /// Run each system under test within the published container's limits (1 CPU, 512 MB, by
+    /// cgroup where the machine allows it, else CPU affinity), the load generator on cores of
+    /// its own: on or off (default: on for the published profile).
+    #[arg(long, value_parser = ["on", "off"])]
+    envelope: Option<String>,
     /// Print the cells and the expected duration, run nothing.
     #[arg(long)]
     dry_run: bool,
@@ -162,6 +167,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         command: command_line(),
         resume: args.resume,
         repeats,
+        envelope: match args.envelope.as_deref() {
+            Some("on") => Some(suite::envelope::PUBLISHED),
+            Some(_) => None,
+            None => (args.profile == "published").then_some(suite::envelope::PUBLISHED),
+        },
     };
     watch_signals()?;
     let results =
