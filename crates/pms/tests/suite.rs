@@ -488,3 +488,69 @@ fn the_parking_suite_drives_cars_in_and_out_without_a_failed_call() {
         "{report}"
     );
 }
+
+#[test]
+fn an_imported_run_joins_a_suite_report_beside_pms() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("passthrough");
+    let o = suite(&[
+        "ballerina-passthrough",
+        "--no-peers",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let cell = "h1c_h1c_passthrough/8u/50B/0ms";
+    // A vegeta run written as `vegeta encode --to json` writes it.
+    let file = dir.path().join("vegeta.json");
+    let lines: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                r#"{{"attack":"","seq":{i},"code":200,"timestamp":"2026-11-29T10:00:{:02}.{:03}Z","latency":{},"bytes_out":50,"bytes_in":50,"error":"","body":null,"method":"POST","url":"http://127.0.0.1:9090/","headers":{{}}}}"#,
+                i / 10,
+                (i % 10) * 100,
+                40_000_000 + i * 100_000
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let o = Command::new(PMS)
+        .args(["bench", "import"])
+        .arg(&file)
+        .arg("--into")
+        .arg(&out)
+        .args(["--cell", cell, "--system", "vegeta file"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    let c = res.cells.iter().find(|c| c.id == cell).unwrap();
+    let servers: Vec<&str> = c.runs.iter().map(|r| r.server.as_str()).collect();
+    assert_eq!(servers, ["pms", "vegeta file"]);
+    assert_eq!(c.runs[1].output.as_ref().unwrap().labels[0].samples, 40);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    // The hypothesis tests take the imported run as one more system of the cell.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with(&format!("| {cell}: pms vs vegeta file |")))
+        .unwrap_or_else(|| panic!("no test of pms against the file: {md}"));
+    assert!(
+        row.contains("Wilcoxon rank-sum") || row.contains("Welch's t"),
+        "{row}"
+    );
+    assert!(
+        md.contains(" — vegeta file |") || md.contains("| vegeta file |"),
+        "{md}"
+    );
+    // A cell that is not there is a usage error naming the cells.
+    let o = Command::new(PMS)
+        .args(["bench", "import"])
+        .arg(&file)
+        .arg("--into")
+        .arg(&out)
+        .args(["--cell", "nope", "--system", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains(cell), "{}", text(&o));
+}

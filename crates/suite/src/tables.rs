@@ -94,9 +94,18 @@ fn params(c: &CellResult, names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Lead columns that are the cell's parameters `names`.
+/// Lead columns that are the cell's parameters `names`; a run of another system than PMS (an
+/// imported one) says whose it is in the first.
 fn lead_params(names: &'static [&'static str]) -> impl Fn(&CellResult, &RunRecord) -> Vec<String> {
-    move |c, _| params(c, names)
+    move |c, r| {
+        let mut lead = params(c, names);
+        if r.server != "pms" {
+            if let Some(first) = lead.first_mut() {
+                first.push_str(&format!(" — {}", r.server));
+            }
+        }
+        lead
+    }
 }
 
 /// Run `r`'s metrics `keys`, each with its number of decimals.

@@ -1,7 +1,9 @@
 //! `pms bench import FILE`: another tool's per-request results (JMeter JTL as CSV or XML, k6's
 //! CSV or JSON output, vegeta's CSV or JSON encoding) reduced with `pms bench`'s statistics and
 //! printed in any report layout; with `--out DIR`, written as `DIR/result.json`, which
-//! `pms bench compare` reads like a run's.
+//! `pms bench compare` reads like a run's; with `--into DIR --cell ID --system NAME`, added to
+//! a suite's results as one more system's run of that cell, and the suite's reports rendered
+//! again, so a published run and a PMS run sit in one report.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +35,17 @@ pub struct Args {
     /// Write DIR/result.json.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// A suite run's directory (its results.json) to add the file to, as a run of --cell by
+    /// --system; its report.md and report.html are then written again.
+    #[arg(long, value_name = "DIR", requires_all = ["cell", "system"])]
+    into: Option<PathBuf>,
+    /// With --into: the cell the file is a run of (`jmeter/cfg1/h1c`).
+    #[arg(long, requires = "into")]
+    cell: Option<String>,
+    /// With --into: the name the run goes by in the report (`JMeter, Ballerina AOT`); a run of
+    /// that name already in the cell is replaced. Not `pms`.
+    #[arg(long, requires = "into")]
+    system: Option<String>,
 }
 
 /// The settings recorded in `result.json`.
@@ -76,6 +89,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .write_to(dir)
             .with_context(|| format!("writing {}/result.json", dir.display()))?;
     }
+    if let (Some(dir), Some(cell), Some(system)) = (&args.into, &args.cell, &args.system) {
+        add_to_suite(dir, cell, system, &result, &source)?;
+        eprintln!(
+            "pms bench: added to {0}/results.json as {system}'s run of {cell}; wrote {0}/report.md and {0}/report.html",
+            dir.display()
+        );
+    }
     if args.format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());
@@ -92,5 +112,54 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         buckets: &args.buckets,
     };
     print!("{}", format::render(args.format, &view));
+    Ok(())
+}
+
+/// Adds `result` to the suite results in `dir` as `system`'s run of `cell`, and renders the
+/// suite's reports again.
+fn add_to_suite<C: Serialize>(
+    dir: &std::path::Path,
+    cell: &str,
+    system: &str,
+    result: &RunResult<C>,
+    source: &str,
+) -> anyhow::Result<()> {
+    use pms_suite::results::{RunOutput, RunRecord, SuiteResults};
+    if system == "pms" || system.trim().is_empty() {
+        return Err(UsageError(format!(
+            "--system {system:?}: name the tool or system the file is a run of; pms is the suite's own"
+        ))
+        .into());
+    }
+    let mut results = SuiteResults::read(dir).map_err(|e| UsageError(e.to_string()))?;
+    let ids: Vec<String> = results.cells.iter().map(|c| c.id.clone()).collect();
+    let c = results
+        .cells
+        .iter_mut()
+        .find(|c| c.id == cell)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "{}: no cell {cell:?}; the cells are {}",
+                dir.display(),
+                ids.join(", ")
+            ))
+        })?;
+    let mut record = RunRecord::new(system);
+    record.commands.push(format!("pms bench import {source}"));
+    if let Some(measured) = result.labels.first() {
+        record.metrics = pms_suite::metrics::of_summary(measured);
+    }
+    record.output = Some(RunOutput {
+        labels: result.labels.clone(),
+        stop: result.stop.clone(),
+        ended_s: result.ended_s,
+        schedule: None,
+        timeline: Vec::new(),
+        watch: None,
+    });
+    c.runs.retain(|r| r.server != system);
+    c.runs.push(record);
+    results.write(dir).map_err(|e| UsageError(e.to_string()))?;
+    pms_suite::render_reports(&results, dir).map_err(|e| UsageError(e.to_string()))?;
     Ok(())
 }
