@@ -344,11 +344,27 @@ fn jtl_xml(text: &str, bad: &Bad<'_>) -> Result<Vec<Row>, ImportError> {
     Ok(rows)
 }
 
-/// A k6 sample's success: its `expected_response` tag when there is one, else its status.
-fn k6_success(expected: Option<&str>, code: u16) -> bool {
-    match expected {
+/// A k6 `http_req_duration` sample that ended at `end_ms` (k6 stamps it then), with its tags
+/// read through `tag`: success is its `expected_response` tag when there is one, else its
+/// status; without a status tag the request is taken as answered.
+fn k6_row<'a>(end_ms: f64, duration: f64, tag: &dyn Fn(&str) -> Option<&'a str>) -> Row {
+    let code = tag("status").map_or(200, |s| s.trim().parse().unwrap_or(0));
+    let success = match tag("expected_response") {
         Some(e) if !e.is_empty() => e == "true",
         _ => (200..400).contains(&code),
+    };
+    Row {
+        start_ms: end_ms - duration,
+        elapsed_ms: duration,
+        ttfb_ms: None,
+        connect_ms: None,
+        lag_ms: 0.0,
+        code,
+        success,
+        failure: tag("error").unwrap_or_default().to_owned(),
+        received: 0,
+        sent: 0,
+        label: tag("name").unwrap_or_default().to_owned(),
     }
 }
 
@@ -373,21 +389,7 @@ fn k6_csv(text: &str, bad: &Bad<'_>) -> Result<Vec<Row>, ImportError> {
         let duration = number(get("metric_value"), "metric_value").map_err(|e| bad(n, e))?;
         // k6 writes whole seconds by default (K6_CSV_TIME_FORMAT=unix), when the request ended.
         let end_s = number(get("timestamp"), "timestamp").map_err(|e| bad(n, e))?;
-        // Without a status tag the request is taken as answered.
-        let code = get("status").map_or(200, |s| s.trim().parse().unwrap_or(0));
-        rows.push(Row {
-            start_ms: end_s * 1000.0 - duration,
-            elapsed_ms: duration,
-            ttfb_ms: None,
-            connect_ms: None,
-            lag_ms: 0.0,
-            code,
-            success: k6_success(get("expected_response"), code),
-            failure: get("error").unwrap_or_default().to_owned(),
-            received: 0,
-            sent: 0,
-            label: get("name").unwrap_or_default().to_owned(),
-        });
+        rows.push(k6_row(end_s * 1000.0, duration, &get));
     }
     Ok(rows)
 }
@@ -416,21 +418,7 @@ fn k6_json(text: &str, bad: &Bad<'_>) -> Result<Vec<Row>, ImportError> {
             .ok_or_else(|| bad(n, "data.value is not a number".into()))?;
         let end = epoch_ms(data["time"].as_str().unwrap_or_default()).map_err(|e| bad(n, e))?;
         let tags = &data["tags"];
-        let tag = |k: &str| tags[k].as_str();
-        let code = tag("status").map_or(200, |s| s.parse().unwrap_or(0));
-        rows.push(Row {
-            start_ms: end - duration,
-            elapsed_ms: duration,
-            ttfb_ms: None,
-            connect_ms: None,
-            lag_ms: 0.0,
-            code,
-            success: k6_success(tag("expected_response"), code),
-            failure: tag("error").unwrap_or_default().to_owned(),
-            received: 0,
-            sent: 0,
-            label: tag("name").unwrap_or_default().to_owned(),
-        });
+        rows.push(k6_row(end, duration, &|k: &str| tags[k].as_str()));
     }
     Ok(rows)
 }

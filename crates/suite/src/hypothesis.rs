@@ -145,13 +145,13 @@ fn table_of(cells: &[CellResult]) -> Option<Table> {
     if rows.is_empty() {
         return None;
     }
-    Some(Table {
-        title: "Hypothesis tests".into(),
-        note: format!(
+    let mut t = super::tables::table(
+        "Hypothesis tests",
+        &format!(
             "The dissertation's procedure on each pair of runs' latencies (ms): normality of each sample (Lilliefors; Shapiro–Wilk under 30 values) and its skewness; both normal and |skewness| < 1: Welch's t-test, otherwise the unpaired Wilcoxon rank-sum test; α = {ALPHA}. The shift is Hodges–Lehmann's, first minus second, with its {:.0} % interval. Samples come from the latency histograms (3 significant digits); above {MAX_VALUES} values, that many evenly spaced order statistics.",
             (1.0 - ALPHA) * 100.0
         ),
-        headers: [
+        &[
             "Comparison (first vs second)",
             "n",
             "Median (ms)",
@@ -161,12 +161,10 @@ fn table_of(cells: &[CellResult]) -> Option<Table> {
             "p",
             "Shift (ms) [CI]",
             "Verdict",
-        ]
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect(),
-        rows,
-    })
+        ],
+    );
+    t.rows = rows;
+    Some(t)
 }
 
 #[cfg(test)]

@@ -133,13 +133,13 @@ pub fn table(res: &SuiteResults) -> Option<Table> {
     if rows.is_empty() {
         return None;
     }
-    Some(Table {
-        title: "Rounds: median and range".into(),
-        note: format!(
+    let mut t = super::tables::table(
+        "Rounds: median and range",
+        &format!(
             "Each cell ran {} rounds, every system once per round in a rotating order (no system always first); the tables above show each system's round with the median throughput. Here: each figure's median and (min–max) over the rounds, and PMS's throughput over the peer's, taken within each round (same minutes, same machine state), with its range: a range that holds 1× is a tie, a difference inside the noise.",
             res.repeats
         ),
-        headers: [
+        &[
             "Cell",
             "System",
             "Rounds",
@@ -148,12 +148,10 @@ pub fn table(res: &SuiteResults) -> Option<Table> {
             "p99 (ms)",
             "PMS ÷ this system",
             "Verdict",
-        ]
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect(),
-        rows,
-    })
+        ],
+    );
+    t.rows = rows;
+    Some(t)
 }
 
 #[cfg(test)]

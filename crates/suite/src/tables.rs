@@ -6,6 +6,20 @@ use super::metrics::{self, advantage};
 use super::results::{CellResult, RunRecord, Status, SuiteResults};
 use super::spec::Reference;
 
+/// The figures of JMeter's summary report, after a table's lead columns.
+const JMETER_SUMMARY: &[&str] = &[
+    "Samples",
+    "Average",
+    "Min",
+    "Max",
+    "Std. Dev.",
+    "Error (%)",
+    "Throughput (sec)",
+    "Received (KB/sec)",
+    "Sent (KB/sec)",
+    "Avg. Bytes",
+];
+
 /// Said under every table with latency figures.
 const NO_RESPONSE: &str = "Requests that got no response (timeouts, resets) count in the latency figures with the time until their failure, as JMeter, vegeta and WSO2's reports count them, and in the errors.";
 
@@ -49,7 +63,8 @@ fn cells<'a>(res: &'a SuiteResults, part: &'a str) -> impl Iterator<Item = &'a C
     res.cells.iter().filter(move |c| c.part == part)
 }
 
-fn table(title: &str, note: &str, headers: &[&str]) -> Table {
+/// An empty table with these headers.
+pub(crate) fn table(title: &str, note: &str, headers: &[&str]) -> Table {
     Table {
         title: title.into(),
         note: note.into(),
@@ -247,20 +262,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     let mut jmeter = table(
         "JMeter summary: configurations 1 and 2",
         &format!("Each user sends one request (JMeter's loop count), users start evenly over the ramp; getAllUsers with a token, over cleartext as published (HTTP/2 as h2c); the TLS rows are extra. Each request opens its connection, and its time includes connecting, as JMeter's elapsed time does. {NO_RESPONSE}"),
-        &[
-            "Protocol",
-            "Configuration",
-            "Samples",
-            "Average",
-            "Min",
-            "Max",
-            "Std. Dev.",
-            "Error (%)",
-            "Throughput (sec)",
-            "Received (KB/sec)",
-            "Sent (KB/sec)",
-            "Avg. Bytes",
-        ],
+        &[&["Protocol", "Configuration"][..], JMETER_SUMMARY].concat(),
     );
     let summary = |_: &CellResult, r: &RunRecord| {
         let s = r.measured()?;
@@ -282,20 +284,7 @@ fn gateway(res: &SuiteResults) -> Vec<Table> {
     let mut jmeter_stress = table(
         "JMeter system stress test",
         &format!("As the JMeter summary, with as many users as the published stress test had (2,915 and 5,900, one request each over a 50 s ramp; the report gives no ramp, and 50 s matches its throughput), over cleartext HTTP/1.1 and h2c as published. The published runs had about 8 % errors. {NO_RESPONSE}"),
-        &[
-            "Protocol",
-            "Users",
-            "Samples",
-            "Average",
-            "Min",
-            "Max",
-            "Std. Dev.",
-            "Error (%)",
-            "Throughput (sec)",
-            "Received (KB/sec)",
-            "Sent (KB/sec)",
-            "Avg. Bytes",
-        ],
+        &[&["Protocol", "Users"][..], JMETER_SUMMARY].concat(),
     );
     let lead = lead_params(&["Protocol", "Users"]);
     jmeter_stress.fill(res, "jmeter-stress", lead, summary);
