@@ -189,25 +189,35 @@ impl Ports {
     }
 }
 
-/// Gateway config: a TLS and a cleartext listener, JWT on `/users/`, the login open, the users
+/// Gateway config: one listener, TLS or cleartext as the cell's clients speak (the gateway
+/// shares its client cap, fitted into the open-file limit, among its listeners: a second one
+/// would halve what the stress test can reach), JWT on `/users/`, the login open, the users
 /// service behind.
-fn gateway_config(ctx: &Ctx<'_>, ports: Ports, users: u16) -> String {
+fn gateway_config(ctx: &Ctx<'_>, ports: Ports, users: u16, tls: bool) -> String {
+    let listener = if tls {
+        format!(
+            "[[listeners]]\nname = \"public-tls\"\nlisten = \"127.0.0.1:{}\"\n\
+             tls = {{ cert = {:?}, key = {:?} }}\n\n",
+            ports.tls,
+            ctx.cert.display().to_string(),
+            ctx.key.display().to_string()
+        )
+    } else {
+        format!(
+            "[[listeners]]\nname = \"public\"\nlisten = \"127.0.0.1:{}\"\n\n",
+            ports.plain
+        )
+    };
     format!(
         "# written by pms bench suite (pms-gateway)\n\
          [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
          [limits]\nmax_connections = 30000\n\n\
-         [[listeners]]\nname = \"public-tls\"\nlisten = \"127.0.0.1:{tls}\"\n\
-         tls = {{ cert = {cert:?}, key = {key:?} }}\n\n\
-         [[listeners]]\nname = \"public\"\nlisten = \"127.0.0.1:{plain}\"\n\n\
+         {listener}\
          [auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"PMS_JWT_SECRET\"\n\n\
          [[upstreams]]\nname = \"users\"\nendpoints = [\"http://127.0.0.1:{users}\"]\nprotocol = \"h1\"\n\n\
          [[routes]]\nname = \"login\"\nmatch = {{ path = \"/users/login\", methods = [\"POST\"] }}\nupstream = \"users\"\nauth = \"none\"\n\n\
          [[routes]]\nname = \"users\"\nmatch = {{ path_prefix = \"/users/\", methods = [\"GET\", \"POST\", \"PUT\"] }}\nupstream = \"users\"\nauth = \"jwt\"\n",
         admin = ports.admin,
-        tls = ports.tls,
-        plain = ports.plain,
-        cert = ctx.cert.display().to_string(),
-        key = ctx.key.display().to_string(),
     )
 }
 
@@ -230,9 +240,10 @@ fn gateway_spawn(
     dir: &Path,
     ports: Ports,
     users: u16,
+    tls: bool,
 ) -> Result<Spawn, SuiteError> {
     let config = dir.join("gateway.toml");
-    std::fs::write(&config, gateway_config(ctx, ports, users))
+    std::fs::write(&config, gateway_config(ctx, ports, users, tls))
         .map_err(|e| SuiteError::io(&format!("writing {}", config.display()), e))?;
     Ok(shared.env(
         ctx.pms("gateway", &["gateway", "--config"])
@@ -244,11 +255,13 @@ fn ready(url: &str) -> Result<Ready, SuiteError> {
     Ready::url(url).map_err(SuiteError::Failed)
 }
 
+/// The users service and a gateway listening for `hop`'s clients.
 fn start_services(
     ctx: &Ctx<'_>,
     shared: &Shared,
     dir: &Path,
     record: &mut RunRecord,
+    hop: Hop,
 ) -> Result<Services, SuiteError> {
     let users_port = free_port()?;
     let users = users_spawn(ctx, shared, dir, users_port);
@@ -259,7 +272,7 @@ fn start_services(
         READY_TIMEOUT,
     )?;
     let ports = Ports::free()?;
-    let gw = gateway_spawn(ctx, shared, dir, ports, users_port)?;
+    let gw = gateway_spawn(ctx, shared, dir, ports, users_port, hop.tls())?;
     record.commands.push(gw.shell_line());
     let mut gw_proc = gw.start(&dir.join("gateway.log"))?;
     gw_proc.wait_ready(
@@ -290,7 +303,14 @@ pub fn run(
         startup(ctx, shared, &dir, component, *runs, &mut record)?;
         return Ok(record);
     }
-    let services = start_services(ctx, shared, &dir, &mut record)?;
+    let hop = match job {
+        GatewayJob::Jmeter(_, h)
+        | GatewayJob::K6(_, h)
+        | GatewayJob::Stress(_, h)
+        | GatewayJob::Overview(h) => *h,
+        GatewayJob::Startup(..) => Hop::H1,
+    };
+    let services = start_services(ctx, shared, &dir, &mut record, hop)?;
     let outcome = load(ctx, shared, &dir, job, &services, &mut record);
     services.gateway.stop();
     services.users.stop();
@@ -331,7 +351,7 @@ fn load(
         | GatewayJob::Overview(h) => *h,
         GatewayJob::Startup(..) => return Ok(()),
     };
-    let token = login(ctx, services.ports.tls, &shared.password)?;
+    let token = login(ctx, services.ports, hop, &shared.password)?;
     if let GatewayJob::Overview(h) = job {
         let (metrics, extra) = overview(ctx, services.ports, *h, &token)?;
         record.metrics = metrics;
@@ -486,12 +506,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, SuiteError> {
         .map_err(|e| SuiteError::io("starting a runtime", e))
 }
 
-/// Logs in as the seeded supervisor through the gateway; returns the token.
-fn login(ctx: &Ctx<'_>, port: u16, password: &str) -> Result<String, SuiteError> {
+/// Logs in as the seeded supervisor through the listener for `hop`, over HTTP/1.1; returns
+/// the token.
+fn login(ctx: &Ctx<'_>, ports: Ports, hop: Hop, password: &str) -> Result<String, SuiteError> {
+    let (scheme, h1) = if hop.tls() {
+        ("https", Hop::H1)
+    } else {
+        ("http", Hop::H1c)
+    };
     let t = target(
         ctx,
-        &format!("https://127.0.0.1:{port}/users/login"),
-        Hop::H1,
+        &format!("{scheme}://127.0.0.1:{}/users/login", ports.of(hop)),
+        h1,
     )?;
     let body = serde_json::json!({ "email": LOGIN_EMAIL, "password": password }).to_string();
     let out = t
@@ -614,7 +640,7 @@ fn startup(
     // lines the published figures were read from.
     let (inner, ready_url, line) = if component == "gateway" {
         let (ports, users) = (Ports::free()?, free_port()?);
-        let s = gateway_spawn(ctx, shared, dir, ports, users)?;
+        let s = gateway_spawn(ctx, shared, dir, ports, users, true)?;
         let url = format!("http://127.0.0.1:{}/readyz", ports.admin);
         (s, url, "gateway started")
     } else {
