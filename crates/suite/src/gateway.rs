@@ -311,7 +311,7 @@ pub fn run(
         GatewayJob::Startup(..) => Hop::H1,
     };
     let services = start_services(ctx, shared, &dir, &mut record, hop)?;
-    let outcome = load(ctx, shared, &dir, job, &services, &mut record);
+    let outcome = load(ctx, shared, &dir, job, hop, &services, &mut record);
     services.gateway.stop();
     services.users.stop();
     outcome?;
@@ -341,19 +341,13 @@ fn load(
     shared: &Shared,
     dir: &Path,
     job: &GatewayJob,
+    hop: Hop,
     services: &Services,
     record: &mut RunRecord,
 ) -> Result<(), SuiteError> {
-    let hop = match job {
-        GatewayJob::Jmeter(_, h)
-        | GatewayJob::K6(_, h)
-        | GatewayJob::Stress(_, h)
-        | GatewayJob::Overview(h) => *h,
-        GatewayJob::Startup(..) => return Ok(()),
-    };
     let token = login(ctx, services.ports, hop, &shared.password)?;
-    if let GatewayJob::Overview(h) = job {
-        let (metrics, extra) = overview(ctx, services.ports, *h, &token)?;
+    if let GatewayJob::Overview(_) = job {
+        let (metrics, extra) = overview(ctx, services.ports, hop, &token)?;
         record.metrics = metrics;
         record.extra = Some(extra);
         return Ok(());
