@@ -9,8 +9,10 @@ use sqlx::sqlite::SqliteConnection;
 
 use crate::event::{Event, NewEvent};
 
-/// The advisory lock key the PostgreSQL outbox appends under (see the crate docs for why).
-pub const OUTBOX_LOCK_KEY: i64 = 0x504d_535f_4f42; // "PMS_OB"
+/// The first half of the advisory lock the PostgreSQL outbox appends under (see the crate docs
+/// for why); the second half is the outbox table's own oid, so the services' outboxes in one
+/// database (one schema each) do not queue behind each other.
+pub const OUTBOX_LOCK_KEY: i32 = 0x504d_4f42; // "PMOB"
 
 /// What a service does with the event tables inside its own transactions.
 pub trait EventConn: Send {
@@ -43,8 +45,11 @@ const APPEND: &str =
     "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
 /// PostgreSQL's append: the lock first (a materialized CTE runs before the row it feeds is
-/// formed, so the id is drawn under the lock), in the same round trip as the insert.
-const APPEND_LOCKED: &str = "WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($7)) \
+/// formed, so the id is drawn under the lock), in the same round trip as the insert. The lock is
+/// this outbox's: `'outbox'` resolves through the connection's `search_path` to its schema's
+/// table.
+const APPEND_LOCKED: &str = "WITH locked AS MATERIALIZED \
+     (SELECT pg_advisory_xact_lock($7, 'outbox'::regclass::oid::int4)) \
      INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
      SELECT $1, $2, $3, $4, $5, $6 FROM locked RETURNING id";
 const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, updated_at) VALUES ($1, $2, $3, $4) \
@@ -121,7 +126,7 @@ macro_rules! event_conn {
 }
 
 event_conn!(PgConnection, APPEND_LOCKED, Some(OUTBOX_LOCK_KEY));
-event_conn!(SqliteConnection, APPEND, None::<i64>);
+event_conn!(SqliteConnection, APPEND, None::<i32>);
 
 /// Now, RFC 3339 UTC.
 pub fn now() -> String {

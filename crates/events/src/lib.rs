@@ -22,7 +22,9 @@
 //! Why the PostgreSQL outbox takes a transaction-scoped advisory lock before it appends: row ids
 //! come from a sequence when the row is inserted, not when it commits, so two concurrent
 //! transactions could commit ids 8 and 7 in that order and a reader that has seen 8 would skip 7
-//! for good. Under the lock, ids commit in order. SQLite has one writer at a time already.
+//! for good. Under the lock, ids commit in order. Each outbox has its own lock (keyed by its
+//! table), so another service's appends in the same database never wait on it. SQLite has one
+//! writer at a time already.
 //!
 //! In one process (`pms up`) a consumer reads the producer's outbox table directly and is woken
 //! by the producer after each commit (a wake-up carries no data, so a missed one only delays the

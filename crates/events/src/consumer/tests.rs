@@ -243,3 +243,79 @@ async fn a_postgres_append_draws_its_id_under_the_outbox_lock() {
     let second_id = second.await.expect("second");
     assert!(second_id > first_id, "{second_id} after {first_id}");
 }
+
+/// Each outbox has its own lock: `pms up` keeps every service in one PostgreSQL database, one
+/// schema each, and an append to one service's outbox must not queue behind another service's
+/// transaction holding its own outbox's lock.
+#[tokio::test]
+async fn postgres_outboxes_in_two_schemas_do_not_wait_for_each_other() {
+    use sqlx::postgres::PgConnectOptions;
+    use sqlx::{Connection, PgConnection};
+
+    use crate::conn::EventConn;
+
+    if pms_testkit::pg::skipped() {
+        return;
+    }
+    let url = pms_testkit::pg::shared().fresh_database();
+    let mut setup = PgConnection::connect(&url).await.expect("connect");
+    for schema in ["one", "two"] {
+        let sql = format!(
+            "CREATE SCHEMA {schema}; SET search_path = {schema}; {}",
+            crate::SCHEMA_POSTGRES
+        );
+        sqlx::raw_sql(&sql)
+            .execute(&mut setup)
+            .await
+            .expect("schema");
+    }
+    let options = |schema: &str| -> PgConnectOptions {
+        let options: PgConnectOptions = url.parse().expect("url");
+        options.options([("search_path", schema)])
+    };
+    let event =
+        NewEvent::new("thing", "a", "thing.named", 1, &Named { name: "a".into() }).expect("event");
+
+    let mut one = PgConnection::connect_with(&options("one"))
+        .await
+        .expect("connect");
+    let mut one_tx = one.begin().await.expect("begin");
+    one_tx.append(&event).await.expect("append in one");
+
+    let two = {
+        let (options, event) = (options("two"), event.clone());
+        tokio::spawn(async move {
+            let mut two = PgConnection::connect_with(&options).await.expect("connect");
+            let mut tx = two.begin().await.expect("begin");
+            let id = tx.append(&event).await.expect("append in two");
+            tx.commit().await.expect("commit");
+            id
+        })
+    };
+    // Either the append in "two" finishes, or it shows up waiting for a lock.
+    let waiting = || {
+        let url = url.clone();
+        async move {
+            let mut probe = PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            )
+            .fetch_one(&mut probe)
+            .await
+            .expect("pg_locks")
+        }
+    };
+    assert_eventually("the second schema's append ends or waits", 500, || {
+        let done = two.is_finished();
+        let waiting = waiting();
+        async move { done || waiting.await > 0 }
+    })
+    .await;
+    assert_eq!(waiting().await, 0, "the second schema's append waited");
+    assert_eq!(
+        two.await.expect("two"),
+        1,
+        "two's outbox numbers its own events"
+    );
+    one_tx.commit().await.expect("commit");
+}
