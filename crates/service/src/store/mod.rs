@@ -101,12 +101,14 @@ macro_rules! on_conn {
 /// `$tx` bound to the transaction (it derefs to the backend's connection). The body evaluates to
 /// a `Result<T, E>` where `E: From<sqlx::Error>` and [`pool::Outcome`]: on `Ok` the
 /// transaction commits, on `Err` it rolls back, and the macro evaluates to the same `Result`.
-/// A connection found broken at `BEGIN` is marked for [`retry_transient`] (see [`begin`]).
+/// A connection found broken at `BEGIN` is marked for [`retry_transient`] (see [`begin`]). On
+/// SQLite the transaction first waits for the pool's turn to write ([`pool::Pool::get_to_write`]),
+/// so a transaction must not open another one inside its body.
 #[macro_export]
 macro_rules! transaction {
     ($db:expr, |$tx:ident| $body:expr) => {
         $crate::with_pool!($db, |pool| {
-            match pool.get().await {
+            match pool.get_to_write().await {
                 Err(e) => Err(::core::convert::From::from(e)),
                 Ok(mut pooled) => {
                     let done = async {
@@ -665,6 +667,78 @@ mod tests {
                 .fetch_one(conn)
                 .await);
         assert_eq!(shown.expect("SHOW"), "1234ms");
+    }
+
+    /// SQLite's write transactions take turns in the pool: one that starts while another holds
+    /// the file's write lock for longer than the lock wait (the busy timeout) waits for its turn
+    /// and commits, where SQLite's busy handler alone would give up with "database is locked".
+    /// And the turns go in arrival order.
+    #[tokio::test]
+    async fn sqlite_writers_wait_their_turn_in_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cfg = StoreConfig::sqlite_file(&dir.path().join("turns.db"));
+        cfg.statement_timeout = Duration::from_millis(20);
+        let db = Db::open(&cfg).expect("sqlite store");
+        let made: Result<(), sqlx::Error> = transaction!(db, |tx| {
+            sqlx::query("CREATE TABLE turns (n INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT)")
+                .execute(&mut *tx)
+                .await
+                .map(|_| ())
+        });
+        made.expect("table");
+
+        // The first writer holds the write lock until told to finish.
+        let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+        let (holding, held) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let r: Result<(), sqlx::Error> = transaction!(db, |tx| async {
+                    sqlx::query("INSERT INTO turns (who) VALUES ('first')")
+                        .execute(&mut *tx)
+                        .await?;
+                    let _ = holding.send(());
+                    let _ = finished.await;
+                    Ok::<(), sqlx::Error>(())
+                }
+                .await);
+                r
+            })
+        };
+        held.await.expect("the first writer holds the lock");
+        // Five more ask in a known order, each after the one before is waiting.
+        let mut later = Vec::new();
+        for i in 0..5 {
+            let db = db.clone();
+            later.push(tokio::spawn(async move {
+                let r: Result<(), sqlx::Error> = transaction!(db, |tx| {
+                    sqlx::query("INSERT INTO turns (who) VALUES ($1)")
+                        .bind(format!("later {i}"))
+                        .execute(&mut *tx)
+                        .await
+                        .map(|_| ())
+                });
+                r
+            }));
+            // Well past the 20 ms lock wait: without turns, each would have given up by now.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = finish.send(());
+        first.await.expect("first").expect("the first commits");
+        for (i, t) in later.into_iter().enumerate() {
+            t.await
+                .expect("task")
+                .unwrap_or_else(|e| panic!("writer {i} waited its turn and committed: {e}"));
+        }
+        let order: Result<Vec<String>, sqlx::Error> = repeatable!(db, |conn| {
+            sqlx::query_scalar("SELECT who FROM turns ORDER BY n")
+                .fetch_all(conn)
+                .await
+        });
+        let expected: Vec<String> = std::iter::once("first".to_owned())
+            .chain((0..5).map(|i| format!("later {i}")))
+            .collect();
+        assert_eq!(order.expect("rows"), expected, "turns in arrival order");
     }
 
     static TEST_SQLITE: &[Script] =

@@ -28,13 +28,19 @@
 //! The most recently used idle connection is handed out first, so at a low request rate one warm
 //! connection serves and the rest age out after [`IDLE_TIMEOUT`] (the pool never closes below its
 //! minimum).
+//!
+//! Write transactions on SQLite take turns ([`Pool::get_to_write`]): the file has one writer at a
+//! time, and the pool queues its own writers in arrival order instead of leaving them to SQLite's
+//! busy handler. That handler sleeps and tries again in growing steps (up to 100 ms a try), so
+//! under load a writer that kept losing the race to the ones that did not sleep waited seconds: a
+//! barrier's call, at 100 barriers, up to 2.6 s.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 /// A connection type the pool can hold: either backend's (`PgConnection`, `SqliteConnection`).
 pub trait Pooled: Connection + 'static {
@@ -42,14 +48,19 @@ pub trait Pooled: Connection + 'static {
     /// the write lock at once, so two transactions that read and then write queue up on the
     /// busy timeout instead of one failing when it tries to upgrade its read lock.
     const BEGIN: &'static str;
+    /// Whether the database takes one write transaction at a time (SQLite), so the pool hands
+    /// out turns to write in arrival order ([`Pool::get_to_write`]).
+    const ONE_WRITER: bool;
 }
 
 impl Pooled for sqlx::PgConnection {
     const BEGIN: &'static str = "BEGIN";
+    const ONE_WRITER: bool = false;
 }
 
 impl Pooled for sqlx::SqliteConnection {
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
+    const ONE_WRITER: bool = true;
 }
 
 /// A pooled connection idle this long or longer is pinged before it is handed out.
@@ -111,6 +122,9 @@ struct Shared<C: Pooled> {
     /// Connections open, idle or not (kept by [`Counted`]).
     open: Arc<AtomicU32>,
     closed: AtomicBool,
+    /// The turn to write, on a [`Pooled::ONE_WRITER`] database (a fair lock: first come, first
+    /// served).
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct Idle<C> {
@@ -162,6 +176,7 @@ impl<C: Pooled> Pool<C> {
             permits: Arc::new(Semaphore::new(max as usize)),
             open: Arc::new(AtomicU32::new(0)),
             closed: AtomicBool::new(false),
+            writer: Arc::new(tokio::sync::Mutex::new(())),
         }))
     }
 
@@ -180,6 +195,29 @@ impl<C: Pooled> Pool<C> {
             return Err(sqlx::Error::PoolClosed);
         }
         self.within_acquire_timeout(self.get_unbounded()).await
+    }
+
+    /// A connection for a write transaction. On a [`Pooled::ONE_WRITER`] database it comes
+    /// with this pool's turn to write, after every writer that asked before it, and the turn
+    /// goes with the connection (after the rollback of a transaction left unfinished, when there
+    /// was one); elsewhere it is [`Pool::get`].
+    ///
+    /// # Errors
+    /// As [`Pool::get`]; the acquire timeout covers the wait for the turn too.
+    pub async fn get_to_write(&self) -> Result<Conn<C>, sqlx::Error> {
+        if !C::ONE_WRITER {
+            return self.get().await;
+        }
+        if self.0.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        self.within_acquire_timeout(async {
+            let turn = Arc::clone(&self.0.writer).lock_owned().await;
+            let mut conn = self.get_unbounded().await?;
+            conn.turn = Some(turn);
+            Ok(conn)
+        })
+        .await
     }
 
     async fn get_unbounded(&self) -> Result<Conn<C>, sqlx::Error> {
@@ -325,6 +363,8 @@ impl<C: Pooled> Shared<C> {
 pub struct Conn<C: Pooled> {
     conn: Option<Tracked<C>>,
     permit: Option<OwnedSemaphorePermit>,
+    /// The turn to write ([`Pool::get_to_write`]), given up with the permit.
+    turn: Option<OwnedMutexGuard<()>>,
     pool: Arc<Shared<C>>,
     on_return: Return,
     reused: bool,
@@ -340,6 +380,7 @@ impl<C: Pooled> Conn<C> {
         Self {
             conn: Some(conn),
             permit: Some(permit),
+            turn: None,
             pool: Arc::clone(pool),
             on_return: Return::Check,
             reused,
@@ -418,6 +459,7 @@ impl<C: Pooled> std::ops::DerefMut for Conn<C> {
 
 impl<C: Pooled> Drop for Conn<C> {
     fn drop(&mut self) {
+        let turn = self.turn.take();
         let (Some(conn), Some(permit)) = (self.conn.take(), self.permit.take()) else {
             return;
         };
@@ -442,6 +484,7 @@ impl<C: Pooled> Drop for Conn<C> {
                         Err(_) => tracing::debug!("closing a connection whose check timed out"),
                     }
                     drop(permit);
+                    drop(turn);
                 });
             }
             Return::Close => self.pool.evict_idle(),
