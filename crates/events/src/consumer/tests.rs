@@ -222,16 +222,7 @@ async fn a_postgres_append_draws_its_id_under_the_outbox_lock() {
     };
     assert_eventually("the second append waits for the outbox lock", 500, || {
         let url = url.clone();
-        async move {
-            let mut probe = PgConnection::connect(&url).await.expect("connect");
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-            )
-            .fetch_one(&mut probe)
-            .await
-            .expect("pg_locks")
-                == 1
-        }
+        async move { advisory_lock_waits(&url).await == 1 }
     })
     .await;
     let drawn: i64 = sqlx::query_scalar("SELECT last_value FROM outbox_id_seq")
@@ -293,29 +284,36 @@ async fn postgres_outboxes_in_two_schemas_do_not_wait_for_each_other() {
         })
     };
     // Either the append in "two" finishes, or it shows up waiting for a lock.
-    let waiting = || {
-        let url = url.clone();
-        async move {
-            let mut probe = PgConnection::connect(&url).await.expect("connect");
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-            )
-            .fetch_one(&mut probe)
-            .await
-            .expect("pg_locks")
-        }
-    };
     assert_eventually("the second schema's append ends or waits", 500, || {
         let done = two.is_finished();
-        let waiting = waiting();
-        async move { done || waiting.await > 0 }
+        let url = url.clone();
+        async move { done || advisory_lock_waits(&url).await > 0 }
     })
     .await;
-    assert_eq!(waiting().await, 0, "the second schema's append waited");
+    assert_eq!(
+        advisory_lock_waits(&url).await,
+        0,
+        "the second schema's append waited"
+    );
     assert_eq!(
         two.await.expect("two"),
         1,
         "two's outbox numbers its own events"
     );
     one_tx.commit().await.expect("commit");
+}
+
+/// How many sessions of the PostgreSQL database at `url` wait for an advisory lock (in that
+/// database only: the tests share one server, and run side by side).
+async fn advisory_lock_waits(url: &str) -> i64 {
+    use sqlx::{Connection, PgConnection};
+
+    let mut probe = PgConnection::connect(url).await.expect("connect");
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .fetch_one(&mut probe)
+    .await
+    .expect("pg_locks")
 }
