@@ -720,9 +720,14 @@ mod tests {
                 });
                 r
             }));
-            // Well past the 20 ms lock wait: without turns, each would have given up by now.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The test's runtime has one thread: the new task runs when this one yields, up to
+            // where it waits for its turn, so the writers queue in the order they were made.
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
         }
+        // Long past the 20 ms lock wait, so that writers without turns would have given up.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let _ = finish.send(());
         first.await.expect("first").expect("the first commits");
         for (i, t) in later.into_iter().enumerate() {
