@@ -299,16 +299,15 @@ pub fn run(
     shared.prepare(ctx)?;
     let dir = ctx.dir(cell, "pms")?;
     let mut record = RunRecord::new("pms");
-    if let GatewayJob::Startup(component, runs) = job {
-        startup(ctx, shared, &dir, component, *runs, &mut record)?;
-        return Ok(record);
-    }
     let hop = match job {
+        GatewayJob::Startup(component, runs) => {
+            startup(ctx, shared, &dir, component, *runs, &mut record)?;
+            return Ok(record);
+        }
         GatewayJob::Jmeter(_, h)
         | GatewayJob::K6(_, h)
         | GatewayJob::Stress(_, h)
         | GatewayJob::Overview(h) => *h,
-        GatewayJob::Startup(..) => Hop::H1,
     };
     let services = start_services(ctx, shared, &dir, &mut record, hop)?;
     let outcome = load(ctx, shared, &dir, job, hop, &services, &mut record);
@@ -634,6 +633,7 @@ fn startup(
     // lines the published figures were read from.
     let (inner, ready_url, line) = if component == "gateway" {
         let (ports, users) = (Ports::free()?, free_port()?);
+        // With the TLS listener, so the start-up includes loading the certificate.
         let s = gateway_spawn(ctx, shared, dir, ports, users, true)?;
         let url = format!("http://127.0.0.1:{}/readyz", ports.admin);
         (s, url, "gateway started")
