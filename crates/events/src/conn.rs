@@ -41,17 +41,55 @@ pub trait EventConn: Send {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 }
 
+/// SQLite's append. The payload is `$1`, as in PostgreSQL's, so one binding order serves both.
 const APPEND: &str =
     "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
-/// PostgreSQL's append: the lock first (a materialized CTE runs before the row it feeds is
-/// formed, so the id is drawn under the lock), in the same round trip as the insert. The lock is
-/// this outbox's: `'outbox'` resolves through the connection's `search_path` to its schema's
-/// table.
-const APPEND_LOCKED: &str = "WITH locked AS MATERIALIZED \
-     (SELECT pg_advisory_xact_lock($7, 'outbox'::regclass::oid::int4)) \
-     INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
-     SELECT $1, $2, $3, $4, $5, $6 FROM locked RETURNING id";
+     VALUES ($2, $3, $4, $5, $1, $6) RETURNING id";
+/// PostgreSQL's append: [`pg_append_parts`] after a part that carries the payload.
+static APPEND_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH event AS (SELECT $1::text AS payload), {} SELECT id FROM appended",
+        pg_append_parts("event", 2)
+    )
+});
+
+/// PostgreSQL: the outbox append as two parts of a `WITH` statement (`locked`, then
+/// `appended`, which returns the new `id`), so a service can write a change and its event in
+/// one statement, one round trip. One event is appended per row of the earlier part `gate`,
+/// whose column `payload` is the event's payload (none when `gate` is empty). The other fields
+/// and the lock's key are parameters `$first` to `$first + 5`, bound by [`bind_pg_append`].
+///
+/// The lock comes first: a materialized part runs before the row it feeds is formed, so the id
+/// is drawn under the lock, and the lock is held until the statement's transaction ends. It is
+/// this outbox's lock: `'outbox'` resolves through the connection's `search_path` to its
+/// schema's table.
+pub fn pg_append_parts(gate: &str, first: usize) -> String {
+    let [aggregate_type, aggregate_id, event_type, version, created_at, key] =
+        std::array::from_fn(|i| first + i);
+    format!(
+        "locked AS MATERIALIZED (SELECT g.payload, \
+         pg_advisory_xact_lock(${key}, 'outbox'::regclass::oid::int4) FROM {gate} g), \
+         appended AS (INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
+         SELECT ${aggregate_type}, ${aggregate_id}, ${event_type}, ${version}, payload, ${created_at} \
+         FROM locked RETURNING id)"
+    )
+}
+
+/// Binds `event`'s fields but the payload, and the lock's key, for [`pg_append_parts`]: the
+/// next six parameters of `query`.
+pub fn bind_pg_append<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    event: &'q NewEvent,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    query
+        .bind(event.aggregate_type)
+        .bind(&event.aggregate_id)
+        .bind(event.event_type)
+        .bind(event.version)
+        .bind(now())
+        .bind(OUTBOX_LOCK_KEY)
+}
+
 const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, updated_at) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at";
 const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
@@ -67,11 +105,11 @@ macro_rules! event_conn {
             ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a {
                 async move {
                     let query = sqlx::query_scalar($append)
+                        .bind(&event.payload)
                         .bind(event.aggregate_type)
                         .bind(&event.aggregate_id)
                         .bind(event.event_type)
                         .bind(event.version)
-                        .bind(&event.payload)
                         .bind(now());
                     match $lock {
                         Some(key) => query.bind(key),
@@ -125,7 +163,7 @@ macro_rules! event_conn {
     };
 }
 
-event_conn!(PgConnection, APPEND_LOCKED, Some(OUTBOX_LOCK_KEY));
+event_conn!(PgConnection, APPEND_LOCKED.as_str(), Some(OUTBOX_LOCK_KEY));
 event_conn!(SqliteConnection, APPEND, None::<i32>);
 
 /// Now, RFC 3339 UTC.

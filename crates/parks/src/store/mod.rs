@@ -11,8 +11,9 @@
 //! entrance raises), exits after entrances, enumerations by name. They then hold under any
 //! number of barriers at once, on both backends.
 //!
-//! Lock order: every entrance and exit takes its park's row first (raising or lowering the
-//! counter), so the transactions of one park queue there and never deadlock on spots.
+//! Lock order: the entrances and exits of one park queue at the park's row (raising or lowering
+//! the counter) and never wait for each other in a cycle; [`visits`] says in which order each
+//! form of them takes its locks.
 //!
 //! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`visits`] (entrance
 //! and exit), [`displays`], [`devices`] (the operator's view), [`replica`] (customers and vehicles from the users service's events,

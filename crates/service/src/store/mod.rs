@@ -9,7 +9,10 @@
 //!
 //! One set of queries serves both backends: all placeholders are `$N`, which SQLite accepts too.
 //! Each query is written once and compiled once per backend ([`with_pool!`](crate::with_pool)),
-//! so it runs on that backend's own driver. (Until 2026-11 the users service used sqlx's `Any`
+//! so it runs on that backend's own driver. A service may write a hot path once more for one
+//! backend ([`repeatable_in!`](crate::repeatable_in)) where a measurement says so: the parks
+//! service's barrier calls are one statement on PostgreSQL, where every statement is a round
+//! trip, and the same tests run both forms. (Until 2026-11 the users service used sqlx's `Any`
 //! driver, which converts every row into its own representation first, an allocation per text
 //! column: about 8 % of the service's CPU under load.)
 //!
@@ -56,27 +59,36 @@ macro_rules! with_pool {
 #[macro_export]
 macro_rules! repeatable {
     ($db:expr, |$conn:ident| $body:expr) => {
-        $crate::with_pool!($db, |pool| {
-            let mut may_retry = true;
-            loop {
-                let mut pooled = match pool.get().await {
-                    Ok(c) => c,
-                    Err(e) => break Err(e),
-                };
-                let reused = pooled.reused();
-                let result = {
-                    let $conn = &mut *pooled;
-                    $body
-                };
-                let broken = matches!(&result, Err(e) if $crate::store::pool::Outcome::breaks_connection(e));
-                let result = pooled.settle(result);
-                if broken && reused && std::mem::take(&mut may_retry) {
-                    continue;
-                }
-                break result;
-            }
-        })
+        $crate::with_pool!($db, |pool| $crate::repeatable_in!(pool, |$conn| $body))
     };
+}
+
+/// [`repeatable!`] on one backend's pool (`&Pool<PgConnection>` or `&Pool<SqliteConnection>`),
+/// for code written for that backend alone. The body's error type implements
+/// [`pool::Outcome`] (`sqlx::Error`, a service's `StoreError`).
+#[macro_export]
+macro_rules! repeatable_in {
+    ($pool:expr, |$conn:ident| $body:expr) => {{
+        let pool = $pool;
+        let mut may_retry = true;
+        loop {
+            let mut pooled = match pool.get().await {
+                Ok(c) => c,
+                Err(e) => break Err(::core::convert::From::from(e)),
+            };
+            let reused = pooled.reused();
+            let result = {
+                let $conn = &mut *pooled;
+                $body
+            };
+            let broken = matches!(&result, Err(e) if $crate::store::pool::Outcome::breaks_connection(e));
+            let result = pooled.settle(result);
+            if broken && reused && std::mem::take(&mut may_retry) {
+                continue;
+            }
+            break result;
+        }
+    }};
 }
 
 /// Runs `$body` with `$conn` (a `&mut Conn<_>` from `$db`'s pool, see [`with_pool!`]) and hands

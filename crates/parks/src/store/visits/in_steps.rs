@@ -1,0 +1,190 @@
+//! Entrance and exit as a transaction of one statement per table: the form for SQLite, where
+//! the database runs in the process and a statement costs no round trip. Lock order: the park's
+//! row first (raising or lowering its counter), so the transactions of one park queue there.
+
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use pms_events::conn::EventConn;
+use pms_service::transaction;
+
+use super::{
+    closed_event, count_entrance_sql, count_exit_sql, done_exit, entrance_counts, entrance_rules,
+    exit_rules, opened_event, plate_of, show_on_displays, stay_minutes, Barrier, Entering, Leaving,
+    OpenVisit, Passage, PlateRow, DONE, PLATE,
+};
+use crate::rules::{self, Refusal};
+use crate::store::{ms, Store, StoreError};
+
+impl Store {
+    pub(super) async fn enter_in_steps(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        at: Timestamp,
+        tz: &TimeZone,
+    ) -> Result<Passage, StoreError> {
+        let at_ms = ms(at);
+        let now_ms = ms(Timestamp::now());
+        transaction!(self, |tx| {
+            let row: Option<PlateRow> = sqlx::query_as(PLATE)
+                .bind(plate)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let read = row.map(plate_of).transpose()?;
+            let owner = match entrance_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
+                Entering::New(owner) => owner,
+                Entering::Repeat(answer) => return Ok(answer),
+            };
+            // The park's row first: the counter's CHECK refuses a full park, and every entrance
+            // and exit of this park queues here.
+            let raised = sqlx::query(
+                "UPDATE parks SET occupied = occupied + 1 WHERE id = $1 AND occupied < max_occupancy",
+            )
+            .bind(barrier.park_id)
+            .execute(&mut *tx)
+            .await?;
+            if raised.rows_affected() == 0 {
+                return Err(StoreError::Refused(Refusal::Full));
+            }
+            // The first free spot that fits, taken in the same statement. Under the park's row
+            // no other entrance of this park runs, so no spot here means the park is full for
+            // this vehicle.
+            let spot: Option<(i64, String)> = sqlx::query_as(
+                "UPDATE spots SET occupied = 1 WHERE occupied = 0 AND id = (SELECT id FROM spots \
+                 WHERE park_id = $1 AND operational = 1 AND occupied = 0 AND spot_vehicle_type = $2 AND spot_type = $3 \
+                 ORDER BY floor_level, spot_number LIMIT 1) RETURNING id, spot_number",
+            )
+            .bind(barrier.park_id)
+            .bind(owner.vehicle_type.as_str())
+            .bind(owner.energy.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((spot_id, spot_number)) = spot else {
+                return Err(StoreError::Refused(Refusal::Full));
+            };
+            let visit_id: i64 = sqlx::query_scalar(
+                "INSERT INTO visits (park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            )
+            .bind(barrier.park_id)
+            .bind(spot_id)
+            .bind(owner.customer_id)
+            .bind(plate)
+            .bind(owner.vehicle_type.as_str())
+            .bind(owner.energy.as_str())
+            .bind(barrier.id)
+            .bind(at_ms)
+            .fetch_one(&mut *tx)
+            .await?;
+            let [cars, motorcycles, fuel, gpl, electric, hybrid] = entrance_counts(&owner);
+            sqlx::query(count_entrance_sql!(
+                "VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8)"
+            ))
+            .bind(barrier.park_id)
+            .bind(rules::report_day(at, tz))
+            .bind(cars)
+            .bind(motorcycles)
+            .bind(fuel)
+            .bind(gpl)
+            .bind(electric)
+            .bind(hybrid)
+            .execute(&mut *tx)
+            .await?;
+            show_on_displays!(tx, barrier.id, rules::welcome(&owner.name), now_ms);
+            tx.append(&opened_event(visit_id, barrier, &owner, plate, at)?)
+                .await?;
+            Ok::<Passage, StoreError>(Passage::Open {
+                visit_id,
+                name: owner.name,
+                spot: spot_number,
+                repeated: false,
+                price: None,
+            })
+        })
+    }
+
+    pub(super) async fn exit_in_steps(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        at: Timestamp,
+        tz: &TimeZone,
+    ) -> Result<Passage, StoreError> {
+        let at_ms = ms(at);
+        let now_ms = ms(Timestamp::now());
+        transaction!(self, |tx| {
+            let row: Option<PlateRow> = sqlx::query_as(PLATE)
+                .bind(plate)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let read = row.map(plate_of).transpose()?;
+            let (owner, visit) =
+                match exit_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
+                    Leaving::Close(owner, visit) => (owner, visit),
+                    Leaving::Done(owner) => {
+                        let done = sqlx::query_as(DONE)
+                            .bind(plate)
+                            .bind(barrier.park_id)
+                            .bind(barrier.id)
+                            .bind(at_ms)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        return done_exit(owner, done).map_err(StoreError::Refused);
+                    }
+                };
+            // The park's row first, as at the entrance.
+            sqlx::query("UPDATE parks SET occupied = occupied - 1 WHERE id = $1")
+                .bind(barrier.park_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE spots SET occupied = 0 WHERE id = $1")
+                .bind(visit.spot_id)
+                .execute(&mut *tx)
+                .await?;
+            // The one-shot flag: consumed by this exit if (and only if) it is still set. A flag
+            // read as clear is left alone: one set meanwhile counts for the next visit.
+            let use_coins = owner.use_coins
+                && sqlx::query(
+                    "UPDATE customers SET use_parky_coins = 0 WHERE id = $1 AND use_parky_coins = 1",
+                )
+                .bind(owner.customer_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+            sqlx::query(
+                "UPDATE visits SET left_at_ms = $1, exit_barrier_id = $2, use_coins = $3 WHERE id = $4",
+            )
+            .bind(at_ms)
+            .bind(barrier.id)
+            .bind(i64::from(use_coins))
+            .bind(visit.id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(count_exit_sql!("VALUES ($1, $2, $3, $4)"))
+                .bind(barrier.park_id)
+                .bind(rules::report_day(at, tz))
+                .bind(owner.customer_id)
+                .bind(stay_minutes(visit.entered_at_ms, at))
+                .execute(&mut *tx)
+                .await?;
+            show_on_displays!(tx, barrier.id, rules::goodbye(&owner.name, None), now_ms);
+            tx.append(&closed_event(
+                &visit, barrier, &owner, plate, at, use_coins,
+            )?)
+            .await?;
+            let OpenVisit {
+                id: visit_id,
+                spot_number,
+                ..
+            } = visit;
+            Ok::<Passage, StoreError>(Passage::Open {
+                visit_id,
+                name: owner.name,
+                spot: spot_number,
+                repeated: false,
+                price: None,
+            })
+        })
+    }
+}

@@ -1,0 +1,515 @@
+//! Entrance and exit: each all or nothing. An entrance takes the first free spot that fits the
+//! vehicle, raises its park's occupied count (the CHECK refuses a full park), opens the visit on
+//! that spot, counts it in the day's report, writes the barrier's displays and appends
+//! `visit.opened`. An exit closes the plate's open visit in that park, frees exactly its spot,
+//! lowers the count, consumes the customer's "pay with coins" flag onto the visit, adds the
+//! minutes to the parking-time report, writes the displays and appends `visit.closed`. A refusal
+//! part-way changes nothing.
+//!
+//! Retries by a barrier are harmless: an entrance or exit repeated with the same plate, barrier
+//! and time answers as the first did and changes nothing.
+//!
+//! The rules are checked here, once, on the plate's read ([`entrance_rules`], [`exit_rules`]);
+//! the writes are made one of two ways, with the same effects:
+//! - [`in_steps`]: a transaction of one statement per table (SQLite, where a statement costs no
+//!   round trip);
+//! - [`one_statement`]: on PostgreSQL, the plate's read and then one data-modifying statement,
+//!   because there every statement is a round trip to another process, and round trips were most
+//!   of a barrier call's cost (`docs/benchmark-history.md`, 2026-11-29).
+//!
+//! The same tests run against both.
+
+mod in_steps;
+mod one_statement;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use pms_events::NewEvent;
+use pms_service::store::Pools;
+use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
+use pms_service::{repeatable, transaction};
+use serde::Serialize;
+
+use super::{instant, ms, retry, Store, StoreError};
+use crate::model::{Direction, State};
+use crate::rules::{self, Refusal};
+
+/// A barrier, as the device endpoints need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Barrier {
+    /// Id.
+    pub id: i64,
+    /// Its park's id.
+    pub park_id: i64,
+    /// Its park's number.
+    pub park_number: i64,
+    /// `B1.1`, …
+    pub number: String,
+    /// Entrance or exit.
+    pub direction: Direction,
+    /// Active or not.
+    pub state: State,
+    /// The park's clock.
+    pub time_zone: String,
+}
+
+/// How long a barrier read from the database is used without reading it again.
+pub const BARRIER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// Barriers read lately, by id.
+#[derive(Debug, Default)]
+pub struct BarrierCache(Mutex<HashMap<i64, (Barrier, Instant)>>);
+
+impl BarrierCache {
+    fn get(&self, id: i64) -> Option<Barrier> {
+        let cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cached
+            .get(&id)
+            .filter(|(_, at)| at.elapsed() < BARRIER_CACHE_TTL)
+            .map(|(b, _)| b.clone())
+    }
+
+    fn put(&self, barrier: Barrier) {
+        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cached.insert(barrier.id, (barrier, Instant::now()));
+    }
+}
+
+/// How an entrance or exit went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Passage {
+    /// The barrier opens. `visit_id` is the visit opened or closed.
+    Open {
+        /// The visit.
+        visit_id: i64,
+        /// The customer's name, for the greeting.
+        name: String,
+        /// The spot taken or freed.
+        spot: String,
+        /// True when this repeats an earlier identical request.
+        repeated: bool,
+        /// On a repeated exit: the price and discount if already invoiced.
+        price: Option<(String, String)>,
+    },
+    /// The barrier stays closed.
+    Refused(Refusal),
+}
+
+/// `visit.opened`, version 1.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VisitOpened<'a> {
+    visit_id: i64,
+    park_id: i64,
+    park_number: i64,
+    customer_id: i64,
+    plate: &'a str,
+    vehicle_type: VehicleType,
+    energy_source: EnergySource,
+    entered_at: String,
+}
+
+/// `visit.closed`, version 1: what the payments service needs to invoice the visit.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VisitClosed<'a> {
+    visit_id: i64,
+    park_id: i64,
+    park_number: i64,
+    customer_id: i64,
+    nif: i64,
+    customer_name: &'a str,
+    plate: &'a str,
+    vehicle_type: VehicleType,
+    energy_source: EnergySource,
+    entered_at: String,
+    left_at: String,
+    use_coins: bool,
+}
+
+/// The owner and kind of a plate.
+struct Owner {
+    customer_id: i64,
+    vehicle_type: VehicleType,
+    energy: EnergySource,
+    name: String,
+    nif: i64,
+    status: UserStatus,
+    /// The "pay my next visit with coins" flag as read.
+    use_coins: bool,
+}
+
+/// The plate's open visit, in whichever park.
+struct OpenVisit {
+    id: i64,
+    park_id: i64,
+    spot_id: i64,
+    entry_barrier_id: i64,
+    entered_at_ms: i64,
+    spot_number: String,
+}
+
+/// A plate's owner and open visit, read in one statement at the start of an entrance or exit.
+/// `$extra` adds columns after the read ones (PostgreSQL's entrance draws the visit's id here).
+macro_rules! plate_sql {
+    ($extra:literal) => {
+        concat!(
+            "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status, c.use_parky_coins, \
+             o.id, o.park_id, o.spot_id, o.entry_barrier_id, o.entered_at_ms, s.spot_number",
+            $extra,
+            " FROM vehicles v JOIN customers c ON c.id = v.customer_id \
+             LEFT JOIN visits o ON o.plate = v.plate AND o.left_at_ms IS NULL \
+             LEFT JOIN spots s ON s.id = o.spot_id WHERE v.plate = $1"
+        )
+    };
+}
+use plate_sql;
+
+/// The plate's read.
+const PLATE: &str = plate_sql!("");
+
+type PlateRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+fn plate_of(row: PlateRow) -> Result<(Owner, Option<OpenVisit>), StoreError> {
+    let bad = |what: &str| StoreError::Internal(format!("stored {what} is not a known name"));
+    let open = match (row.7, row.8, row.9, row.10, row.11, row.12) {
+        (
+            Some(id),
+            Some(park_id),
+            Some(spot_id),
+            Some(entry_barrier_id),
+            Some(entered_at_ms),
+            Some(spot_number),
+        ) => Some(OpenVisit {
+            id,
+            park_id,
+            spot_id,
+            entry_barrier_id,
+            entered_at_ms,
+            spot_number,
+        }),
+        _ => None,
+    };
+    let owner = Owner {
+        customer_id: row.0,
+        vehicle_type: VehicleType::parse(&row.1).ok_or_else(|| bad("vehicle type"))?,
+        energy: EnergySource::parse(&row.2).ok_or_else(|| bad("energy source"))?,
+        name: row.3,
+        nif: row.4,
+        status: UserStatus::parse(&row.5).ok_or_else(|| bad("status"))?,
+        use_coins: super::flag(row.6),
+    };
+    Ok((owner, open))
+}
+
+/// What an entrance does once the plate is read.
+enum Entering {
+    /// Open a visit for this owner.
+    New(Owner),
+    /// The same entrance again (the barrier retried): answer as before.
+    Repeat(Passage),
+}
+
+/// The entrance's rules, on the plate's read (`None`: no such plate).
+fn entrance_rules(
+    barrier: &Barrier,
+    read: Option<(Owner, Option<OpenVisit>)>,
+    at_ms: i64,
+) -> Result<Entering, Refusal> {
+    let (owner, open) = read.ok_or(Refusal::UnknownPlateAtEntrance)?;
+    if owner.status == UserStatus::Blocked {
+        return Err(Refusal::Blocked);
+    }
+    if barrier.state != State::Active {
+        return Err(Refusal::BarrierDisabled);
+    }
+    match open {
+        None => Ok(Entering::New(owner)),
+        Some(open) if open.entry_barrier_id == barrier.id && open.entered_at_ms == at_ms => {
+            Ok(Entering::Repeat(Passage::Open {
+                visit_id: open.id,
+                name: owner.name,
+                spot: open.spot_number,
+                repeated: true,
+                price: None,
+            }))
+        }
+        Some(_) => Err(Refusal::AlreadyInside),
+    }
+}
+
+/// What an exit does once the plate is read.
+enum Leaving {
+    /// Close this open visit.
+    Close(Owner, OpenVisit),
+    /// No open visit in this park: look for the same exit done before ([`DONE`]).
+    Done(Owner),
+}
+
+/// The exit's rules, on the plate's read (`None`: no such plate).
+fn exit_rules(
+    barrier: &Barrier,
+    read: Option<(Owner, Option<OpenVisit>)>,
+    at_ms: i64,
+) -> Result<Leaving, Refusal> {
+    let (owner, open) = read.ok_or(Refusal::UnknownPlateAtExit)?;
+    if barrier.state != State::Active {
+        return Err(Refusal::BarrierDisabled);
+    }
+    match open.filter(|v| v.park_id == barrier.park_id) {
+        None => Ok(Leaving::Done(owner)),
+        Some(open) if at_ms < open.entered_at_ms => Err(Refusal::ExitBeforeEntrance),
+        Some(open) => Ok(Leaving::Close(owner, open)),
+    }
+}
+
+/// The same exit done before: plate, park, barrier and time (`$1`–`$4`).
+const DONE: &str =
+    "SELECT v.id, s.spot_number, v.price, v.discount FROM visits v JOIN spots s ON s.id = v.spot_id \
+     WHERE v.plate = $1 AND v.park_id = $2 AND v.exit_barrier_id = $3 AND v.left_at_ms = $4";
+
+/// The answer to an exit with no open visit, by what [`DONE`] found.
+fn done_exit(
+    owner: Owner,
+    done: Option<(i64, String, Option<String>, Option<String>)>,
+) -> Result<Passage, Refusal> {
+    match done {
+        Some((visit_id, spot, price, discount)) => Ok(Passage::Open {
+            visit_id,
+            name: owner.name,
+            spot,
+            repeated: true,
+            price: price.zip(discount),
+        }),
+        None => Err(Refusal::NotInside),
+    }
+}
+
+/// The day report's counts for one entrance: cars, motorcycles, fuel, GPL, electric and
+/// plug-in hybrid, each 0 or 1.
+fn entrance_counts(owner: &Owner) -> [i64; 6] {
+    let is = |b: bool| i64::from(b);
+    [
+        is(owner.vehicle_type == VehicleType::Automobile),
+        is(owner.vehicle_type == VehicleType::Motorcycle),
+        is(owner.energy == EnergySource::Fuel),
+        is(owner.energy == EnergySource::Gpl),
+        is(owner.energy == EnergySource::Electric),
+        is(owner.energy == EnergySource::PlugInHybrid),
+    ]
+}
+
+/// The day report's row for an entrance: one more vehicle, and one more of its kinds. `$rows`
+/// gives park, day, 1 and the six [`entrance_counts`], as `VALUES` or a `SELECT`.
+macro_rules! count_entrance_sql {
+    ($rows:literal) => {
+        concat!(
+            "INSERT INTO park_reports (park_id, day, total_vehicles, cars, motorcycles, fuel, gpl, electric, plug_in_hybrid) ",
+            $rows,
+            " ON CONFLICT (park_id, day) DO UPDATE SET \
+             total_vehicles = park_reports.total_vehicles + 1, cars = park_reports.cars + excluded.cars, \
+             motorcycles = park_reports.motorcycles + excluded.motorcycles, fuel = park_reports.fuel + excluded.fuel, \
+             gpl = park_reports.gpl + excluded.gpl, electric = park_reports.electric + excluded.electric, \
+             plug_in_hybrid = park_reports.plug_in_hybrid + excluded.plug_in_hybrid"
+        )
+    };
+}
+use count_entrance_sql;
+
+/// The parking-time report's row for an exit: the stay's minutes added to the customer's day
+/// in the park. `$rows` gives park, day, customer and minutes, as `VALUES` or a `SELECT`.
+macro_rules! count_exit_sql {
+    ($rows:literal) => {
+        concat!(
+            "INSERT INTO park_time_reports (park_id, day, customer_id, minutes) ",
+            $rows,
+            " ON CONFLICT (park_id, day, customer_id) DO UPDATE SET minutes = park_time_reports.minutes + excluded.minutes"
+        )
+    };
+}
+use count_exit_sql;
+
+/// Whole minutes from entrance to exit.
+fn stay_minutes(entered_ms: i64, at: Timestamp) -> i64 {
+    at.duration_since(instant(entered_ms)).as_mins().max(0)
+}
+
+/// `visit.opened` for a new visit.
+fn opened_event(
+    visit_id: i64,
+    barrier: &Barrier,
+    owner: &Owner,
+    plate: &str,
+    at: Timestamp,
+) -> Result<NewEvent, StoreError> {
+    NewEvent::new(
+        "visit",
+        visit_id,
+        "visit.opened",
+        1,
+        &VisitOpened {
+            visit_id,
+            park_id: barrier.park_id,
+            park_number: barrier.park_number,
+            customer_id: owner.customer_id,
+            plate,
+            vehicle_type: owner.vehicle_type,
+            energy_source: owner.energy,
+            entered_at: at.to_string(),
+        },
+    )
+    .map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// `visit.closed` for a visit closed at `at`, paid with coins or not.
+fn closed_event(
+    visit: &OpenVisit,
+    barrier: &Barrier,
+    owner: &Owner,
+    plate: &str,
+    at: Timestamp,
+    use_coins: bool,
+) -> Result<NewEvent, StoreError> {
+    NewEvent::new(
+        "visit",
+        visit.id,
+        "visit.closed",
+        1,
+        &VisitClosed {
+            visit_id: visit.id,
+            park_id: barrier.park_id,
+            park_number: barrier.park_number,
+            customer_id: owner.customer_id,
+            nif: owner.nif,
+            customer_name: &owner.name,
+            plate,
+            vehicle_type: owner.vehicle_type,
+            energy_source: owner.energy,
+            entered_at: instant(visit.entered_at_ms).to_string(),
+            left_at: at.to_string(),
+            use_coins,
+        },
+    )
+    .map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// Sets the message of the active displays of a barrier (same park by construction: displays
+/// belong to a barrier by id, not by a number repeated in every park).
+macro_rules! show_on_displays {
+    ($tx:ident, $barrier:expr, $message:expr, $at:expr) => {
+        sqlx::query(
+            "UPDATE displays SET message = $1, updated_at_ms = $2 WHERE barrier_id = $3 AND state = 'ACTIVE'",
+        )
+        .bind($message)
+        .bind($at)
+        .bind($barrier)
+        .execute(&mut *$tx)
+        .await?
+    };
+}
+pub(crate) use show_on_displays;
+
+impl Store {
+    /// The barrier with id `id`, from the store's cache when read in the last
+    /// [`BARRIER_CACHE_TTL`] (barriers change only with the seed or an operator's SQL; every
+    /// entrance and exit names one).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; database failures.
+    pub async fn barrier(&self, id: i64) -> Result<Barrier, StoreError> {
+        if let Some(b) = self.barriers.get(id) {
+            return Ok(b);
+        }
+        let row: Option<(i64, i64, i64, String, String, String, String)> = repeatable!(
+            self,
+            |conn| {
+                sqlx::query_as(
+            "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, p.time_zone \
+             FROM barriers b JOIN parks p ON p.id = b.park_id WHERE b.id = $1"
+        )
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+            }
+        )?;
+        let (id, park_id, park_number, number, direction, state, time_zone) =
+            row.ok_or_else(|| StoreError::not_found("barrier", id))?;
+        let barrier = Barrier {
+            id,
+            park_id,
+            park_number,
+            number,
+            direction: Direction::parse(&direction)
+                .ok_or_else(|| StoreError::Internal(direction.clone()))?,
+            state: State::parse(&state).ok_or_else(|| StoreError::Internal(state.clone()))?,
+            time_zone,
+        };
+        self.barriers.put(barrier.clone());
+        Ok(barrier)
+    }
+
+    /// A car with `plate` at `barrier` at `at`: an entrance or an exit by the barrier's
+    /// direction. A refusal changes nothing and is written to the barrier's displays.
+    ///
+    /// # Errors
+    /// Database failures (refusals are [`Passage::Refused`]).
+    pub async fn pass(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        at: Timestamp,
+    ) -> Result<Passage, StoreError> {
+        let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
+        let outcome = match (self.pools(), barrier.direction) {
+            (Pools::Postgres(pool), Direction::Entrance) => {
+                retry(|| Self::enter_in_one(pool, barrier, plate, at, &tz)).await
+            }
+            (Pools::Postgres(pool), Direction::Exit) => {
+                retry(|| Self::exit_in_one(pool, barrier, plate, at, &tz)).await
+            }
+            (Pools::Sqlite(_), Direction::Entrance) => {
+                retry(|| self.enter_in_steps(barrier, plate, at, &tz)).await
+            }
+            (Pools::Sqlite(_), Direction::Exit) => {
+                retry(|| self.exit_in_steps(barrier, plate, at, &tz)).await
+            }
+        };
+        match outcome {
+            Err(StoreError::Refused(r)) | Ok(Passage::Refused(r)) => {
+                self.show_refusal(barrier, r).await?;
+                Ok(Passage::Refused(r))
+            }
+            other => other,
+        }
+    }
+
+    /// Writes a refusal's message to the barrier's displays (as the original did).
+    async fn show_refusal(&self, barrier: &Barrier, refusal: Refusal) -> Result<(), StoreError> {
+        let now_ms = ms(Timestamp::now());
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                show_on_displays!(tx, barrier.id, refusal.message(), now_ms);
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+}
