@@ -96,6 +96,22 @@ pub async fn append_one(db: &Db, event: &NewEvent) -> i64 {
 pub struct Recorder {
     pub db: Db,
     pub fail_first: AtomicU32,
+    /// Longest run applied at once (0: one by one).
+    pub run: usize,
+    /// Runs applied.
+    pub runs: AtomicU32,
+}
+
+impl Recorder {
+    /// Failing its first `fail_first` tries, applying runs of up to `run` events.
+    pub fn new(db: Db, fail_first: u32, run: usize) -> Self {
+        Self {
+            db,
+            fail_first: AtomicU32::new(fail_first),
+            run,
+            runs: AtomicU32::new(0),
+        }
+    }
 }
 
 impl Handler for Recorder {
@@ -120,17 +136,54 @@ impl Handler for Recorder {
         r.map_err(|e| ApplyError::Retry(e.to_string()))?;
         Ok(Outcome::Applied)
     }
+
+    /// Up to `run` events, stopping before one it cannot read.
+    async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
+        let mut names = Vec::new();
+        for event in events.iter().take(self.run) {
+            let name = match event.event_type.as_str() {
+                "thing.named" => match event.decode::<Named>(&[1]) {
+                    Ok(named) => Some((event.id, named.name)),
+                    Err(_) => break,
+                },
+                _ => None,
+            };
+            names.push(name);
+        }
+        let Some(last) = names.len().checked_sub(1).map(|i| &events[i]) else {
+            return Ok(0);
+        };
+        if self.fail_first.load(Ordering::SeqCst) > 0 {
+            self.fail_first.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApplyError::Retry("the database blinked".into()));
+        }
+        let r: Result<(), sqlx::Error> = transaction!(self.db, |tx| {
+            for (id, name) in names.iter().flatten() {
+                sqlx::query("INSERT INTO seen (id, name) VALUES ($1, $2)")
+                    .bind(id)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.record_position("test", &last.source, last.id).await
+        });
+        r.map_err(|e| ApplyError::Retry(e.to_string()))?;
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(names.len())
+    }
 }
 
 pub fn consumer(pair: &Pair, fail_first: u32) -> Consumer<Recorder> {
+    consumer_in_runs(pair, fail_first, 0)
+}
+
+/// A consumer whose handler applies up to `run` events at once.
+pub fn consumer_in_runs(pair: &Pair, fail_first: u32, run: usize) -> Consumer<Recorder> {
     Consumer {
         name: "test",
         source: Outbox::new("producer", pair.producer.clone()),
         db: pair.consumer.clone(),
-        handler: Arc::new(Recorder {
-            db: pair.consumer.clone(),
-            fail_first: AtomicU32::new(fail_first),
-        }),
+        handler: Arc::new(Recorder::new(pair.consumer.clone(), fail_first, run)),
     }
 }
 

@@ -44,6 +44,34 @@ impl Handler for FromUsers {
     }
 }
 
+/// Most invoices applied in one transaction (see `pms-payments`' runs: the same trade).
+const RUN: usize = 64;
+
+impl FromPayments {
+    /// After `invoices` were applied: each exit waiting for one of them is handed its price, and
+    /// the displays' followers are told.
+    fn settled(&self, invoices: &[InvoiceDoc], known: &[bool]) {
+        if invoices.is_empty() {
+            return;
+        }
+        for (i, known) in invoices.iter().zip(known) {
+            if !known {
+                tracing::warn!(
+                    visit = i.visit_id,
+                    invoice = i.invoice_id,
+                    "an invoice for a visit parks does not know"
+                );
+            }
+            let shown = (
+                rules::shown_money(&i.final_price),
+                rules::shown_money(&i.discount),
+            );
+            self.0.prices.settle(i.visit_id, &shown);
+        }
+        self.0.displays_changed();
+    }
+}
+
 impl Handler for FromPayments {
     async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
         match event.event_type.as_str() {
@@ -55,23 +83,37 @@ impl Handler for FromPayments {
                     .apply_invoice(&i, event)
                     .await
                     .map_err(failed)?;
-                if !known {
-                    tracing::warn!(
-                        visit = i.visit_id,
-                        invoice = i.invoice_id,
-                        "an invoice for a visit parks does not know"
-                    );
-                }
-                let shown = (
-                    rules::shown_money(&i.final_price),
-                    rules::shown_money(&i.discount),
-                );
-                self.0.prices.settle(i.visit_id, &shown);
-                self.0.displays_changed();
+                self.settled(&[i], &[known]);
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),
         }
+    }
+
+    /// Invoices (and events of no interest), up to [`RUN`], until one that would be parked.
+    async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
+        let mut invoices = Vec::new();
+        let mut taken = 0usize;
+        for event in events.iter().take(RUN) {
+            if event.event_type == "invoice.issued" {
+                let Ok(i) = event.decode::<InvoiceDoc>(&[1]) else {
+                    break;
+                };
+                invoices.push(i);
+            }
+            taken += 1;
+        }
+        let Some(last) = taken.checked_sub(1).map(|i| &events[i]) else {
+            return Ok(0);
+        };
+        let known = self
+            .0
+            .store
+            .apply_invoices(&invoices, &last.source, last.id)
+            .await
+            .map_err(failed)?;
+        self.settled(&invoices, &known);
+        Ok(taken)
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
 
-use crate::store::invoices::{CoinsDebited, IssueError, VisitClosed};
+use crate::store::invoices::{CoinsDebited, IssueError, ParksChange, Tables, VisitClosed};
 use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
 use crate::App;
 
@@ -31,6 +31,11 @@ fn retry(e: impl std::fmt::Display) -> ApplyError {
     ApplyError::Retry(e.to_string())
 }
 
+/// Most of the parks service's events written in one transaction. A run holds this service's
+/// outbox lock until it commits, and the first invoice of a run is seen only then, so runs are
+/// kept short enough that an exit waiting for its price is not kept waiting by the others.
+const RUN: usize = 64;
+
 impl Handler for FromParks {
     async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
         let store = &self.0.store;
@@ -44,7 +49,10 @@ impl Handler for FromParks {
             }
             "visit.opened" => {
                 let v: VisitOpened = event.decode(&[1]).map_err(ApplyError::Park)?;
-                store.apply_visit_opened(&v, event).await.map_err(retry)?;
+                store
+                    .apply_parks_run(&[ParksChange::Opened(v)], &event.source, event.id)
+                    .await
+                    .map_err(retry)?;
             }
             "visit.closed" => {
                 let v: VisitClosed = event.decode(&[1]).map_err(ApplyError::Park)?;
@@ -58,6 +66,49 @@ impl Handler for FromParks {
             _ => return Ok(Outcome::Ignored),
         }
         Ok(Outcome::Applied)
+    }
+
+    /// Visits opened and closed (and events of no interest), up to [`RUN`] of them, until a
+    /// price table change (applied alone, so the visits after it are priced with it) or an
+    /// event that would be parked.
+    async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
+        let store = &self.0.store;
+        let mut tables = Tables::default();
+        let mut changes = Vec::new();
+        let mut taken = 0usize;
+        for event in events.iter().take(RUN) {
+            let change = match event.event_type.as_str() {
+                "price_table.changed" => break,
+                "visit.opened" => match event.decode(&[1]) {
+                    Ok(v) => Some(ParksChange::Opened(v)),
+                    Err(_) => break,
+                },
+                "visit.closed" => {
+                    let Ok(v) = event.decode::<VisitClosed>(&[1]) else {
+                        break;
+                    };
+                    match store.price(v, &mut tables).await {
+                        Ok(priced) => Some(ParksChange::Closed(priced)),
+                        Err(IssueError::Unpriceable(_)) => break,
+                        Err(IssueError::Store(e)) => return Err(retry(e)),
+                    }
+                }
+                _ => None,
+            };
+            changes.extend(change);
+            taken += 1;
+        }
+        let Some(last) = taken.checked_sub(1).map(|i| &events[i]) else {
+            return Ok(0);
+        };
+        let appended = store
+            .apply_parks_run(&changes, &last.source, last.id)
+            .await
+            .map_err(retry)?;
+        if appended > 0 {
+            self.0.outbox.committed();
+        }
+        Ok(taken)
     }
 }
 

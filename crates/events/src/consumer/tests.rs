@@ -100,6 +100,38 @@ async fn unreadable_events_are_parked_and_the_rest_flow() {
 }
 
 #[tokio::test]
+async fn runs_apply_many_events_at_once_and_leave_the_unreadable_to_be_parked() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(pair) = pair(backend).await else {
+            continue;
+        };
+        produce(&pair.producer, &names(0..10)).await;
+        let bad = NewEvent {
+            aggregate_type: "thing",
+            aggregate_id: "x".into(),
+            event_type: "thing.named",
+            version: 9,
+            payload: r#"{"name":"from the future"}"#.into(),
+        };
+        let bad_id = append_one(&pair.producer, &bad).await;
+        produce(&pair.producer, &names(10..15)).await;
+        // The first run fails once and applies nothing; the step after it starts again there.
+        let c = consumer_in_runs(&pair, 1, 4);
+        assert!(c.step().await.is_err(), "{backend:?}");
+        assert!(seen(&pair.consumer).await.is_empty(), "{backend:?}");
+        while c.step().await.expect("step") {}
+        let all = seen(&pair.consumer).await;
+        assert_eq!(all.len(), 15, "{backend:?}: every readable event once");
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "in order");
+        assert_eq!(parked(&pair.consumer).await.len(), 1);
+        assert_eq!(parked(&pair.consumer).await[0].0, bad_id);
+        // Ten events in runs of four (three runs), the unreadable one alone, five more in two.
+        assert_eq!(c.handler.runs.load(std::sync::atomic::Ordering::SeqCst), 5);
+        assert_eq!(c.position().await.expect("position"), 16);
+    }
+}
+
+#[tokio::test]
 async fn a_failed_event_is_tried_again_never_skipped() {
     let pair = pair(Backend::Sqlite).await.expect("sqlite");
     produce(&pair.producer, &names(0..3)).await;

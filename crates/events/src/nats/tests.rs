@@ -2,7 +2,6 @@
 //! relay that dies before marking, a broker that goes away and comes back, a consumer killed
 //! mid-stream; unreadable events parked while the rest flow.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use pms_testkit::nats::{skipped, NatsServer};
@@ -16,10 +15,7 @@ fn nats_consumer(pair: &Pair, nats: &Nats) -> NatsConsumer<Recorder> {
         name: "test",
         source: "producer",
         db: pair.consumer.clone(),
-        handler: Arc::new(Recorder {
-            db: pair.consumer.clone(),
-            fail_first: AtomicU32::new(0),
-        }),
+        handler: Arc::new(Recorder::new(pair.consumer.clone(), 0, 0)),
         nats: nats.clone(),
         gauges: crate::metrics::ConsumerGauges::default(),
     }
@@ -174,10 +170,7 @@ async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
     let mut consumer = nats_consumer(&pair, &nats);
     consumer.gauges = metrics.broker_consumer("producer");
     // The first attempt fails: the broker delivers that event again.
-    consumer.handler = Arc::new(Recorder {
-        db: pair.consumer.clone(),
-        fail_first: AtomicU32::new(1),
-    });
+    consumer.handler = Arc::new(Recorder::new(pair.consumer.clone(), 1, 0));
     let gauges = consumer.gauges.clone();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = consumer.spawn(rx);

@@ -112,42 +112,63 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn apply_invoice(&self, i: &InvoiceDoc, event: &Event) -> Result<bool, StoreError> {
+        let known = self
+            .apply_invoices(std::slice::from_ref(i), &event.source, event.id)
+            .await?;
+        Ok(known.first().copied().unwrap_or(false))
+    }
+
+    /// [`Store::apply_invoice`] for a run of invoices, in one transaction that records
+    /// `position` in `source`'s events (the run's last). Returns, per invoice, whether its
+    /// visit exists here.
+    ///
+    /// # Errors
+    /// Database failures (nothing is written then).
+    pub async fn apply_invoices(
+        &self,
+        invoices: &[InvoiceDoc],
+        source: &str,
+        position: i64,
+    ) -> Result<Vec<bool>, StoreError> {
         let now = ms(Timestamp::now());
         super::retry(|| async {
-            let r: Result<bool, StoreError> = transaction!(self, |tx| {
-                let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
-                    "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
-                     RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
-                )
-                .bind(i.invoice_id)
-                .bind(&i.final_price)
-                .bind(&i.discount)
-                .bind(i.visit_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if let Some((Some(barrier), Some(name))) = &visit {
-                    // The exit's displays still saying this visit's goodbye get its price.
-                    let priced = rules::goodbye(
-                        name,
-                        Some((
-                            &rules::shown_money(&i.final_price),
-                            &rules::shown_money(&i.discount),
-                        )),
-                    );
-                    sqlx::query(
-                        "UPDATE displays SET message = $1, updated_at_ms = $2 \
-                         WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
+            let r: Result<Vec<bool>, StoreError> = transaction!(self, |tx| {
+                let mut known = Vec::with_capacity(invoices.len());
+                for i in invoices {
+                    let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+                        "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
+                         RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
                     )
-                    .bind(priced)
-                    .bind(now)
-                    .bind(barrier)
-                    .bind(rules::goodbye(name, None))
-                    .execute(&mut *tx)
+                    .bind(i.invoice_id)
+                    .bind(&i.final_price)
+                    .bind(&i.discount)
+                    .bind(i.visit_id)
+                    .fetch_optional(&mut *tx)
                     .await?;
+                    if let Some((Some(barrier), Some(name))) = &visit {
+                        // The exit's displays still saying this visit's goodbye get its price.
+                        let priced = rules::goodbye(
+                            name,
+                            Some((
+                                &rules::shown_money(&i.final_price),
+                                &rules::shown_money(&i.discount),
+                            )),
+                        );
+                        sqlx::query(
+                            "UPDATE displays SET message = $1, updated_at_ms = $2 \
+                             WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
+                        )
+                        .bind(priced)
+                        .bind(now)
+                        .bind(barrier)
+                        .bind(rules::goodbye(name, None))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    known.push(visit.is_some());
                 }
-                tx.record_position(CONSUMER, &event.source, event.id)
-                    .await?;
-                Ok::<bool, StoreError>(visit.is_some())
+                tx.record_position(CONSUMER, source, position).await?;
+                Ok::<Vec<bool>, StoreError>(known)
             });
             r
         })

@@ -14,6 +14,9 @@
 //! debit per invoice, and an issued invoice is not finished again). Without the flag, or for a
 //! free stay, step 1 issues the invoice at once.
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_events::{Event, NewEvent};
@@ -25,7 +28,7 @@ use pms_tariff::json::money;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::replica::CONSUMER;
+use super::replica::{in_force, StoredTable, TableVersion, VisitOpened, CONSUMER};
 use super::{instant, Store, StoreError};
 use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
@@ -129,22 +132,93 @@ fn final_price(total: Decimal, discount: Decimal) -> Decimal {
     fee::round_cents(total - discount)
 }
 
+/// The event of a new invoice: `coins.requested` when it waits for coins, else
+/// `invoice.issued`.
+fn invoice_event(id: i64, p: &Priced, awaiting: bool) -> Result<NewEvent, StoreError> {
+    let (v, total) = (&p.visit, p.bill.total);
+    if awaiting {
+        let cents = fee::coin_discount(total, i64::MAX).coins;
+        NewEvent::new(
+            "invoice",
+            id,
+            "coins.requested",
+            1,
+            &CoinsRequested {
+                invoice_id: id,
+                visit_id: v.visit_id,
+                customer_id: v.customer_id,
+                max_coins: cents,
+            },
+        )
+    } else {
+        NewEvent::new(
+            "invoice",
+            id,
+            "invoice.issued",
+            1,
+            &InvoiceIssued {
+                invoice_id: id,
+                visit_id: v.visit_id,
+                customer_id: v.customer_id,
+                nif: v.nif,
+                park_id: v.park_id,
+                plate: v.plate.clone(),
+                total: total.to_string(),
+                discount: "0".into(),
+                final_price: final_price(total, Decimal::ZERO).to_string(),
+                coins: 0,
+                price_table_version: p.version,
+            },
+        )
+    }
+    .map_err(StoreError::internal)
+}
+
+/// A closed visit priced with its park's table in force at the exit, ready to invoice.
+#[derive(Debug, Clone)]
+pub struct Priced {
+    visit: VisitClosed,
+    version: i64,
+    time_zone_name: String,
+    bill: Bill,
+}
+
+/// One event of a run of the parks service's events that payments writes
+/// ([`Store::apply_parks_run`]).
+#[derive(Debug, Clone)]
+pub enum ParksChange {
+    /// A visit began: noted for quotes.
+    Opened(VisitOpened),
+    /// A visit ended: invoiced, and no longer open.
+    Closed(Priced),
+}
+
+/// The price tables read while pricing one run of visits, by park, so each park's are read
+/// once per run.
+#[derive(Debug, Default)]
+pub struct Tables {
+    versions: HashMap<i64, Vec<TableVersion>>,
+    parsed: HashMap<(i64, i64), StoredTable>,
+}
+
 impl Store {
-    /// Invoices a closed visit (once: a visit already invoiced only has its position recorded).
+    /// Prices a closed visit with its park's table in force at the exit (read into `tables`
+    /// when not there yet).
     ///
     /// # Errors
     /// [`IssueError::Unpriceable`] when the stay cannot be priced or the park has no table;
     /// database failures.
-    pub async fn issue(&self, v: &VisitClosed, event: &Event) -> Result<(), IssueError> {
-        let table = match self.table_at(v.park_id, v.left_at.as_millisecond()).await {
-            Ok(t) => t,
-            Err(StoreError::NotFound { .. }) => {
-                return Err(IssueError::Unpriceable(format!(
-                    "park {} has no price table",
-                    v.park_id
-                )))
-            }
-            Err(e) => return Err(e.into()),
+    pub async fn price(&self, v: VisitClosed, tables: &mut Tables) -> Result<Priced, IssueError> {
+        let versions = match tables.versions.entry(v.park_id) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(self.table_versions(v.park_id).await?),
+        };
+        let version = in_force(versions, v.left_at.as_millisecond()).ok_or_else(|| {
+            IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
+        })?;
+        let table = match tables.parsed.entry((version.park_id, version.version)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(version.parse()?),
         };
         let bill = fee::price(
             &table.table,
@@ -156,86 +230,120 @@ impl Store {
             },
         )
         .map_err(|e| IssueError::Unpriceable(e.to_string()))?;
-        let awaiting = v.use_coins && bill.total > Decimal::ZERO;
+        Ok(Priced {
+            version: table.version,
+            time_zone_name: table.time_zone_name.clone(),
+            bill,
+            visit: v,
+        })
+    }
+
+    /// Invoices a closed visit (once: a visit already invoiced only has its position recorded).
+    ///
+    /// # Errors
+    /// [`IssueError::Unpriceable`] when the stay cannot be priced or the park has no table;
+    /// database failures.
+    pub async fn issue(&self, v: &VisitClosed, event: &Event) -> Result<(), IssueError> {
+        let priced = self.price(v.clone(), &mut Tables::default()).await?;
+        self.apply_parks_run(&[ParksChange::Closed(priced)], &event.source, event.id)
+            .await?;
+        Ok(())
+    }
+
+    /// Writes a run of the parks service's events in one transaction, in order, and records
+    /// `position` in `source`'s events (the run's last). An opened visit is noted for quotes
+    /// (unless already invoiced: events come in order, so that only happens on a replay); a
+    /// closed one is invoiced once, with its rows and its event (`invoice.issued`, or
+    /// `coins.requested` when coins are to pay), and is no longer open. Returns how many events
+    /// it appended.
+    ///
+    /// # Errors
+    /// Database failures (nothing is written then).
+    pub async fn apply_parks_run(
+        &self,
+        changes: &[ParksChange],
+        source: &str,
+        position: i64,
+    ) -> Result<usize, StoreError> {
         let now = Timestamp::now().as_millisecond();
         retry(|| async {
-            let r: Result<(), StoreError> = transaction!(self, |tx| {
-                // Once per visit: a visit invoiced already inserts nothing.
-                let issued: Option<i64> = sqlx::query_scalar(
-                        "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
-                         time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) \
-                         ON CONFLICT (visit_id) DO NOTHING RETURNING id",
-                    )
-                    .bind(v.visit_id)
-                    .bind(v.customer_id)
-                    .bind(v.nif)
-                    .bind(v.park_id)
-                    .bind(&v.plate)
-                    .bind(v.vehicle_type.as_str())
-                    .bind(v.entered_at.as_millisecond())
-                    .bind(v.left_at.as_millisecond())
-                    .bind(&table.time_zone_name)
-                    .bind(table.version)
-                    .bind(bill.total.to_string())
-                    .bind(if awaiting {
-                        InvoiceStatus::AwaitingCoins
-                    } else {
-                        InvoiceStatus::Issued
-                    }
-                    .as_str())
-                    .bind(now)
-                    .bind((!awaiting).then_some(now))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some(id) = issued {
-                    for row in &bill.rows {
-                        sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
-                            .bind(id)
-                            .bind(row.kind.as_str())
-                            .bind(row.start.as_millisecond())
-                            .bind(row.end.as_millisecond())
-                            .bind(row.price.to_string())
+            let r: Result<usize, StoreError> = transaction!(self, |tx| {
+                let mut appended = 0;
+                for change in changes {
+                    match change {
+                        ParksChange::Opened(v) => {
+                            sqlx::query(
+                                "INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
+                                 SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM invoices WHERE visit_id = $1) \
+                                 ON CONFLICT (visit_id) DO NOTHING",
+                            )
+                            .bind(v.visit_id)
+                            .bind(v.park_id)
+                            .bind(v.customer_id)
+                            .bind(&v.plate)
+                            .bind(v.vehicle_type.as_str())
+                            .bind(v.entered_at.as_millisecond())
                             .execute(&mut *tx)
                             .await?;
+                        }
+                        ParksChange::Closed(p) => {
+                            let (v, bill) = (&p.visit, &p.bill);
+                            let awaiting = v.use_coins && bill.total > Decimal::ZERO;
+                            // Once per visit: a visit invoiced already inserts nothing.
+                            let issued: Option<i64> = sqlx::query_scalar(
+                                "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
+                                 time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) \
+                                 ON CONFLICT (visit_id) DO NOTHING RETURNING id",
+                            )
+                            .bind(v.visit_id)
+                            .bind(v.customer_id)
+                            .bind(v.nif)
+                            .bind(v.park_id)
+                            .bind(&v.plate)
+                            .bind(v.vehicle_type.as_str())
+                            .bind(v.entered_at.as_millisecond())
+                            .bind(v.left_at.as_millisecond())
+                            .bind(&p.time_zone_name)
+                            .bind(p.version)
+                            .bind(bill.total.to_string())
+                            .bind(if awaiting {
+                                InvoiceStatus::AwaitingCoins
+                            } else {
+                                InvoiceStatus::Issued
+                            }
+                            .as_str())
+                            .bind(now)
+                            .bind((!awaiting).then_some(now))
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                            if let Some(id) = issued {
+                                for row in &bill.rows {
+                                    sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
+                                        .bind(id)
+                                        .bind(row.kind.as_str())
+                                        .bind(row.start.as_millisecond())
+                                        .bind(row.end.as_millisecond())
+                                        .bind(row.price.to_string())
+                                        .execute(&mut *tx)
+                                        .await?;
+                                }
+                                tx.append(&invoice_event(id, p, awaiting)?).await?;
+                                appended += 1;
+                            }
+                            sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")
+                                .bind(v.visit_id)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
                     }
-                    let event = if awaiting {
-                        let cents = fee::coin_discount(bill.total, i64::MAX).coins;
-                        NewEvent::new("invoice", id, "coins.requested", 1, &CoinsRequested {
-                            invoice_id: id,
-                            visit_id: v.visit_id,
-                            customer_id: v.customer_id,
-                            max_coins: cents,
-                        })
-                    } else {
-                        NewEvent::new("invoice", id, "invoice.issued", 1, &InvoiceIssued {
-                            invoice_id: id,
-                            visit_id: v.visit_id,
-                            customer_id: v.customer_id,
-                            nif: v.nif,
-                            park_id: v.park_id,
-                            plate: v.plate.clone(),
-                            total: bill.total.to_string(),
-                            discount: "0".into(),
-                            final_price: final_price(bill.total, Decimal::ZERO).to_string(),
-                            coins: 0,
-                            price_table_version: table.version,
-                        })
-                    }
-                    .map_err(StoreError::internal)?;
-                    tx.append(&event).await?;
                 }
-                sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")
-                    .bind(v.visit_id)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
-                Ok::<(), StoreError>(())
+                tx.record_position(CONSUMER, source, position).await?;
+                Ok::<usize, StoreError>(appended)
             });
             r
         })
         .await
-        .map_err(IssueError::from)
     }
 
     /// Finishes an invoice waiting for coins (once: an issued one only has the position

@@ -2,7 +2,8 @@
 //! park's price tables, every version (parks owns them; an invoice names the version it was
 //! priced with), the customers and their vehicles (users), and the open visits (parks), for
 //! quotes. Each write records the consumer's position in the same transaction and is keyed by
-//! its subject, so an event applied again leaves the same rows.
+//! its subject, so an event applied again leaves the same rows. (Open visits are written with
+//! the invoices, in a run of parks' events: [`super::invoices`].)
 
 use jiff::tz::TimeZone;
 use pms_events::conn::EventConn;
@@ -94,6 +95,48 @@ pub struct StoredTable {
     pub table: PriceTable,
 }
 
+/// A price table version as stored (the document not yet parsed).
+#[derive(Debug, Clone)]
+pub struct TableVersion {
+    /// Park id.
+    pub park_id: i64,
+    /// Version.
+    pub version: i64,
+    /// In force from (epoch ms).
+    pub valid_from_ms: i64,
+    /// The park's clock.
+    pub time_zone: String,
+    /// The table, as JSON.
+    pub document: String,
+}
+
+impl TableVersion {
+    /// The version ready for pricing.
+    ///
+    /// # Errors
+    /// A stored document or time zone that does not parse (a bug: they were checked when the
+    /// event was applied).
+    pub fn parse(&self) -> Result<StoredTable, StoreError> {
+        let doc: TableDoc = serde_json::from_str(&self.document).map_err(StoreError::internal)?;
+        Ok(StoredTable {
+            version: self.version,
+            time_zone: TimeZone::get(&self.time_zone).map_err(StoreError::internal)?,
+            time_zone_name: self.time_zone.clone(),
+            table: doc.to_table().map_err(StoreError::internal)?,
+        })
+    }
+}
+
+/// The version in force at `at_ms`: the newest one valid from then or earlier, or the oldest
+/// when every one starts later.
+pub fn in_force(versions: &[TableVersion], at_ms: i64) -> Option<&TableVersion> {
+    versions
+        .iter()
+        .filter(|t| t.valid_from_ms <= at_ms)
+        .max_by_key(|t| t.version)
+        .or_else(|| versions.iter().min_by_key(|t| t.version))
+}
+
 impl Store {
     /// Stores a price table version; records the position.
     ///
@@ -167,65 +210,42 @@ impl Store {
         .await
     }
 
-    /// Notes an open visit (for quotes); records the position.
+    /// Every stored version of park `park_id`'s price table, unparsed.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn apply_visit_opened(
-        &self,
-        v: &VisitOpened,
-        event: &Event,
-    ) -> Result<(), StoreError> {
-        retry(|| async {
-            let r: Result<(), StoreError> = transaction!(self, |tx| {
-                // A visit already invoiced is not open any more (events of one producer come in
-                // order, so this only matters for a replay).
-                sqlx::query(
-                    "INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
-                     SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM invoices WHERE visit_id = $1) \
-                     ON CONFLICT (visit_id) DO NOTHING",
-                )
-                .bind(v.visit_id)
-                .bind(v.park_id)
-                .bind(v.customer_id)
-                .bind(&v.plate)
-                .bind(v.vehicle_type.as_str())
-                .bind(v.entered_at.as_millisecond())
-                .execute(&mut *tx)
-                .await?;
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
-                Ok::<(), StoreError>(())
-            });
-            r
-        })
-        .await
+    pub async fn table_versions(&self, park_id: i64) -> Result<Vec<TableVersion>, StoreError> {
+        let rows: Vec<(i64, i64, String, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT version, valid_from_ms, time_zone, document FROM price_tables WHERE park_id = $1",
+            )
+            .bind(park_id)
+            .fetch_all(&mut *conn)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(version, valid_from_ms, time_zone, document)| TableVersion {
+                    park_id,
+                    version,
+                    valid_from_ms,
+                    time_zone,
+                    document,
+                },
+            )
+            .collect())
     }
 
-    /// The table of park id `park_id` in force at `at_ms` (the newest version valid from then
-    /// or earlier; the oldest if all are newer).
+    /// The table of park id `park_id` in force at `at_ms` ([`in_force`]).
     ///
     /// # Errors
     /// [`StoreError::NotFound`] when the park has no table; database failures.
     pub async fn table_at(&self, park_id: i64, at_ms: i64) -> Result<StoredTable, StoreError> {
-        let row: Option<(i64, String, String)> = repeatable!(self, |conn| {
-            sqlx::query_as(
-            "SELECT version, time_zone, document FROM price_tables WHERE park_id = $1 \
-             ORDER BY (valid_from_ms <= $2) DESC, CASE WHEN valid_from_ms <= $2 THEN version ELSE -version END DESC LIMIT 1"
-        )
-        .bind(park_id)
-        .bind(at_ms)
-        .fetch_optional(&mut *conn)
-        .await
-        })?;
-        let (version, tz, doc) =
-            row.ok_or_else(|| StoreError::not_found("price table of park", park_id))?;
-        let doc: TableDoc = serde_json::from_str(&doc).map_err(StoreError::internal)?;
-        Ok(StoredTable {
-            version,
-            time_zone: TimeZone::get(&tz).map_err(StoreError::internal)?,
-            time_zone_name: tz,
-            table: doc.to_table().map_err(StoreError::internal)?,
-        })
+        let versions = self.table_versions(park_id).await?;
+        in_force(&versions, at_ms)
+            .ok_or_else(|| StoreError::not_found("price table of park", park_id))?
+            .parse()
     }
 
     /// The tax number payments knows for user `customer_id`.
