@@ -115,65 +115,69 @@ async fn a_visit_is_priced_at_the_exit_and_invoiced_once() {
 
 #[tokio::test]
 async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_follows() {
-    let sys = System::start_with(
-        Db::Sqlite,
-        crate::support::Options {
-            payments_consumers: false,
-            exit_wait: std::time::Duration::from_millis(200),
-            nats: false,
-            pg_url: None,
-        },
-    )
-    .await
-    .expect("sqlite");
-    let mut dev = sys.client(Via::H1).await;
-    dev.barrier(
-        "entrance",
-        &sys.barrier_key(1),
-        &plate_read(1, 1, "19-SJ-63", "2024-01-10T10:00:00Z"),
-    )
-    .await;
-    let r = dev
-        .barrier(
-            "exit",
-            &sys.barrier_key(2),
-            &plate_read(2, 1, "19-SJ-63", "2024-01-10T10:20:00Z"),
+    for db in BOTH {
+        let Some(sys) = System::start_with(
+            db,
+            crate::support::Options {
+                payments_consumers: false,
+                exit_wait: std::time::Duration::from_millis(200),
+                nats: false,
+                pg_url: None,
+            },
+        )
+        .await
+        else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        dev.barrier(
+            "entrance",
+            &sys.barrier_key(1),
+            &plate_read(1, 1, "19-SJ-63", "2024-01-10T10:00:00Z"),
         )
         .await;
-    assert_eq!(r.json()["success"], true);
-    assert_eq!(
-        r.json()["message"],
-        "Have a nice day Maya Gupta! Your invoice will follow."
-    );
-    assert_eq!(
-        display_message(&sys, 2).await,
-        "Have a nice day Maya Gupta! Your invoice will follow."
-    );
-    // Payments comes back: its consumers catch up and the visit gets its price.
-    let (_stop, rx) = tokio::sync::watch::channel(false);
-    pms_payments::events::spawn_consumers(
-        &sys.payments,
-        sys.parks.outbox.clone(),
-        sys.users.outbox.clone(),
-        rx,
-    );
-    let parks = sys.parks.clone();
-    pms_testkit::assert_eventually("the late invoice reaches the visit", 500, || {
-        let parks = parks.clone();
-        async move {
-            parks
-                .store
-                .history(5)
-                .await
-                .is_ok_and(|h| h.first().is_some_and(|v| v.price.is_some()))
-        }
-    })
-    .await;
-    // The exit's display, still saying that goodbye, now says the price too.
-    assert_eq!(
-        display_message(&sys, 2).await,
-        "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€."
-    );
+        let r = dev
+            .barrier(
+                "exit",
+                &sys.barrier_key(2),
+                &plate_read(2, 1, "19-SJ-63", "2024-01-10T10:20:00Z"),
+            )
+            .await;
+        assert_eq!(r.json()["success"], true);
+        assert_eq!(
+            r.json()["message"],
+            "Have a nice day Maya Gupta! Your invoice will follow."
+        );
+        assert_eq!(
+            display_message(&sys, 2).await,
+            "Have a nice day Maya Gupta! Your invoice will follow."
+        );
+        // Payments comes back: its consumers catch up and the visit gets its price.
+        let (_stop, rx) = tokio::sync::watch::channel(false);
+        pms_payments::events::spawn_consumers(
+            &sys.payments,
+            sys.parks.outbox.clone(),
+            sys.users.outbox.clone(),
+            rx,
+        );
+        let parks = sys.parks.clone();
+        pms_testkit::assert_eventually("the late invoice reaches the visit", 500, || {
+            let parks = parks.clone();
+            async move {
+                parks
+                    .store
+                    .history(5)
+                    .await
+                    .is_ok_and(|h| h.first().is_some_and(|v| v.price.is_some()))
+            }
+        })
+        .await;
+        // The exit's display, still saying that goodbye, now says the price too.
+        assert_eq!(
+            display_message(&sys, 2).await,
+            "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€."
+        );
+    }
 }
 
 #[tokio::test]
