@@ -35,6 +35,32 @@ async fn fuel_cars(sys: &System, n: usize) -> Vec<String> {
     plates
 }
 
+/// Every car of `plates` at park 1's two active entrances (barriers 1 and 3) at once; the
+/// barriers' answers.
+async fn enter_park_1_at_once(sys: &System, plates: &[String]) -> Vec<serde_json::Value> {
+    let attempts = plates.iter().enumerate().map(|(i, plate)| {
+        let barrier = if i % 2 == 0 { 1 } else { 3 };
+        let key = sys.barrier_key(barrier);
+        let body = plate_read(barrier, 1, plate, "2024-01-10T10:00:00Z");
+        let client = sys.client(Via::H1);
+        async move {
+            let mut c = client.await;
+            c.barrier("entrance", &key, &body).await.json()
+        }
+    });
+    join_all(attempts).await
+}
+
+/// How many of `answers` let the car in, and how many said the park is full.
+fn admitted_and_full(answers: &[serde_json::Value]) -> (usize, usize) {
+    let admitted = answers.iter().filter(|a| a["success"] == true).count();
+    let full = answers
+        .iter()
+        .filter(|a| a["message"] == "The park is full. Please contact the park manager.")
+        .count();
+    (admitted, full)
+}
+
 #[tokio::test]
 async fn parallel_entrances_never_overfill_a_park() {
     for db in BOTH {
@@ -42,23 +68,9 @@ async fn parallel_entrances_never_overfill_a_park() {
             continue;
         };
         let plates = fuel_cars(&sys, 12).await;
-        // Park 1 has four free fuel spots; both its active entrances (barriers 1 and 3) at once.
-        let attempts = plates.iter().enumerate().map(|(i, plate)| {
-            let barrier = if i % 2 == 0 { 1 } else { 3 };
-            let key = sys.barrier_key(barrier);
-            let body = plate_read(barrier, 1, plate, "2024-01-10T10:00:00Z");
-            let client = sys.client(Via::H1);
-            async move {
-                let mut c = client.await;
-                c.barrier("entrance", &key, &body).await.json()
-            }
-        });
-        let answers = join_all(attempts).await;
-        let admitted = answers.iter().filter(|a| a["success"] == true).count();
-        let full = answers
-            .iter()
-            .filter(|a| a["message"] == "The park is full. Please contact the park manager.")
-            .count();
+        // Park 1 has four free fuel spots.
+        let answers = enter_park_1_at_once(&sys, &plates).await;
+        let (admitted, full) = admitted_and_full(&answers);
         assert_eq!((admitted, full), (4, 8), "{db:?}: {answers:?}");
         let spots = sys.parks.store.spots(1).await.expect("spots");
         let fuel_free = spots
@@ -144,22 +156,8 @@ async fn parallel_entrances_stop_at_the_parks_maximum() {
         )
         .await;
         let before = occupied_count(&sys).await;
-        let attempts = plates.iter().enumerate().map(|(i, plate)| {
-            let barrier = if i % 2 == 0 { 1 } else { 3 };
-            let key = sys.barrier_key(barrier);
-            let body = plate_read(barrier, 1, plate, "2024-01-10T10:00:00Z");
-            let client = sys.client(Via::H1);
-            async move {
-                let mut c = client.await;
-                c.barrier("entrance", &key, &body).await.json()
-            }
-        });
-        let answers = join_all(attempts).await;
-        let admitted = answers.iter().filter(|a| a["success"] == true).count();
-        let full = answers
-            .iter()
-            .filter(|a| a["message"] == "The park is full. Please contact the park manager.")
-            .count();
+        let answers = enter_park_1_at_once(&sys, &plates).await;
+        let (admitted, full) = admitted_and_full(&answers);
         assert_eq!((admitted, full), (2, 6), "{db:?}: {answers:?}");
         assert_eq!(occupied_count(&sys).await, before + 2, "{db:?}");
         let spots = sys.parks.store.spots(1).await.expect("spots");
