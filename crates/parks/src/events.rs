@@ -90,7 +90,7 @@ impl Handler for FromPayments {
         }
     }
 
-    /// Invoices (and events of no interest), up to [`RUN`], until one that would be parked.
+    /// Invoices (and events of no interest), up to `RUN`, until one that would be parked.
     async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
         let mut invoices = Vec::new();
         let mut taken = 0usize;

@@ -68,7 +68,7 @@ impl Handler for FromParks {
         Ok(Outcome::Applied)
     }
 
-    /// Visits opened and closed (and events of no interest), up to [`RUN`] of them, until a
+    /// Visits opened and closed (and events of no interest), up to `RUN` of them, until a
     /// price table change (applied alone, so the visits after it are priced with it) or an
     /// event that would be parked.
     async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {

@@ -9,11 +9,11 @@
 //! Retries by a barrier are harmless: an entrance or exit repeated with the same plate, barrier
 //! and time answers as the first did and changes nothing.
 //!
-//! The rules are checked here, once, on the plate's read ([`entrance_rules`], [`exit_rules`]);
+//! The rules are checked here, once, on the plate's read (`entrance_rules`, `exit_rules`);
 //! the writes are made one of two ways, with the same effects:
-//! - [`in_steps`]: a transaction of one statement per table (SQLite, where a statement costs no
+//! - `in_steps`: a transaction of one statement per table (SQLite, where a statement costs no
 //!   round trip);
-//! - [`one_statement`]: on PostgreSQL, the plate's read and then one data-modifying statement,
+//! - `one_statement`: on PostgreSQL, the plate's read and then one data-modifying statement,
 //!   because there every statement is a round trip to another process, and round trips were most
 //!   of a barrier call's cost (`docs/benchmark-history.md`, 2026-11-29).
 //!
