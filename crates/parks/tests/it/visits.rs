@@ -129,30 +129,34 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         else {
             continue;
         };
+        // Four visits, Monday to Thursday at the same hour, while payments hears nothing.
         let mut dev = sys.client(Via::H1).await;
-        dev.barrier(
-            "entrance",
-            &sys.barrier_key(1),
-            &plate_read(1, 1, "19-SJ-63", "2024-01-10T10:00:00Z"),
-        )
-        .await;
-        let r = dev
-            .barrier(
-                "exit",
-                &sys.barrier_key(2),
-                &plate_read(2, 1, "19-SJ-63", "2024-01-10T10:20:00Z"),
+        for day in 8..12 {
+            dev.barrier(
+                "entrance",
+                &sys.barrier_key(1),
+                &plate_read(1, 1, "19-SJ-63", &format!("2024-01-{day:02}T10:00:00Z")),
             )
             .await;
-        assert_eq!(r.json()["success"], true);
-        assert_eq!(
-            r.json()["message"],
-            "Have a nice day Maya Gupta! Your invoice will follow."
-        );
+            let r = dev
+                .barrier(
+                    "exit",
+                    &sys.barrier_key(2),
+                    &plate_read(2, 1, "19-SJ-63", &format!("2024-01-{day:02}T10:20:00Z")),
+                )
+                .await;
+            assert_eq!(r.json()["success"], true);
+            assert_eq!(
+                r.json()["message"],
+                "Have a nice day Maya Gupta! Your invoice will follow."
+            );
+        }
         assert_eq!(
             display_message(&sys, 2).await,
             "Have a nice day Maya Gupta! Your invoice will follow."
         );
-        // Payments comes back: its consumers catch up and the visit gets its price.
+        // Payments comes back: its consumers catch up on the eight waiting events (a run) and
+        // every visit gets its price, once.
         let (_stop, rx) = tokio::sync::watch::channel(false);
         pms_payments::events::spawn_consumers(
             &sys.payments,
@@ -161,17 +165,32 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             rx,
         );
         let parks = sys.parks.clone();
-        pms_testkit::assert_eventually("the late invoice reaches the visit", 500, || {
+        pms_testkit::assert_eventually("the late invoices reach the visits", 500, || {
             let parks = parks.clone();
             async move {
                 parks
                     .store
                     .history(5)
                     .await
-                    .is_ok_and(|h| h.first().is_some_and(|v| v.price.is_some()))
+                    .is_ok_and(|h| h.len() == 4 && h.iter().all(|v| v.price.is_some()))
             }
         })
         .await;
+        let mut maya = sys.as_user(Via::H1, "mayaGupta@isep.ipp.pt").await;
+        let invoices = maya.get("/payments/mine").await.json();
+        let invoices = invoices.as_array().expect("invoices");
+        assert_eq!(
+            invoices.len(),
+            4,
+            "{db:?}: one invoice per visit: {invoices:?}"
+        );
+        assert!(
+            invoices.iter().all(|i| i["finalPrice"] == 0.3),
+            "{db:?}: {invoices:?}"
+        );
+        // No visit is left open in payments' copy.
+        let r = maya.get("/payments/quote/19-SJ-63").await;
+        crate::support::assert_error(&r, 404, "no_open_visit", None);
         // The exit's display, still saying that goodbye, now says the price too.
         assert_eq!(
             display_message(&sys, 2).await,
