@@ -26,6 +26,11 @@ use crate::outbox::Outbox;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
 /// Most events read at once.
 pub const BATCH: i64 = 200;
+/// Most events offered to [`Handler::apply_run`] at once. A run commits (and, on PostgreSQL,
+/// holds the consumer's outbox lock once it appends) as one transaction, so its first event's
+/// effects are seen only when the last one is written: runs are kept short enough that an exit
+/// waiting for its invoice is not kept waiting by the others.
+pub const RUN: usize = 64;
 /// Longest wait before trying a failed event again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -56,7 +61,8 @@ pub trait Handler: Send + Sync + 'static {
     /// transaction as the event's effects.
     fn apply(&self, event: &Event) -> impl Future<Output = Result<Outcome, ApplyError>> + Send;
 
-    /// Applies the first `n` of `events` (in order, `n` of the handler's choosing, 0 for none)
+    /// Applies the first `n` of `events` (at most [`RUN`] of them; in order, `n` of the
+    /// handler's choosing, 0 for none)
     /// in one transaction that also records `events[n - 1].id` as the position, and returns
     /// `n`. Events the handler does not care about may be part of the run. An event that
     /// [`Handler::apply`] would park must not be: the run stops before it, and the consumer
@@ -149,8 +155,9 @@ impl<H: Handler> Consumer<H> {
         let mut skipped_to = None;
         let mut next = 0;
         while let Some(event) = batch.get(next) {
-            let run = match self.handler.apply_run(&batch[next..]).await {
-                Ok(n) => n.min(batch.len() - next),
+            let offered = &batch[next..batch.len().min(next + RUN)];
+            let run = match self.handler.apply_run(offered).await {
+                Ok(n) => n.min(offered.len()),
                 Err(ApplyError::Retry(reason)) => return self.stop(skipped_to, reason).await,
                 Err(ApplyError::Park(reason)) => {
                     return Err(format!("a run of events cannot park one: {reason}"))

@@ -44,9 +44,6 @@ impl Handler for FromUsers {
     }
 }
 
-/// Most invoices applied in one transaction (see `pms-payments`' runs: the same trade).
-const RUN: usize = 64;
-
 impl FromPayments {
     /// After `invoices` were applied: each exit waiting for one of them is handed its price, and
     /// the displays' followers are told.
@@ -90,11 +87,11 @@ impl Handler for FromPayments {
         }
     }
 
-    /// Invoices (and events of no interest), up to `RUN`, until one that would be parked.
+    /// Invoices (and events of no interest), until one that would be parked.
     async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
         let mut invoices = Vec::new();
         let mut taken = 0usize;
-        for event in events.iter().take(RUN) {
+        for event in events {
             if event.event_type == "invoice.issued" {
                 let Ok(i) = event.decode::<InvoiceDoc>(&[1]) else {
                     break;

@@ -31,11 +31,6 @@ fn retry(e: impl std::fmt::Display) -> ApplyError {
     ApplyError::Retry(e.to_string())
 }
 
-/// Most of the parks service's events written in one transaction. A run holds this service's
-/// outbox lock until it commits, and the first invoice of a run is seen only then, so runs are
-/// kept short enough that an exit waiting for its price is not kept waiting by the others.
-const RUN: usize = 64;
-
 impl Handler for FromParks {
     async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
         let store = &self.0.store;
@@ -68,15 +63,15 @@ impl Handler for FromParks {
         Ok(Outcome::Applied)
     }
 
-    /// Visits opened and closed (and events of no interest), up to `RUN` of them, until a
-    /// price table change (applied alone, so the visits after it are priced with it) or an
-    /// event that would be parked.
+    /// Visits opened and closed (and events of no interest), until a price table change
+    /// (applied alone, so the visits after it are priced with it) or an event that would be
+    /// parked.
     async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
         let store = &self.0.store;
         let mut tables = Tables::default();
         let mut changes = Vec::new();
         let mut taken = 0usize;
-        for event in events.iter().take(RUN) {
+        for event in events {
             let change = match event.event_type.as_str() {
                 "price_table.changed" => break,
                 "visit.opened" => match event.decode(&[1]) {
