@@ -135,6 +135,23 @@ impl Nats {
         }
     }
 
+    /// `source`'s events of `event_type` as they are published, to every subscriber, without a
+    /// durable consumer: each arrives once if this connection is up at the time, and nothing
+    /// is replayed. For notifications whose effects a [`NatsConsumer`] also records: an exit
+    /// waiting in one replica for the price of an invoice that another replica's consumer
+    /// applies.
+    ///
+    /// # Errors
+    /// When the subscription cannot be made.
+    pub async fn live(&self, source: &str, event_type: &str) -> Result<LiveEvents, NatsError> {
+        self.js
+            .client()
+            .subscribe(subject(source, event_type))
+            .await
+            .map(LiveEvents)
+            .map_err(nats_error)
+    }
+
     /// Publishes `event` and waits for the broker's acknowledgement.
     async fn publish(&self, event: &Event) -> Result<(), NatsError> {
         let mut headers = async_nats::HeaderMap::new();
@@ -153,7 +170,7 @@ impl Nats {
             created_at: event.created_at.clone(),
         };
         let body = serde_json::to_vec(&wire).map_err(nats_error)?;
-        let subject = format!("pms.events.{}.{}", event.source, event.event_type);
+        let subject = subject(&event.source, &event.event_type);
         self.js
             .publish_with_headers(subject, headers, body.into())
             .await
@@ -161,6 +178,46 @@ impl Nats {
             .await
             .map_err(nats_error)?;
         Ok(())
+    }
+}
+
+/// The subject `event_type` events of `source` are published on.
+fn subject(source: &str, event_type: &str) -> String {
+    format!("pms.events.{source}.{event_type}")
+}
+
+/// An event from a message's body.
+fn from_wire(body: &[u8]) -> Result<Event, serde_json::Error> {
+    let w: Wire = serde_json::from_slice(body)?;
+    Ok(Event {
+        id: w.id,
+        source: w.source,
+        aggregate_type: w.aggregate_type,
+        aggregate_id: w.aggregate_id,
+        event_type: w.event_type,
+        version: w.version,
+        payload: w.payload,
+        created_at: w.created_at,
+    })
+}
+
+/// A live subscription ([`Nats::live`]).
+#[derive(Debug)]
+pub struct LiveEvents(async_nats::Subscriber);
+
+impl LiveEvents {
+    /// The next event published; `None` once the connection is closed for good. A message that
+    /// is not an event is skipped.
+    pub async fn next(&mut self) -> Option<Event> {
+        while let Some(message) = self.0.next().await {
+            match from_wire(&message.payload) {
+                Ok(event) => return Some(event),
+                Err(e) => {
+                    tracing::warn!(subject = %message.subject, error = %e, "a message that is not an event")
+                }
+            }
+        }
+        None
     }
 }
 
@@ -285,17 +342,8 @@ impl<H: Handler> NatsConsumer<H> {
             if delivery.is_some_and(|(delivered, _)| delivered > 1) {
                 self.gauges.redelivered();
             }
-            let event = match serde_json::from_slice::<Wire>(&message.payload) {
-                Ok(w) => Event {
-                    id: w.id,
-                    source: w.source,
-                    aggregate_type: w.aggregate_type,
-                    aggregate_id: w.aggregate_id,
-                    event_type: w.event_type,
-                    version: w.version,
-                    payload: w.payload,
-                    created_at: w.created_at,
-                },
+            let event = match from_wire(&message.payload) {
+                Ok(event) => event,
                 Err(e) => {
                     // Not an event at all: nothing to park it under; drop it loudly.
                     tracing::error!(consumer = self.name, error = %e, "a message that is not an event");

@@ -6,6 +6,11 @@
 //! | payments | `invoice.issued` (v1) | the visit's price, discount and invoice id, and the price on its exit's displays; the exit waiting for it is handed the price |
 //!
 //! Anything else is skipped. Unknown versions and malformed payloads are parked.
+//!
+//! An invoice's price goes to the exit waiting for it as soon as the invoice is read
+//! ([`crate::prices`]); in the distributed mode every replica also follows the invoices live
+//! ([`spawn_price_feed`]), because the one whose consumer applies an invoice need not be the one
+//! whose barrier call waits for it.
 
 use std::sync::Arc;
 
@@ -45,9 +50,9 @@ impl Handler for FromUsers {
 }
 
 impl FromPayments {
-    /// After `invoices` were applied: each exit waiting for one of them is handed its price, and
-    /// the displays' followers are told.
-    fn settled(&self, invoices: &[InvoiceDoc], known: &[bool]) {
+    /// After `invoices` were applied: the displays' followers are told, and an invoice for a
+    /// visit this service does not know is reported.
+    fn applied(&self, invoices: &[InvoiceDoc], known: &[bool]) {
         if invoices.is_empty() {
             return;
         }
@@ -59,13 +64,21 @@ impl FromPayments {
                     "an invoice for a visit parks does not know"
                 );
             }
-            let shown = (
-                rules::shown_money(&i.final_price),
-                rules::shown_money(&i.discount),
-            );
-            self.0.prices.settle(i.visit_id, &shown);
         }
         self.0.displays_changed();
+    }
+}
+
+/// Hands each invoice's price to the exits of `app` waiting for it. The consumer does it as
+/// soon as it has read the invoices, before its own transaction: they are committed in payments
+/// already, and the barrier's answer need not wait for this service's copy.
+fn hand_over(app: &App, invoices: &[InvoiceDoc]) {
+    for i in invoices {
+        let shown = (
+            rules::shown_money(&i.final_price),
+            rules::shown_money(&i.discount),
+        );
+        app.prices.settle(i.visit_id, &shown);
     }
 }
 
@@ -74,13 +87,14 @@ impl Handler for FromPayments {
         match event.event_type.as_str() {
             "invoice.issued" => {
                 let i: InvoiceDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                hand_over(&self.0, std::slice::from_ref(&i));
                 let known = self
                     .0
                     .store
                     .apply_invoice(&i, event)
                     .await
                     .map_err(failed)?;
-                self.settled(&[i], &[known]);
+                self.applied(&[i], &[known]);
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),
@@ -103,13 +117,14 @@ impl Handler for FromPayments {
         let Some(last) = taken.checked_sub(1).map(|i| &events[i]) else {
             return Ok(0);
         };
+        hand_over(&self.0, &invoices);
         let known = self
             .0
             .store
             .apply_invoices(&invoices, &last.source, last.id)
             .await
             .map_err(failed)?;
-        self.settled(&invoices, &known);
+        self.applied(&invoices, &known);
         Ok(taken)
     }
 }
@@ -169,9 +184,53 @@ pub fn spawn_nats(
             source: "payments",
             db,
             handler: Arc::new(FromPayments(app.clone())),
-            nats,
+            nats: nats.clone(),
             gauges: app.metrics.events.broker_consumer("payments"),
         }
-        .spawn(shutdown),
+        .spawn(shutdown.clone()),
+        spawn_price_feed(app, nats, shutdown),
     ]
+}
+
+/// Every invoice as the broker gets it, handed to this replica's waiting exits, until
+/// `shutdown` holds `true`. The durable consumer gives each invoice to one replica only, and the
+/// exit waiting for it may be on another (`pms_events::nats::Nats::live`).
+pub fn spawn_price_feed(
+    app: &App,
+    nats: pms_events::nats::Nats,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut backoff = std::time::Duration::from_millis(100);
+        loop {
+            match nats.live("payments", "invoice.issued").await {
+                Ok(mut live) => {
+                    backoff = std::time::Duration::from_millis(100);
+                    loop {
+                        let event = tokio::select! {
+                            _ = shutdown.wait_for(|stop| *stop) => return,
+                            e = live.next() => e,
+                        };
+                        let Some(event) = event else { break };
+                        match event.decode::<InvoiceDoc>(&[1]) {
+                            Ok(i) => hand_over(&app, &[i]),
+                            // The durable consumer parks it; nothing to hand over.
+                            Err(e) => {
+                                tracing::debug!(event = event.id, error = %e, "an invoice the price feed cannot read")
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "the price feed waiting for the broker")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+        }
+    })
 }

@@ -1,5 +1,5 @@
 //! The parks service's Prometheus metrics (`GET /metrics`): entrances and exits by outcome and
-//! refusal reason, beside the event gauges every service shows ([`EventMetrics`]). One registry
+//! refusal reason, how exits got their price, beside the event gauges every service shows ([`EventMetrics`]). One registry
 //! per service instance, no globals.
 
 use pms_events::metrics::EventMetrics;
@@ -13,12 +13,30 @@ struct Passage {
     outcome: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ExitPrice {
+    how: &'static str,
+}
+
+/// How an exit's answer got its price (`pms_parks_exit_prices_total{how}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceSource {
+    /// Handed over as the invoice arrived (the consumer, or the broker's live feed).
+    Handed,
+    /// Read from the visit at the end of the wait: the invoice arrived, but nothing told this
+    /// process.
+    Read,
+    /// Not known by the end of the wait: "your invoice will follow".
+    Missing,
+}
+
 /// The counters.
 #[derive(Debug)]
 pub struct Metrics {
     /// The registry, with the event gauges.
     pub events: EventMetrics,
     passages: Family<Passage, Counter>,
+    exit_prices: Family<ExitPrice, Counter>,
 }
 
 impl Default for Metrics {
@@ -30,7 +48,17 @@ impl Default for Metrics {
             "Barrier requests by direction and outcome (opened, or the refusal reason)",
             passages.clone(),
         );
-        Self { events, passages }
+        let exit_prices = Family::<ExitPrice, Counter>::default();
+        events.registry().register(
+            "exit_prices",
+            "Exits answered after closing their visit, by how the price was known: handed (the invoice reached this process), read (from the visit at the end of the wait) or missing",
+            exit_prices.clone(),
+        );
+        Self {
+            events,
+            passages,
+            exit_prices,
+        }
     }
 }
 
@@ -40,5 +68,15 @@ impl Metrics {
         self.passages
             .get_or_create(&Passage { direction, outcome })
             .inc();
+    }
+
+    /// Counts an exit's answer by how its price was known.
+    pub fn exit_price(&self, source: PriceSource) {
+        let how = match source {
+            PriceSource::Handed => "handed",
+            PriceSource::Read => "read",
+            PriceSource::Missing => "missing",
+        };
+        self.exit_prices.get_or_create(&ExitPrice { how }).inc();
     }
 }

@@ -601,8 +601,9 @@ pub fn side_by_side(res: &SuiteResults) -> Vec<Table> {
                 }
                 t.rows.push(row);
             }
-            for (mark, why) in marks {
-                t.note.push_str(&format!(" {mark} {why}"));
+            // Each sentence begins with its mark.
+            for (_, why) in marks {
+                t.note.push_str(&format!(" {why}"));
             }
             t
         })
@@ -731,6 +732,13 @@ mod tests {
             "the error rate itself compares fine"
         );
         assert_eq!(caveat(&reference(0.0), "startup_s").map(|c| c.0), Some("‡"));
+        // The sentence under the table carries its mark once, at its start (the note writes
+        // the sentence alone).
+        for (r, n) in [(reference(99.7), "mean_ms"), (reference(0.0), "startup_s")] {
+            let (mark, why) = caveat(&r, n).expect("a caveat");
+            assert!(why.starts_with(&format!("{mark} ")), "{why}");
+            assert_eq!(why.matches(mark).count(), 1, "{why}");
+        }
     }
 
     #[test]

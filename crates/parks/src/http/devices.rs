@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::{store_error, TAG};
 use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
+use crate::metrics::PriceSource;
 use crate::model::{BarrierAnswer, Direction, DisplayAnswer};
 use crate::prices::Price;
 use crate::rules::{self, Refusal};
@@ -207,22 +208,30 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
     Ok(answer(barrier.id, barrier.park_id, Ok(message)))
 }
 
-/// The visit's price and discount, waiting up to the configured exit wait for its invoice.
+/// The visit's price and discount, waiting up to the configured exit wait for its invoice. The
+/// price is handed over without a database read ([`crate::prices`]); the visit is read once at
+/// the end of the wait, for an invoice that arrived by a way that told nobody here (a broker
+/// feed that was down at the time).
 async fn wait_for_price(s: &App, visit_id: i64) -> Option<Price> {
-    // Registered before the read, so an invoice applied in between is not missed.
     let mut waiting = s.prices.wait(visit_id);
-    match s.store.visit_price(visit_id).await {
-        Ok(Some((p, d))) => return Some((rules::shown_money(&p), rules::shown_money(&d))),
-        Ok(None) => {}
-        Err(e) => {
-            tracing::debug!(error = %e, "reading a visit's price");
-            return None;
-        }
-    }
-    tokio::time::timeout(s.exit_wait, waiting.price())
-        .await
-        .ok()
-        .flatten()
+    let handed = tokio::time::timeout(s.exit_wait, waiting.price()).await;
+    drop(waiting);
+    let (price, source) = match handed {
+        Ok(Some(price)) => (Some(price), PriceSource::Handed),
+        _ => match s.store.visit_price(visit_id).await {
+            Ok(Some((p, d))) => (
+                Some((rules::shown_money(&p), rules::shown_money(&d))),
+                PriceSource::Read,
+            ),
+            Ok(None) => (None, PriceSource::Missing),
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a visit's price");
+                (None, PriceSource::Missing)
+            }
+        },
+    };
+    s.metrics.exit_price(source);
+    price
 }
 
 fn answer(

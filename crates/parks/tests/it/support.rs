@@ -72,6 +72,10 @@ pub struct Options {
     /// On PostgreSQL: this database instead of a fresh one on the shared server (a test that
     /// stops its server brings its own).
     pub pg_url: Option<String>,
+    /// With `nats`: a second parks replica on the same database applies every event parks
+    /// consumes, and the one behind the gateway follows only the broker's live price feed, so
+    /// its exits' prices always come from an invoice the other replica applied.
+    pub parks_replica: bool,
 }
 
 impl Default for Options {
@@ -81,6 +85,7 @@ impl Default for Options {
             exit_wait: Duration::from_millis(2000),
             nats: false,
             pg_url: None,
+            parks_replica: false,
         }
     }
 }
@@ -135,7 +140,7 @@ impl System {
             body_timeout: pms_users::DEFAULT_BODY_TIMEOUT,
         })
         .expect("users");
-        let parks = pms_parks::App::new(pms_parks::ParksConfig {
+        let parks_config = || pms_parks::ParksConfig {
             store: store(db, dir.path(), &pg_url, "parks"),
             verifier: verifier(),
             device_secret: DEVICE_SECRET.to_vec(),
@@ -145,8 +150,8 @@ impl System {
             }),
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: options.exit_wait,
-        })
-        .expect("parks");
+        };
+        let parks = pms_parks::App::new(parks_config()).expect("parks");
         let payments = pms_payments::App::new(pms_payments::PaymentsConfig {
             store: store(db, dir.path(), &pg_url, "payments"),
             verifier: verifier(),
@@ -167,7 +172,21 @@ impl System {
                 .await
                 .expect("nats");
             pms_users::events::spawn_nats(&users, nats.clone(), stop_rx.clone());
-            pms_parks::events::spawn_nats(&parks, nats.clone(), stop_rx.clone());
+            if options.parks_replica {
+                let replica = pms_parks::App::new(parks_config()).expect("parks replica");
+                replica.init().await.expect("parks replica init");
+                pms_parks::events::spawn_nats(&replica, nats.clone(), stop_rx.clone());
+                // The served replica publishes its own commits (the relays of both replicas
+                // publish the one outbox; the broker drops the copies), and applies nothing.
+                tokio::spawn(pms_events::nats::relay(
+                    nats.clone(),
+                    parks.outbox.clone(),
+                    stop_rx.clone(),
+                ));
+                pms_parks::events::spawn_price_feed(&parks, nats.clone(), stop_rx.clone());
+            } else {
+                pms_parks::events::spawn_nats(&parks, nats.clone(), stop_rx.clone());
+            }
             pms_payments::events::spawn_nats(&payments, nats, stop_rx);
             Some(server)
         } else {

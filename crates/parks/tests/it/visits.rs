@@ -121,8 +121,7 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             crate::support::Options {
                 payments_consumers: false,
                 exit_wait: std::time::Duration::from_millis(200),
-                nats: false,
-                pg_url: None,
+                ..Default::default()
             },
         )
         .await
@@ -154,6 +153,11 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         assert_eq!(
             display_message(&sys, 2).await,
             "Have a nice day Maya Gupta! Your invoice will follow."
+        );
+        let metrics = sys.metrics("parks").await;
+        assert!(
+            metrics.contains("pms_parks_exit_prices_total{how=\"missing\"} 4"),
+            "{db:?}: {metrics}"
         );
         // Payments comes back: its consumers catch up on the eight waiting events (a run) and
         // every visit gets its price, once.
@@ -295,6 +299,76 @@ async fn a_visit_with_coins_across_the_broker() {
         "Have a nice day Rui Soares! Your total will be 0.3€! With a discount of 0.3€."
     );
     assert_eq!(rui.get("/users/parkies/6").await.json()["parkies"], 0);
+}
+
+/// Replicas: the exit waits in the replica behind the gateway while the other replica's
+/// consumer applies the invoice; the price still reaches the barrier, through the broker's live
+/// feed of invoices, and the visit is priced once.
+#[tokio::test]
+async fn an_exit_gets_its_price_from_an_invoice_another_replica_applies() {
+    for db in BOTH {
+        let Some(sys) = System::start_with(
+            db,
+            crate::support::Options {
+                nats: true,
+                parks_replica: true,
+                ..Default::default()
+            },
+        )
+        .await
+        else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        for (day, plate) in [(1, "28-XQ-51"), (2, "28-XQ-51"), (2, "32-VT-07")] {
+            let r = dev
+                .barrier(
+                    "entrance",
+                    &sys.barrier_key(1),
+                    &plate_read(1, 1, plate, &format!("2024-07-0{day}T08:30:00Z")),
+                )
+                .await;
+            assert_eq!(r.json()["success"], true, "{db:?}: {}", r.text());
+            let r = dev
+                .barrier(
+                    "exit",
+                    &sys.barrier_key(2),
+                    &plate_read(2, 1, plate, &format!("2024-07-0{day}T09:30:00Z")),
+                )
+                .await;
+            assert_eq!(
+                r.json()["message"],
+                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€.",
+                "{db:?}: {plate} on day {day}"
+            );
+        }
+        // Handed over by the live feed, not read at the end of the wait.
+        let metrics = sys.metrics("parks").await;
+        assert!(
+            metrics.contains("pms_parks_exit_prices_total{how=\"handed\"} 3"),
+            "{db:?}: {metrics}"
+        );
+        assert!(!metrics.contains("how=\"read\""), "{db:?}: {metrics}");
+        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+        let parks = sys.parks.clone();
+        pms_testkit::assert_eventually("the other replica records the prices", 500, || {
+            let parks = parks.clone();
+            async move {
+                parks
+                    .store
+                    .history(6)
+                    .await
+                    .is_ok_and(|h| h.len() == 3 && h.iter().all(|v| v.price.is_some()))
+            }
+        })
+        .await;
+        let invoices = rui.get("/payments/mine").await.json();
+        assert_eq!(
+            invoices.as_array().map(Vec::len),
+            Some(3),
+            "{db:?}: one invoice per visit: {invoices}"
+        );
+    }
 }
 
 /// What would I pay if I left now: the open visit priced to this minute, for its owner only.
