@@ -1,6 +1,6 @@
 //! The parks service's Prometheus metrics (`GET /metrics`): entrances and exits by outcome and
-//! refusal reason, how exits got their price, beside the event gauges every service shows ([`EventMetrics`]). One registry
-//! per service instance, no globals.
+//! refusal reason, and how exits got their price, beside the event gauges every service shows
+//! ([`EventMetrics`]). One registry per service instance, no globals.
 
 use pms_events::metrics::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
