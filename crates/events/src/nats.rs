@@ -136,20 +136,53 @@ impl Nats {
     }
 
     /// `source`'s events of `event_type` as they are published, to every subscriber, without a
-    /// durable consumer: each arrives once if this connection is up at the time, and nothing
-    /// is replayed. For notifications whose effects a [`NatsConsumer`] also records: an exit
-    /// waiting in one replica for the price of an invoice that another replica's consumer
-    /// applies.
-    ///
-    /// # Errors
-    /// When the subscription cannot be made.
-    pub async fn live(&self, source: &str, event_type: &str) -> Result<LiveEvents, NatsError> {
+    /// durable consumer.
+    async fn live(&self, source: &str, event_type: &str) -> Result<LiveEvents, NatsError> {
         self.js
             .client()
             .subscribe(subject(source, event_type))
             .await
             .map(LiveEvents)
             .map_err(nats_error)
+    }
+
+    /// Calls `each` with every `source` event of `event_type` as it is published, until
+    /// `shutdown` holds `true`: a plain subscription, no durable consumer, so every subscriber
+    /// gets each event once while connected and nothing is replayed. For notifications whose
+    /// effects a [`NatsConsumer`] also records (an exit waiting in one replica for the price of
+    /// an invoice that another replica's consumer applies). Subscribes again, backing off, when
+    /// the subscription fails or ends.
+    pub async fn follow(
+        self,
+        source: &str,
+        event_type: &str,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+        mut each: impl FnMut(Event) + Send,
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.live(source, event_type).await {
+                Ok(mut live) => {
+                    backoff = Duration::from_millis(100);
+                    loop {
+                        let event = tokio::select! {
+                            _ = shutdown.wait_for(|stop| *stop) => return,
+                            e = live.next() => e,
+                        };
+                        let Some(event) = event else { break };
+                        each(event);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(source, event_type, error = %e, retry_in = ?backoff, "live events waiting for the broker")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
     }
 
     /// Publishes `event` and waits for the broker's acknowledgement.
@@ -201,14 +234,14 @@ fn from_wire(body: &[u8]) -> Result<Event, serde_json::Error> {
     })
 }
 
-/// A live subscription ([`Nats::live`]).
+/// A live subscription ([`Nats::follow`]).
 #[derive(Debug)]
-pub struct LiveEvents(async_nats::Subscriber);
+struct LiveEvents(async_nats::Subscriber);
 
 impl LiveEvents {
     /// The next event published; `None` once the connection is closed for good. A message that
     /// is not an event is skipped.
-    pub async fn next(&mut self) -> Option<Event> {
+    async fn next(&mut self) -> Option<Event> {
         while let Some(message) = self.0.next().await {
             match from_wire(&message.payload) {
                 Ok(event) => return Some(event),

@@ -194,43 +194,22 @@ pub fn spawn_nats(
 
 /// Every invoice as the broker gets it, handed to this replica's waiting exits, until
 /// `shutdown` holds `true`. The durable consumer gives each invoice to one replica only, and the
-/// exit waiting for it may be on another (`pms_events::nats::Nats::live`).
+/// exit waiting for it may be on another (`pms_events::nats::Nats::follow`).
 pub fn spawn_price_feed(
     app: &App,
     nats: pms_events::nats::Nats,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let app = app.clone();
-    tokio::spawn(async move {
-        let mut backoff = std::time::Duration::from_millis(100);
-        loop {
-            match nats.live("payments", "invoice.issued").await {
-                Ok(mut live) => {
-                    backoff = std::time::Duration::from_millis(100);
-                    loop {
-                        let event = tokio::select! {
-                            _ = shutdown.wait_for(|stop| *stop) => return,
-                            e = live.next() => e,
-                        };
-                        let Some(event) = event else { break };
-                        match event.decode::<InvoiceDoc>(&[1]) {
-                            Ok(i) => hand_over(&app, &[i]),
-                            // The durable consumer parks it; nothing to hand over.
-                            Err(e) => {
-                                tracing::debug!(event = event.id, error = %e, "an invoice the price feed cannot read")
-                            }
-                        }
-                    }
-                }
+    tokio::spawn(
+        nats.follow("payments", "invoice.issued", shutdown, move |event| {
+            match event.decode::<InvoiceDoc>(&[1]) {
+                Ok(i) => hand_over(&app, &[i]),
+                // The durable consumer parks it; nothing to hand over.
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "the price feed waiting for the broker")
+                    tracing::debug!(event = event.id, error = %e, "an invoice the price feed cannot read")
                 }
             }
-            tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => return,
-                () = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
-        }
-    })
+        }),
+    )
 }
