@@ -146,7 +146,8 @@ impl Nats {
             .map_err(nats_error)
     }
 
-    /// Calls `each` with every `source` event of `event_type` as it is published, until
+    /// Calls `each` with every `source` event of `event_type` (`>` for all of them) as it is
+    /// published, until
     /// `shutdown` holds `true`: a plain subscription, no durable consumer, so every subscriber
     /// gets each event once while connected and nothing is replayed. For notifications whose
     /// effects a [`NatsConsumer`] also records (an exit waiting in one replica for the price of

@@ -11,6 +11,10 @@
 //! ([`crate::prices`]); in the distributed mode every replica also follows the invoices live
 //! ([`spawn_price_feed`]), because the one whose consumer applies an invoice need not be the one
 //! whose barrier call waits for it.
+//!
+//! Likewise the long polls of displays and live pages: in the distributed mode each replica
+//! wakes its own as any replica's parks events go by, and once a second besides
+//! ([`spawn_change_feed`]), since display messages and spot switches write no event.
 
 use std::sync::Arc;
 
@@ -65,7 +69,7 @@ impl FromPayments {
                 );
             }
         }
-        self.0.displays_changed();
+        self.0.changed();
     }
 }
 
@@ -188,8 +192,39 @@ pub fn spawn_nats(
             gauges: app.metrics.events.broker_consumer("payments"),
         }
         .spawn(shutdown.clone()),
-        spawn_price_feed(app, nats, shutdown),
+        spawn_price_feed(app, nats.clone(), shutdown.clone()),
+        spawn_change_feed(app, nats, shutdown),
     ]
+}
+
+/// How often, in the distributed mode, the long polls read their version again even though
+/// no event told of a change (a display message or spot switch made through another replica).
+pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Wakes this replica's long polls as the broker gets each parks event (an entrance or exit
+/// through any replica), and every [`RECHECK`], until `shutdown` holds `true`.
+pub fn spawn_change_feed(
+    app: &App,
+    nats: pms_events::nats::Nats,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let ring = app.clone();
+        let feed = nats.follow("parks", ">", shutdown, move |_| ring.changed());
+        let recheck = async {
+            let mut every = tokio::time::interval(RECHECK);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                app.changed();
+            }
+        };
+        tokio::select! {
+            () = feed => {}
+            () = recheck => {}
+        }
+    })
 }
 
 /// Every invoice as the broker gets it, handed to this replica's waiting exits, until

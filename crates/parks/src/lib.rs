@@ -117,8 +117,9 @@ pub struct Inner {
     pub exit_wait: Duration,
     /// Exits waiting for their visit's price, handed it when its invoice is applied.
     pub prices: PriceWaiters,
-    /// Rung when a display's text or its park's occupancy may have changed.
-    pub displays: tokio::sync::watch::Sender<u64>,
+    /// Rung when what a display or a park shows may have changed: the long polls waiting in
+    /// this process read their version from the database again.
+    pub changes: tokio::sync::watch::Sender<()>,
     /// Counters.
     pub metrics: Metrics,
     seed: Option<DemoParks>,
@@ -153,7 +154,7 @@ impl App {
             limits: config.limits,
             exit_wait: config.exit_wait,
             prices: PriceWaiters::default(),
-            displays: tokio::sync::watch::Sender::new(0),
+            changes: tokio::sync::watch::Sender::new(()),
             metrics: Metrics::default(),
             seed: config.seed,
         })))
@@ -186,16 +187,16 @@ impl App {
         })
     }
 
-    /// Something that changes what displays show was committed: wake the outbox's consumers and
-    /// the displays' followers.
+    /// Something was committed: wake the outbox's consumers and the long polls.
     pub fn committed(&self) {
         self.outbox.committed();
-        self.displays_changed();
+        self.changed();
     }
 
-    /// What displays show may have changed (and no event was written): wake their followers.
-    pub fn displays_changed(&self) {
-        self.displays.send_modify(|n| *n = n.wrapping_add(1));
+    /// What a display or a park shows may have changed (in this process, or in another replica
+    /// when the distributed mode says so): the long polls waiting here read their version again.
+    pub fn changed(&self) {
+        self.changes.send_replace(());
     }
 }
 

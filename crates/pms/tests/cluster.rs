@@ -12,6 +12,8 @@
 //!   users service has reached parks and payments once (no event lost or applied twice);
 //! - the gateway stopped sending to each killed replica (no more failed connects to it) and sent
 //!   to it again once it was ready; both times are printed.
+//! - a display and a page following the parks through the gateway get the same versions from
+//!   either parks replica, so their long polls wait instead of answering at once.
 //!
 //! It also prints the throughput of `getAllUsers` with two users replicas and with one, measured
 //! in the same run. `scripts/cluster.sh` runs this test with a release build and more load;
@@ -189,9 +191,10 @@ impl Cluster {
         }
     }
 
-    fn device_key(&self, barrier: u8) -> String {
+    /// The key of device `kind` (`barrier`, `display`) `id`.
+    fn device_key(&self, kind: &str, id: u8) -> String {
         let out = Command::new(PMS)
-            .args(["device", "key", "barrier", &barrier.to_string()])
+            .args(["device", "key", kind, &id.to_string()])
             .arg("--device-secret-file")
             .arg(self.dir.path().join("device-secret"))
             .output()
@@ -582,7 +585,10 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
         client: Client::builder(TokioExecutor::new()).build_http(),
         base: format!("http://127.0.0.1:{}", cluster.gateway),
     };
-    let keys = (cluster.device_key(1), cluster.device_key(2));
+    let keys = (
+        cluster.device_key("barrier", 1),
+        cluster.device_key("barrier", 2),
+    );
     let tally: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -752,5 +758,69 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
             cluster.log("gateway")
         );
     }
+
+    // A display and a page following the parks through the round-robin gateway: both parks
+    // replicas give the same versions (read from the database), so with nothing changing each
+    // long poll waits out its time and answers the version it was given, whichever replica
+    // takes it, instead of answering at once with the other replica's own count.
+    let display_key = cluster.device_key("display", 1);
+    let (display, pages) = rt.block_on(async {
+        let token = login(&api, "parkmanager@isep.ipp.pt").await;
+        let bearer = format!("Bearer {token}");
+        let get = |after: Option<&Value>| {
+            let mut body = serde_json::json!({"displayID": 1, "waitMs": 200});
+            if let Some(v) = after {
+                body["waitForChangeAfter"] = v.clone();
+            }
+            let (api, key) = (api.clone(), display_key.clone());
+            async move {
+                let (status, answer) = api
+                    .call(
+                        "POST",
+                        "/display/get",
+                        &[("x-device-key", &key)],
+                        Some(&body),
+                    )
+                    .await
+                    .expect("display/get");
+                assert_eq!(status, 200, "{answer}");
+                answer["version"].clone()
+            }
+        };
+        let page = |after: Option<&Value>| {
+            let path = match after {
+                Some(v) => format!("/parks/changes?after={v}&waitMs=200"),
+                None => "/parks/changes".to_owned(),
+            };
+            let (api, bearer) = (api.clone(), bearer.clone());
+            async move {
+                let (status, answer) = api
+                    .call("GET", &path, &[("authorization", &bearer)], None)
+                    .await
+                    .expect("parks/changes");
+                assert_eq!(status, 200, "{answer}");
+                answer["version"].clone()
+            }
+        };
+        // One after the other, so that the gateway's round-robin gives each kind of request to
+        // both replicas.
+        let first = get(None).await;
+        let mut display = vec![first.clone()];
+        for _ in 0..4 {
+            display.push(get(Some(&first)).await);
+        }
+        let first = page(None).await;
+        let mut pages = vec![first.clone()];
+        for _ in 0..4 {
+            pages.push(page(Some(&first)).await);
+        }
+        (display, pages)
+    });
+    assert!(
+        display[0].is_u64() && pages[0].is_u64(),
+        "{display:?} {pages:?}"
+    );
+    assert!(display.iter().all(|v| *v == display[0]), "{display:?}");
+    assert!(pages.iter().all(|v| *v == pages[0]), "{pages:?}");
     drop(nats);
 }

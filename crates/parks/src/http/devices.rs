@@ -328,29 +328,46 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
     ))
 }
 
-/// The displays' change counter once it differs from `after`, or after `wait_ms` (default
-/// 25 s, at most [`MAX_WAIT_MS`]); at once when `after` is `None`. The long poll of displays and
-/// of the front office's live pages.
+/// What `read` gives (a value and its change version) once the version differs from `after`,
+/// or after `wait_ms` (default 25 s, at most [`MAX_WAIT_MS`]); at once when `after` is `None`.
+/// The long poll of displays and of the front office's live pages.
+///
+/// The versions come from the database, so they are the same on every replica; `read` runs
+/// again each time this process is told that something may have changed ([`App::changed`]).
 ///
 /// # Errors
-/// 400 naming `waitMs` when it is out of range.
-pub async fn wait_for_change(
+/// 400 naming `waitMs` when it is out of range; `read`'s errors.
+pub async fn wait_for_change<T, Read>(
     s: &App,
     after: Option<i64>,
     wait_ms: Option<i64>,
-) -> Result<u64, ApiError> {
-    let mut changes = s.displays.subscribe();
+    mut read: impl FnMut() -> Read,
+) -> Result<(T, u64), ApiError>
+where
+    Read: std::future::Future<Output = Result<(T, u64), StoreError>>,
+{
     let wait = wait_ms.unwrap_or(25_000);
     if !(0..=MAX_WAIT_MS).contains(&wait) {
         return Err(FieldError::new("waitMs", format!("must be 0 to {MAX_WAIT_MS}")).into());
     }
-    if let Some(after) = after {
-        let wait = std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0));
-        let changed = changes.wait_for(|v| i64::try_from(*v).unwrap_or(i64::MAX) != after);
-        let _ = tokio::time::timeout(wait, changed).await;
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(wait.unsigned_abs());
+    // Subscribed before the first read, so a change committed after it wakes this wait.
+    let mut rung = s.changes.subscribe();
+    loop {
+        let (value, version) = read().await.map_err(store_error)?;
+        let Some(after) = after else {
+            return Ok((value, version));
+        };
+        if i64::try_from(version).ok() != Some(after) {
+            return Ok((value, version));
+        }
+        match tokio::time::timeout_at(deadline, rung.changed()).await {
+            Ok(Ok(())) => {}
+            // The wait is over (or the service is going away): the version is as it was.
+            Ok(Err(_)) | Err(_) => return Ok((value, version)),
+        }
     }
-    let version = *changes.borrow_and_update();
-    Ok(version)
 }
 
 /// What a display asks.
@@ -394,8 +411,13 @@ pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -
     let id = required_int(&body, "displayID")?;
     device(&s, &headers, DeviceKind::Display, id)?;
     let after = optional_int(&body, "waitForChangeAfter")?;
-    let version = wait_for_change(&s, after, optional_int(&body, "waitMs")?).await?;
-    let display = s.store.display(id).await.map_err(store_error)?;
+    let wait = optional_int(&body, "waitMs")?;
+    let (display, version) = wait_for_change(&s, after, wait, || async {
+        let display = s.store.display(id).await?;
+        let version = display.version;
+        Ok((display, version))
+    })
+    .await?;
     Ok(json(
         StatusCode::OK,
         &DisplayAnswer {

@@ -367,6 +367,11 @@ impl Store {
                 let Some(id) = id else {
                     return Err(StoreError::not_found("spot", spot_number));
                 };
+                // Its park's free spots may have changed: followers read the counter again.
+                sqlx::query("UPDATE parks SET changes = changes + 1 WHERE id = $1")
+                    .bind(park.id)
+                    .execute(&mut *tx)
+                    .await?;
                 sqlx::query(
                     "INSERT INTO spot_history (spot_id, operational, changed_by, manager_id, changed_at_ms, message) \
                      VALUES ($1, $2, $3, $4, $5, $6)",
@@ -400,7 +405,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let n = repeatable!(self, |conn| {
             sqlx::query(
-            "UPDATE parks SET parkies_per_hour = $1, parkies_per_minute = $2 WHERE park_number = $3"
+            "UPDATE parks SET parkies_per_hour = $1, parkies_per_minute = $2, changes = changes + 1 \
+             WHERE park_number = $3"
         )
         .bind(per_hour)
         .bind(per_minute)
@@ -433,7 +439,8 @@ impl Store {
                 // The park's row first: table versions of one park are made one at a time.
                 let row = sqlx::query(&format!(
                     "UPDATE parks SET overnight_enabled = COALESCE($1, overnight_enabled), \
-                     overnight_fee = COALESCE($2, overnight_fee) WHERE park_number = $3 RETURNING {PARK_COLUMNS}"
+                     overnight_fee = COALESCE($2, overnight_fee), changes = changes + 1 \
+                     WHERE park_number = $3 RETURNING {PARK_COLUMNS}"
                 ))
                 .bind(enabled.map(i64::from))
                 .bind(fee)
@@ -492,9 +499,10 @@ impl Store {
             let table = table.clone();
             let r: Result<i64, StoreError> = transaction!(self, |tx| {
                 // The park's row first (locked until commit): the overnight fee read here is the
-                // one in force, and table versions of one park are made one at a time.
+                // one in force, and table versions of one park are made one at a time. Its
+                // change counter moves: the park's prices are part of what it shows.
                 let row = sqlx::query(&format!(
-                    "UPDATE parks SET id = id WHERE park_number = $1 RETURNING {PARK_COLUMNS}"
+                    "UPDATE parks SET changes = changes + 1 WHERE park_number = $1 RETURNING {PARK_COLUMNS}"
                 ))
                 .bind(number)
                 .fetch_optional(&mut *tx)

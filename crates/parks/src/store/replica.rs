@@ -155,7 +155,7 @@ impl Store {
                             )),
                         );
                         sqlx::query(
-                            "UPDATE displays SET message = $1, updated_at_ms = $2 \
+                            "UPDATE displays SET message = $1, updated_at_ms = $2, changes = changes + 1 \
                              WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
                         )
                         .bind(priced)

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::support::{assert_error, plate_read, System, Via, BOTH};
+use crate::support::{assert_error, plate_read, Api, Options, System, Via, BOTH};
 
 async fn free_spots(sys: &System, park: i64) -> i64 {
     sys.parks
@@ -287,4 +287,134 @@ async fn displays_stay_in_their_park_and_follow_changes() {
         r.text()
     );
     assert_eq!(r.json()["message"], "No displays found!");
+}
+
+/// `POST /display/get` for display `id` with its `key`, as a long poll when `after` is given.
+async fn display_get(
+    api: &mut Api,
+    id: i64,
+    key: &str,
+    after: Option<&serde_json::Value>,
+    wait_ms: u32,
+) -> serde_json::Value {
+    let mut body = json!({"displayID": id, "waitMs": wait_ms});
+    if let Some(v) = after {
+        body["waitForChangeAfter"] = v.clone();
+    }
+    let r = api
+        .call(
+            "POST",
+            "/display/get",
+            &[("x-device-key", key)],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text());
+    r.json()
+}
+
+/// Waits until at least `n` long polls wait in `app`.
+async fn polls_waiting(app: &pms_parks::App, n: usize) {
+    pms_testkit::assert_eventually("the long polls wait", 500, || {
+        let app = app.clone();
+        async move { app.changes.receiver_count() >= n }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn long_polls_agree_across_replicas_and_wake_on_changes_made_through_any() {
+    for db in BOTH {
+        let Some(sys) = System::start_with(
+            db,
+            Options {
+                nats: true,
+                parks_replica: true,
+                ..Default::default()
+            },
+        )
+        .await
+        else {
+            continue;
+        };
+        let (replica, _) = sys.replica.clone().expect("a replica");
+        let key = sys.display_key(1);
+        // One replica behind the gateway, the other asked straight: the same versions.
+        let mut through_gateway = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+        let mut display = sys.replica_client().await;
+        let mut page = sys.replica_client().await;
+        page.token.clone_from(&through_gateway.token);
+        let version = display_get(&mut through_gateway, 1, &key, None, 0).await["version"].clone();
+        assert!(version.is_u64(), "{version}");
+        assert_eq!(
+            display_get(&mut display, 1, &key, None, 0).await["version"],
+            version
+        );
+        let parks = through_gateway.get("/parks/changes").await.json()["version"].clone();
+        assert!(parks.is_u64(), "{parks}");
+        assert_eq!(page.get("/parks/changes").await.json()["version"], parks);
+        // A version from one replica, sent to the other, waits there: nothing changed.
+        let same = display_get(&mut display, 1, &key, Some(&version), 300).await;
+        assert_eq!(same["version"], version, "{same}");
+        let same = page
+            .get(&format!("/parks/changes?after={parks}&waitMs=300"))
+            .await
+            .json();
+        assert_eq!(same["version"], parks, "{same}");
+
+        // An entrance through one replica wakes the long polls waiting in the other: its event
+        // goes by on the broker.
+        let waiting_page = format!("/parks/changes?after={parks}&waitMs=20000");
+        let (seen, paged, entered) = tokio::join!(
+            display_get(&mut display, 1, &key, Some(&version), 20_000),
+            page.get(&waiting_page),
+            async {
+                polls_waiting(&replica, 2).await;
+                through_gateway
+                    .barrier(
+                        "entrance",
+                        &sys.barrier_key(1),
+                        &plate_read(1, 1, "46-ON-05", "2024-01-10T10:00:00Z"),
+                    )
+                    .await
+            }
+        );
+        assert_eq!(entered.json()["success"], true, "{}", entered.text());
+        assert_eq!(seen["message"], "Welcome to the park Rui Soares!", "{seen}");
+        assert_eq!(seen["occupancy"], 5, "{seen}");
+        assert_ne!(seen["version"], version, "{seen}");
+        let paged = paged.json()["version"].clone();
+        assert_ne!(paged, parks);
+
+        // A message pushed through one replica writes no event: the other finds it on its
+        // periodic check.
+        let version = seen["version"].clone();
+        let (seen, pushed) = tokio::join!(
+            display_get(&mut display, 1, &key, Some(&version), 20_000),
+            async {
+                polls_waiting(&replica, 1).await;
+                through_gateway
+                    .call(
+                        "POST",
+                        "/display/update",
+                        &[("x-device-key", &sys.barrier_key(1))],
+                        json!({"barrierID": 1, "parkID": 1, "message": "Closed at 22:00"})
+                            .to_string(),
+                    )
+                    .await
+            }
+        );
+        assert_eq!(pushed.json()["success"], true, "{}", pushed.text());
+        assert_eq!(seen["message"], "Closed at 22:00", "{seen}");
+        assert_ne!(seen["version"], version, "{seen}");
+        // And both replicas agree on the versions again.
+        let now = display_get(&mut through_gateway, 1, &key, None, 0).await;
+        assert_eq!(now["version"], seen["version"], "{now}");
+        let parks_now = through_gateway.get("/parks/changes").await.json()["version"].clone();
+        assert_eq!(
+            page.get("/parks/changes").await.json()["version"],
+            parks_now
+        );
+        assert_ne!(parks_now, paged, "the message moved the parks' version too");
+    }
 }

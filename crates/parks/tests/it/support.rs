@@ -72,9 +72,10 @@ pub struct Options {
     /// On PostgreSQL: this database instead of a fresh one on the shared server (a test that
     /// stops its server brings its own).
     pub pg_url: Option<String>,
-    /// With `nats`: a second parks replica on the same database applies every event parks
-    /// consumes, and the one behind the gateway follows only the broker's live price feed, so
-    /// its exits' prices always come from an invoice the other replica applied.
+    /// With `nats`: a second parks replica on the same database, served on a port of its own
+    /// ([`System::replica_client`]), applies every event parks consumes, and the one behind the
+    /// gateway follows only the broker's live feeds (prices and changes), so its exits' prices
+    /// always come from an invoice the other replica applied.
     pub parks_replica: bool,
 }
 
@@ -95,6 +96,8 @@ pub struct System {
     pub users: pms_users::App,
     pub parks: pms_parks::App,
     pub payments: pms_payments::App,
+    /// The second parks replica (with [`Options::parks_replica`]).
+    pub replica: Option<(pms_parks::App, SocketAddr)>,
     pub gw_plain: SocketAddr,
     pub gw_tls: SocketAddr,
     pub keys: DeviceKeys,
@@ -162,6 +165,7 @@ impl System {
         parks.init().await.expect("parks init");
         payments.init().await.expect("payments init");
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut replica = None;
         let broker = if options.nats {
             if pms_testkit::nats::skipped() {
                 eprintln!("PMS_TEST_SKIP_NATS=1: skipping the broker variant");
@@ -173,17 +177,20 @@ impl System {
                 .expect("nats");
             pms_users::events::spawn_nats(&users, nats.clone(), stop_rx.clone());
             if options.parks_replica {
-                let replica = pms_parks::App::new(parks_config()).expect("parks replica");
-                replica.init().await.expect("parks replica init");
-                pms_parks::events::spawn_nats(&replica, nats.clone(), stop_rx.clone());
-                // The served replica publishes its own commits (the relays of both replicas
-                // publish the one outbox; the broker drops the copies), and applies nothing.
+                let other = pms_parks::App::new(parks_config()).expect("parks replica");
+                other.init().await.expect("parks replica init");
+                pms_parks::events::spawn_nats(&other, nats.clone(), stop_rx.clone());
+                replica = Some(other);
+                // The replica behind the gateway publishes its own commits (the relays of both
+                // replicas publish the one outbox; the broker drops the copies), and applies
+                // nothing.
                 tokio::spawn(pms_events::nats::relay(
                     nats.clone(),
                     parks.outbox.clone(),
                     stop_rx.clone(),
                 ));
                 pms_parks::events::spawn_price_feed(&parks, nats.clone(), stop_rx.clone());
+                pms_parks::events::spawn_change_feed(&parks, nats.clone(), stop_rx.clone());
             } else {
                 pms_parks::events::spawn_nats(&parks, nats.clone(), stop_rx.clone());
             }
@@ -208,17 +215,31 @@ impl System {
             None
         };
         let (u, p, m) = (users.clone(), parks.clone(), payments.clone());
-        let spawned = vec![
+        let mut spawned = vec![
             Spawned::start(move |l, s| pms_users::run(l, u, ServeConfig::default(), s)).await,
             Spawned::start(move |l, s| pms_parks::run(l, p, ServeConfig::default(), s)).await,
             Spawned::start(move |l, s| pms_payments::run(l, m, ServeConfig::default(), s)).await,
         ];
         let (gw_plain, gw_tls, gateway) =
             gateway(spawned[0].addr, spawned[1].addr, spawned[2].addr);
+        let replica = match replica {
+            Some(app) => {
+                let served = app.clone();
+                let s = Spawned::start(move |l, s| {
+                    pms_parks::run(l, served, ServeConfig::default(), s)
+                })
+                .await;
+                let addr = s.addr;
+                spawned.push(s);
+                Some((app, addr))
+            }
+            None => None,
+        };
         let system = System {
             users,
             parks,
             payments,
+            replica,
             gw_plain,
             gw_tls,
             keys: DeviceKeys::new(DEVICE_SECRET).expect("keys"),
@@ -257,6 +278,18 @@ impl System {
         if via == Via::H2Tls {
             assert_eq!(client.version, http::Version::HTTP_2);
         }
+        Api {
+            client,
+            token: None,
+        }
+    }
+
+    /// A client straight to the second parks replica (with [`Options::parks_replica`]).
+    pub async fn replica_client(&self) -> Api {
+        let (_, addr) = self.replica.as_ref().expect("started with a parks replica");
+        let client = TestClient::connect(*addr, Proto::H1c)
+            .await
+            .expect("connect");
         Api {
             client,
             token: None,

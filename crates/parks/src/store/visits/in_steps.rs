@@ -38,7 +38,8 @@ impl Store {
             // The park's row first: the counter's CHECK refuses a full park, and every entrance
             // and exit of this park queues here.
             let raised = sqlx::query(
-                "UPDATE parks SET occupied = occupied + 1 WHERE id = $1 AND occupied < max_occupancy",
+                "UPDATE parks SET occupied = occupied + 1, changes = changes + 1 \
+                 WHERE id = $1 AND occupied < max_occupancy",
             )
             .bind(barrier.park_id)
             .execute(&mut *tx)
@@ -133,10 +134,12 @@ impl Store {
                     }
                 };
             // The park's row first, as at the entrance.
-            sqlx::query("UPDATE parks SET occupied = occupied - 1 WHERE id = $1")
-                .bind(barrier.park_id)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE parks SET occupied = occupied - 1, changes = changes + 1 WHERE id = $1",
+            )
+            .bind(barrier.park_id)
+            .execute(&mut *tx)
+            .await?;
             sqlx::query("UPDATE spots SET occupied = 0 WHERE id = $1")
                 .bind(visit.spot_id)
                 .execute(&mut *tx)

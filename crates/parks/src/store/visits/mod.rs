@@ -415,7 +415,8 @@ fn closed_event(
 macro_rules! show_on_displays {
     ($tx:ident, $barrier:expr, $message:expr, $at:expr) => {
         sqlx::query(
-            "UPDATE displays SET message = $1, updated_at_ms = $2 WHERE barrier_id = $3 AND state = 'ACTIVE'",
+            "UPDATE displays SET message = $1, updated_at_ms = $2, changes = changes + 1 \
+             WHERE barrier_id = $3 AND state = 'ACTIVE'",
         )
         .bind($message)
         .bind($at)

@@ -54,11 +54,11 @@ static ENTER: LazyLock<String> = LazyLock::new(|| {
            WHERE park_id = $1 AND operational = 1 AND occupied = 0 AND spot_vehicle_type = $2 AND spot_type = $3 \
            AND (SELECT occupied < max_occupancy FROM parks WHERE id = $1) \
            ORDER BY floor_level, spot_number LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, spot_number), \
-         raised AS (UPDATE parks SET occupied = occupied + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM spot) RETURNING id), \
+         raised AS (UPDATE parks SET occupied = occupied + 1, changes = changes + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM spot) RETURNING id), \
          visit AS (INSERT INTO visits (id, park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
            SELECT $4, $1, spot.id, $5, $6, $2, $3, $7, $8 FROM spot, raised RETURNING id), \
          counted AS ({counted} RETURNING 1), \
-         shown AS (UPDATE displays SET message = $16, updated_at_ms = $17 \
+         shown AS (UPDATE displays SET message = $16, updated_at_ms = $17, changes = changes + 1 \
            WHERE barrier_id = $7 AND state = 'ACTIVE' AND EXISTS (SELECT 1 FROM counted) RETURNING 1), \
          ready AS (SELECT $18::text AS payload FROM visit WHERE (SELECT count(*) FROM shown) >= 0), \
          {append} \
@@ -80,9 +80,9 @@ static EXIT: LazyLock<String> = LazyLock::new(|| {
          closed AS (UPDATE visits SET left_at_ms = $4, exit_barrier_id = $5, use_coins = (SELECT count(*) FROM coins) \
            WHERE id = $1 AND left_at_ms IS NULL RETURNING spot_id, use_coins), \
          freed AS (UPDATE spots SET occupied = 0 WHERE id = (SELECT spot_id FROM closed) RETURNING 1), \
-         lowered AS (UPDATE parks SET occupied = occupied - 1 WHERE id = $6 AND EXISTS (SELECT 1 FROM freed) RETURNING 1), \
+         lowered AS (UPDATE parks SET occupied = occupied - 1, changes = changes + 1 WHERE id = $6 AND EXISTS (SELECT 1 FROM freed) RETURNING 1), \
          timed AS ({timed} RETURNING 1), \
-         shown AS (UPDATE displays SET message = $9, updated_at_ms = $10 \
+         shown AS (UPDATE displays SET message = $9, updated_at_ms = $10, changes = changes + 1 \
            WHERE barrier_id = $5 AND state = 'ACTIVE' AND EXISTS (SELECT 1 FROM timed) RETURNING 1), \
          ready AS (SELECT CASE WHEN use_coins = 1 THEN $11::text ELSE $12::text END AS payload FROM closed \
            WHERE (SELECT count(*) FROM shown) >= 0), \
