@@ -13,7 +13,9 @@
 //! - the gateway stopped sending to each killed replica (no more failed connects to it) and sent
 //!   to it again once it was ready; both times are printed.
 //! - a display and a page following the parks through the gateway get the same versions from
-//!   either parks replica, so their long polls wait instead of answering at once.
+//!   either parks replica, so their long polls wait instead of answering at once;
+//! - a person signs in to the front office (two replicas, sessions shared in NATS), stays
+//!   signed in and signs out, whichever replica the gateway picks for each request.
 //!
 //! It also prints the throughput of `getAllUsers` with two users replicas and with one, measured
 //! in the same run. `scripts/cluster.sh` runs this test with a release build and more load;
@@ -34,10 +36,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use common::free_port;
+use common::{free_port, get, post};
 
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 const SERVICES: [&str; 3] = ["users", "parks", "payments"];
+/// The front office, two replicas behind the gateway too, sharing their sessions in NATS.
+const WEB: &str = "web";
 const PASSWORD: &str = "Cluster#Seed2026";
 /// Requests the workload has in flight at most (one per task).
 const CLIENTS_AT_ONCE: u32 = 4;
@@ -73,7 +77,7 @@ impl Cluster {
         )
         .expect("device secret");
         let mut ports = BTreeMap::new();
-        for svc in SERVICES {
+        for svc in SERVICES.iter().chain(&[WEB]) {
             for r in 1..=2 {
                 ports.insert(format!("{svc}{r}"), free_port());
             }
@@ -93,6 +97,7 @@ impl Cluster {
             for svc in SERVICES {
                 c.start_replica(svc, r);
             }
+            c.start_web(r);
         }
         for name in c.ports.keys() {
             wait_ready(c.ports[name], "/readyz");
@@ -133,6 +138,25 @@ impl Cluster {
         self.procs.insert(name, Proc(child));
     }
 
+    /// Front office `r`, calling the cluster's gateway, its sessions in the cluster's NATS.
+    fn start_web(&mut self, r: u8) {
+        let name = format!("{WEB}{r}");
+        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).expect("log");
+        let child = Command::new(PMS)
+            .arg(WEB)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.ports[&name]))
+            .arg("--gateway-url")
+            .arg(format!("http://127.0.0.1:{}", self.gateway))
+            .args(["--nats-url", &self.nats])
+            .env("PMS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start a front office");
+        self.procs.insert(name, Proc(child));
+    }
+
     fn start_gateway(&mut self) {
         let text = std::fs::read_to_string(repo().join("config/gateway.toml")).expect("config");
         let mut out = String::new();
@@ -153,11 +177,15 @@ impl Cluster {
                 ("listen = \"127.0.0.1:9090\"", _) => {
                     format!("listen = \"127.0.0.1:{}\"", self.gateway)
                 }
-                (l, Some(u)) if l.starts_with("endpoints = ") && SERVICES.contains(&u) => format!(
-                    "endpoints = [\"{}\", \"{}\"]",
-                    self.endpoint(&format!("{u}1")),
-                    self.endpoint(&format!("{u}2"))
-                ),
+                (l, Some(u))
+                    if l.starts_with("endpoints = ") && (SERVICES.contains(&u) || u == WEB) =>
+                {
+                    format!(
+                        "endpoints = [\"{}\", \"{}\"]",
+                        self.endpoint(&format!("{u}1")),
+                        self.endpoint(&format!("{u}2"))
+                    )
+                }
                 (l, _) => l.to_owned(),
             };
             out.push_str(&line);
@@ -822,5 +850,40 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
     );
     assert!(display.iter().all(|v| *v == display[0]), "{display:?}");
     assert!(pages.iter().all(|v| *v == pages[0]), "{pages:?}");
+
+    // A person in the front office through the gateway, which sends each request to either
+    // replica of it: the sessions are shared, so signing in, staying signed in and signing out
+    // hold whichever replica answers.
+    let port = cluster.gateway;
+    let signin = get(port, "/app/signin", None);
+    assert_eq!(signin.status, 200, "{}", signin.body);
+    let anon = signin.session().expect("a session");
+    let signed = post(
+        port,
+        "/app/signin",
+        Some(&anon),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", "ruiSoares@isep.ipp.pt"),
+            ("password", PASSWORD),
+        ],
+    );
+    assert_eq!(signed.status, 303, "{}\n{}", signed.body, cluster.logs());
+    assert_eq!(signed.header("location"), Some("/app/account"));
+    let session = signed.session().expect("signed in");
+    let mut csrf = String::new();
+    for _ in 0..4 {
+        let account = get(port, "/app/account", Some(&session));
+        assert_eq!(account.status, 200, "{}", account.body);
+        assert!(account.body.contains("46-ON-05"), "{}", account.body);
+        csrf = account.csrf();
+    }
+    let out = post(port, "/app/signout", Some(&session), &[("csrf", &csrf)]);
+    assert_eq!(out.status, 303, "{}", out.body);
+    for _ in 0..2 {
+        let after = get(port, "/app/account", Some(&session));
+        assert_eq!(after.status, 303, "signed out everywhere: {}", after.body);
+        assert_eq!(after.header("location"), Some("/app/signin"));
+    }
     drop(nats);
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::process::{Child, Command, Stdio};
 
-use common::{exchange, free_port, wait_for_port};
+use common::{free_port, get, post, wait_for_port, Page};
 
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 
@@ -18,89 +18,6 @@ impl Drop for Up {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// An answer split into its status, headers (lower-case names) and body.
-struct Page {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Page {
-    fn parse(raw: &str) -> Self {
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        Self {
-            status,
-            headers,
-            body: body.to_owned(),
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The session id the answer sets, if it sets one.
-    fn session(&self) -> Option<String> {
-        let cookie = self.header("set-cookie")?;
-        let value = cookie.strip_prefix("pms_session=")?.split(';').next()?;
-        (!value.is_empty()).then(|| value.to_owned())
-    }
-
-    /// The CSRF token of the page's first form.
-    fn csrf(&self) -> String {
-        let at = self.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
-        self.body[at..at + 64].to_owned()
-    }
-}
-
-fn get(port: u16, path: &str, session: Option<&str>) -> Page {
-    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
-    Page::parse(&exchange(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}connection: close\r\n\r\n"),
-    ))
-}
-
-fn post(port: u16, path: &str, session: Option<&str>, form: &[(&str, &str)]) -> Page {
-    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
-    let body: Vec<String> = form
-        .iter()
-        .map(|(k, v)| format!("{k}={}", encode(v)))
-        .collect();
-    let body = body.join("&");
-    Page::parse(&exchange(
-        port,
-        &format!(
-            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    ))
-}
-
-/// Form encoding of the characters these tests send.
-fn encode(v: &str) -> String {
-    v.chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '.' | '_' => c.to_string(),
-            ' ' => "+".into(),
-            c => format!("%{:02X}", c as u32),
-        })
-        .collect()
 }
 
 /// Signs `email` in with the seed password; returns the session id.

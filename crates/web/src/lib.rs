@@ -45,6 +45,9 @@ pub struct WebConfig {
     /// Mark the session cookie `Secure` (browsers still send it to `http://localhost` and
     /// `http://127.0.0.1`, which they treat as secure contexts).
     pub secure_cookies: bool,
+    /// Keep the sessions in the NATS server of this client, shared with every other front
+    /// office using it (replicas behind one gateway), instead of in this process.
+    pub shared_sessions: Option<async_nats::Client>,
 }
 
 /// The front office's shared state. Cheap to clone.
@@ -75,10 +78,13 @@ impl App {
     /// The front office for `config`. Call it inside a Tokio runtime.
     pub fn new(config: &WebConfig) -> Self {
         Self(Arc::new(Inner {
-            sessions: Sessions::default(),
+            sessions: config
+                .shared_sessions
+                .clone()
+                .map_or_else(Sessions::in_memory, Sessions::shared),
             gateway: Gateway::new(&config.gateway),
             secure_cookies: config.secure_cookies,
-            metrics: metrics::Metrics::default(),
+            metrics: metrics::Metrics::new(config.shared_sessions.is_none()),
         }))
     }
 }
@@ -145,7 +151,7 @@ async fn secure_headers(
 
 /// `GET /metrics`: Prometheus text.
 async fn metrics(axum::extract::State(app): axum::extract::State<App>) -> Response {
-    let body = app.metrics.render(app.sessions.len());
+    let body = app.metrics.render(app.sessions.held());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
@@ -194,8 +200,9 @@ pub fn router(app: App) -> Router {
         .route("/app/live", get(pages::live::live))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))
-        // Nothing to wait for: the front office serves as soon as it listens (a gateway that is
-        // away shows on each page as a 502 page).
+        // Nothing to wait for: the front office serves as soon as it listens. A gateway that is
+        // away shows on each page as a 502 page, a broker holding shared sessions that is away
+        // as a 503 page; every replica would fail alike, so none is taken out for it.
         .route("/readyz", get(|| async { "ready" }))
         .route("/metrics", get(metrics))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page") })

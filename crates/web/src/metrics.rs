@@ -1,5 +1,6 @@
 //! The front office's Prometheus metrics (`GET /metrics` on its own port, never routed by the
-//! gateway): answers by status code and the sessions held now. One registry per instance.
+//! gateway): answers by status code and, when this process keeps them, the sessions held now.
+//! One registry per instance.
 
 use std::sync::atomic::AtomicI64;
 use std::sync::Mutex;
@@ -20,11 +21,13 @@ struct Answer {
 pub struct Metrics {
     registry: Mutex<Registry>,
     answers: Family<Answer, Counter>,
-    sessions: Gauge<i64, AtomicI64>,
+    sessions: Option<Gauge<i64, AtomicI64>>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
+impl Metrics {
+    /// The registry, with the sessions gauge when `sessions_here` (sessions in this process's
+    /// memory; shared ones are not one replica's to count).
+    pub fn new(sessions_here: bool) -> Self {
         let mut registry = Registry::with_prefix("pms_web");
         let answers = Family::<Answer, Counter>::default();
         registry.register(
@@ -32,30 +35,32 @@ impl Default for Metrics {
             "Answers of the front office by status code",
             answers.clone(),
         );
-        let sessions = Gauge::<i64, AtomicI64>::default();
-        registry.register(
-            "sessions",
-            "Browser sessions held (signed in or not)",
-            sessions.clone(),
-        );
+        let sessions = sessions_here.then(|| {
+            let gauge = Gauge::<i64, AtomicI64>::default();
+            registry.register(
+                "sessions",
+                "Browser sessions held (signed in or not)",
+                gauge.clone(),
+            );
+            gauge
+        });
         Self {
             registry: Mutex::new(registry),
             answers,
             sessions,
         }
     }
-}
 
-impl Metrics {
     /// Counts an answer with `status`.
     pub fn answered(&self, status: u16) {
         self.answers.get_or_create(&Answer { status }).inc();
     }
 
-    /// The text exposition, with `sessions` as the sessions gauge.
-    pub fn render(&self, sessions: usize) -> String {
-        self.sessions
-            .set(i64::try_from(sessions).unwrap_or(i64::MAX));
+    /// The text exposition, with `sessions` as the sessions gauge (when it has one).
+    pub fn render(&self, sessions: Option<u64>) -> String {
+        if let (Some(gauge), Some(n)) = (&self.sessions, sessions) {
+            gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         let registry = self
             .registry

@@ -1,24 +1,39 @@
-//! Browsers' sessions: an in-memory table keyed by a random id that only the session cookie
-//! carries (`HttpOnly`, `SameSite=Strict`, `Secure`, path `/app`), each with its CSRF token and,
-//! once signed in, the user's bearer token and who they are. The token never reaches the browser.
-//! Nothing is written to disk: a restart signs everyone out. Signing in replaces the session id
-//! (no fixation); idle sessions expire.
+//! Browsers' sessions: a table keyed by a random id that only the session cookie carries
+//! (`HttpOnly`, `SameSite=Strict`, `Secure`, path `/app`), each with its CSRF token and, once
+//! signed in, the user's bearer token and who they are. The token never reaches the browser.
+//! Signing in replaces the session id (no fixation); sessions idle for [`IDLE`] are gone.
+//!
+//! Where the table is kept ([`Sessions`]): in this process's memory (`pms up`, or one `pms web`;
+//! a restart signs everyone out), or with `--nats-url` in a NATS JetStream key-value bucket
+//! ([`BUCKET`]) that every replica of the front office shares, so that a browser's requests may
+//! reach any of them (the gateway balances per request) and a sign-out holds everywhere.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use async_nats::jetstream::kv;
 use http::{HeaderMap, HeaderValue};
+use serde::{Deserialize, Serialize};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "pms_session";
 /// A session unused this long is gone.
 pub const IDLE: Duration = Duration::from_secs(8 * 3600);
-/// Most sessions kept; past it the least recently used go first.
+/// Most sessions kept in memory; past it the least recently used go first. (The shared bucket
+/// is bounded by [`IDLE`] instead: its entries expire that long after their last write.)
 const MAX_SESSIONS: usize = 100_000;
+/// The key-value bucket of the shared sessions.
+pub const BUCKET: &str = "pms_web_sessions";
+/// A shared session's last use is written again once it is older than this, so that the
+/// bucket's expiry follows use without a write per request: a session is gone between
+/// [`IDLE`] and `IDLE` + this after its last use.
+const TOUCH: Duration = Duration::from_secs(60);
+/// Longest wait for the shared bucket's answer: past it the page says to try again.
+const SHARED_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Who is signed in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     /// The bearer token the users service issued.
     pub token: String,
@@ -39,7 +54,8 @@ pub struct Session {
     pub csrf: String,
     /// Who is signed in, if anyone.
     pub user: Option<User>,
-    last_seen: Instant,
+    /// When it was last used (written), ms since the Unix epoch.
+    seen_ms: u64,
 }
 
 impl Session {
@@ -48,76 +64,273 @@ impl Session {
         let (a, b) = (self.csrf.as_bytes(), sent.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
+
+    /// A session that is not kept anywhere: the frame of a page answered when sessions cannot
+    /// be reached or a form is refused.
+    pub fn unsaved() -> Self {
+        Self::fresh(None)
+    }
+
+    fn fresh(user: Option<User>) -> Self {
+        Self {
+            id: random_token(),
+            csrf: random_token(),
+            user,
+            seen_ms: now_ms(),
+        }
+    }
+
+    /// Unused for longer than [`IDLE`].
+    fn expired(&self, now: u64) -> bool {
+        now.saturating_sub(self.seen_ms) > millis(IDLE)
+    }
 }
 
-/// Every live session.
-#[derive(Debug, Default)]
-pub struct Sessions(Mutex<HashMap<String, Session>>);
+/// A session as the shared bucket keeps it (the id is the key).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    csrf: String,
+    user: Option<User>,
+    seen_ms: u64,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, millis)
+}
+
+/// The shared session store could not be reached: the page says so (503) and nothing changes.
+#[derive(Debug, thiserror::Error)]
+#[error("the session store is unavailable: {0}")]
+pub struct Unavailable(String);
+
+fn unavailable(e: impl std::fmt::Display) -> Unavailable {
+    Unavailable(e.to_string())
+}
+
+/// Every live session, wherever they are kept.
+#[derive(Debug)]
+pub struct Sessions(Kept);
+
+#[derive(Debug)]
+enum Kept {
+    Memory(Mutex<HashMap<String, Session>>),
+    /// The bucket, made on first use (and again after a failure), so the front office starts
+    /// and recovers while the broker is away.
+    Shared(Box<Shared>),
+}
+
+/// The shared bucket's handle.
+#[derive(Debug)]
+struct Shared {
+    js: async_nats::jetstream::Context,
+    bucket: tokio::sync::OnceCell<kv::Store>,
+}
+
+impl Shared {
+    /// The bucket (made if it does not exist yet). Its stream is made here, as the client's
+    /// `create_key_value` would make it, because that call first reads the account's limits in
+    /// a form older servers (Debian's 2.9) do not answer in.
+    async fn bucket(&self) -> Result<&kv::Store, Unavailable> {
+        use async_nats::jetstream::stream;
+        self.bucket
+            .get_or_try_init(|| async {
+                self.js
+                    .get_or_create_stream(stream::Config {
+                        name: format!("KV_{BUCKET}"),
+                        description: Some("PMS front office sessions".into()),
+                        subjects: vec![format!("$KV.{BUCKET}.>")],
+                        max_messages_per_subject: 1,
+                        max_age: IDLE + TOUCH,
+                        storage: stream::StorageType::File,
+                        allow_rollup: true,
+                        deny_delete: true,
+                        allow_direct: true,
+                        discard: stream::DiscardPolicy::New,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(unavailable)?;
+                self.js.get_key_value(BUCKET).await.map_err(unavailable)
+            })
+            .await
+    }
+}
+
+/// A client of the NATS server at `url` for [`Sessions::shared`]: it connects (and reconnects)
+/// in the background, so the front office starts while the broker is away.
+///
+/// # Errors
+/// [`Unavailable`] when the URL is malformed.
+pub async fn connect(url: &str) -> Result<async_nats::Client, Unavailable> {
+    async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect(url)
+        .await
+        .map_err(unavailable)
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::in_memory()
+    }
+}
 
 impl Sessions {
-    fn table(&self) -> MutexGuard<'_, HashMap<String, Session>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Sessions in this process's memory.
+    pub fn in_memory() -> Self {
+        Self(Kept::Memory(Mutex::default()))
+    }
+
+    /// Sessions in the JetStream key-value bucket [`BUCKET`] of `client`'s server, shared by
+    /// every front office using it.
+    pub fn shared(client: async_nats::Client) -> Self {
+        Self(Kept::Shared(Box::new(Shared {
+            js: async_nats::jetstream::context::ContextBuilder::new()
+                .timeout(SHARED_TIMEOUT)
+                .build(client),
+            bucket: tokio::sync::OnceCell::new(),
+        })))
+    }
+
+    fn table(m: &Mutex<HashMap<String, Session>>) -> MutexGuard<'_, HashMap<String, Session>> {
+        m.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The session with `id`, if it is live (it counts as used now).
-    pub fn get(&self, id: &str) -> Option<Session> {
-        let mut table = self.table();
-        let s = table.get_mut(id)?;
-        if s.last_seen.elapsed() > IDLE {
-            table.remove(id);
-            return None;
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the shared store does not answer.
+    pub async fn get(&self, id: &str) -> Result<Option<Session>, Unavailable> {
+        let now = now_ms();
+        match &self.0 {
+            Kept::Memory(m) => {
+                let mut table = Self::table(m);
+                let Some(s) = table.get_mut(id) else {
+                    return Ok(None);
+                };
+                if s.expired(now) {
+                    table.remove(id);
+                    return Ok(None);
+                }
+                s.seen_ms = now;
+                Ok(Some(s.clone()))
+            }
+            Kept::Shared(shared) => {
+                let store = shared.bucket().await?;
+                let Some(bytes) = store.get(id).await.map_err(unavailable)? else {
+                    return Ok(None);
+                };
+                let Ok(stored) = serde_json::from_slice::<Stored>(&bytes) else {
+                    tracing::warn!("a shared session that cannot be read: dropped");
+                    store.purge(id).await.map_err(unavailable)?;
+                    return Ok(None);
+                };
+                let mut s = Session {
+                    id: id.to_owned(),
+                    csrf: stored.csrf,
+                    user: stored.user,
+                    seen_ms: stored.seen_ms,
+                };
+                if s.expired(now) {
+                    store.purge(id).await.map_err(unavailable)?;
+                    return Ok(None);
+                }
+                if now.saturating_sub(s.seen_ms) > millis(TOUCH) {
+                    s.seen_ms = now;
+                    Self::put(store, &s).await?;
+                }
+                Ok(Some(s))
+            }
         }
-        s.last_seen = Instant::now();
-        Some(s.clone())
+    }
+
+    async fn put(store: &kv::Store, s: &Session) -> Result<(), Unavailable> {
+        let stored = Stored {
+            csrf: s.csrf.clone(),
+            user: s.user.clone(),
+            seen_ms: s.seen_ms,
+        };
+        let bytes = serde_json::to_vec(&stored).map_err(unavailable)?;
+        store
+            .put(&s.id, bytes.into())
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    async fn insert(&self, s: &Session) -> Result<(), Unavailable> {
+        match &self.0 {
+            Kept::Memory(m) => {
+                let mut table = Self::table(m);
+                if table.len() >= MAX_SESSIONS {
+                    let now = now_ms();
+                    table.retain(|_, s| !s.expired(now));
+                    if table.len() >= MAX_SESSIONS {
+                        if let Some(oldest) = table
+                            .iter()
+                            .min_by_key(|(_, s)| s.seen_ms)
+                            .map(|(k, _)| k.clone())
+                        {
+                            table.remove(&oldest);
+                        }
+                    }
+                }
+                table.insert(s.id.clone(), s.clone());
+                Ok(())
+            }
+            Kept::Shared(shared) => Self::put(shared.bucket().await?, s).await,
+        }
     }
 
     /// A new anonymous session.
-    pub fn create(&self) -> Session {
-        let s = Session {
-            id: random_token(),
-            csrf: random_token(),
-            user: None,
-            last_seen: Instant::now(),
-        };
-        let mut table = self.table();
-        if table.len() >= MAX_SESSIONS {
-            table.retain(|_, s| s.last_seen.elapsed() <= IDLE);
-            if table.len() >= MAX_SESSIONS {
-                if let Some(oldest) = table
-                    .iter()
-                    .min_by_key(|(_, s)| s.last_seen)
-                    .map(|(k, _)| k.clone())
-                {
-                    table.remove(&oldest);
-                }
-            }
-        }
-        table.insert(s.id.clone(), s.clone());
-        s
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the shared store does not answer.
+    pub async fn create(&self) -> Result<Session, Unavailable> {
+        let s = Session::fresh(None);
+        self.insert(&s).await?;
+        Ok(s)
     }
 
     /// Signs `user` in on a new session that replaces `old` (new id and CSRF token).
-    pub fn sign_in(&self, old: &str, user: User) -> Session {
-        self.remove(old);
-        let mut s = self.create();
-        s.user = Some(user);
-        self.table().insert(s.id.clone(), s.clone());
-        s
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the shared store does not answer (then nobody is signed in).
+    pub async fn sign_in(&self, old: &str, user: User) -> Result<Session, Unavailable> {
+        let s = Session::fresh(Some(user));
+        self.insert(&s).await?;
+        self.remove(old).await?;
+        Ok(s)
     }
 
     /// Ends a session.
-    pub fn remove(&self, id: &str) {
-        self.table().remove(id);
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the shared store does not answer.
+    pub async fn remove(&self, id: &str) -> Result<(), Unavailable> {
+        match &self.0 {
+            Kept::Memory(m) => {
+                Self::table(m).remove(id);
+                Ok(())
+            }
+            // Purged rather than deleted: no marker of it is kept.
+            Kept::Shared(shared) => shared.bucket().await?.purge(id).await.map_err(unavailable),
+        }
     }
 
-    /// Live sessions.
-    pub fn len(&self) -> usize {
-        self.table().len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Sessions held in this process's memory; `None` when they are shared (the bucket counts
+    /// ended sessions' markers too, until they expire).
+    pub fn held(&self) -> Option<u64> {
+        match &self.0 {
+            Kept::Memory(m) => Some(Self::table(m).len() as u64),
+            Kept::Shared(_) => None,
+        }
     }
 }
 
@@ -175,22 +388,86 @@ mod tests {
         }
     }
 
-    #[test]
-    fn signing_in_replaces_the_session_and_its_csrf_token() {
-        let sessions = Sessions::default();
-        let anon = sessions.create();
-        let signed = sessions.sign_in(&anon.id, user());
+    /// The same rules for a session store, wherever it keeps them.
+    async fn keeps_sessions_as_it_should(sessions: &Sessions) {
+        let anon = sessions.create().await.expect("create");
+        assert_eq!(
+            sessions.get(&anon.id).await.expect("get").map(|s| s.csrf),
+            Some(anon.csrf.clone())
+        );
+        let signed = sessions.sign_in(&anon.id, user()).await.expect("sign in");
         assert_ne!(signed.id, anon.id, "no session fixation");
         assert_ne!(signed.csrf, anon.csrf);
-        assert!(sessions.get(&anon.id).is_none());
-        assert_eq!(sessions.get(&signed.id).and_then(|s| s.user), Some(user()));
-        sessions.remove(&signed.id);
-        assert!(sessions.is_empty());
+        assert!(sessions.get(&anon.id).await.expect("get").is_none());
+        let found = sessions.get(&signed.id).await.expect("get");
+        assert_eq!(found.as_ref().and_then(|s| s.user.clone()), Some(user()));
+        assert_eq!(found.map(|s| s.csrf), Some(signed.csrf.clone()));
+        // Idle past IDLE: gone, and forgotten.
+        let mut idle = Session::fresh(Some(user()));
+        idle.seen_ms -= millis(IDLE) + 1;
+        sessions.insert(&idle).await.expect("insert");
+        assert!(sessions.get(&idle.id).await.expect("get").is_none());
+        sessions.remove(&signed.id).await.expect("remove");
+        assert!(sessions.get(&signed.id).await.expect("get").is_none());
+        assert!(sessions.get(&random_token()).await.expect("get").is_none());
+        assert!(
+            sessions.held().is_none_or(|n| n == 0),
+            "{:?}",
+            sessions.held()
+        );
     }
 
-    #[test]
-    fn csrf_tokens_must_match_exactly() {
-        let s = Sessions::default().create();
+    #[tokio::test]
+    async fn sessions_in_memory() {
+        keeps_sessions_as_it_should(&Sessions::in_memory()).await;
+    }
+
+    async fn shared(url: &str) -> Sessions {
+        let client = async_nats::connect(url).await.expect("nats");
+        Sessions::shared(client)
+    }
+
+    #[tokio::test]
+    async fn sessions_shared_by_front_offices() {
+        if pms_testkit::nats::skipped() {
+            eprintln!("PMS_TEST_SKIP_NATS=1: skipping the broker variant");
+            return;
+        }
+        let server = pms_testkit::nats::NatsServer::start();
+        let (one, other) = (shared(&server.url).await, shared(&server.url).await);
+        keeps_sessions_as_it_should(&one).await;
+        // A session made by one front office is the other's too, signing in and out included.
+        let anon = one.create().await.expect("create");
+        let seen = other.get(&anon.id).await.expect("get").expect("shared");
+        assert_eq!(seen.csrf, anon.csrf);
+        let signed = other.sign_in(&anon.id, user()).await.expect("sign in");
+        assert!(one.get(&anon.id).await.expect("get").is_none());
+        let there = one.get(&signed.id).await.expect("get").expect("shared");
+        assert_eq!(there.user, Some(user()));
+        one.remove(&signed.id).await.expect("remove");
+        assert!(other.get(&signed.id).await.expect("get").is_none());
+        // A used session is written again once TOUCH has passed, which keeps it from expiring.
+        let mut old = Session::fresh(None);
+        old.seen_ms -= millis(TOUCH) + 1;
+        one.insert(&old).await.expect("insert");
+        let before = old.seen_ms;
+        other.get(&old.id).await.expect("get").expect("live");
+        let Kept::Shared(handle) = &one.0 else {
+            unreachable!("shared sessions");
+        };
+        let store = handle.bucket().await.expect("bucket");
+        let bytes = store.get(&old.id).await.expect("get").expect("stored");
+        let stored: Stored = serde_json::from_slice(&bytes).expect("json");
+        assert!(stored.seen_ms > before, "touched");
+        // Without the broker: a clear error, not a panic or a silent sign-out.
+        drop(server);
+        let gone = one.get(&old.id).await;
+        assert!(gone.is_err(), "{gone:?}");
+    }
+
+    #[tokio::test]
+    async fn csrf_tokens_must_match_exactly() {
+        let s = Sessions::default().create().await.expect("create");
         assert!(s.csrf_matches(&s.csrf.clone()));
         assert!(!s.csrf_matches(""));
         assert!(!s.csrf_matches(&s.csrf[1..]));

@@ -185,6 +185,8 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let web = pms_web::App::new(&pms_web::WebConfig {
             gateway: format!("http://{}", args.listen),
             secure_cookies: true,
+            // One process: its sessions are its own.
+            shared_sessions: None,
         });
         let web_task = tokio::spawn(pms_web::run(
             web_listener,

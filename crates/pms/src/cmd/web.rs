@@ -1,6 +1,7 @@
 //! `pms web`: the front office on its own, in front of a gateway (`pms up` runs it in-process).
 //! It calls the gateway as any client does, so it needs no secret and no database: only where
-//! to listen and where the gateway is.
+//! to listen and where the gateway is, and, when several run behind one gateway, the NATS server
+//! their sessions are shared in.
 
 use std::net::SocketAddr;
 
@@ -23,6 +24,10 @@ pub struct Args {
     /// over plain HTTP on a name other than `localhost` or `127.0.0.1` (never in production).
     #[arg(long)]
     insecure_cookies: bool,
+    /// Keep the sessions in this NATS server (JetStream), shared by every front office that
+    /// uses it: needed when more than one runs behind the gateway. Without it, in this process.
+    #[arg(long, env = "PMS_NATS_URL")]
+    nats_url: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -40,11 +45,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let app = pms_web::App::new(&pms_web::WebConfig {
-        gateway: gateway.to_owned(),
-        secure_cookies: !args.insecure_cookies,
-    });
     super::runtime()?.block_on(async {
+        let shared_sessions = match &args.nats_url {
+            Some(url) => Some(
+                pms_web::session::connect(url)
+                    .await
+                    .with_context(|| format!("--nats-url {url}"))?,
+            ),
+            None => None,
+        };
+        let app = pms_web::App::new(&pms_web::WebConfig {
+            gateway: gateway.to_owned(),
+            secure_cookies: !args.insecure_cookies,
+            shared_sessions,
+        });
         let shutdown = super::shutdown_signal();
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -1,5 +1,5 @@
 //! Helpers the `pms` binary's integration tests share: free ports, waiting for a listener, one
-//! raw HTTP/1.1 exchange.
+//! raw HTTP/1.1 exchange, and the front office's pages as a browser without scripts gets them.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -28,4 +28,89 @@ pub fn exchange(port: u16, request: &str) -> String {
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     resp
+}
+
+/// An answer split into its status, headers (lower-case names) and body.
+pub struct Page {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Page {
+    pub fn parse(raw: &str) -> Self {
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        Self {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The session id the answer sets, if it sets one.
+    pub fn session(&self) -> Option<String> {
+        let cookie = self.header("set-cookie")?;
+        let value = cookie.strip_prefix("pms_session=")?.split(';').next()?;
+        (!value.is_empty()).then(|| value.to_owned())
+    }
+
+    /// The CSRF token of the page's first form.
+    pub fn csrf(&self) -> String {
+        let at = self.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        self.body[at..at + 64].to_owned()
+    }
+}
+
+/// `GET path` on `port`, with session cookie `session`.
+pub fn get(port: u16, path: &str, session: Option<&str>) -> Page {
+    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
+    Page::parse(&exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}connection: close\r\n\r\n"),
+    ))
+}
+
+/// A form posted to `path` on `port`, with session cookie `session`.
+pub fn post(port: u16, path: &str, session: Option<&str>, form: &[(&str, &str)]) -> Page {
+    let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
+    let body: Vec<String> = form
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    let body = body.join("&");
+    Page::parse(&exchange(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    ))
+}
+
+/// Form encoding of the characters these tests send.
+pub fn encode(v: &str) -> String {
+    v.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '.' | '_' => c.to_string(),
+            ' ' => "+".into(),
+            c => format!("%{:02X}", c as u32),
+        })
+        .collect()
 }

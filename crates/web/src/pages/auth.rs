@@ -11,7 +11,8 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::json;
 
 use super::{
-    checked, field, page, problem, redirect, redirect_with_cookie, session_of, unreachable, Chrome,
+    checked, field, page, problem, redirect, redirect_with_cookie, session_of,
+    sessions_unavailable, unreachable, Chrome,
 };
 use crate::gateway::{claims, Reply};
 use crate::session::{self, Session, User};
@@ -62,7 +63,10 @@ struct Register {
 
 /// `GET /app/signin`.
 pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, fresh) = session_of(&app, &headers);
+    let (s, fresh) = match session_of(&app, &headers).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
     if s.user.is_some() {
         return redirect("/app/account");
     }
@@ -82,7 +86,7 @@ pub async fn signin(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let s = match checked(&app, &headers, &form) {
+    let s = match checked(&app, &headers, &form).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -93,14 +97,15 @@ pub async fn signin(
         .call(Method::POST, "/users/login", None, &body)
         .await
     {
-        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r) {
-            Some(cookie) => redirect_with_cookie("/app/account", cookie),
-            None => problem(
+        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {
+            Ok(Some(cookie)) => redirect_with_cookie("/app/account", cookie),
+            Ok(None) => problem(
                 &app,
                 &s,
                 StatusCode::BAD_GATEWAY,
                 "The sign-in answer could not be read.".into(),
             ),
+            Err(r) => r,
         },
         Ok(r) => {
             let html = SignIn {
@@ -117,21 +122,30 @@ pub async fn signin(
     }
 }
 
-/// Signs the session in with a login answer; returns the new session's cookie.
-fn signed_in(app: &App, s: &Session, login: &Reply) -> Option<HeaderValue> {
-    let token = login.body["token"].as_str()?.to_owned();
-    let (id, role) = claims(&token)?;
+/// Signs the session in with a login answer; returns the new session's cookie, or `None` when
+/// the answer cannot be read.
+///
+/// # Errors
+/// The "try again" page when the sessions cannot be reached (nobody is signed in then).
+#[allow(clippy::result_large_err)] // the error is the response itself
+async fn signed_in(app: &App, s: &Session, login: &Reply) -> Result<Option<HeaderValue>, Response> {
+    let Some(token) = login.body["token"].as_str().map(str::to_owned) else {
+        return Ok(None);
+    };
+    let Some((id, role)) = claims(&token) else {
+        return Ok(None);
+    };
     let name = login.body["name"].as_str().unwrap_or("you").to_owned();
-    let new = app.sessions.sign_in(
-        &s.id,
-        User {
-            token,
-            id,
-            role,
-            name,
-        },
-    );
-    Some(session::set_cookie(&new.id, app.secure_cookies))
+    let user = User {
+        token,
+        id,
+        role,
+        name,
+    };
+    match app.sessions.sign_in(&s.id, user).await {
+        Ok(new) => Ok(Some(session::set_cookie(&new.id, app.secure_cookies))),
+        Err(e) => Err(sessions_unavailable(app, &e)),
+    }
 }
 
 /// `POST /app/signout`.
@@ -140,11 +154,14 @@ pub async fn signout(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let s = match checked(&app, &headers, &form) {
+    let s = match checked(&app, &headers, &form).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    app.sessions.remove(&s.id);
+    // Ended where it is kept, or not at all: the cookie stays until it has been.
+    if let Err(e) = app.sessions.remove(&s.id).await {
+        return sessions_unavailable(&app, &e);
+    }
     redirect_with_cookie("/app/signin", session::clear_cookie(app.secure_cookies))
 }
 
@@ -247,7 +264,10 @@ fn register_form(s: &Session, form: &HashMap<String, String>, reply: Option<&Rep
 
 /// `GET /app/register`.
 pub async fn register_page(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, fresh) = session_of(&app, &headers);
+    let (s, fresh) = match session_of(&app, &headers).await {
+        Ok(found) => found,
+        Err(r) => return r,
+    };
     let html = register_form(&s, &HashMap::new(), None).render();
     page(&app, StatusCode::OK, html, fresh.then_some(s.id.as_str()))
 }
@@ -258,7 +278,7 @@ pub async fn register(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let s = match checked(&app, &headers, &form) {
+    let s = match checked(&app, &headers, &form).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -295,9 +315,10 @@ pub async fn register(
         .call(Method::POST, "/users/login", None, &login)
         .await
     {
-        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r) {
-            Some(cookie) => redirect_with_cookie("/app/account", cookie),
-            None => redirect("/app/signin"),
+        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {
+            Ok(Some(cookie)) => redirect_with_cookie("/app/account", cookie),
+            Ok(None) => redirect("/app/signin"),
+            Err(r) => r,
         },
         // Created, but not signed in (the login failed): the sign-in page says what to do.
         _ => redirect("/app/signin"),

@@ -244,7 +244,7 @@ pub async fn account(
     headers: HeaderMap,
     Query(done): Query<Done>,
 ) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
+    let (s, user) = match signed_in_user(&app, &headers).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -273,7 +273,7 @@ async fn change(
     form: HashMap<String, String>,
     what: Change,
 ) -> Response {
-    let s = match checked(&app, &headers, &form) {
+    let s = match checked(&app, &headers, &form).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -352,7 +352,7 @@ pub async fn set_coin_flag(
 
 /// `GET /app/visits`: the customer's visits and invoices, newest first.
 pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
+    let (s, user) = match signed_in_user(&app, &headers).await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -44,7 +44,7 @@ pub async fn devices(
     headers: HeaderMap,
     Path(number): Path<i64>,
 ) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the park's devices") {
+    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the park's devices").await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, session_of};
+use super::{call_as, existing};
 use crate::App;
 
 /// Longest wait of one call, ms: below the front office's 10 s gateway timeout.
@@ -37,8 +37,13 @@ fn json_answer(status: StatusCode, body: &Value) -> Response {
 /// `GET /app/live[?after=V]`: `{"version"}` once the parks' change counter differs from `V`
 /// (or after about 8 s); at once without `after`. 401 without a signed-in session.
 pub async fn live(State(app): State<App>, headers: HeaderMap, Query(q): Query<After>) -> Response {
-    let (s, _) = session_of(&app, &headers);
-    let Some(user) = s.user.clone() else {
+    let Ok(found) = existing(&app, &headers).await else {
+        return json_answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"error": "sessions cannot be reached right now"}),
+        );
+    };
+    let Some((s, user)) = found.and_then(|s| s.user.clone().map(|u| (s, u))) else {
         return json_answer(
             StatusCode::UNAUTHORIZED,
             &json!({"error": "sign in to follow the parks"}),

@@ -60,11 +60,45 @@ struct Problem {
 
 /// The request's session, or a new anonymous one (then `fresh` is true and the cookie must be
 /// set).
-pub fn session_of(app: &App, headers: &HeaderMap) -> (Session, bool) {
-    match session::from_cookies(headers).and_then(|id| app.sessions.get(&id)) {
-        Some(s) => (s, false),
-        None => (app.sessions.create(), true),
+///
+/// # Errors
+/// The "try again" page (503) when the sessions cannot be reached.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub async fn session_of(app: &App, headers: &HeaderMap) -> Result<(Session, bool), Response> {
+    match existing(app, headers).await? {
+        Some(s) => Ok((s, false)),
+        None => match app.sessions.create().await {
+            Ok(s) => Ok((s, true)),
+            Err(e) => Err(sessions_unavailable(app, &e)),
+        },
     }
+}
+
+/// The request's session, if its cookie names a live one.
+///
+/// # Errors
+/// The "try again" page (503) when the sessions cannot be reached.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub async fn existing(app: &App, headers: &HeaderMap) -> Result<Option<Session>, Response> {
+    let Some(id) = session::from_cookies(headers) else {
+        return Ok(None);
+    };
+    app.sessions
+        .get(&id)
+        .await
+        .map_err(|e| sessions_unavailable(app, &e))
+}
+
+/// The page for a request whose session could not be read or kept: nothing was done.
+pub fn sessions_unavailable(app: &App, e: &session::Unavailable) -> Response {
+    tracing::warn!(error = %e, "sessions unavailable");
+    problem(
+        app,
+        &Session::unsaved(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Sessions cannot be reached right now, so nothing was done. Please try again in a moment."
+            .into(),
+    )
 }
 
 /// A rendered page with `status`, setting the session cookie when `cookie` says so.
@@ -150,10 +184,12 @@ pub fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
 /// # Errors
 /// The redirect to the sign-in page when nobody is signed in.
 #[allow(clippy::result_large_err)] // the error is the response itself
-pub fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), Response> {
-    let (s, _) = session_of(app, headers);
-    match s.user.clone() {
-        Some(u) => Ok((s, u)),
+pub async fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), Response> {
+    match existing(app, headers).await? {
+        Some(s) => match s.user.clone() {
+            Some(u) => Ok((s, u)),
+            None => Err(redirect("/app/signin")),
+        },
         None => Err(redirect("/app/signin")),
     }
 }
@@ -178,7 +214,10 @@ pub async fn call_as(
         .await
     {
         Ok(r) if r.status == StatusCode::UNAUTHORIZED => {
-            app.sessions.remove(&s.id);
+            // The token is dead anyway; a session left behind expires by itself.
+            if let Err(e) = app.sessions.remove(&s.id).await {
+                tracing::warn!(error = %e, "ending a session whose token expired");
+            }
             Err(redirect_with_cookie(
                 "/app/signin",
                 session::clear_cookie(app.secure_cookies),
@@ -257,13 +296,13 @@ pub fn allowed(
 /// # Errors
 /// The redirect to sign in, or the "not allowed" page.
 #[allow(clippy::result_large_err)] // the error is the response itself
-pub fn staff_page(
+pub async fn staff_page(
     app: &App,
     headers: &HeaderMap,
     roles: &[&str],
     what: &str,
 ) -> Result<(Session, User), Response> {
-    let (s, user) = signed_in_user(app, headers)?;
+    let (s, user) = signed_in_user(app, headers).await?;
     allowed(app, &s, &user, roles, what)?;
     Ok((s, user))
 }
@@ -273,14 +312,14 @@ pub fn staff_page(
 /// # Errors
 /// The refusal of a forged form, the redirect to sign in, or the "not allowed" page.
 #[allow(clippy::result_large_err)] // the error is the response itself
-pub fn staff_form(
+pub async fn staff_form(
     app: &App,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
     roles: &[&str],
     what: &str,
 ) -> Result<(Session, User), Response> {
-    let s = checked(app, headers, form)?;
+    let s = checked(app, headers, form).await?;
     let Some(user) = s.user.clone() else {
         return Err(redirect("/app/signin"));
     };
@@ -293,16 +332,16 @@ pub fn staff_form(
 /// # Errors
 /// The refusal (403) when the token is missing or wrong, or the browser had no session.
 #[allow(clippy::result_large_err)] // the error is the response itself
-pub fn checked(
+pub async fn checked(
     app: &App,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
 ) -> Result<Session, Response> {
-    let (s, fresh) = session_of(app, headers);
-    if fresh || !s.csrf_matches(field(form, "csrf")) {
-        return Err(forged(app, &s));
+    match existing(app, headers).await? {
+        Some(s) if s.csrf_matches(field(form, "csrf")) => Ok(s),
+        Some(s) => Err(forged(app, &s)),
+        None => Err(forged(app, &Session::unsaved())),
     }
-    Ok(s)
 }
 
 /// A JSON string or number as text (empty for anything else).
@@ -324,9 +363,10 @@ pub fn when(rfc3339: &str) -> String {
 
 /// `GET /app/`: the account page when signed in, else the sign-in page.
 pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
-    let signed_in = session::from_cookies(&headers)
-        .and_then(|id| app.sessions.get(&id))
-        .is_some_and(|s| s.user.is_some());
+    let signed_in = match existing(&app, &headers).await {
+        Ok(s) => s.is_some_and(|s| s.user.is_some()),
+        Err(r) => return r,
+    };
     redirect(if signed_in {
         "/app/account"
     } else {

@@ -82,7 +82,7 @@ pub async fn nearby(
     headers: HeaderMap,
     Query(at): Query<Where>,
 ) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
+    let (s, user) = match signed_in_user(&app, &headers).await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -100,7 +100,7 @@ impl ParkPage {
 
 /// `GET /app/parks`.
 pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT) {
+    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -232,7 +232,7 @@ pub async fn park(
     Path(number): Path<i64>,
     Query(query): Query<ParkQuery>,
 ) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT) {
+    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -271,7 +271,7 @@ async fn settle(
     form: HashMap<String, String>,
     section: Section,
 ) -> Response {
-    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT) {
+    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -419,7 +419,7 @@ pub async fn prices(
     Path(number): Path<i64>,
     Query(query): Query<PricesQuery>,
 ) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT) {
+    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -451,7 +451,7 @@ pub async fn edit(
     Path(number): Path<i64>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT) {
+    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await {
         Ok(x) => x,
         Err(r) => return r,
     };

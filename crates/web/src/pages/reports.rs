@@ -113,7 +113,7 @@ pub async fn report(
     Path(number): Path<i64>,
     Query(query): Query<ReportQuery>,
 ) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the usage report") {
+    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the usage report").await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -166,7 +166,7 @@ pub async fn users(
     headers: HeaderMap,
     Query(query): Query<UsersQuery>,
 ) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers) {
+    let (s, user) = match signed_in_user(&app, &headers).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -180,7 +180,7 @@ pub async fn grant(
     Form(pairs): Form<Vec<(String, String)>>,
 ) -> Response {
     let form: HashMap<String, String> = pairs.iter().cloned().collect();
-    let (s, user) = match staff_form(&app, &headers, &form, GRANTERS, "granting coins") {
+    let (s, user) = match staff_form(&app, &headers, &form, GRANTERS, "granting coins").await {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -77,6 +77,9 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end }}
 {{- if has .component (list "users" "parks" "payments") }}
 {{ include "pms.secretEnv" (dict "root" .root "name" "PMS_DATABASE_URL" "key" (printf "%s-database-url" .component)) }}
+{{- end }}
+{{- if has .component (list "users" "parks" "payments" "web") }}
+{{- /* The services' events; the front office's sessions, shared by its replicas. */}}
 - name: PMS_NATS_URL
   value: {{ $v.nats.url | quote }}
 {{- end }}
