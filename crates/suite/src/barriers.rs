@@ -1,8 +1,9 @@
 //! The parking suite's load: barrier clients, each a car going in and out of its park again
 //! and again through the gateway of a running `pms up`, plus one customer asking for a price
-//! quote the whole time. Setting up registers the cars' owners through the public API, waits
-//! until parks and payments have applied every event of it, and reads the barriers' keys with
-//! `pms device key`.
+//! quote the whole time and, at a fixed offered rate, the displays of each park's first pair of
+//! barriers followed by long poll (how soon a display shows what its barrier wrote). Setting up
+//! registers the cars' owners through the public API, waits until parks and payments have
+//! applied every event of it, and reads the devices' keys with `pms device key`.
 //!
 //! Every call is timed from just before its request is written to the end of its answer and
 //! recorded in the load generator's own collector ([`pms_bench::collect`]), which keeps the warm-up
@@ -36,6 +37,8 @@ const REGISTERING: usize = 8;
 const QUOTE_PAUSE: Duration = Duration::from_millis(10);
 /// Longest wait for parks and payments to apply the registrations' events.
 const CATCH_UP: Duration = Duration::from_secs(120);
+/// A display follower's longest wait for a change (well under the gateway's timeouts).
+const DISPLAY_WAIT_MS: u64 = 2_000;
 
 /// Where the system under test listens.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +65,11 @@ pub struct Outcome {
     pub quotes: Histogram<u64>,
     /// Quotes not answered 200.
     pub quote_failures: u64,
+    /// Display delays, µs: from the time a barrier wrote its displays (their `updatedAt`) to a
+    /// follower's long poll answering with it. Empty without `Load::rate`.
+    pub display_delays: Histogram<u64>,
+    /// Display long polls not answered 200.
+    pub display_failures: u64,
     /// The measured window.
     pub window: Duration,
     /// The first few failures, for the report.
@@ -80,6 +88,18 @@ pub fn barriers_of(client: usize) -> (i64, i64, i64) {
 /// The plate of car `i` (`NN-BK-NN`, distinct for i < 10,000).
 pub fn plate(i: usize) -> String {
     format!("{:02}-BK-{:02}", (i / 100) % 100, i % 100)
+}
+
+/// The displays followed with `clients` clients: of each park in use, the first display of its
+/// first entrance and of its first exit (`D1.1` and `D1.2`, seeded nine to a park).
+pub fn followed_displays(clients: usize) -> Vec<i64> {
+    (0..clients.clamp(1, PARKS))
+        .flat_map(|c| {
+            let (park, ..) = barriers_of(c);
+            let first = (park - 1) * 9 + 1;
+            [first, first + 1]
+        })
+        .collect()
 }
 
 /// The barrier ids the clients use.
@@ -108,6 +128,8 @@ pub struct Load {
     pub password: String,
     /// Barrier id → key.
     pub keys: Vec<(i64, String)>,
+    /// Display id → key, for [`followed_displays`].
+    pub display_keys: Vec<(i64, String)>,
     /// Calls per second offered by all clients together, each client on its own fixed schedule
     /// (a call that is late is measured from when it was due); `None`: each client calls again
     /// as soon as it has its answer.
@@ -434,6 +456,26 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
     let auth = HeaderValue::try_from(format!("Bearer {token}"))
         .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
     let quoter = tokio::spawn(quotes(api.clone(), parked, auth, measure_from, end));
+    // Followers change what they measure little at a fixed rate, but would add a poll per
+    // display change at saturation: only the paced cells follow displays.
+    let followers: Vec<_> = if load.rate.is_some() {
+        load.display_keys
+            .iter()
+            .map(|(id, key)| {
+                let key = HeaderValue::try_from(key.as_str())
+                    .map_err(|e| SuiteError::Failed(format!("display key: {e}")))?;
+                Ok(tokio::spawn(follow_display(
+                    api.clone(),
+                    *id,
+                    key,
+                    measure_from,
+                    end,
+                )))
+            })
+            .collect::<Result<_, SuiteError>>()?
+    } else {
+        Vec::new()
+    };
     let mut all = Tally {
         exits: 0,
         priced_exits: 0,
@@ -456,12 +498,25 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
     let (quotes, quote_failures) = quoter
         .await
         .map_err(|e| SuiteError::Failed(format!("the quote client: {e}")))?;
+    let mut display_delays = pms_bench::stats::histogram(3);
+    let mut display_failures = 0;
+    for f in followers {
+        let (h, failed) = f
+            .await
+            .map_err(|e| SuiteError::Failed(format!("a display follower: {e}")))?;
+        display_delays
+            .add(&h)
+            .map_err(|e| SuiteError::Failed(format!("display delays: {e}")))?;
+        display_failures += failed;
+    }
     Ok(Outcome {
         calls,
         exits: all.exits,
         priced_exits: all.priced_exits,
         quotes,
         quote_failures,
+        display_delays,
+        display_failures,
         window: load.duration - load.warmup,
         failure_samples: all.samples,
     })
@@ -634,23 +689,105 @@ async fn quotes(
     (h, failures)
 }
 
+/// Display `id` followed by long poll until `end`; returns the delays measured after
+/// `measure_from` (µs, see [`Outcome::display_delays`]) and the polls that failed.
+async fn follow_display(
+    api: Arc<Api>,
+    id: i64,
+    key: HeaderValue,
+    measure_from: Instant,
+    end: Instant,
+) -> (Histogram<u64>, u64) {
+    let mut h = pms_bench::stats::histogram(3);
+    let mut failures = 0;
+    let Ok(t) = target(api.gateway, "/display/get") else {
+        return (h, 1);
+    };
+    let mut conn: Option<Conn> = None;
+    // The version and text time of the last answer.
+    let mut seen: Option<(Value, String)> = None;
+    while Instant::now() < end {
+        let Some(c) = conn.as_mut() else {
+            match api.connect().await {
+                Ok(c) => conn = Some(c),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+            continue;
+        };
+        let mut body = json!({"displayID": id, "waitMs": DISPLAY_WAIT_MS});
+        if let Some((version, _)) = &seen {
+            body["waitForChangeAfter"] = version.clone();
+        }
+        let reply = send(c, &t, &Method::POST, &[(DEVICE_KEY, key.clone())], body).await;
+        let arrived = SystemTime::now();
+        let measured = Instant::now() >= measure_from;
+        let r = match reply {
+            Ok(r) if r.status == http::StatusCode::OK => r,
+            _ => {
+                conn = None;
+                failures += u64::from(measured);
+                continue;
+            }
+        };
+        let updated = r.body["updatedAt"].as_str().unwrap_or_default().to_owned();
+        // A new text on the display (not only its park's free spots moving): how long after
+        // its barrier wrote it.
+        let new_text = seen.as_ref().is_some_and(|(_, was)| *was != updated);
+        if let (true, true, Some(delay)) = (measured, new_text, delay_since(&updated, arrived)) {
+            h.saturating_record(delay.max(1));
+        }
+        seen = Some((r.body["version"].clone(), updated));
+    }
+    (h, failures)
+}
+
+/// µs from the RFC 3339 instant `at` to `arrived` (0 when `at` is later); `None` when `at` does
+/// not parse.
+fn delay_since(at: &str, arrived: SystemTime) -> Option<u64> {
+    let at = at.parse::<jiff::Timestamp>().ok()?;
+    let arrived = jiff::Timestamp::try_from(arrived).ok()?;
+    let us = arrived.as_microsecond().saturating_sub(at.as_microsecond());
+    Some(u64::try_from(us).unwrap_or(0))
+}
+
 /// `pms device key barrier ID --data-dir DATA` for every barrier the clients use.
 ///
 /// # Errors
 /// `pms` failed or printed nothing.
 pub fn keys(pms: &Path, data: &Path, clients: usize) -> Result<Vec<(i64, String)>, SuiteError> {
-    barrier_ids(clients)
-        .into_iter()
+    device_keys(pms, data, "barrier", barrier_ids(clients))
+}
+
+/// `pms device key display ID --data-dir DATA` for every display followed.
+///
+/// # Errors
+/// `pms` failed or printed nothing.
+pub fn display_keys(
+    pms: &Path,
+    data: &Path,
+    clients: usize,
+) -> Result<Vec<(i64, String)>, SuiteError> {
+    device_keys(pms, data, "display", followed_displays(clients))
+}
+
+/// `pms device key KIND ID --data-dir DATA` for each of `ids`.
+fn device_keys(
+    pms: &Path,
+    data: &Path,
+    kind: &str,
+    ids: Vec<i64>,
+) -> Result<Vec<(i64, String)>, SuiteError> {
+    ids.into_iter()
         .map(|id| {
             let out = std::process::Command::new(pms)
-                .args(["device", "key", "barrier", &id.to_string(), "--data-dir"])
+                .args(["device", "key", kind, &id.to_string(), "--data-dir"])
                 .arg(data)
                 .output()
                 .map_err(|e| SuiteError::io("running pms device key", e))?;
             let key = String::from_utf8_lossy(&out.stdout).trim().to_owned();
             if !out.status.success() || key.is_empty() {
                 return Err(SuiteError::Failed(format!(
-                    "pms device key barrier {id}: {}",
+                    "pms device key {kind} {id}: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
                 )));
             }
@@ -672,6 +809,30 @@ mod tests {
         assert_eq!(barriers_of(10), (1, 1, 2));
         assert_eq!(barrier_ids(3), [1, 2, 7, 8, 13, 14]);
         assert_eq!(barrier_ids(100).len(), 20, "every active barrier");
+    }
+
+    #[test]
+    fn each_park_in_use_has_its_first_entrance_and_exit_display_followed() {
+        assert_eq!(followed_displays(1), [1, 2]);
+        assert_eq!(followed_displays(3), [1, 2, 10, 11, 19, 20]);
+        assert_eq!(followed_displays(100).len(), 10, "five parks, two each");
+    }
+
+    #[test]
+    fn a_display_delay_runs_from_its_text_time_to_the_answer() {
+        let at = "2026-11-30T01:06:41.030Z";
+        let arrived = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(
+                u64::try_from(at.parse::<jiff::Timestamp>().unwrap().as_millisecond()).unwrap()
+                    + 12,
+            );
+        assert_eq!(delay_since(at, arrived), Some(12_000));
+        assert_eq!(
+            delay_since("2026-11-30T01:06:41.050Z", arrived),
+            Some(0),
+            "never negative"
+        );
+        assert_eq!(delay_since("yesterday", arrived), None);
     }
 
     #[test]

@@ -84,6 +84,15 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
     ("quote_median_ms", "Quote median", "ms", Better::Lower),
     ("quote_p99_ms", "Quote p99", "ms", Better::Lower),
     ("quote_max_ms", "Quote max", "ms", Better::Lower),
+    ("display_mean_ms", "Display delay mean", "ms", Better::Lower),
+    (
+        "display_median_ms",
+        "Display delay median",
+        "ms",
+        Better::Lower,
+    ),
+    ("display_p99_ms", "Display delay p99", "ms", Better::Lower),
+    ("display_max_ms", "Display delay max", "ms", Better::Lower),
 ];
 
 /// A metric's label, unit and direction; `None` for an unknown name.

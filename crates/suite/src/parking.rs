@@ -342,8 +342,9 @@ fn barriers(
         }
         proc.wait_ready(&Ready::Port(loopback(ports.gateway)), READY_TIMEOUT)?;
         let keys = barriers::keys(&ctx.opts.pms, &data, job.clients)?;
+        let display_keys = barriers::display_keys(&ctx.opts.pms, &data, job.clients)?;
         record.commands.push(format!(
-            "{} device key barrier ID --data-dir {}  # for each barrier in use",
+            "{} device key barrier|display ID --data-dir {}  # for each device in use",
             ctx.opts.pms.display(),
             data.display()
         ));
@@ -353,6 +354,7 @@ fn barriers(
             warmup: job.warmup,
             password: password.clone(),
             keys,
+            display_keys,
             rate: job.rate,
         };
         barriers::run(ports, &load)
@@ -385,6 +387,9 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
     }
     m.insert("transactions".into(), calls as f64);
     put_latencies(&mut m, &o.quotes, "quote_");
+    if !o.display_delays.is_empty() {
+        put_latencies(&mut m, &o.display_delays, "display_");
+    }
     record.metrics = m;
     record.output = Some(RunOutput {
         labels: vec![measured, warmup],
@@ -402,6 +407,8 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
         "priced_exits": o.priced_exits,
         "quotes": o.quotes.len(),
         "quote_failures": o.quote_failures,
+        "display_changes": o.display_delays.len(),
+        "display_failures": o.display_failures,
         "window_s": window,
     }));
 }
