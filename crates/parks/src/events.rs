@@ -54,12 +54,9 @@ impl Handler for FromUsers {
 }
 
 impl FromPayments {
-    /// After `invoices` were applied: the displays' followers are told, and an invoice for a
-    /// visit this service does not know is reported.
+    /// After `invoices` were applied: the followers of their parks' displays are told, and an
+    /// invoice for a visit this service does not know is reported.
     fn applied(&self, invoices: &[InvoiceDoc], known: &[bool]) {
-        if invoices.is_empty() {
-            return;
-        }
         for (i, known) in invoices.iter().zip(known) {
             if !known {
                 tracing::warn!(
@@ -67,9 +64,13 @@ impl FromPayments {
                     invoice = i.invoice_id,
                     "an invoice for a visit parks does not know"
                 );
+                continue;
+            }
+            match i.park_id {
+                Some(park) => self.0.bells.ring(park),
+                None => self.0.changed(),
             }
         }
-        self.0.changed();
     }
 }
 
@@ -202,7 +203,8 @@ pub fn spawn_nats(
 pub const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Wakes this replica's long polls as the broker gets each parks event (an entrance or exit
-/// through any replica), and every [`RECHECK`], until `shutdown` holds `true`.
+/// through any replica: the bell of its `parkId`), and every [`RECHECK`] (every bell), until
+/// `shutdown` holds `true`.
 pub fn spawn_change_feed(
     app: &App,
     nats: pms_events::nats::Nats,
@@ -211,7 +213,12 @@ pub fn spawn_change_feed(
     let app = app.clone();
     tokio::spawn(async move {
         let ring = app.clone();
-        let feed = nats.follow("parks", ">", shutdown, move |_| ring.changed());
+        let feed = nats.follow("parks", ">", shutdown, move |event| {
+            match event.payload["parkId"].as_i64() {
+                Some(park) => ring.bells.ring(park),
+                None => ring.changed(),
+            }
+        });
         let recheck = async {
             let mut every = tokio::time::interval(RECHECK);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -8,6 +8,7 @@
 //! - [`store`]: the database: migrations, queries, demo parks, the replicas kept by events.
 //! - [`events`]: what parks does with the users and payments services' events.
 //! - [`http`]: routes and handlers.
+//! - [`bells`]: what wakes the long polls of displays and pages.
 //! - [`metrics`]: the counters `/metrics` shows.
 //!
 //! Caller verification, JSON errors, the pool, readiness and serving are the service kit's
@@ -21,6 +22,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bells;
 pub mod devices;
 pub mod events;
 pub mod http;
@@ -119,7 +121,7 @@ pub struct Inner {
     pub prices: PriceWaiters,
     /// Rung when what a display or a park shows may have changed: the long polls waiting in
     /// this process read their version from the database again.
-    pub changes: tokio::sync::watch::Sender<()>,
+    pub bells: bells::Bells,
     /// Counters.
     pub metrics: Metrics,
     seed: Option<DemoParks>,
@@ -154,7 +156,7 @@ impl App {
             limits: config.limits,
             exit_wait: config.exit_wait,
             prices: PriceWaiters::default(),
-            changes: tokio::sync::watch::Sender::new(()),
+            bells: bells::Bells::default(),
             metrics: Metrics::default(),
             seed: config.seed,
         })))
@@ -187,16 +189,25 @@ impl App {
         })
     }
 
-    /// Something was committed: wake the outbox's consumers and the long polls.
+    /// Something was committed, in a park not said: wake the outbox's consumers and every long
+    /// poll.
     pub fn committed(&self) {
         self.outbox.committed();
         self.changed();
     }
 
+    /// Something was committed in park `park_id`: wake the outbox's consumers and the long
+    /// polls that park's changes concern.
+    pub fn committed_in(&self, park_id: i64) {
+        self.outbox.committed();
+        self.bells.ring(park_id);
+    }
+
     /// What a display or a park shows may have changed (in this process, or in another replica
-    /// when the distributed mode says so): the long polls waiting here read their version again.
+    /// when the distributed mode says so), park not said: every long poll waiting here reads
+    /// its version again.
     pub fn changed(&self) {
-        self.changes.send_replace(());
+        self.bells.ring_all();
     }
 }
 

@@ -37,6 +37,7 @@ pub struct Metrics {
     pub events: EventMetrics,
     passages: Family<Passage, Counter>,
     exit_prices: Family<ExitPrice, Counter>,
+    long_poll_reads: Counter,
 }
 
 impl Default for Metrics {
@@ -54,10 +55,17 @@ impl Default for Metrics {
             "Exits answered after closing their visit, by how the price was known: handed (the invoice reached this process), read (from the visit at the end of the wait) or missing",
             exit_prices.clone(),
         );
+        let long_poll_reads = Counter::default();
+        events.registry().register(
+            "long_poll_reads",
+            "Versions read by the display and page long polls (at their start, and each time a change may concern them)",
+            long_poll_reads.clone(),
+        );
         Self {
             events,
             passages,
             exit_prices,
+            long_poll_reads,
         }
     }
 }
@@ -68,6 +76,11 @@ impl Metrics {
         self.passages
             .get_or_create(&Passage { direction, outcome })
             .inc();
+    }
+
+    /// Counts a long poll's read of its version.
+    pub fn long_poll_read(&self) {
+        self.long_poll_reads.inc();
     }
 
     /// Counts an exit's answer by how its price was known.

@@ -179,7 +179,7 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
         .pass(&barrier, &plate, at)
         .await
         .map_err(store_error)?;
-    s.committed();
+    s.committed_in(barrier.park_id);
     let message = match passage {
         Passage::Refused(r) => {
             s.metrics.passage(dir, r.reason());
@@ -316,7 +316,9 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
             _ => (true, message),
         },
     };
-    s.committed();
+    if success {
+        s.committed_in(park_id);
+    }
     Ok(json(
         StatusCode::OK,
         &BarrierAnswer {
@@ -333,7 +335,7 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
 /// The long poll of displays and of the front office's live pages.
 ///
 /// The versions come from the database, so they are the same on every replica; `read` runs
-/// again each time this process is told that something may have changed ([`App::changed`]).
+/// again each time the bell that `bell` picks for the value rings ([`crate::bells`]).
 ///
 /// # Errors
 /// 400 naming `waitMs` when it is out of range; `read`'s errors.
@@ -341,6 +343,7 @@ pub async fn wait_for_change<T, Read>(
     s: &App,
     after: Option<i64>,
     wait_ms: Option<i64>,
+    bell: impl FnOnce(&T) -> tokio::sync::watch::Receiver<()>,
     mut read: impl FnMut() -> Read,
 ) -> Result<(T, u64), ApiError>
 where
@@ -352,22 +355,30 @@ where
     }
     let deadline =
         tokio::time::Instant::now() + std::time::Duration::from_millis(wait.unsigned_abs());
-    // Subscribed before the first read, so a change committed after it wakes this wait.
-    let mut rung = s.changes.subscribe();
-    loop {
-        let (value, version) = read().await.map_err(store_error)?;
-        let Some(after) = after else {
-            return Ok((value, version));
-        };
-        if i64::try_from(version).ok() != Some(after) {
-            return Ok((value, version));
-        }
+    let mut read = || {
+        s.metrics.long_poll_read();
+        read()
+    };
+    // Subscribed before the first read, so a change committed after it is not missed while
+    // the value's own bell is chosen.
+    let any = s.bells.any();
+    let (mut value, mut version) = read().await.map_err(store_error)?;
+    let Some(after) = after else {
+        return Ok((value, version));
+    };
+    let mut rung = bell(&value);
+    if any.has_changed().unwrap_or(true) {
+        (value, version) = read().await.map_err(store_error)?;
+    }
+    drop(any);
+    while i64::try_from(version).ok() == Some(after) {
         match tokio::time::timeout_at(deadline, rung.changed()).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => (value, version) = read().await.map_err(store_error)?,
             // The wait is over (or the service is going away): the version is as it was.
-            Ok(Err(_)) | Err(_) => return Ok((value, version)),
+            Ok(Err(_)) | Err(_) => break,
         }
     }
+    Ok((value, version))
 }
 
 /// What a display asks.
@@ -412,11 +423,17 @@ pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -
     device(&s, &headers, DeviceKind::Display, id)?;
     let after = optional_int(&body, "waitForChangeAfter")?;
     let wait = optional_int(&body, "waitMs")?;
-    let (display, version) = wait_for_change(&s, after, wait, || async {
-        let display = s.store.display(id).await?;
-        let version = display.version;
-        Ok((display, version))
-    })
+    let (display, version) = wait_for_change(
+        &s,
+        after,
+        wait,
+        |d: &crate::store::displays::Display| s.bells.park(d.park_id),
+        || async {
+            let display = s.store.display(id).await?;
+            let version = display.version;
+            Ok((display, version))
+        },
+    )
     .await?;
     Ok(json(
         StatusCode::OK,

@@ -55,6 +55,9 @@ pub struct InvoiceDoc {
     pub invoice_id: i64,
     /// The visit it bills.
     pub visit_id: i64,
+    /// The visit's park (its id), when the event says.
+    #[serde(default)]
+    pub park_id: Option<i64>,
     /// What the customer pays, exact decimal text.
     pub final_price: String,
     /// The PARKY discount, exact decimal text.

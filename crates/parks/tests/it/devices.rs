@@ -317,7 +317,7 @@ async fn display_get(
 async fn polls_waiting(app: &pms_parks::App, n: usize) {
     pms_testkit::assert_eventually("the long polls wait", 500, || {
         let app = app.clone();
-        async move { app.changes.receiver_count() >= n }
+        async move { app.bells.waiting() >= n }
     })
     .await;
 }
@@ -417,4 +417,71 @@ async fn long_polls_agree_across_replicas_and_wake_on_changes_made_through_any()
         );
         assert_ne!(parks_now, paged, "the message moved the parks' version too");
     }
+}
+
+/// `pms_parks_long_poll_reads_total` now.
+async fn long_poll_reads(sys: &System) -> u64 {
+    let text = sys.metrics("parks").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("pms_parks_long_poll_reads_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no long poll reads in\n{text}"))
+}
+
+#[tokio::test]
+async fn a_waiting_display_is_not_read_again_for_another_park_s_changes() {
+    let sys = System::start(crate::support::Db::Sqlite)
+        .await
+        .expect("sqlite");
+    let mut dev = sys.client(Via::H1).await;
+    let mut follower = sys.client(Via::H1).await;
+    // Display 10 is park 2's D1.1, on its entrance B1.1 (barrier 7).
+    let key = sys.display_key(10);
+    let version = display_get(&mut dev, 10, &key, None, 0).await["version"].clone();
+    let (seen, during) = tokio::join!(
+        display_get(&mut follower, 10, &key, Some(&version), 20_000),
+        async {
+            let app = sys.parks.clone();
+            pms_testkit::assert_eventually("the display waits on its park", 500, || {
+                let app = app.clone();
+                async move { app.bells.waiting_in(2) >= 1 }
+            })
+            .await;
+            let before = long_poll_reads(&sys).await;
+            // Three cars into park 1: its displays change, park 2's do not.
+            for (i, plate) in ["46-ON-05", "32-VT-07", "28-XQ-51"].iter().enumerate() {
+                let at = format!("2024-01-10T10:0{i}:00Z");
+                let r = dev
+                    .barrier(
+                        "entrance",
+                        &sys.barrier_key(1),
+                        &plate_read(1, 1, plate, &at),
+                    )
+                    .await;
+                assert_eq!(r.json()["success"], true, "{}", r.text());
+            }
+            let during = long_poll_reads(&sys).await - before;
+            // Then one into park 2 wakes it.
+            let r = dev
+                .barrier(
+                    "entrance",
+                    &sys.barrier_key(7),
+                    &plate_read(7, 2, "55-ND-41", "2024-01-10T10:05:00Z"),
+                )
+                .await;
+            assert_eq!(r.json()["success"], true, "{}", r.text());
+            during
+        }
+    );
+    assert_eq!(
+        during, 0,
+        "park 1's entrances made park 2's display read again"
+    );
+    assert_ne!(seen["version"], version, "{seen}");
+    assert!(
+        seen["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Welcome to the park")),
+        "{seen}"
+    );
 }
