@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 pub const COOKIE: &str = "pms_session";
 /// A session unused this long is gone.
 pub const IDLE: Duration = Duration::from_secs(8 * 3600);
-/// Most sessions kept in memory; past it the least recently used go first. (The shared bucket
-/// is bounded by [`IDLE`] instead: its entries expire that long after their last write.)
+/// Most sessions kept; past it the least recently used go first (in the shared bucket, the
+/// least recently written, whose entries also expire [`IDLE`] after their last write).
 const MAX_SESSIONS: usize = 100_000;
 /// The key-value bucket of the shared sessions.
 pub const BUCKET: &str = "pms_web_sessions";
@@ -147,11 +147,13 @@ impl Shared {
                         subjects: vec![format!("$KV.{BUCKET}.>")],
                         max_messages_per_subject: 1,
                         max_age: IDLE + TOUCH,
+                        // Full: the least recently written session goes, as in memory.
+                        max_messages: i64::try_from(MAX_SESSIONS).unwrap_or(i64::MAX),
+                        discard: stream::DiscardPolicy::Old,
                         storage: stream::StorageType::File,
                         allow_rollup: true,
                         deny_delete: true,
                         allow_direct: true,
-                        discard: stream::DiscardPolicy::New,
                         ..Default::default()
                     })
                     .await
@@ -459,6 +461,14 @@ mod tests {
         let bytes = store.get(&old.id).await.expect("get").expect("stored");
         let stored: Stored = serde_json::from_slice(&bytes).expect("json");
         assert!(stored.seen_ms > before, "touched");
+        // Bounded as the memory table is: the least recently written go first.
+        let info = store.stream.get_info().await.expect("stream info");
+        let config = &info.config;
+        assert_eq!(config.max_messages, MAX_SESSIONS as i64);
+        assert_eq!(
+            config.discard,
+            async_nats::jetstream::stream::DiscardPolicy::Old
+        );
         // Without the broker: a clear error, not a panic or a silent sign-out.
         drop(server);
         let gone = one.get(&old.id).await;
