@@ -36,7 +36,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use common::{free_port, get, post};
+use common::{free_port, get, post, sign_in};
 
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 const SERVICES: [&str; 3] = ["users", "parks", "payments"];
@@ -855,22 +855,7 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
     // replica of it: the sessions are shared, so signing in, staying signed in and signing out
     // hold whichever replica answers.
     let port = cluster.gateway;
-    let signin = get(port, "/app/signin", None);
-    assert_eq!(signin.status, 200, "{}", signin.body);
-    let anon = signin.session().expect("a session");
-    let signed = post(
-        port,
-        "/app/signin",
-        Some(&anon),
-        &[
-            ("csrf", &signin.csrf()),
-            ("email", "ruiSoares@isep.ipp.pt"),
-            ("password", PASSWORD),
-        ],
-    );
-    assert_eq!(signed.status, 303, "{}\n{}", signed.body, cluster.logs());
-    assert_eq!(signed.header("location"), Some("/app/account"));
-    let session = signed.session().expect("signed in");
+    let session = sign_in(port, "ruiSoares@isep.ipp.pt", PASSWORD);
     let mut csrf = String::new();
     for _ in 0..4 {
         let account = get(port, "/app/account", Some(&session));

@@ -22,19 +22,7 @@ impl Drop for Up {
 
 /// Signs `email` in with the seed password; returns the session id.
 fn sign_in(port: u16, email: &str) -> String {
-    let signin = get(port, "/app/signin", None);
-    let r = post(
-        port,
-        "/app/signin",
-        signin.session().as_deref(),
-        &[
-            ("csrf", &signin.csrf()),
-            ("email", email),
-            ("password", "Chosen#Password1"),
-        ],
-    );
-    assert_eq!(r.status, 303, "{}", r.body);
-    r.session().expect("signed in")
+    common::sign_in(port, email, "Chosen#Password1")
 }
 
 /// A demo car through park 1's barrier `barrier` with the data directory's device keys.

@@ -114,3 +114,23 @@ pub fn encode(v: &str) -> String {
         })
         .collect()
 }
+
+/// Signs `email` in through the front office on `port` (the sign-in form, then its post);
+/// returns the signed-in session's id.
+pub fn sign_in(port: u16, email: &str, password: &str) -> String {
+    let signin = get(port, "/app/signin", None);
+    assert_eq!(signin.status, 200, "{}", signin.body);
+    let r = post(
+        port,
+        "/app/signin",
+        signin.session().as_deref(),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", email),
+            ("password", password),
+        ],
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/app/account"));
+    r.session().expect("signed in")
+}
