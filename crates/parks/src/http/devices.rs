@@ -330,9 +330,9 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
     ))
 }
 
-/// What `read` gives (a value and its change version) once the version differs from `after`,
-/// or after `wait_ms` (default 25 s, at most [`MAX_WAIT_MS`]); at once when `after` is `None`.
-/// The long poll of displays and of the front office's live pages.
+/// What `read` gives once its change version (`version`) differs from `after`, or after
+/// `wait_ms` (default 25 s, at most [`MAX_WAIT_MS`]); at once when `after` is `None`. The long
+/// poll of displays and of the front office's live pages.
 ///
 /// The versions come from the database, so they are the same on every replica; `read` runs
 /// again each time the bell that `bell` picks for the value rings ([`crate::bells`]).
@@ -343,11 +343,12 @@ pub async fn wait_for_change<T, Read>(
     s: &App,
     after: Option<i64>,
     wait_ms: Option<i64>,
+    version: impl Fn(&T) -> u64,
     bell: impl FnOnce(&T) -> tokio::sync::watch::Receiver<()>,
     mut read: impl FnMut() -> Read,
-) -> Result<(T, u64), ApiError>
+) -> Result<T, ApiError>
 where
-    Read: std::future::Future<Output = Result<(T, u64), StoreError>>,
+    Read: std::future::Future<Output = Result<T, StoreError>>,
 {
     let wait = wait_ms.unwrap_or(25_000);
     if !(0..=MAX_WAIT_MS).contains(&wait) {
@@ -362,23 +363,23 @@ where
     // Subscribed before the first read, so a change committed after it is not missed while
     // the value's own bell is chosen.
     let any = s.bells.any();
-    let (mut value, mut version) = read().await.map_err(store_error)?;
+    let mut value = read().await.map_err(store_error)?;
     let Some(after) = after else {
-        return Ok((value, version));
+        return Ok(value);
     };
     let mut rung = bell(&value);
     if any.has_changed().unwrap_or(true) {
-        (value, version) = read().await.map_err(store_error)?;
+        value = read().await.map_err(store_error)?;
     }
     drop(any);
-    while i64::try_from(version).ok() == Some(after) {
+    while i64::try_from(version(&value)).ok() == Some(after) {
         match tokio::time::timeout_at(deadline, rung.changed()).await {
-            Ok(Ok(())) => (value, version) = read().await.map_err(store_error)?,
+            Ok(Ok(())) => value = read().await.map_err(store_error)?,
             // The wait is over (or the service is going away): the version is as it was.
             Ok(Err(_)) | Err(_) => break,
         }
     }
-    Ok((value, version))
+    Ok(value)
 }
 
 /// What a display asks.
@@ -423,23 +424,20 @@ pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -
     device(&s, &headers, DeviceKind::Display, id)?;
     let after = optional_int(&body, "waitForChangeAfter")?;
     let wait = optional_int(&body, "waitMs")?;
-    let (display, version) = wait_for_change(
+    let display = wait_for_change(
         &s,
         after,
         wait,
-        |d: &crate::store::displays::Display| s.bells.park(d.park_id),
-        || async {
-            let display = s.store.display(id).await?;
-            let version = display.version;
-            Ok((display, version))
-        },
+        |d: &crate::store::displays::Display| d.version,
+        |d| s.bells.park(d.park_id),
+        || s.store.display(id),
     )
     .await?;
     Ok(json(
         StatusCode::OK,
         &DisplayAnswer {
             view: display.view,
-            version,
+            version: display.version,
             state: display.state,
         },
     ))

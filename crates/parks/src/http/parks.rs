@@ -767,12 +767,13 @@ pub async fn changes(
     let [after, wait] = fields::query(query.as_deref(), ["after", "waitMs"])?;
     let after = fields::query_int("after", after.as_deref(), i64::MIN..=i64::MAX)?;
     let wait = fields::query_int("waitMs", wait.as_deref(), 0..=super::devices::MAX_WAIT_MS)?;
-    let ((), version) = super::devices::wait_for_change(
+    let version = super::devices::wait_for_change(
         &s,
         after,
         wait,
-        |()| s.bells.any(),
-        || async { Ok(((), s.store.parks_version().await?)) },
+        |v| *v,
+        |_| s.bells.any(),
+        || s.store.parks_version(),
     )
     .await?;
     Ok(json(StatusCode::OK, &ChangeVersion { version }))

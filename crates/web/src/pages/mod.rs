@@ -185,13 +185,10 @@ pub fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
 /// The redirect to the sign-in page when nobody is signed in.
 #[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), Response> {
-    match existing(app, headers).await? {
-        Some(s) => match s.user.clone() {
-            Some(u) => Ok((s, u)),
-            None => Err(redirect("/app/signin")),
-        },
-        None => Err(redirect("/app/signin")),
-    }
+    existing(app, headers)
+        .await?
+        .and_then(|s| s.user.clone().map(|u| (s, u)))
+        .ok_or_else(|| redirect("/app/signin"))
 }
 
 /// Calls the gateway as `user`; an expired token ends the session and sends them to sign in,
