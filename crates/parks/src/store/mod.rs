@@ -67,8 +67,13 @@ impl std::ops::Deref for Store {
 
 /// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
 /// order (a test checks the lists against the directories).
-const MIGRATIONS: Migrations =
-    pms_service::migrations!("0001_parks.sql", "0002_events.sql", "0003_changes.sql");
+const MIGRATIONS: Migrations = pms_service::migrations!(
+    "0001_parks.sql",
+    "0002_events.sql",
+    "0003_changes.sql",
+    "0004_hot_updates.sql",
+    "0005_domains.sql"
+);
 
 impl Store {
     /// Builds the pool without connecting.
