@@ -23,6 +23,23 @@ pub trait EventConn: Send {
         event: &'a NewEvent,
     ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a;
 
+    /// Appends `events` in their order (their ids ascend as the slice does), as many calls of
+    /// [`EventConn::append`] would; returns their ids in that order. PostgreSQL takes one
+    /// statement for them all (a consumer applying a run of events appends their answers at
+    /// once), SQLite one per event.
+    fn append_all<'a>(
+        &'a mut self,
+        events: &'a [NewEvent],
+    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send + 'a {
+        async move {
+            let mut ids = Vec::with_capacity(events.len());
+            for event in events {
+                ids.push(self.append(event).await?);
+            }
+            Ok(ids)
+        }
+    }
+
     /// Records that `consumer` has applied `source`'s events up to `position`. Call it inside
     /// the transaction that applies the event.
     fn record_position<'a>(
@@ -52,6 +69,12 @@ static APPEND_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
         pg_append_parts("event", 2)
     )
 });
+
+/// PostgreSQL's append of many: the events' fields as arrays (`$1` payloads, `$2` aggregate
+/// types, `$3` aggregate ids, `$4` event types, `$5` versions), `$6` the time, `$7` the lock's
+/// key. Rows go in in the arrays' order, so the ids drawn under the lock ascend with it.
+const APPEND_ALL_LOCKED: &str =
+    "WITH event AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])        WITH ORDINALITY AS e (payload, aggregate_type, aggregate_id, event_type, version, ord)),      locked AS MATERIALIZED (SELECT e.*, pg_advisory_xact_lock($7, 'outbox'::regclass::oid::int4) FROM event e),      appended AS (INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at)        SELECT aggregate_type, aggregate_id, event_type, version, payload, $6 FROM locked ORDER BY ord RETURNING id)      SELECT id FROM appended ORDER BY id";
 
 /// PostgreSQL: the outbox append as two parts of a `WITH` statement (`locked`, then
 /// `appended`, which returns the new `id`), so a service can write a change and its event in
@@ -96,9 +119,12 @@ const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
 
 /// The statements, for one connection type; `$lock` is the advisory lock key `$append` takes.
+/// `$($more)*`: the connection's own way of what the trait does by default.
 macro_rules! event_conn {
-    ($conn:ty, $append:expr, $lock:expr) => {
+    ($conn:ty, $append:expr, $lock:expr $(, $($more:tt)*)?) => {
         impl EventConn for $conn {
+            $($($more)*)?
+
             fn append<'a>(
                 &'a mut self,
                 event: &'a NewEvent,
@@ -163,7 +189,27 @@ macro_rules! event_conn {
     };
 }
 
-event_conn!(PgConnection, APPEND_LOCKED.as_str(), Some(OUTBOX_LOCK_KEY));
+event_conn!(
+    PgConnection,
+    APPEND_LOCKED.as_str(),
+    Some(OUTBOX_LOCK_KEY),
+    async fn append_all(&mut self, events: &[NewEvent]) -> Result<Vec<i64>, sqlx::Error> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let column = |f: fn(&NewEvent) -> String| events.iter().map(f).collect::<Vec<_>>();
+        sqlx::query_scalar(APPEND_ALL_LOCKED)
+            .bind(column(|e| e.payload.clone()))
+            .bind(column(|e| e.aggregate_type.to_owned()))
+            .bind(column(|e| e.aggregate_id.clone()))
+            .bind(column(|e| e.event_type.to_owned()))
+            .bind(events.iter().map(|e| e.version).collect::<Vec<_>>())
+            .bind(now())
+            .bind(OUTBOX_LOCK_KEY)
+            .fetch_all(&mut *self)
+            .await
+    }
+);
 event_conn!(SqliteConnection, APPEND, None::<i32>);
 
 /// Now, RFC 3339 UTC.

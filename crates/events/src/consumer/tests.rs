@@ -217,6 +217,53 @@ async fn metrics_show_the_lag_its_age_and_the_parked_events() {
     }
 }
 
+/// Many events appended at once keep the order they were given in, on both backends.
+#[tokio::test]
+async fn events_appended_at_once_keep_their_order() {
+    use crate::conn::EventConn;
+    use pms_service::transaction;
+
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(pair) = pair(backend).await else {
+            continue;
+        };
+        produce(&pair.producer, &names(0..2)).await;
+        // Aggregate ids out of any sorted order, so that only the slice gives the order.
+        let keys: Vec<String> = (0..40).map(|i| format!("k{}", (i * 17) % 40)).collect();
+        let events: Vec<NewEvent> = keys
+            .iter()
+            .map(|k| NewEvent::new("thing", k, "thing.named", 1, &Named { name: k.clone() }))
+            .collect::<Result<_, _>>()
+            .expect("events");
+        let r: Result<Vec<i64>, sqlx::Error> =
+            transaction!(&pair.producer, |tx| tx.append_all(&events).await);
+        let ids = r.expect("append all");
+        assert_eq!(
+            ids,
+            (3..43).collect::<Vec<i64>>(),
+            "{backend:?}: after the two before"
+        );
+        let empty: Result<Vec<i64>, sqlx::Error> =
+            transaction!(&pair.producer, |tx| tx.append_all(&[]).await);
+        assert_eq!(empty.expect("append none"), Vec::<i64>::new());
+        let read = crate::Outbox::new("p", pair.producer.clone())
+            .read_after(2, 100)
+            .await
+            .expect("read");
+        let got: Vec<(i64, &str)> = read
+            .iter()
+            .map(|e| (e.id, e.aggregate_id.as_str()))
+            .collect();
+        let want: Vec<(i64, &str)> = ids
+            .iter()
+            .copied()
+            .zip(keys.iter().map(String::as_str))
+            .collect();
+        assert_eq!(got, want, "{backend:?}");
+        assert_eq!(read[5].payload["name"], keys[5], "{backend:?}");
+    }
+}
+
 /// The PostgreSQL append takes the outbox lock before it draws an id: a second transaction
 /// appending while the first holds the lock waits without drawing one, and its id comes after
 /// the first's, so ids commit in order.
@@ -247,9 +294,13 @@ async fn a_postgres_append_draws_its_id_under_the_outbox_lock() {
         tokio::spawn(async move {
             let mut second = PgConnection::connect(&url).await.expect("connect");
             let mut tx = second.begin().await.expect("begin");
-            let id = tx.append(&event).await.expect("second append");
+            // Many at once wait for the lock as one does.
+            let ids = tx
+                .append_all(&[event.clone(), event])
+                .await
+                .expect("second append");
             tx.commit().await.expect("commit");
-            id
+            ids[0]
         })
     };
     assert_eventually("the second append waits for the outbox lock", 500, || {

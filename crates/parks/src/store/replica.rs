@@ -3,11 +3,17 @@
 //! records the consumer's position in the same transaction (see `pms-events`), and each is an
 //! upsert keyed by the subject, so applying an event again leaves the same rows.
 
+use std::collections::{HashMap, HashSet};
+
 use pms_events::conn::EventConn;
 use pms_events::Event;
-use pms_service::transaction;
+use pms_service::store::pool::Pool;
+use pms_service::store::Pools;
 use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
+use pms_service::{transaction, transaction_in};
 use serde::Deserialize;
+use sqlx::postgres::PgConnection;
+use sqlx::sqlite::SqliteConnection;
 
 use jiff::Timestamp;
 
@@ -62,6 +68,19 @@ pub struct InvoiceDoc {
     pub final_price: String,
     /// The PARKY discount, exact decimal text.
     pub discount: String,
+}
+
+/// The exit's goodbye to `name` with the invoice's price, and without (what the exit's displays
+/// show until the invoice comes: only those still showing it get the price).
+fn priced_goodbye(i: &InvoiceDoc, name: &str) -> (String, String) {
+    let priced = rules::goodbye(
+        name,
+        Some((
+            &rules::shown_money(&i.final_price),
+            &rules::shown_money(&i.discount),
+        )),
+    );
+    (priced, rules::goodbye(name, None))
 }
 
 impl Store {
@@ -123,7 +142,8 @@ impl Store {
 
     /// [`Store::apply_invoice`] for a run of invoices, in one transaction that records
     /// `position` in `source`'s events (the run's last). Returns, per invoice, whether its
-    /// visit exists here.
+    /// visit exists here. On PostgreSQL the run takes two statements whatever its length (each
+    /// statement is a round trip there), on SQLite two per invoice.
     ///
     /// # Errors
     /// Database failures (nothing is written then).
@@ -134,48 +154,116 @@ impl Store {
         position: i64,
     ) -> Result<Vec<bool>, StoreError> {
         let now = ms(Timestamp::now());
-        super::retry(|| async {
-            let r: Result<Vec<bool>, StoreError> = transaction!(self, |tx| {
-                let mut known = Vec::with_capacity(invoices.len());
-                for i in invoices {
-                    let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
-                        "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
-                         RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
+        match self.pools() {
+            Pools::Postgres(pool) => {
+                super::retry(|| Self::apply_invoices_at_once(pool, invoices, source, position, now))
+                    .await
+            }
+            Pools::Sqlite(pool) => {
+                super::retry(|| {
+                    Self::apply_invoices_in_steps(pool, invoices, source, position, now)
+                })
+                .await
+            }
+        }
+    }
+
+    /// [`Store::apply_invoices`], a visit and its displays at a time.
+    async fn apply_invoices_in_steps(
+        pool: &Pool<SqliteConnection>,
+        invoices: &[InvoiceDoc],
+        source: &str,
+        position: i64,
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        transaction_in!(pool, |tx| {
+            let mut known = Vec::with_capacity(invoices.len());
+            for i in invoices {
+                let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+                    "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
+                     RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
+                )
+                .bind(i.invoice_id)
+                .bind(&i.final_price)
+                .bind(&i.discount)
+                .bind(i.visit_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some((Some(barrier), Some(name))) = &visit {
+                    let (priced, goodbye) = priced_goodbye(i, name);
+                    sqlx::query(
+                        "UPDATE displays SET message = $1, updated_at_ms = $2, changes = changes + 1 \
+                         WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
                     )
-                    .bind(i.invoice_id)
-                    .bind(&i.final_price)
-                    .bind(&i.discount)
-                    .bind(i.visit_id)
-                    .fetch_optional(&mut *tx)
+                    .bind(priced)
+                    .bind(now)
+                    .bind(barrier)
+                    .bind(goodbye)
+                    .execute(&mut *tx)
                     .await?;
-                    if let Some((Some(barrier), Some(name))) = &visit {
-                        // The exit's displays still saying this visit's goodbye get its price.
-                        let priced = rules::goodbye(
-                            name,
-                            Some((
-                                &rules::shown_money(&i.final_price),
-                                &rules::shown_money(&i.discount),
-                            )),
-                        );
-                        sqlx::query(
-                            "UPDATE displays SET message = $1, updated_at_ms = $2, changes = changes + 1 \
-                             WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
-                        )
-                        .bind(priced)
-                        .bind(now)
-                        .bind(barrier)
-                        .bind(rules::goodbye(name, None))
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    known.push(visit.is_some());
                 }
-                tx.record_position(CONSUMER, source, position).await?;
-                Ok::<Vec<bool>, StoreError>(known)
-            });
-            r
+                known.push(visit.is_some());
+            }
+            tx.record_position(CONSUMER, source, position).await?;
+            Ok::<Vec<bool>, StoreError>(known)
         })
-        .await
+    }
+
+    /// [`Store::apply_invoices`] with one statement for the visits and one for the displays.
+    async fn apply_invoices_at_once(
+        pool: &Pool<PgConnection>,
+        invoices: &[InvoiceDoc],
+        source: &str,
+        position: i64,
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let column = |f: fn(&InvoiceDoc) -> String| invoices.iter().map(f).collect::<Vec<_>>();
+        transaction_in!(pool, |tx| {
+            let visits: Vec<(i64, Option<i64>, Option<String>)> = sqlx::query_as(
+                "UPDATE visits v SET invoice_id = i.invoice_id, price = i.price, discount = i.discount \
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS i (invoice_id, price, discount, visit_id) \
+                 WHERE v.id = i.visit_id \
+                 RETURNING v.id, v.exit_barrier_id, (SELECT name FROM customers c WHERE c.id = v.customer_id)",
+            )
+            .bind(invoices.iter().map(|i| i.invoice_id).collect::<Vec<_>>())
+            .bind(column(|i| i.final_price.clone()))
+            .bind(column(|i| i.discount.clone()))
+            .bind(invoices.iter().map(|i| i.visit_id).collect::<Vec<_>>())
+            .fetch_all(&mut *tx)
+            .await?;
+            let by_visit: HashMap<i64, &InvoiceDoc> =
+                invoices.iter().map(|i| (i.visit_id, i)).collect();
+            // Sorted by barrier, so two runs lock displays in the same order.
+            let mut shown: Vec<(i64, String, String)> = visits
+                .iter()
+                .filter_map(|(visit, barrier, name)| {
+                    let (priced, goodbye) = priced_goodbye(by_visit.get(visit)?, name.as_deref()?);
+                    Some(((*barrier)?, priced, goodbye))
+                })
+                .collect();
+            shown.sort();
+            if !shown.is_empty() {
+                sqlx::query(
+                    "UPDATE displays d SET message = s.priced, updated_at_ms = $4, changes = d.changes + 1 \
+                     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS s (barrier_id, priced, goodbye) \
+                     WHERE d.barrier_id = s.barrier_id AND d.state = 'ACTIVE' AND d.message = s.goodbye",
+                )
+                .bind(shown.iter().map(|s| s.0).collect::<Vec<_>>())
+                .bind(shown.iter().map(|s| s.1.clone()).collect::<Vec<_>>())
+                .bind(shown.iter().map(|s| s.2.clone()).collect::<Vec<_>>())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.record_position(CONSUMER, source, position).await?;
+            let found: HashSet<i64> = visits.iter().map(|v| v.0).collect();
+            Ok::<Vec<bool>, StoreError>(
+                invoices
+                    .iter()
+                    .map(|i| found.contains(&i.visit_id))
+                    .collect(),
+            )
+        })
     }
 
     /// Sets a customer's "pay my next visit with coins" flag.
@@ -210,5 +298,154 @@ impl Store {
         .await)?;
         v.map(super::flag)
             .ok_or_else(|| StoreError::not_found("customer", customer_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pms_events::Event;
+    use serde_json::json;
+
+    use super::super::seed::DemoParks;
+    use super::super::visits::Passage;
+    use super::super::{Store, StoreConfig};
+    use super::{CustomerDoc, InvoiceDoc};
+    use crate::rules::goodbye;
+
+    fn event(id: i64, source: &str) -> Event {
+        Event {
+            id,
+            source: source.into(),
+            aggregate_type: "x".into(),
+            aggregate_id: "1".into(),
+            event_type: "x".into(),
+            version: 1,
+            payload: serde_json::Value::Null,
+            created_at: String::new(),
+        }
+    }
+
+    fn invoice(id: i64, visit_id: i64, price: &str) -> InvoiceDoc {
+        InvoiceDoc {
+            invoice_id: id,
+            visit_id,
+            park_id: Some(1),
+            final_price: price.into(),
+            discount: "0".into(),
+        }
+    }
+
+    /// Two cars of park 1 in and out (the second out last), then what `run` leaves: per invoice
+    /// whether its visit is known, each visit's (invoice, price), the exit's two displays'
+    /// messages, and whether their versions moved.
+    async fn priced_run(
+        postgres: bool,
+    ) -> Option<(Vec<bool>, Vec<(i64, String)>, Vec<String>, bool)> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = if postgres {
+            if pms_testkit::pg::skipped() {
+                return None;
+            }
+            StoreConfig::new(pms_testkit::pg::shared().fresh_database())
+        } else {
+            StoreConfig::sqlite_file(&dir.path().join("parks.db"))
+        };
+        let store = Store::open(&config).expect("open");
+        store.migrate().await.expect("migrate");
+        store
+            .seed_if_empty(&DemoParks::default())
+            .await
+            .expect("seed");
+        for (id, first, plate) in [(1, "Ana", "AA-00-01"), (2, "Rui", "AA-00-02")] {
+            let c: CustomerDoc = serde_json::from_value(json!({
+                "userId": id, "firstName": first, "lastName": "Lima", "nif": 100_000_000 + id,
+                "userStatus": "ENABLED",
+                "vehicles": [{"licensePlateNumber": plate, "vehicleType": "AUTOMOBILE",
+                              "vehicleEnergySource": "FUEL"}]
+            }))
+            .expect("customer");
+            store
+                .apply_customer(&c, &event(id, "users"))
+                .await
+                .expect("customer");
+        }
+        let (entrance, exit) = (
+            store.barrier(1).await.expect("B1.1"),
+            store.barrier(2).await.expect("B1.2"),
+        );
+        let mut visits = Vec::new();
+        for (plate, out) in [("AA-00-01", "10:30"), ("AA-00-02", "10:45")] {
+            let at = |hm: &str| format!("2026-11-30T{hm}:00Z").parse().expect("time");
+            store.pass(&entrance, plate, at("10:00")).await.expect("in");
+            match store.pass(&exit, plate, at(out)).await.expect("out") {
+                Passage::Open { visit_id, .. } => visits.push(visit_id),
+                Passage::Refused(r) => panic!("{plate} refused: {r:?}"),
+            }
+        }
+        let versions = |store: &Store| {
+            let store = store.clone();
+            async move {
+                let mut v = Vec::new();
+                for d in [2, 3] {
+                    v.push(store.display(d).await.expect("display").version);
+                }
+                v
+            }
+        };
+        let run = [
+            invoice(11, visits[0], "0.6"),
+            invoice(12, 999, "1"),
+            invoice(13, visits[1], "0.75"),
+        ];
+        let unpriced = versions(&store).await;
+        let known = store
+            .apply_invoices(&run, "payments", 7)
+            .await
+            .expect("apply");
+        let priced = versions(&store).await;
+        // Again (a replay): the same, and the displays are not written again.
+        assert_eq!(
+            store
+                .apply_invoices(&run, "payments", 7)
+                .await
+                .expect("again"),
+            known
+        );
+        assert_eq!(versions(&store).await, priced, "postgres: {postgres}");
+        let mut prices = Vec::new();
+        for v in &visits {
+            let r: Result<(i64, String), sqlx::Error> = pms_service::repeatable!(store, |conn| {
+                sqlx::query_as("SELECT invoice_id, price FROM visits WHERE id = $1")
+                    .bind(v)
+                    .fetch_one(&mut *conn)
+                    .await
+            });
+            prices.push(r.expect("visit"));
+        }
+        let mut shown = Vec::new();
+        for d in [2, 3] {
+            shown.push(store.display(d).await.expect("display").view.message);
+        }
+        let moved = priced.iter().zip(&unpriced).all(|(p, u)| p > u);
+        Some((known, prices, shown, moved))
+    }
+
+    #[tokio::test]
+    async fn a_run_of_invoices_prices_its_visits_and_the_exit_s_goodbye_on_both_backends() {
+        let sqlite = priced_run(false).await.expect("sqlite");
+        let rui = goodbye("Rui Lima", Some(("0.75", "0.0")));
+        assert_eq!(
+            sqlite,
+            (
+                vec![true, false, true],
+                vec![(11, "0.6".to_owned()), (13, "0.75".to_owned())],
+                // The exit says goodbye to the last car out; only that goodbye gets its price.
+                vec![rui.clone(), rui],
+                true
+            )
+        );
+        if let Some(postgres) = priced_run(true).await {
+            assert_eq!(postgres, sqlite);
+        }
     }
 }

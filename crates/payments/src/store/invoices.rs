@@ -20,15 +20,19 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_events::{Event, NewEvent};
+use pms_service::store::pool::Pool;
 use pms_service::store::retry;
+use pms_service::store::Pools;
 use pms_service::vocab::VehicleType;
-use pms_service::{repeatable, transaction};
+use pms_service::{repeatable, transaction, transaction_in};
 use pms_tariff::fee::{self, Bill, Stay};
 use pms_tariff::json::money;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use sqlx::sqlite::SqliteConnection;
 
 use super::replica::{in_force, StoredTable, TableVersion, VisitOpened, CONSUMER};
+use super::runs::awaits_coins;
 use super::{instant, Store, StoreError};
 use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
@@ -134,7 +138,7 @@ fn final_price(total: Decimal, discount: Decimal) -> Decimal {
 
 /// The event of a new invoice: `coins.requested` when it waits for coins, else
 /// `invoice.issued`.
-fn invoice_event(id: i64, p: &Priced, awaiting: bool) -> Result<NewEvent, StoreError> {
+pub(super) fn invoice_event(id: i64, p: &Priced, awaiting: bool) -> Result<NewEvent, StoreError> {
     let (v, total) = (&p.visit, p.bill.total);
     if awaiting {
         let cents = fee::coin_discount(total, i64::MAX).coins;
@@ -177,10 +181,10 @@ fn invoice_event(id: i64, p: &Priced, awaiting: bool) -> Result<NewEvent, StoreE
 /// A closed visit priced with its park's table in force at the exit, ready to invoice.
 #[derive(Debug, Clone)]
 pub struct Priced {
-    visit: VisitClosed,
-    version: i64,
-    time_zone_name: String,
-    bill: Bill,
+    pub(super) visit: VisitClosed,
+    pub(super) version: i64,
+    pub(super) time_zone_name: String,
+    pub(super) bill: Bill,
 }
 
 /// One event of a run of the parks service's events that payments writes
@@ -255,7 +259,8 @@ impl Store {
     /// (unless already invoiced: events come in order, so that only happens on a replay); a
     /// closed one is invoiced once, with its rows and its event (`invoice.issued`, or
     /// `coins.requested` when coins are to pay), and is no longer open. Returns how many events
-    /// it appended.
+    /// it appended. On PostgreSQL the run takes a few statements whatever its length
+    /// (`runs.rs`), on SQLite one per event.
     ///
     /// # Errors
     /// Database failures (nothing is written then).
@@ -266,13 +271,30 @@ impl Store {
         position: i64,
     ) -> Result<usize, StoreError> {
         let now = Timestamp::now().as_millisecond();
-        retry(|| async {
-            let r: Result<usize, StoreError> = transaction!(self, |tx| {
-                let mut appended = 0;
-                for change in changes {
-                    match change {
-                        ParksChange::Opened(v) => {
-                            sqlx::query(
+        match self.pools() {
+            Pools::Postgres(pool) => {
+                retry(|| Self::apply_parks_run_pg(pool, changes, source, position, now)).await
+            }
+            Pools::Sqlite(pool) => {
+                retry(|| Self::apply_parks_run_in_steps(pool, changes, source, position, now)).await
+            }
+        }
+    }
+
+    /// [`Store::apply_parks_run`] a statement per event (SQLite).
+    async fn apply_parks_run_in_steps(
+        pool: &Pool<SqliteConnection>,
+        changes: &[ParksChange],
+        source: &str,
+        position: i64,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        transaction_in!(pool, |tx| {
+            let mut appended = 0;
+            for change in changes {
+                match change {
+                    ParksChange::Opened(v) => {
+                        sqlx::query(
                                 "INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
                                  SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM invoices WHERE visit_id = $1) \
                                  ON CONFLICT (visit_id) DO NOTHING",
@@ -285,12 +307,12 @@ impl Store {
                             .bind(v.entered_at.as_millisecond())
                             .execute(&mut *tx)
                             .await?;
-                        }
-                        ParksChange::Closed(p) => {
-                            let (v, bill) = (&p.visit, &p.bill);
-                            let awaiting = v.use_coins && bill.total > Decimal::ZERO;
-                            // Once per visit: a visit invoiced already inserts nothing.
-                            let issued: Option<i64> = sqlx::query_scalar(
+                    }
+                    ParksChange::Closed(p) => {
+                        let (v, bill) = (&p.visit, &p.bill);
+                        let awaiting = awaits_coins(p);
+                        // Once per visit: a visit invoiced already inserts nothing.
+                        let issued: Option<i64> = sqlx::query_scalar(
                                 "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
                                  time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
                                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '0', 0, $12, $13, $14) \
@@ -317,9 +339,9 @@ impl Store {
                             .bind((!awaiting).then_some(now))
                             .fetch_optional(&mut *tx)
                             .await?;
-                            if let Some(id) = issued {
-                                for row in &bill.rows {
-                                    sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
+                        if let Some(id) = issued {
+                            for row in &bill.rows {
+                                sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
                                         .bind(id)
                                         .bind(row.kind.as_str())
                                         .bind(row.start.as_millisecond())
@@ -327,23 +349,20 @@ impl Store {
                                         .bind(row.price.to_string())
                                         .execute(&mut *tx)
                                         .await?;
-                                }
-                                tx.append(&invoice_event(id, p, awaiting)?).await?;
-                                appended += 1;
                             }
-                            sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")
-                                .bind(v.visit_id)
-                                .execute(&mut *tx)
-                                .await?;
+                            tx.append(&invoice_event(id, p, awaiting)?).await?;
+                            appended += 1;
                         }
+                        sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")
+                            .bind(v.visit_id)
+                            .execute(&mut *tx)
+                            .await?;
                     }
                 }
-                tx.record_position(CONSUMER, source, position).await?;
-                Ok::<usize, StoreError>(appended)
-            });
-            r
+            }
+            tx.record_position(CONSUMER, source, position).await?;
+            Ok::<usize, StoreError>(appended)
         })
-        .await
     }
 
     /// Finishes an invoice waiting for coins (once: an issued one only has the position

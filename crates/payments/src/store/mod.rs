@@ -3,7 +3,8 @@
 //!
 //! What it owns: the payments migrations, the queries ([`invoices`]: issuing and reading
 //! invoices; [`replica`]: the price tables, customers and open visits other services' events
-//! bring). What it must not do: HTTP, or price anything itself (that is `pms-tariff`).
+//! bring; `runs`: a run of the parks service's events in a few statements on PostgreSQL).
+//! What it must not do: HTTP, or price anything itself (that is `pms-tariff`).
 //!
 //! Why invoices are never deleted: the original wiped every invoice on each start. Here an
 //! invoice is written once per visit (`visit_id` is unique), in one transaction with its rows
@@ -11,6 +12,7 @@
 
 pub mod invoices;
 pub mod replica;
+mod runs;
 
 pub use pms_service::store::{redact_url, Backend, StoreConfig};
 use pms_service::store::{Db, Migrations};

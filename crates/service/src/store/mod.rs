@@ -119,22 +119,29 @@ macro_rules! on_conn {
 #[macro_export]
 macro_rules! transaction {
     ($db:expr, |$tx:ident| $body:expr) => {
-        $crate::with_pool!($db, |pool| {
-            match pool.get_to_write().await {
-                Err(e) => Err(::core::convert::From::from(e)),
-                Ok(mut pooled) => {
-                    let done = async {
-                        #[allow(unused_mut)]
-                        let mut $tx = $crate::store::begin(&mut pooled).await?;
-                        let value = $body?;
-                        $tx.commit().await?;
-                        Ok(value)
-                    }
-                    .await;
-                    pooled.settle(done)
+        $crate::with_pool!($db, |pool| $crate::transaction_in!(pool, |$tx| $body))
+    };
+}
+
+/// [`transaction!`] on one backend's pool (`&Pool<PgConnection>` or `&Pool<SqliteConnection>`),
+/// for code written for that backend alone.
+#[macro_export]
+macro_rules! transaction_in {
+    ($pool:expr, |$tx:ident| $body:expr) => {
+        match $pool.get_to_write().await {
+            Err(e) => Err(::core::convert::From::from(e)),
+            Ok(mut pooled) => {
+                let done = async {
+                    #[allow(unused_mut)]
+                    let mut $tx = $crate::store::begin(&mut pooled).await?;
+                    let value = $body?;
+                    $tx.commit().await?;
+                    Ok(value)
                 }
+                .await;
+                pooled.settle(done)
             }
-        })
+        }
     };
 }
 
