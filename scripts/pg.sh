@@ -72,8 +72,14 @@ start() {
     -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" \
     start >/dev/null || { tail -20 "$dir/server.log" >&2; die "postgres did not start"; }
   if [ -n "$watch" ]; then
+    # The watch removes only the cluster it was started with: once the watched process is
+    # gone, DIR may have been removed and started again by another run (a suite run right
+    # after another with the same output directory), whose watch has its own token.
+    local token="$watch.$$.$RANDOM"
+    echo "$token" >"$dir/watched-by"
     ( trap '' HUP
       while kill -0 "$watch" 2>/dev/null; do sleep 1; done
+      [ "$(cat "$dir/watched-by" 2>/dev/null)" = "$token" ] || exit 0
       as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
       rm -rf "$dir" ) </dev/null >/dev/null 2>&1 &
   fi
