@@ -1,6 +1,6 @@
 //! A run of the parks service's events written on PostgreSQL with one statement per kind of
-//! write, however long the run: the open visits noted, the closed ones invoiced (and no longer
-//! open), the invoices' rows, their events, the read position. The same effects as
+//! write, however long the run: the open visits noted, the closed ones invoiced and no longer
+//! open, the invoices' rows, their events, the read position (a kind with no rows is left out). The same effects as
 //! [`Store::apply_parks_run`]'s statement per event, which SQLite keeps (a statement there is a
 //! call into the library); on PostgreSQL each statement is a round trip to another process, and
 //! under load a run holds dozens of events.
@@ -18,22 +18,22 @@ use super::replica::{VisitOpened, CONSUMER};
 use super::{Store, StoreError};
 use crate::model::InvoiceStatus;
 
-/// The open visits noted (`$1`–`$6`, skipping visits invoiced already), the closed ones no
-/// longer open (`$7`), and their invoices (`$7`–`$19`, in the run's order; `$20` now), once per
-/// visit. Returns each new invoice's id and visit.
-const WRITE: &str = "WITH opened AS (\
-       INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
-       SELECT o.* FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[]) \
-         AS o (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
-       WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.visit_id = o.visit_id) \
-       ON CONFLICT (visit_id) DO NOTHING), \
-     gone AS (DELETE FROM open_visits WHERE visit_id = ANY($7::bigint[])) \
+/// The open visits noted (`$1`–`$6`), skipping visits invoiced already.
+const NOTE: &str = "INSERT INTO open_visits (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
+     SELECT o.* FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[]) \
+       AS o (visit_id, park_id, customer_id, plate, vehicle_type, entered_at_ms) \
+     WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.visit_id = o.visit_id) \
+     ON CONFLICT (visit_id) DO NOTHING";
+
+/// The closed visits no longer open (`$1`) and their invoices (`$1`–`$13`, in the run's order;
+/// `$14` now), once per visit. Returns each new invoice's id and visit.
+const INVOICE: &str = "WITH gone AS (DELETE FROM open_visits WHERE visit_id = ANY($1::bigint[])) \
      INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
        time_zone, price_table_version, total, discount, coins, status, created_at_ms, issued_at_ms) \
      SELECT c.visit_id, c.customer_id, c.nif, c.park_id, c.plate, c.vehicle_type, c.entered_at_ms, c.left_at_ms, \
-       c.time_zone, c.version, c.total, '0', 0, c.status, $20, c.issued_at_ms \
-     FROM unnest($7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bigint[], \
-       $14::bigint[], $15::text[], $16::bigint[], $17::text[], $18::text[], $19::bigint[]) WITH ORDINALITY \
+       c.time_zone, c.version, c.total, '0', 0, c.status, $14, c.issued_at_ms \
+     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::bigint[], \
+       $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::text[], $13::bigint[]) WITH ORDINALITY \
        AS c (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, time_zone, version, \
        total, status, issued_at_ms, ord) \
      ORDER BY c.ord \
@@ -71,8 +71,8 @@ impl Store {
                 ParksChange::Opened(_) => None,
             })
             .collect();
-        // A visit opened and closed in the same run is not noted: this statement's delete
-        // would not see the row its insert adds.
+        // A visit opened and closed in the same run is not noted (nothing to note, and it
+        // would have to be dropped again).
         let ended: HashSet<i64> = closed.iter().map(|p| p.visit.visit_id).collect();
         let opened: Vec<&VisitOpened> = changes
             .iter()
@@ -82,16 +82,23 @@ impl Store {
             })
             .collect();
         transaction_in!(pool, |tx| {
-            let mut drawn: HashMap<i64, i64> = if opened.is_empty() && closed.is_empty() {
-                HashMap::new()
-            } else {
-                sqlx::query_as::<_, (i64, i64)>(WRITE)
+            // Each statement only when it has rows: at a few events a run, a statement's set-up
+            // costs as much as its rows.
+            if !opened.is_empty() {
+                sqlx::query(NOTE)
                     .bind(column(&opened, |v| v.visit_id))
                     .bind(column(&opened, |v| v.park_id))
                     .bind(column(&opened, |v| v.customer_id))
                     .bind(column(&opened, |v| v.plate.clone()))
                     .bind(column(&opened, |v| v.vehicle_type.as_str()))
                     .bind(column(&opened, |v| v.entered_at.as_millisecond()))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let mut drawn: HashMap<i64, i64> = if closed.is_empty() {
+                HashMap::new()
+            } else {
+                sqlx::query_as::<_, (i64, i64)>(INVOICE)
                     .bind(column(&closed, |p| p.visit.visit_id))
                     .bind(column(&closed, |p| p.visit.customer_id))
                     .bind(column(&closed, |p| p.visit.nif))
