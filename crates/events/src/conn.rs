@@ -58,10 +58,14 @@ pub trait EventConn: Send {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 }
 
+/// The outbox's columns an append writes, in the order every append's values follow.
+const OUTBOX_COLUMNS: &str =
+    "aggregate_type, aggregate_id, event_type, version, payload, created_at";
+
 /// SQLite's append. The payload is `$1`, as in PostgreSQL's, so one binding order serves both.
-const APPEND: &str =
-    "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
-     VALUES ($2, $3, $4, $5, $1, $6) RETURNING id";
+static APPEND: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("INSERT INTO outbox ({OUTBOX_COLUMNS}) VALUES ($2, $3, $4, $5, $1, $6) RETURNING id")
+});
 /// PostgreSQL's append: [`pg_append_parts`] after a part that carries the payload.
 static APPEND_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -73,8 +77,28 @@ static APPEND_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
 /// PostgreSQL's append of many: the events' fields as arrays (`$1` payloads, `$2` aggregate
 /// types, `$3` aggregate ids, `$4` event types, `$5` versions), `$6` the time, `$7` the lock's
 /// key. Rows go in in the arrays' order, so the ids drawn under the lock ascend with it.
-const APPEND_ALL_LOCKED: &str =
-    "WITH event AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])        WITH ORDINALITY AS e (payload, aggregate_type, aggregate_id, event_type, version, ord)),      locked AS MATERIALIZED (SELECT e.*, pg_advisory_xact_lock($7, 'outbox'::regclass::oid::int4) FROM event e),      appended AS (INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at)        SELECT aggregate_type, aggregate_id, event_type, version, payload, $6 FROM locked ORDER BY ord RETURNING id)      SELECT id FROM appended ORDER BY id";
+static APPEND_ALL_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH event AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) \
+           WITH ORDINALITY AS e (payload, aggregate_type, aggregate_id, event_type, version, ord)), \
+         {locked}, \
+         appended AS (INSERT INTO outbox ({OUTBOX_COLUMNS}) \
+           SELECT aggregate_type, aggregate_id, event_type, version, payload, $6 FROM locked ORDER BY ord RETURNING id) \
+         SELECT id FROM appended ORDER BY id",
+        locked = pg_locked_part("event", "g.*", 7)
+    )
+});
+
+/// The part `locked` of a PostgreSQL append: `columns` of every row of the part `gate` (as
+/// `g`), once this outbox's lock is held (key `$key`). Materialized, so it runs before the rows
+/// it feeds are formed: every id is drawn under the lock, which is held until the transaction
+/// ends. `'outbox'` resolves through the connection's `search_path` to its schema's table.
+fn pg_locked_part(gate: &str, columns: &str, key: usize) -> String {
+    format!(
+        "locked AS MATERIALIZED (SELECT {columns}, \
+         pg_advisory_xact_lock(${key}, 'outbox'::regclass::oid::int4) FROM {gate} g)"
+    )
+}
 
 /// PostgreSQL: the outbox append as two parts of a `WITH` statement (`locked`, then
 /// `appended`, which returns the new `id`), so a service can write a change and its event in
@@ -82,19 +106,16 @@ const APPEND_ALL_LOCKED: &str =
 /// whose column `payload` is the event's payload (none when `gate` is empty). The other fields
 /// and the lock's key are parameters `$first` to `$first + 5`, bound by [`bind_pg_append`].
 ///
-/// The lock comes first: a materialized part runs before the row it feeds is formed, so the id
-/// is drawn under the lock, and the lock is held until the statement's transaction ends. It is
-/// this outbox's lock: `'outbox'` resolves through the connection's `search_path` to its
-/// schema's table.
+/// The lock comes first (see `pg_locked_part`), so the id is drawn under it.
 pub fn pg_append_parts(gate: &str, first: usize) -> String {
     let [aggregate_type, aggregate_id, event_type, version, created_at, key] =
         std::array::from_fn(|i| first + i);
     format!(
-        "locked AS MATERIALIZED (SELECT g.payload, \
-         pg_advisory_xact_lock(${key}, 'outbox'::regclass::oid::int4) FROM {gate} g), \
-         appended AS (INSERT INTO outbox (aggregate_type, aggregate_id, event_type, version, payload, created_at) \
+        "{locked}, \
+         appended AS (INSERT INTO outbox ({OUTBOX_COLUMNS}) \
          SELECT ${aggregate_type}, ${aggregate_id}, ${event_type}, ${version}, payload, ${created_at} \
-         FROM locked RETURNING id)"
+         FROM locked RETURNING id)",
+        locked = pg_locked_part(gate, "g.payload", key)
     )
 }
 
@@ -198,7 +219,7 @@ event_conn!(
             return Ok(Vec::new());
         }
         let column = |f: fn(&NewEvent) -> String| events.iter().map(f).collect::<Vec<_>>();
-        sqlx::query_scalar(APPEND_ALL_LOCKED)
+        sqlx::query_scalar(APPEND_ALL_LOCKED.as_str())
             .bind(column(|e| e.payload.clone()))
             .bind(column(|e| e.aggregate_type.to_owned()))
             .bind(column(|e| e.aggregate_id.clone()))
@@ -210,7 +231,7 @@ event_conn!(
             .await
     }
 );
-event_conn!(SqliteConnection, APPEND, None::<i32>);
+event_conn!(SqliteConnection, APPEND.as_str(), None::<i32>);
 
 /// Now, RFC 3339 UTC.
 pub fn now() -> String {

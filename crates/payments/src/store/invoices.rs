@@ -32,7 +32,6 @@ use serde::{Deserialize, Serialize};
 use sqlx::sqlite::SqliteConnection;
 
 use super::replica::{in_force, StoredTable, TableVersion, VisitOpened, CONSUMER};
-use super::runs::awaits_coins;
 use super::{instant, Store, StoreError};
 use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
@@ -138,9 +137,9 @@ fn final_price(total: Decimal, discount: Decimal) -> Decimal {
 
 /// The event of a new invoice: `coins.requested` when it waits for coins, else
 /// `invoice.issued`.
-pub(super) fn invoice_event(id: i64, p: &Priced, awaiting: bool) -> Result<NewEvent, StoreError> {
+pub(super) fn invoice_event(id: i64, p: &Priced) -> Result<NewEvent, StoreError> {
     let (v, total) = (&p.visit, p.bill.total);
-    if awaiting {
+    if p.awaits_coins() {
         let cents = fee::coin_discount(total, i64::MAX).coins;
         NewEvent::new(
             "invoice",
@@ -185,6 +184,13 @@ pub struct Priced {
     pub(super) version: i64,
     pub(super) time_zone_name: String,
     pub(super) bill: Bill,
+}
+
+impl Priced {
+    /// Whether its invoice waits for coins before it is issued.
+    pub(super) fn awaits_coins(&self) -> bool {
+        self.visit.use_coins && self.bill.total > Decimal::ZERO
+    }
 }
 
 /// One event of a run of the parks service's events that payments writes
@@ -310,7 +316,7 @@ impl Store {
                     }
                     ParksChange::Closed(p) => {
                         let (v, bill) = (&p.visit, &p.bill);
-                        let awaiting = awaits_coins(p);
+                        let awaiting = p.awaits_coins();
                         // Once per visit: a visit invoiced already inserts nothing.
                         let issued: Option<i64> = sqlx::query_scalar(
                                 "INSERT INTO invoices (visit_id, customer_id, nif, park_id, plate, vehicle_type, entered_at_ms, left_at_ms, \
@@ -350,7 +356,7 @@ impl Store {
                                         .execute(&mut *tx)
                                         .await?;
                             }
-                            tx.append(&invoice_event(id, p, awaiting)?).await?;
+                            tx.append(&invoice_event(id, p)?).await?;
                             appended += 1;
                         }
                         sqlx::query("DELETE FROM open_visits WHERE visit_id = $1")

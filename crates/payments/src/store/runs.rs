@@ -10,7 +10,6 @@ use std::collections::{HashMap, HashSet};
 use pms_events::conn::EventConn;
 use pms_service::store::pool::Pool;
 use pms_service::transaction_in;
-use rust_decimal::Decimal;
 use sqlx::postgres::PgConnection;
 
 use super::invoices::{invoice_event, ParksChange, Priced};
@@ -44,11 +43,6 @@ const ROWS: &str = "INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms
      SELECT r.invoice_id, r.kind, r.start_ms, r.end_ms, r.price \
      FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) WITH ORDINALITY \
        AS r (invoice_id, kind, start_ms, end_ms, price, ord) ORDER BY r.ord";
-
-/// Whether an invoice waits for coins before it is issued.
-pub(super) fn awaits_coins(p: &Priced) -> bool {
-    p.visit.use_coins && p.bill.total > Decimal::ZERO
-}
 
 /// One array per column of the rows `items` give.
 fn column<T, U>(items: &[&T], f: impl Fn(&T) -> U) -> Vec<U> {
@@ -111,14 +105,14 @@ impl Store {
                     .bind(column(&closed, |p| p.version))
                     .bind(column(&closed, |p| p.bill.total.to_string()))
                     .bind(column(&closed, |p| {
-                        if awaits_coins(p) {
+                        if p.awaits_coins() {
                             InvoiceStatus::AwaitingCoins
                         } else {
                             InvoiceStatus::Issued
                         }
                         .as_str()
                     }))
-                    .bind(column(&closed, |p| (!awaits_coins(p)).then_some(now)))
+                    .bind(column(&closed, |p| (!p.awaits_coins()).then_some(now)))
                     .bind(now)
                     .fetch_all(&mut *tx)
                     .await?
@@ -148,7 +142,7 @@ impl Store {
             }
             let events = issued
                 .iter()
-                .map(|(id, p)| invoice_event(*id, p, awaits_coins(p)))
+                .map(|(id, p)| invoice_event(*id, p))
                 .collect::<Result<Vec<_>, _>>()?;
             tx.append_all(&events).await?;
             tx.record_position(CONSUMER, source, position).await?;
