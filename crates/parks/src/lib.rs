@@ -15,10 +15,12 @@
 //! (`pms-service`). Customers and vehicles come from the users service's events and invoices
 //! from the payments service's (`pms-events`); parks never reads another service's database.
 //!
-//! Why an exit waits a little for its invoice: the driver should see the price at the barrier,
-//! and the payments service issues the invoice from the `visit.closed` event the exit wrote. The
-//! exit answers as soon as the price is known or after [`ParksConfig::exit_wait`] at most, with
-//! "your invoice will follow": a slow or absent payments service delays an invoice, never a car.
+//! The driver should see the price at the barrier. An exit prices the stay itself, with the
+//! park's table version it names in `visit.closed` and the tariff engine payments invoices with
+//! ([`store::quotes`]), and says it at once. Only an exit paid with coins waits for its invoice
+//! (the discount is the wallet's): as soon as the price is known, or after
+//! [`ParksConfig::exit_wait`] at most with "your invoice will follow". A slow or absent payments
+//! service delays an invoice, never a car.
 
 #![deny(missing_docs)]
 

@@ -21,6 +21,8 @@ struct ExitPrice {
 /// How an exit's answer got its price (`pms_parks_exit_prices_total{how}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PriceSource {
+    /// Quoted by the exit itself (a stay not paid with coins).
+    Quoted,
     /// Handed over as the invoice arrived (the consumer, or the broker's live feed).
     Handed,
     /// Read from the visit at the end of the wait: the invoice arrived, but nothing told this
@@ -52,7 +54,7 @@ impl Default for Metrics {
         let exit_prices = Family::<ExitPrice, Counter>::default();
         events.registry().register(
             "exit_prices",
-            "Exits answered after closing their visit, by how the price was known: handed (the invoice reached this process), read (from the visit at the end of the wait) or missing",
+            "Exits answered after closing their visit, by how the price was known: quoted (by the exit itself), handed (the invoice reached this process), read (from the visit at the end of the wait) or missing",
             exit_prices.clone(),
         );
         let long_poll_reads = Counter::default();
@@ -86,6 +88,7 @@ impl Metrics {
     /// Counts an exit's answer by how its price was known.
     pub fn exit_price(&self, source: PriceSource) {
         let how = match source {
+            PriceSource::Quoted => "quoted",
             PriceSource::Handed => "handed",
             PriceSource::Read => "read",
             PriceSource::Missing => "missing",

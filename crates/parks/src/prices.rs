@@ -1,4 +1,5 @@
-//! Exits waiting for their visit's price. An exit registers after its visit is closed, and
+//! Exits waiting for their visit's price: those paid with coins, which the exit cannot price
+//! itself ([`crate::store::quotes`]). An exit registers after its visit is closed, and
 //! whatever learns of the visit's invoice first hands the price straight to it: the consumer of
 //! payments' events as it reads the invoice (before its own transaction: the invoice is already
 //! committed in payments), or, in the distributed mode, the broker's live feed of invoices, which

@@ -59,8 +59,12 @@ pub struct Outcome {
     pub calls: Collected,
     /// Exits that succeeded.
     pub exits: u64,
-    /// Of which with the price in the answer (the invoice arrived within the exit's wait).
+    /// Of which with the price in the answer (quoted by the exit, or the invoice arrived
+    /// within the exit's wait).
     pub priced_exits: u64,
+    /// From the end of the load until parks and payments had applied every event: each exit's
+    /// invoice issued and its price on the visit. What the barriers' answers do not wait for.
+    pub settled: Duration,
     /// Quotes, µs.
     pub quotes: Histogram<u64>,
     /// Quotes not answered 200.
@@ -176,7 +180,12 @@ pub fn run(ports: Ports, load: &Load) -> Result<Outcome, SuiteError> {
         register(&api, load.clients + 1).await?;
         caught_up(ports).await?;
         let token = api.login(&load.password).await?;
-        drive(Arc::new(api), load, token).await
+        let mut outcome = drive(Arc::new(api), load, token).await?;
+        // The exits answered; the invoices they started may still be on their way.
+        let ended = Instant::now();
+        caught_up(ports).await?;
+        outcome.settled = ended.elapsed();
+        Ok(outcome)
     })
 }
 
@@ -320,7 +329,9 @@ async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
     let started = Instant::now();
     loop {
         let mut lagging = Vec::new();
-        for (name, port) in [("parks", ports.parks), ("payments", ports.payments)] {
+        // Payments first: once it has nothing left, parks' reading after it sees every invoice
+        // payments will write for what parks wrote so far.
+        for (name, port) in [("payments", ports.payments), ("parks", ports.parks)] {
             let t = target(port, "/metrics")?;
             let mut conn = t
                 .connect()
@@ -513,6 +524,7 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         calls,
         exits: all.exits,
         priced_exits: all.priced_exits,
+        settled: Duration::ZERO,
         quotes,
         quote_failures,
         display_delays,

@@ -80,6 +80,12 @@ const CATALOGUE: &[(&str, &str, &str, Better)] = &[
         "%",
         Better::Higher,
     ),
+    (
+        "settled_ms",
+        "Every invoice issued, after the load",
+        "ms",
+        Better::Lower,
+    ),
     ("quote_mean_ms", "Quote mean", "ms", Better::Lower),
     ("quote_median_ms", "Quote median", "ms", Better::Lower),
     ("quote_p99_ms", "Quote p99", "ms", Better::Lower),

@@ -386,6 +386,7 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
         );
     }
     m.insert("transactions".into(), calls as f64);
+    m.insert("settled_ms".into(), o.settled.as_secs_f64() * 1000.0);
     put_latencies(&mut m, &o.quotes, "quote_");
     if !o.display_delays.is_empty() {
         put_latencies(&mut m, &o.display_delays, "display_");

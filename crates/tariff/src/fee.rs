@@ -281,6 +281,18 @@ pub fn round_cents(amount: Decimal) -> Decimal {
     amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
 }
 
+/// What the customer pays: `total` less `discount`, half-up to cents.
+pub fn final_price(total: Decimal, discount: Decimal) -> Decimal {
+    round_cents(total - discount)
+}
+
+/// Whether a bill of `total` waits for the customer's coins before its price is known: they asked
+/// to pay with coins, and there is something to pay. Any other bill's price is its total, with no
+/// discount, as soon as the stay is priced.
+pub fn awaits_coins(use_coins: bool, total: Decimal) -> bool {
+    use_coins && total > Decimal::ZERO
+}
+
 /// The PARKY discount on a fee of `total` for a wallet of `balance` coins: 100 coins are €1,
 /// and no more coins are spent than the fee is worth.
 pub fn coin_discount(total: Decimal, balance: i64) -> Discount {

@@ -20,4 +20,4 @@ pub mod seed;
 pub mod table;
 
 pub use crate::fee::{price, Bill, Discount, FeeError, Row, RowKind, Stay};
-pub use crate::table::{PriceTable, TableError, TimeOfDay};
+pub use crate::table::{version_in_force, PriceTable, TableError, TimeOfDay};

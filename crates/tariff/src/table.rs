@@ -315,6 +315,27 @@ fn overlap(a: &Period, b: &Period) -> bool {
     a.contains(b.start) || b.contains(a.start)
 }
 
+/// Which of a park's table versions is in force at `at_ms`: the newest one valid from then or
+/// earlier, or the oldest when every one starts later (a stay priced before its park's first
+/// table began still gets a price). `versions` are (version, valid from in epoch ms); `None` only
+/// when there are none.
+///
+/// Both services apply this rule: the parks service to quote an exit and name the version in
+/// `visit.closed` (in SQL, checked against this function by its tests), the payments service to
+/// invoice a visit whose event names none.
+pub fn version_in_force(versions: impl IntoIterator<Item = (i64, i64)>, at_ms: i64) -> Option<i64> {
+    let (mut valid, mut oldest) = (None, None);
+    for (version, valid_from_ms) in versions {
+        if valid_from_ms <= at_ms && valid.is_none_or(|v| version > v) {
+            valid = Some(version);
+        }
+        if oldest.is_none_or(|v| version < v) {
+            oldest = Some(version);
+        }
+    }
+    valid.or(oldest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +413,25 @@ mod tests {
             PriceTable::try_new(vec![empty]).unwrap_err().path,
             "periods[0].thresholds"
         );
+    }
+
+    #[test]
+    fn the_version_in_force_is_the_newest_begun_or_else_the_oldest() {
+        // Version 2 began at 100, version 3 at 50 (made later, valid from earlier), 4 at 300.
+        let versions = [(1, 0), (2, 100), (3, 50), (4, 300)];
+        assert_eq!(version_in_force(versions, 0), Some(1));
+        assert_eq!(version_in_force(versions, 60), Some(3));
+        assert_eq!(
+            version_in_force(versions, 299),
+            Some(3),
+            "newest by version, not by date"
+        );
+        assert_eq!(version_in_force(versions, 300), Some(4));
+        assert_eq!(
+            version_in_force([(5, 10), (6, 20)], 0),
+            Some(5),
+            "none begun: the oldest"
+        );
+        assert_eq!(version_in_force([], 0), None);
     }
 }

@@ -138,7 +138,10 @@ pub async fn entrance(State(s): State<App>, headers: HeaderMap, body: Body) -> A
 /// `POST /barriers/exit`.
 #[utoipa::path(
     post, path = "/barriers/exit", tag = TAG, operation_id = "barrierExit",
-    summary = "A car at an exit barrier: let it out, with its price when known in time",
+    summary = "A car at an exit barrier: let it out, with its price",
+    description = "The exit prices the stay itself with the park's table in force and says the \
+        price at once. A stay paid with PARKY coins waits up to the exit wait for its invoice \
+        (the discount is the wallet's) and otherwise says the invoice will follow.",
     request_body = PassageBody,
     security(("deviceKey" = [])),
     responses(
@@ -189,15 +192,22 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             name,
             visit_id,
             price,
+            repeated,
             ..
         } => {
             s.metrics.passage(dir, "opened");
             match direction {
                 Direction::Entrance => rules::welcome(&name),
                 Direction::Exit => {
-                    // The displays get the price from the invoice's consumer.
+                    // A quoted exit's displays have its price already; the others get it from
+                    // the invoice's consumer.
                     let price = match price {
-                        Some((p, d)) => Some((rules::shown_money(&p), rules::shown_money(&d))),
+                        Some((p, d)) => {
+                            if !repeated {
+                                s.metrics.exit_price(PriceSource::Quoted);
+                            }
+                            Some((rules::shown_money(&p), rules::shown_money(&d)))
+                        }
                         None => wait_for_price(&s, visit_id).await,
                     };
                     rules::goodbye(&name, price.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))

@@ -16,13 +16,14 @@
 //! form of them takes its locks.
 //!
 //! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`visits`] (entrance
-//! and exit), [`displays`], [`devices`] (the operator's view), [`replica`] (customers and vehicles from the users service's events,
+//! and exit), [`quotes`] (the exit's price), [`displays`], [`devices`] (the operator's view), [`replica`] (customers and vehicles from the users service's events,
 //! invoices from the payments service's), [`reports`], [`seed`].
 
 pub mod devices;
 pub mod displays;
 pub mod history;
 pub mod parks;
+pub mod quotes;
 pub mod replica;
 pub mod reports;
 pub mod seed;
@@ -55,6 +56,7 @@ impl pms_service::store::Refusal for Refusal {
 pub struct Store {
     db: Db,
     barriers: std::sync::Arc<visits::BarrierCache>,
+    tables: std::sync::Arc<quotes::Tables>,
 }
 
 impl std::ops::Deref for Store {
@@ -84,6 +86,7 @@ impl Store {
         Ok(Self {
             db: Db::open(config)?,
             barriers: std::sync::Arc::default(),
+            tables: std::sync::Arc::default(),
         })
     }
 
@@ -116,6 +119,28 @@ pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
 /// The boolean of a 0/1 column.
 pub(crate) fn flag(v: i64) -> bool {
     v != 0
+}
+
+/// A migrated store with the demo parks, on SQLite (a file in the returned directory) or on a
+/// fresh database of the shared test PostgreSQL; `None` where PostgreSQL tests are skipped.
+#[cfg(test)]
+pub(crate) async fn seeded_for_test(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = if postgres {
+        if pms_testkit::pg::skipped() {
+            return None;
+        }
+        StoreConfig::new(pms_testkit::pg::shared().fresh_database())
+    } else {
+        StoreConfig::sqlite_file(&dir.path().join("parks.db"))
+    };
+    let store = Store::open(&config).expect("open");
+    store.migrate().await.expect("migrate");
+    store
+        .seed_if_empty(&seed::DemoParks::default())
+        .await
+        .expect("seed");
+    Some((store, dir))
 }
 
 #[cfg(test)]

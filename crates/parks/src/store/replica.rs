@@ -306,9 +306,8 @@ mod tests {
     use pms_events::Event;
     use serde_json::json;
 
-    use super::super::seed::DemoParks;
     use super::super::visits::Passage;
-    use super::super::{Store, StoreConfig};
+    use super::super::Store;
     use super::{CustomerDoc, InvoiceDoc};
     use crate::rules::goodbye;
 
@@ -335,27 +334,14 @@ mod tests {
         }
     }
 
-    /// Two cars of park 1 in and out (the second out last), then what `run` leaves: per invoice
+    /// Two cars of park 1 paying with coins in and out (the second out last), then what `run`
+    /// leaves: per invoice
     /// whether its visit is known, each visit's (invoice, price), the exit's two displays'
     /// messages, and whether their versions moved.
     async fn priced_run(
         postgres: bool,
     ) -> Option<(Vec<bool>, Vec<(i64, String)>, Vec<String>, bool)> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = if postgres {
-            if pms_testkit::pg::skipped() {
-                return None;
-            }
-            StoreConfig::new(pms_testkit::pg::shared().fresh_database())
-        } else {
-            StoreConfig::sqlite_file(&dir.path().join("parks.db"))
-        };
-        let store = Store::open(&config).expect("open");
-        store.migrate().await.expect("migrate");
-        store
-            .seed_if_empty(&DemoParks::default())
-            .await
-            .expect("seed");
+        let (store, _dir) = super::super::seeded_for_test(postgres).await?;
         for (id, first, plate) in [(1, "Ana", "AA-00-01"), (2, "Rui", "AA-00-02")] {
             let c: CustomerDoc = serde_json::from_value(json!({
                 "userId": id, "firstName": first, "lastName": "Lima", "nif": 100_000_000 + id,
@@ -368,6 +354,8 @@ mod tests {
                 .apply_customer(&c, &event(id, "users"))
                 .await
                 .expect("customer");
+            // Paying with coins: the exits are not quoted, so their goodbyes wait for a price.
+            store.set_coin_flag(id, true).await.expect("coin flag");
         }
         let (entrance, exit) = (
             store.barrier(1).await.expect("B1.1"),

@@ -24,21 +24,9 @@ async fn coins_pay_part_of_a_visit_once() {
         let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
         // Only Rui may set Rui's flag.
         let mut leo = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
-        let r = leo
-            .send(
-                "PUT",
-                "/parks/changeUserParkyFlag",
-                &json!({"customerID": 6, "parkyFlag": true}),
-            )
-            .await;
+        let r = leo.coin_flag(6, true).await;
         assert_eq!(r.status(), 403, "{}", r.text());
-        let r = rui
-            .send(
-                "PUT",
-                "/parks/changeUserParkyFlag",
-                &json!({"customerID": 6, "parkyFlag": true}),
-            )
-            .await;
+        let r = rui.coin_flag(6, true).await;
         assert_eq!(r.json(), json!({"response": "Success"}));
         assert_eq!(rui.get("/parks/getUserParkyFlag/6").await.json(), true);
 
@@ -89,20 +77,7 @@ async fn coins_pay_part_of_a_visit_once() {
         sys.parks.outbox.committed();
         sys.payments.outbox.committed();
         sys.users.outbox.committed();
-        let (users, payments, parks) = (sys.users.clone(), sys.payments.clone(), sys.parks.clone());
-        pms_testkit::assert_eventually("the replay is applied", 500, || {
-            let (users, payments, parks) = (users.clone(), payments.clone(), parks.clone());
-            async move {
-                use pms_events::consumer::position;
-                let pos = |db: pms_service::store::Db, name: &'static str, source: &'static str| async move {
-                    position(&db, name, source).await.unwrap_or(0)
-                };
-                pos(payments.store.db().clone(), "payments", "parks").await >= parks.outbox.head().await.unwrap_or(i64::MAX)
-                    && pos(users.store.db().clone(), "users", "payments").await >= payments.outbox.head().await.unwrap_or(i64::MAX)
-                    && pos(payments.store.db().clone(), "payments", "users").await >= users.outbox.head().await.unwrap_or(i64::MAX)
-            }
-        })
-        .await;
+        sys.settled().await;
         let wallet = rui.get("/users/parkies/6").await.json();
         assert_eq!(wallet["parkies"], 0);
         assert_eq!(

@@ -182,13 +182,7 @@ async fn one_car_at_two_exits_at_once_gets_out_once_and_spends_its_flag_once() {
             .await;
         assert_eq!(r.json()["success"], true, "{}", r.text());
         let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
-        let r = rui
-            .send(
-                "PUT",
-                "/parks/changeUserParkyFlag",
-                &json!({"customerID": 6, "parkyFlag": true}),
-            )
-            .await;
+        let r = rui.coin_flag(6, true).await;
         assert_eq!(r.json(), json!({"response": "Success"}));
         let inside = occupied_count(&sys).await;
         // Both exits of park 1 (barriers 2 and 4), each a few times, each at its own time.

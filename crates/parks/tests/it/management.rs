@@ -298,6 +298,12 @@ async fn a_replaced_price_table_is_validated_versioned_and_billed() {
         )
         .await;
     assert_eq!(r.json()["success"], true, "{}", r.text());
+    // The exit quoted the stay with the new version, as the invoice bills it (below).
+    assert_eq!(
+        r.json()["message"],
+        "Have a nice day Rui Soares! Your total will be 53.2€! With a discount of 0.0€."
+    );
+    sys.settled().await;
     let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
     let invoice = rui.get("/payments/mine").await.json()[0].clone();
     let at = "2030-01-11T11:00:00Z"

@@ -336,6 +336,46 @@ impl System {
         api.get("/metrics").await.text()
     }
 
+    /// Waits until every consumer has applied every event written so far (invoices issued,
+    /// coins spent, prices on the visits): what an exit started, finished. Needs the payments
+    /// consumers running.
+    pub async fn settled(&self) {
+        use pms_events::consumer::position;
+        use pms_events::Outbox;
+        use pms_service::store::Db as Handle;
+        let (users, parks, payments) = (
+            self.users.store.db().clone(),
+            self.parks.store.db().clone(),
+            self.payments.store.db().clone(),
+        );
+        let (users_out, parks_out, payments_out) = (
+            self.users.outbox.clone(),
+            self.parks.outbox.clone(),
+            self.payments.outbox.clone(),
+        );
+        // Who reads whom: (consumer's database, consumer, source, the source's outbox).
+        let readers: Vec<(Handle, &'static str, &'static str, Outbox)> = vec![
+            (payments.clone(), "payments", "parks", parks_out.clone()),
+            (payments, "payments", "users", users_out.clone()),
+            (users, "users", "payments", payments_out.clone()),
+            (parks.clone(), "parks", "payments", payments_out),
+            (parks, "parks", "users", users_out),
+        ];
+        pms_testkit::assert_eventually("every event is applied", 500, || {
+            let readers = readers.clone();
+            async move {
+                for (db, consumer, source, outbox) in readers {
+                    let head = outbox.head().await.unwrap_or(i64::MAX);
+                    if position(&db, consumer, source).await.unwrap_or(0) < head {
+                        return false;
+                    }
+                }
+                true
+            }
+        })
+        .await;
+    }
+
     /// The key of barrier `id`.
     pub fn barrier_key(&self, id: i64) -> String {
         self.keys.key_for(DeviceKind::Barrier, id)
@@ -426,6 +466,16 @@ impl Api {
 
     pub async fn get(&mut self, path: &str) -> Collected {
         self.call("GET", path, &[], bytes::Bytes::new()).await
+    }
+
+    /// `PUT /parks/changeUserParkyFlag`: customer `id`'s next visit paid with coins (`on`).
+    pub async fn coin_flag(&mut self, id: i64, on: bool) -> Collected {
+        self.send(
+            "PUT",
+            "/parks/changeUserParkyFlag",
+            &json!({"customerID": id, "parkyFlag": on}),
+        )
+        .await
     }
 
     pub async fn send(&mut self, method: &str, path: &str, body: &Value) -> Collected {

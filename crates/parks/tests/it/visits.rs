@@ -39,6 +39,8 @@ async fn a_visit_is_priced_at_the_exit_and_invoiced_once() {
                 "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€.",
                 "{db:?} {via:?}"
             );
+            // That was the exit's own quote; the invoice follows, at the same price.
+            sys.settled().await;
             // The same exit again (a barrier's retry): the same answer, nothing new.
             let again = dev
                 .barrier(
@@ -128,9 +130,19 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         else {
             continue;
         };
-        // Four visits, Monday to Thursday at the same hour, while payments hears nothing.
+        // Four visits, Monday to Thursday at the same hour, while payments hears nothing: each
+        // exit says its price all the same (its own quote), and so do its displays.
         let mut dev = sys.client(Via::H1).await;
+        let mut maya = sys.as_user(Via::H1, "mayaGupta@isep.ipp.pt").await;
+        let priced =
+            "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€.";
         for day in 8..12 {
+            if day == 11 {
+                // The last one pays with coins: only payments knows the wallet, so that
+                // exit's invoice follows.
+                let r = maya.coin_flag(5, true).await;
+                assert_eq!(r.status(), 200, "{}", r.text());
+            }
             dev.barrier(
                 "entrance",
                 &sys.barrier_key(1),
@@ -145,10 +157,24 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
                 )
                 .await;
             assert_eq!(r.json()["success"], true);
-            assert_eq!(
-                r.json()["message"],
-                "Have a nice day Maya Gupta! Your invoice will follow."
-            );
+            if day < 11 {
+                assert_eq!(r.json()["message"], priced, "{db:?}");
+                assert_eq!(display_message(&sys, 2).await, priced, "{db:?}");
+                // The barrier retries: the same answer, price and all, still with no invoice.
+                let again = dev
+                    .barrier(
+                        "exit",
+                        &sys.barrier_key(2),
+                        &plate_read(2, 1, "19-SJ-63", &format!("2024-01-{day:02}T10:20:00Z")),
+                    )
+                    .await;
+                assert_eq!(again.json(), r.json(), "{db:?}");
+            } else {
+                assert_eq!(
+                    r.json()["message"],
+                    "Have a nice day Maya Gupta! Your invoice will follow."
+                );
+            }
         }
         assert_eq!(
             display_message(&sys, 2).await,
@@ -156,11 +182,12 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         );
         let metrics = sys.metrics("parks").await;
         assert!(
-            metrics.contains("pms_parks_exit_prices_total{how=\"missing\"} 4"),
+            metrics.contains("pms_parks_exit_prices_total{how=\"quoted\"} 3")
+                && metrics.contains("pms_parks_exit_prices_total{how=\"missing\"} 1"),
             "{db:?}: {metrics}"
         );
         // Payments comes back: its consumers catch up on the eight waiting events (a run) and
-        // every visit gets its price, once.
+        // every visit gets its price, once: the quoted ones the price they were quoted.
         let (_stop, rx) = tokio::sync::watch::channel(false);
         pms_payments::events::spawn_consumers(
             &sys.payments,
@@ -180,7 +207,6 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             }
         })
         .await;
-        let mut maya = sys.as_user(Via::H1, "mayaGupta@isep.ipp.pt").await;
         let invoices = maya.get("/payments/mine").await.json();
         let invoices = invoices.as_array().expect("invoices");
         assert_eq!(
@@ -192,14 +218,18 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             invoices.iter().all(|i| i["finalPrice"] == 0.3),
             "{db:?}: {invoices:?}"
         );
+        sys.settled().await;
+        assert_eq!(
+            sys.parks.store.coin_flag(5).await.ok(),
+            Some(false),
+            "{db:?}: the coin flag was spent on the last visit"
+        );
         // No visit is left open in payments' copy.
         let r = maya.get("/payments/quote/19-SJ-63").await;
         crate::support::assert_error(&r, 404, "no_open_visit", None);
-        // The exit's display, still saying that goodbye, now says the price too.
-        assert_eq!(
-            display_message(&sys, 2).await,
-            "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€."
-        );
+        // The exit's display, still saying that goodbye, now says the price too (the empty
+        // wallet gave no discount).
+        assert_eq!(display_message(&sys, 2).await, priced, "{db:?}");
     }
 }
 
@@ -272,13 +302,7 @@ async fn a_visit_with_coins_across_the_broker() {
         .await;
     assert_eq!(r.status(), 201, "{}", r.text());
     let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
-    let r = rui
-        .send(
-            "PUT",
-            "/parks/changeUserParkyFlag",
-            &json!({"customerID": 6, "parkyFlag": true}),
-        )
-        .await;
+    let r = rui.coin_flag(6, true).await;
     assert_eq!(r.status(), 200, "{}", r.text());
     let mut dev = sys.client(Via::H1).await;
     dev.barrier(
@@ -320,7 +344,12 @@ async fn an_exit_gets_its_price_from_an_invoice_another_replica_applies() {
             continue;
         };
         let mut dev = sys.client(Via::H1).await;
+        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
         for (day, plate) in [(1, "28-XQ-51"), (2, "28-XQ-51"), (2, "32-VT-07")] {
+            // Paying with coins (from an empty wallet), so the exit is not quoted and waits for
+            // its invoice.
+            let r = rui.coin_flag(6, true).await;
+            assert_eq!(r.status(), 200, "{}", r.text());
             let r = dev
                 .barrier(
                     "entrance",
@@ -349,7 +378,6 @@ async fn an_exit_gets_its_price_from_an_invoice_another_replica_applies() {
             "{db:?}: {metrics}"
         );
         assert!(!metrics.contains("how=\"read\""), "{db:?}: {metrics}");
-        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
         let parks = sys.parks.clone();
         pms_testkit::assert_eventually("the other replica records the prices", 500, || {
             let parks = parks.clone();

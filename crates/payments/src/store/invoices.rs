@@ -57,6 +57,10 @@ pub struct VisitClosed {
     pub left_at: Timestamp,
     /// Pay with coins.
     pub use_coins: bool,
+    /// The version of the park's table in force when the car left, as the parks service found
+    /// it (and quoted the exit with); absent from events written before it said.
+    #[serde(default)]
+    pub price_table_version: Option<i64>,
 }
 
 /// `wallet.coins_debited` v1 (from users).
@@ -130,11 +134,6 @@ type InvoiceRow = (
     String,
 );
 
-/// The final price: total less discount, half-up to cents.
-fn final_price(total: Decimal, discount: Decimal) -> Decimal {
-    fee::round_cents(total - discount)
-}
-
 /// The event of a new invoice: `coins.requested` when it waits for coins, else
 /// `invoice.issued`.
 pub(super) fn invoice_event(id: i64, p: &Priced) -> Result<NewEvent, StoreError> {
@@ -168,7 +167,7 @@ pub(super) fn invoice_event(id: i64, p: &Priced) -> Result<NewEvent, StoreError>
                 plate: v.plate.clone(),
                 total: total.to_string(),
                 discount: "0".into(),
-                final_price: final_price(total, Decimal::ZERO).to_string(),
+                final_price: fee::final_price(total, Decimal::ZERO).to_string(),
                 coins: 0,
                 price_table_version: p.version,
             },
@@ -189,7 +188,7 @@ pub struct Priced {
 impl Priced {
     /// Whether its invoice waits for coins before it is issued.
     pub(super) fn awaits_coins(&self) -> bool {
-        self.visit.use_coins && self.bill.total > Decimal::ZERO
+        fee::awaits_coins(self.visit.use_coins, self.bill.total)
     }
 }
 
@@ -213,7 +212,9 @@ pub struct Tables {
 
 impl Store {
     /// Prices a closed visit with its park's table in force at the exit (read into `tables`
-    /// when not there yet).
+    /// when not there yet): the version its event names, which the exit was quoted with, or for
+    /// an event that names none (or a version not known here) the one in force by
+    /// [`in_force`].
     ///
     /// # Errors
     /// [`IssueError::Unpriceable`] when the stay cannot be priced or the park has no table;
@@ -223,9 +224,22 @@ impl Store {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert(self.table_versions(v.park_id).await?),
         };
-        let version = in_force(versions, v.left_at.as_millisecond()).ok_or_else(|| {
-            IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
-        })?;
+        let named = v
+            .price_table_version
+            .and_then(|n| versions.iter().find(|t| t.version == n));
+        if let (Some(n), None) = (v.price_table_version, named) {
+            tracing::warn!(
+                park = v.park_id,
+                version = n,
+                visit = v.visit_id,
+                "visit.closed names a price table version payments does not have; pricing with the one in force"
+            );
+        }
+        let version = named
+            .or_else(|| in_force(versions, v.left_at.as_millisecond()))
+            .ok_or_else(|| {
+                IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
+            })?;
         let table = match tables.parsed.entry((version.park_id, version.version)) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert(version.parse()?),
@@ -409,7 +423,7 @@ impl Store {
                         plate,
                         total: total.to_string(),
                         discount: discount.to_string(),
-                        final_price: final_price(total, discount).to_string(),
+                        final_price: fee::final_price(total, discount).to_string(),
                         coins,
                         price_table_version: version,
                     })
@@ -502,7 +516,7 @@ impl Store {
             out.push(PaymentsDto {
                 invoice: Some(r.0),
                 discount: money(discount),
-                final_price: money(final_price(total, discount)),
+                final_price: money(fee::final_price(total, discount)),
                 nif: r.3,
                 payments_table_rows_dto: rows,
                 total: money(total),

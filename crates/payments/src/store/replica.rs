@@ -127,14 +127,11 @@ impl TableVersion {
     }
 }
 
-/// The version in force at `at_ms`: the newest one valid from then or earlier, or the oldest
-/// when every one starts later.
+/// The version in force at `at_ms` ([`pms_tariff::version_in_force`]).
 pub fn in_force(versions: &[TableVersion], at_ms: i64) -> Option<&TableVersion> {
-    versions
-        .iter()
-        .filter(|t| t.valid_from_ms <= at_ms)
-        .max_by_key(|t| t.version)
-        .or_else(|| versions.iter().min_by_key(|t| t.version))
+    let version =
+        pms_tariff::version_in_force(versions.iter().map(|t| (t.version, t.valid_from_ms)), at_ms)?;
+    versions.iter().find(|t| t.version == version)
 }
 
 impl Store {

@@ -229,6 +229,7 @@ mod tests {
             entered_at: entered,
             left_at: entered + minutes.minutes(),
             use_coins: coins,
+            price_table_version: None,
         };
         ParksChange::Closed(
             store
@@ -337,5 +338,57 @@ mod tests {
         if let [sqlite, postgres] = &outcomes[..] {
             assert_eq!(sqlite, postgres, "the same effects on both backends");
         }
+    }
+
+    #[tokio::test]
+    async fn a_visit_is_priced_with_the_version_its_exit_named() {
+        let Some((store, _dir)) = store(false).await else {
+            return;
+        };
+        // Version 2 is in force from half an hour after the entry.
+        let entered: Timestamp = ENTERED.parse().expect("time");
+        let second = PriceTableDoc {
+            park_id: 1,
+            park_number: 1,
+            version: 2,
+            valid_from: entered + 30.minutes(),
+            time_zone: "Europe/Lisbon".into(),
+            table: TableDoc::from(&pms_tariff::seed::table()),
+        };
+        store
+            .apply_price_table(&second, &parks_event(2))
+            .await
+            .expect("version 2");
+        let priced = |named: Option<i64>, minutes: i64| {
+            let store = store.clone();
+            async move {
+                let v = VisitClosed {
+                    visit_id: 1,
+                    park_id: 1,
+                    customer_id: 10,
+                    nif: 100_000_001,
+                    plate: "AA-00-01".into(),
+                    vehicle_type: VehicleType::Automobile,
+                    entered_at: entered,
+                    left_at: entered + minutes.minutes(),
+                    use_coins: false,
+                    price_table_version: named,
+                };
+                store
+                    .price(v, &mut Tables::default())
+                    .await
+                    .expect("priced")
+                    .version
+            }
+        };
+        assert_eq!(priced(None, 20).await, 1, "in force at the exit");
+        assert_eq!(priced(None, 60).await, 2, "in force at the exit");
+        assert_eq!(priced(Some(1), 60).await, 1, "the one the exit named");
+        assert_eq!(priced(Some(2), 20).await, 2, "the one the exit named");
+        assert_eq!(
+            priced(Some(9), 60).await,
+            2,
+            "unknown here: the one in force"
+        );
     }
 }

@@ -7,12 +7,15 @@ use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_service::transaction;
 
+use sqlx::{FromRow, Row};
+
 use super::{
-    closed_event, count_entrance_sql, count_exit_sql, done_exit, entrance_counts, entrance_rules,
-    exit_rules, opened_event, plate_of, show_on_displays, stay_minutes, Barrier, Entering, Leaving,
-    OpenVisit, Passage, PlateRow, DONE, PLATE,
+    closed_event, count_entrance_sql, count_exit_sql, entrance_counts, entrance_rules,
+    exit_goodbye, exit_rules, opened_event, plate_of, show_on_displays, stay_minutes, Barrier,
+    Closing, Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE, PLATE_AT_EXIT,
 };
 use crate::rules::{self, Refusal};
+use crate::store::quotes::table_version;
 use crate::store::{ms, Store, StoreError};
 
 impl Store {
@@ -114,25 +117,45 @@ impl Store {
         let at_ms = ms(at);
         let now_ms = ms(Timestamp::now());
         transaction!(self, |tx| {
-            let row: Option<PlateRow> = sqlx::query_as(PLATE)
+            let row = sqlx::query(PLATE_AT_EXIT)
                 .bind(plate)
+                .bind(barrier.park_id)
+                .bind(at_ms)
                 .fetch_optional(&mut *tx)
                 .await?;
-            let read = row.map(plate_of).transpose()?;
-            let (owner, visit) =
-                match exit_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
-                    Leaving::Close(owner, visit) => (owner, visit),
-                    Leaving::Done(owner) => {
-                        let done = sqlx::query_as(DONE)
-                            .bind(plate)
-                            .bind(barrier.park_id)
-                            .bind(barrier.id)
-                            .bind(at_ms)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        return done_exit(owner, done).map_err(StoreError::Refused);
-                    }
-                };
+            let read = match row {
+                None => None,
+                Some(row) => {
+                    let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
+                    Some((owner, open, row.try_get::<Option<i64>, _>(13)?))
+                }
+            };
+            let closing = match exit_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
+                Leaving::Close(closing) => closing,
+                Leaving::Done(owner) => {
+                    let done: Option<DoneRow> = sqlx::query_as(DONE)
+                        .bind(plate)
+                        .bind(barrier.park_id)
+                        .bind(at_ms)
+                        .bind(barrier.id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(done) = done.map(Done::of).transpose()? else {
+                        return Err(StoreError::Refused(Refusal::NotInside));
+                    };
+                    let table = match done.to_quote() {
+                        Some(v) => table_version!(tx, &self.tables, barrier.park_id, v),
+                        None => None,
+                    };
+                    return Ok(done.answer(owner, table.as_deref(), tz, at));
+                }
+            };
+            let table = match closing.version {
+                Some(v) => table_version!(tx, &self.tables, barrier.park_id, v),
+                None => None,
+            };
+            let price = closing.price(table.as_deref(), tz, at);
+            let Closing { owner, visit, .. } = &closing;
             // The park's row first, as at the entrance.
             sqlx::query(
                 "UPDATE parks SET occupied = occupied - 1, changes = changes + 1 WHERE id = $1",
@@ -171,22 +194,21 @@ impl Store {
                 .bind(stay_minutes(visit.entered_at_ms, at))
                 .execute(&mut *tx)
                 .await?;
-            show_on_displays!(tx, barrier.id, rules::goodbye(&owner.name, None), now_ms);
-            tx.append(&closed_event(
-                &visit, barrier, &owner, plate, at, use_coins,
-            )?)
-            .await?;
-            let OpenVisit {
-                id: visit_id,
-                spot_number,
-                ..
-            } = visit;
+            show_on_displays!(
+                tx,
+                barrier.id,
+                exit_goodbye(&owner.name, price.as_ref()),
+                now_ms
+            );
+            tx.append(&closed_event(&closing, barrier, plate, at, use_coins)?)
+                .await?;
+            let Closing { owner, visit, .. } = closing;
             Ok::<Passage, StoreError>(Passage::Open {
-                visit_id,
+                visit_id: visit.id,
                 name: owner.name,
-                spot: spot_number,
+                spot: visit.spot_number,
                 repeated: false,
-                price: None,
+                price,
             })
         })
     }

@@ -3,8 +3,8 @@
 //! that spot, counts it in the day's report, writes the barrier's displays and appends
 //! `visit.opened`. An exit closes the plate's open visit in that park, frees exactly its spot,
 //! lowers the count, consumes the customer's "pay with coins" flag onto the visit, adds the
-//! minutes to the parking-time report, writes the displays and appends `visit.closed`. A refusal
-//! part-way changes nothing.
+//! minutes to the parking-time report, writes the displays (with the stay's price when quoted,
+//! [`super::quotes`]) and appends `visit.closed`. A refusal part-way changes nothing.
 //!
 //! Retries by a barrier are harmless: an entrance or exit repeated with the same plate, barrier
 //! and time answers as the first did and changes nothing.
@@ -26,15 +26,19 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use pms_events::NewEvent;
 use pms_service::store::Pools;
 use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
 use pms_service::{repeatable, transaction};
+use pms_tariff::PriceTable;
+use rust_decimal::Decimal;
 use serde::Serialize;
 
-use super::{instant, ms, retry, Store, StoreError};
+use super::{instant, ms, quotes, retry, Store, StoreError};
 use crate::model::{Direction, State};
+use crate::prices::Price;
 use crate::rules::{self, Refusal};
 
 /// A barrier, as the device endpoints need it.
@@ -91,7 +95,8 @@ pub enum Passage {
         spot: String,
         /// True when this repeats an earlier identical request.
         repeated: bool,
-        /// On a repeated exit: the price and discount if already invoiced.
+        /// At an exit, the price and discount when known: quoted by the exit itself, or on a
+        /// repeated exit from the invoice when it came.
         price: Option<(String, String)>,
     },
     /// The barrier stays closed.
@@ -128,6 +133,10 @@ struct VisitClosed<'a> {
     entered_at: String,
     left_at: String,
     use_coins: bool,
+    /// The park's table in force when the car left, which the exit was quoted with and the
+    /// invoice is priced with (`None` when the park has no table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    price_table_version: Option<i64>,
 }
 
 /// The owner and kind of a plate.
@@ -155,11 +164,11 @@ struct OpenVisit {
 /// A plate's owner and open visit, read in one statement at the start of an entrance or exit.
 /// `$extra` adds columns after the read ones (PostgreSQL's entrance draws the visit's id here).
 macro_rules! plate_sql {
-    ($extra:literal) => {
+    ($($extra:expr),*) => {
         concat!(
             "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status, c.use_parky_coins, \
              o.id, o.park_id, o.spot_id, o.entry_barrier_id, o.entered_at_ms, s.spot_number",
-            $extra,
+            $($extra,)*
             " FROM vehicles v JOIN customers c ON c.id = v.customer_id \
              LEFT JOIN visits o ON o.plate = v.plate AND o.left_at_ms IS NULL \
              LEFT JOIN spots s ON s.id = o.spot_id WHERE v.plate = $1"
@@ -169,7 +178,11 @@ macro_rules! plate_sql {
 use plate_sql;
 
 /// The plate's read.
-const PLATE: &str = plate_sql!("");
+const PLATE: &str = plate_sql!();
+
+/// The plate's read at an exit, and the version of the park's table in force when the car
+/// leaves (column 13, [`super::quotes`]): `$1` plate, `$2` park, `$3` the exit's time (ms).
+const PLATE_AT_EXIT: &str = plate_sql!(", ", super::quotes::in_force_sql!());
 
 type PlateRow = (
     i64,
@@ -258,48 +271,126 @@ fn entrance_rules(
 /// What an exit does once the plate is read.
 enum Leaving {
     /// Close this open visit.
-    Close(Owner, OpenVisit),
+    Close(Closing),
     /// No open visit in this park: look for the same exit done before ([`DONE`]).
     Done(Owner),
 }
 
-/// The exit's rules, on the plate's read (`None`: no such plate).
+/// The exit's rules, on the plate's read at an exit (`None`: no such plate).
 fn exit_rules(
     barrier: &Barrier,
-    read: Option<(Owner, Option<OpenVisit>)>,
+    read: Option<(Owner, Option<OpenVisit>, Option<i64>)>,
     at_ms: i64,
 ) -> Result<Leaving, Refusal> {
-    let (owner, open) = read.ok_or(Refusal::UnknownPlateAtExit)?;
+    let (owner, open, version) = read.ok_or(Refusal::UnknownPlateAtExit)?;
     if barrier.state != State::Active {
         return Err(Refusal::BarrierDisabled);
     }
     match open.filter(|v| v.park_id == barrier.park_id) {
         None => Ok(Leaving::Done(owner)),
         Some(open) if at_ms < open.entered_at_ms => Err(Refusal::ExitBeforeEntrance),
-        Some(open) => Ok(Leaving::Close(owner, open)),
+        Some(visit) => Ok(Leaving::Close(Closing {
+            owner,
+            visit,
+            version,
+        })),
     }
 }
 
-/// The same exit done before: plate, park, barrier and time (`$1`–`$4`).
-const DONE: &str =
-    "SELECT v.id, s.spot_number, v.price, v.discount FROM visits v JOIN spots s ON s.id = v.spot_id \
-     WHERE v.plate = $1 AND v.park_id = $2 AND v.exit_barrier_id = $3 AND v.left_at_ms = $4";
+/// The same exit done before: plate, park, time and barrier (`$1`–`$4`), with what its answer
+/// needs: the invoice's price when it came, else what to quote the stay with again.
+const DONE: &str = concat!(
+    "SELECT v.id, s.spot_number, v.price, v.discount, v.use_coins, v.entered_at_ms, v.vehicle_type, ",
+    super::quotes::in_force_sql!(),
+    " FROM visits v JOIN spots s ON s.id = v.spot_id \
+     WHERE v.plate = $1 AND v.park_id = $2 AND v.left_at_ms = $3 AND v.exit_barrier_id = $4"
+);
 
-/// The answer to an exit with no open visit, by what [`DONE`] found.
-fn done_exit(
-    owner: Owner,
-    done: Option<(i64, String, Option<String>, Option<String>)>,
-) -> Result<Passage, Refusal> {
-    match done {
-        Some((visit_id, spot, price, discount)) => Ok(Passage::Open {
+/// [`DONE`]'s row.
+type DoneRow = (
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+    String,
+    Option<i64>,
+);
+
+/// The same exit done before, as [`DONE`] read it.
+struct Done {
+    visit_id: i64,
+    spot: String,
+    /// The invoice's price and discount, once it came.
+    invoiced: Option<Price>,
+    use_coins: bool,
+    entered_at_ms: i64,
+    vehicle: VehicleType,
+    /// The park's table version in force at the exit.
+    version: Option<i64>,
+}
+
+impl Done {
+    fn of(row: DoneRow) -> Result<Self, StoreError> {
+        let (visit_id, spot, price, discount, use_coins, entered_at_ms, vehicle, version) = row;
+        Ok(Self {
             visit_id,
-            name: owner.name,
             spot,
-            repeated: true,
-            price: price.zip(discount),
-        }),
-        None => Err(Refusal::NotInside),
+            invoiced: price.zip(discount),
+            use_coins: super::flag(use_coins),
+            entered_at_ms,
+            vehicle: VehicleType::parse(&vehicle)
+                .ok_or_else(|| StoreError::Internal(format!("stored vehicle type {vehicle}")))?,
+            version,
+        })
     }
+
+    /// The table version to quote the stay with again: only while its invoice has not come.
+    fn to_quote(&self) -> Option<i64> {
+        self.version.filter(|_| self.invoiced.is_none())
+    }
+
+    /// The answer, as the first time: the invoice's price, else the stay quoted with `table`.
+    fn answer(
+        self,
+        owner: Owner,
+        table: Option<&PriceTable>,
+        tz: &TimeZone,
+        at: Timestamp,
+    ) -> Passage {
+        let price = self.invoiced.or_else(|| {
+            quoted(
+                table?,
+                tz,
+                self.entered_at_ms,
+                at,
+                self.vehicle,
+                self.use_coins,
+            )
+        });
+        Passage::Open {
+            visit_id: self.visit_id,
+            name: owner.name,
+            spot: self.spot,
+            repeated: true,
+            price,
+        }
+    }
+}
+
+/// The price an exit says and shows for a stay from `entered_ms` to `at` (no discount), when
+/// [`quotes::quote`] gives one.
+fn quoted(
+    table: &PriceTable,
+    tz: &TimeZone,
+    entered_ms: i64,
+    at: Timestamp,
+    vehicle: VehicleType,
+    use_coins: bool,
+) -> Option<Price> {
+    let total = quotes::quote(table, tz, instant(entered_ms), at, vehicle, use_coins)?;
+    Some((total.to_string(), Decimal::ZERO.to_string()))
 }
 
 /// The day report's counts for one entrance: cars, motorcycles, fuel, GPL, electric and
@@ -378,15 +469,42 @@ fn opened_event(
     .map_err(|e| StoreError::Internal(e.to_string()))
 }
 
+/// What an exit closes: the visit, its owner, and the park's table version in force.
+struct Closing {
+    owner: Owner,
+    visit: OpenVisit,
+    version: Option<i64>,
+}
+
+impl Closing {
+    /// The price the exit says and shows (no discount), when the stay is quoted with `table`.
+    fn price(&self, table: Option<&PriceTable>, tz: &TimeZone, at: Timestamp) -> Option<Price> {
+        quoted(
+            table?,
+            tz,
+            self.visit.entered_at_ms,
+            at,
+            self.owner.vehicle_type,
+            self.owner.use_coins,
+        )
+    }
+}
+
+/// The exit's goodbye to `name`, with the price when quoted.
+fn exit_goodbye(name: &str, price: Option<&Price>) -> String {
+    let shown = price.map(|(p, d)| (rules::shown_money(p), rules::shown_money(d)));
+    rules::goodbye(name, shown.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))
+}
+
 /// `visit.closed` for a visit closed at `at`, paid with coins or not.
 fn closed_event(
-    visit: &OpenVisit,
+    closing: &Closing,
     barrier: &Barrier,
-    owner: &Owner,
     plate: &str,
     at: Timestamp,
     use_coins: bool,
 ) -> Result<NewEvent, StoreError> {
+    let (visit, owner) = (&closing.visit, &closing.owner);
     NewEvent::new(
         "visit",
         visit.id,
@@ -405,6 +523,7 @@ fn closed_event(
             entered_at: instant(visit.entered_at_ms).to_string(),
             left_at: at.to_string(),
             use_coins,
+            price_table_version: closing.version,
         },
     )
     .map_err(|e| StoreError::Internal(e.to_string()))
@@ -483,7 +602,7 @@ impl Store {
                 retry(|| Self::enter_in_one(pool, barrier, plate, at, &tz)).await
             }
             (Pools::Postgres(pool), Direction::Exit) => {
-                retry(|| Self::exit_in_one(pool, barrier, plate, at, &tz)).await
+                retry(|| Self::exit_in_one(pool, &self.tables, barrier, plate, at, &tz)).await
             }
             (Pools::Sqlite(_), Direction::Entrance) => {
                 retry(|| self.enter_in_steps(barrier, plate, at, &tz)).await

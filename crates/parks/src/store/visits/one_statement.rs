@@ -1,4 +1,5 @@
-//! Entrance and exit on PostgreSQL in two round trips: the plate's read, then one
+//! Entrance and exit on PostgreSQL in two round trips: the plate's read (at an exit, with the
+//! park's table version in force, [`crate::store::quotes`]), then one
 //! data-modifying statement (`WITH` parts) that makes every write of [`super::in_steps`] and
 //! appends the event. A single statement commits alone, so no `BEGIN` and `COMMIT` either:
 //! about 9 round trips fewer per call.
@@ -33,11 +34,12 @@ use sqlx::postgres::PgConnection;
 use sqlx::{FromRow, Row};
 
 use super::{
-    closed_event, count_entrance_sql, count_exit_sql, done_exit, entrance_counts, entrance_rules,
-    exit_rules, opened_event, plate_of, plate_sql, stay_minutes, Barrier, Entering, Leaving,
-    Passage, PlateRow, DONE, PLATE,
+    closed_event, count_entrance_sql, count_exit_sql, entrance_counts, entrance_rules,
+    exit_goodbye, exit_rules, opened_event, plate_of, plate_sql, stay_minutes, Barrier, Closing,
+    Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE_AT_EXIT,
 };
 use crate::rules::{self, Refusal};
+use crate::store::quotes::{table_version, Tables};
 use crate::store::{ms, Store, StoreError};
 
 /// The plate's read, and an id for the visit the entrance may open (column 13): the event that
@@ -161,6 +163,7 @@ impl Store {
 
     pub(super) async fn exit_in_one(
         pool: &Pool<PgConnection>,
+        tables: &Tables,
         barrier: &Barrier,
         plate: &str,
         at: Timestamp,
@@ -170,31 +173,52 @@ impl Store {
         let now_ms = ms(Timestamp::now());
         let day = rules::report_day(at, tz);
         repeatable_in!(pool, |conn| async {
-            let row: Option<PlateRow> = sqlx::query_as(PLATE)
+            let row = sqlx::query(PLATE_AT_EXIT)
                 .bind(plate)
+                .bind(barrier.park_id)
+                .bind(at_ms)
                 .fetch_optional(&mut *conn)
                 .await?;
-            let read = row.map(plate_of).transpose()?;
-            let (owner, visit) = match exit_rules(barrier, read, at_ms) {
-                Err(refusal) => return Ok(Passage::Refused(refusal)),
-                Ok(Leaving::Close(owner, visit)) => (owner, visit),
-                Ok(Leaving::Done(owner)) => {
-                    let done = sqlx::query_as(DONE)
-                        .bind(plate)
-                        .bind(barrier.park_id)
-                        .bind(barrier.id)
-                        .bind(at_ms)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                    return Ok(done_exit(owner, done).unwrap_or_else(Passage::Refused));
+            let read = match row {
+                None => None,
+                Some(row) => {
+                    let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
+                    Some((owner, open, row.try_get::<Option<i64>, _>(13)?))
                 }
             };
-            let without = closed_event(&visit, barrier, &owner, plate, at, false)?;
-            let with = if owner.use_coins {
-                closed_event(&visit, barrier, &owner, plate, at, true)?
+            let closing = match exit_rules(barrier, read, at_ms) {
+                Err(refusal) => return Ok(Passage::Refused(refusal)),
+                Ok(Leaving::Close(closing)) => closing,
+                Ok(Leaving::Done(owner)) => {
+                    let done: Option<DoneRow> = sqlx::query_as(DONE)
+                        .bind(plate)
+                        .bind(barrier.park_id)
+                        .bind(at_ms)
+                        .bind(barrier.id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                    let Some(done) = done.map(Done::of).transpose()? else {
+                        return Ok(Passage::Refused(Refusal::NotInside));
+                    };
+                    let table = match done.to_quote() {
+                        Some(v) => table_version!(conn, tables, barrier.park_id, v),
+                        None => None,
+                    };
+                    return Ok(done.answer(owner, table.as_deref(), tz, at));
+                }
+            };
+            let table = match closing.version {
+                Some(v) => table_version!(conn, tables, barrier.park_id, v),
+                None => None,
+            };
+            let price = closing.price(table.as_deref(), tz, at);
+            let without = closed_event(&closing, barrier, plate, at, false)?;
+            let with = if closing.owner.use_coins {
+                closed_event(&closing, barrier, plate, at, true)?
             } else {
                 without.clone()
             };
+            let Closing { owner, visit, .. } = closing;
             let query = sqlx::query_as::<_, (i64,)>(&EXIT)
                 .bind(visit.id)
                 .bind(owner.customer_id)
@@ -204,7 +228,7 @@ impl Store {
                 .bind(barrier.park_id)
                 .bind(&day)
                 .bind(stay_minutes(visit.entered_at_ms, at))
-                .bind(rules::goodbye(&owner.name, None))
+                .bind(exit_goodbye(&owner.name, price.as_ref()))
                 .bind(now_ms)
                 .bind(&with.payload)
                 .bind(&without.payload);
@@ -217,7 +241,7 @@ impl Store {
                     name: owner.name,
                     spot: visit.spot_number,
                     repeated: false,
-                    price: None,
+                    price,
                 }),
                 // Another call closed it between the read and the statement: read again.
                 None => Err(StoreError::Transient(format!(
