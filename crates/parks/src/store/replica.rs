@@ -210,6 +210,9 @@ impl Store {
     }
 
     /// [`Store::apply_invoices`] with one statement for the visits and one for the displays.
+    /// Both are planned for each run's arrays (not kept prepared): a generic plan made while
+    /// `visits` was nearly empty joined it by scanning it whole, and kept doing so as the table
+    /// grew (autovacuum had not analyzed it yet).
     async fn apply_invoices_at_once(
         pool: &Pool<PgConnection>,
         invoices: &[InvoiceDoc],
@@ -225,6 +228,7 @@ impl Store {
                  WHERE v.id = i.visit_id \
                  RETURNING v.id, v.exit_barrier_id, (SELECT name FROM customers c WHERE c.id = v.customer_id)",
             )
+            .persistent(false)
             .bind(invoices.iter().map(|i| i.invoice_id).collect::<Vec<_>>())
             .bind(column(|i| i.final_price.clone()))
             .bind(column(|i| i.discount.clone()))
@@ -248,6 +252,7 @@ impl Store {
                      FROM unnest($1::bigint[], $2::text[], $3::text[]) AS s (barrier_id, priced, goodbye) \
                      WHERE d.barrier_id = s.barrier_id AND d.state = 'ACTIVE' AND d.message = s.goodbye",
                 )
+                .persistent(false)
                 .bind(shown.iter().map(|s| s.0).collect::<Vec<_>>())
                 .bind(shown.iter().map(|s| s.1.clone()).collect::<Vec<_>>())
                 .bind(shown.iter().map(|s| s.2.clone()).collect::<Vec<_>>())
