@@ -16,8 +16,9 @@
 //! form of them takes its locks.
 //!
 //! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`visits`] (entrance
-//! and exit), [`quotes`] (the exit's price), [`displays`], [`devices`] (the operator's view), [`replica`] (customers and vehicles from the users service's events,
-//! invoices from the payments service's), [`reports`], [`seed`].
+//! and exit), [`quotes`] (the exit's price), [`displays`], [`devices`] (the operator's view),
+//! [`replica`] (customers and vehicles from the users service's events, invoices from the
+//! payments service's), [`reports`], [`seed`].
 
 pub mod devices;
 pub mod displays;
