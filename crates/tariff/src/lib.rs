@@ -7,6 +7,7 @@
 //! - [`fee`]: [`fee::price`], the fee of a stay, and the PARKY discount.
 //! - [`json`]: the API's JSON form and the events' exact form ([`json::TableDoc`]).
 //! - [`seed`]: the published system's table (spec §5.10).
+//! - [`cache`]: versions parsed once per process.
 //!
 //! Vocabulary (APDS, ISO/TS 5206-1): a *rate table* of *rate periods* by time of day, each with
 //! *rate steps* (blocks, the original's "thresholds"); *grace period*, *maximum fee* per
@@ -14,6 +15,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod fee;
 pub mod json;
 pub mod seed;

@@ -8,14 +8,15 @@
 //! knows is the wallet: a stay paid with coins (and not free) is not quoted, and its exit waits
 //! for the invoice as before. The invoice is still what fills in the visit's price.
 //!
-//! A version never changes once written, so each is parsed once per process ([`Tables`]).
+//! A version never changes once written, so each is parsed once per process ([`Tables`],
+//! [`pms_tariff::cache`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use pms_service::vocab::VehicleType;
+use pms_tariff::cache::Versions;
 use pms_tariff::json::TableDoc;
 use pms_tariff::{fee, PriceTable, Stay};
 use rust_decimal::Decimal;
@@ -34,19 +35,14 @@ pub(crate) use in_force_sql;
 /// The same SQL (`in_force_sql!`) as a constant, for tests and tools.
 pub const IN_FORCE_SQL: &str = in_force_sql!();
 
-/// Most table versions kept parsed; past it the cache starts again (a park's manager would have
-/// to replace its table thousands of times for it to matter).
-const MAX_TABLES: usize = 1024;
-
 /// Price tables parsed, by (park id, version).
 #[derive(Debug, Default)]
-pub struct Tables(Mutex<HashMap<(i64, i64), Arc<PriceTable>>>);
+pub struct Tables(Versions<PriceTable>);
 
 impl Tables {
     /// Version `version` of park `park_id`'s table, if parsed already.
     pub fn get(&self, park_id: i64, version: i64) -> Option<Arc<PriceTable>> {
-        let tables = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        tables.get(&(park_id, version)).cloned()
+        self.0.get(park_id, version)
     }
 
     /// Parses a stored version's document and keeps it. `None` (logged) for a document that
@@ -55,19 +51,13 @@ impl Tables {
         let table = serde_json::from_str::<TableDoc>(document)
             .map_err(|e| e.to_string())
             .and_then(|doc| doc.to_table().map_err(|e| e.to_string()));
-        let table = match table {
-            Ok(t) => Arc::new(t),
+        match table {
+            Ok(t) => Some(self.0.keep(park_id, version, t)),
             Err(e) => {
                 tracing::error!(park = park_id, version, error = %e, "a stored price table does not parse");
-                return None;
+                None
             }
-        };
-        let mut tables = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if tables.len() >= MAX_TABLES {
-            tables.clear();
         }
-        tables.insert((park_id, version), Arc::clone(&table));
-        Some(table)
     }
 }
 

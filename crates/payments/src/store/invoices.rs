@@ -31,7 +31,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sqlx::sqlite::SqliteConnection;
 
-use super::replica::{in_force, StoredTable, TableVersion, VisitOpened, CONSUMER};
+use super::replica::{in_force, TableVersion, VisitOpened, CONSUMER};
 use super::{instant, Store, StoreError};
 use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
@@ -202,47 +202,55 @@ pub enum ParksChange {
     Closed(Priced),
 }
 
-/// The price tables read while pricing one run of visits, by park, so each park's are read
-/// once per run.
+/// The price table versions read while pricing one run of visits for the events that name no
+/// version, by park, so each park's are read once per run.
 #[derive(Debug, Default)]
 pub struct Tables {
     versions: HashMap<i64, Vec<TableVersion>>,
-    parsed: HashMap<(i64, i64), StoredTable>,
 }
 
 impl Store {
-    /// Prices a closed visit with its park's table in force at the exit (read into `tables`
-    /// when not there yet): the version its event names, which the exit was quoted with, or for
-    /// an event that names none (or a version not known here) the one in force by
-    /// [`in_force`].
+    /// Prices a closed visit with its park's table in force at the exit: the version its event
+    /// names, which the exit was quoted with (parsed once per process, read alone when not yet
+    /// seen), or for an event that names none (or a version not known here) the one in force by
+    /// [`in_force`] (the park's versions read into `tables` when not there yet).
     ///
     /// # Errors
     /// [`IssueError::Unpriceable`] when the stay cannot be priced or the park has no table;
     /// database failures.
     pub async fn price(&self, v: VisitClosed, tables: &mut Tables) -> Result<Priced, IssueError> {
-        let versions = match tables.versions.entry(v.park_id) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(self.table_versions(v.park_id).await?),
+        let named = match v.price_table_version {
+            Some(n) => {
+                let table = self.table_version(v.park_id, n).await?;
+                if table.is_none() {
+                    tracing::warn!(
+                        park = v.park_id,
+                        version = n,
+                        visit = v.visit_id,
+                        "visit.closed names a price table version payments does not have; pricing with the one in force"
+                    );
+                }
+                table
+            }
+            None => None,
         };
-        let named = v
-            .price_table_version
-            .and_then(|n| versions.iter().find(|t| t.version == n));
-        if let (Some(n), None) = (v.price_table_version, named) {
-            tracing::warn!(
-                park = v.park_id,
-                version = n,
-                visit = v.visit_id,
-                "visit.closed names a price table version payments does not have; pricing with the one in force"
-            );
-        }
-        let version = named
-            .or_else(|| in_force(versions, v.left_at.as_millisecond()))
-            .ok_or_else(|| {
-                IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
-            })?;
-        let table = match tables.parsed.entry((version.park_id, version.version)) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(version.parse()?),
+        let table = match named {
+            Some(table) => table,
+            None => {
+                let versions = match tables.versions.entry(v.park_id) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(self.table_versions(v.park_id).await?),
+                };
+                let version = in_force(versions, v.left_at.as_millisecond()).ok_or_else(|| {
+                    IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
+                })?;
+                match self.parsed.get(version.park_id, version.version) {
+                    Some(table) => table,
+                    None => self
+                        .parsed
+                        .keep(version.park_id, version.version, version.parse()?),
+                }
+            }
         };
         let bill = fee::price(
             &table.table,

@@ -24,6 +24,8 @@ pub type StoreError = pms_service::store::StoreError;
 #[derive(Debug, Clone)]
 pub struct Store {
     db: Db,
+    /// Price table versions parsed so far (a version never changes once written).
+    parsed: std::sync::Arc<pms_tariff::cache::Versions<replica::StoredTable>>,
 }
 
 impl std::ops::Deref for Store {
@@ -47,6 +49,7 @@ impl Store {
     pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
         Ok(Self {
             db: Db::open(config)?,
+            parsed: std::sync::Arc::default(),
         })
     }
 

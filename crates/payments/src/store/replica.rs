@@ -5,6 +5,8 @@
 //! its subject, so an event applied again leaves the same rows. (Open visits are written with
 //! the invoices, in a run of parks' events: [`super::invoices`].)
 
+use std::sync::Arc;
+
 use jiff::tz::TimeZone;
 use pms_events::conn::EventConn;
 use pms_events::Event;
@@ -232,6 +234,41 @@ impl Store {
                 },
             )
             .collect())
+    }
+
+    /// Version `version` of park id `park_id`'s table, parsed once per process; `None` when
+    /// payments does not have it.
+    ///
+    /// # Errors
+    /// Database failures; a stored document that does not parse.
+    pub async fn table_version(
+        &self,
+        park_id: i64,
+        version: i64,
+    ) -> Result<Option<Arc<StoredTable>>, StoreError> {
+        if let Some(table) = self.parsed.get(park_id, version) {
+            return Ok(Some(table));
+        }
+        let row: Option<(i64, String, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT valid_from_ms, time_zone, document FROM price_tables WHERE park_id = $1 AND version = $2",
+            )
+            .bind(park_id)
+            .bind(version)
+            .fetch_optional(&mut *conn)
+            .await
+        })?;
+        let Some((valid_from_ms, time_zone, document)) = row else {
+            return Ok(None);
+        };
+        let stored = TableVersion {
+            park_id,
+            version,
+            valid_from_ms,
+            time_zone,
+            document,
+        };
+        Ok(Some(self.parsed.keep(park_id, version, stored.parse()?)))
     }
 
     /// The table of park id `park_id` in force at `at_ms` ([`in_force`]).
