@@ -392,7 +392,16 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
         barrier(data.path(), "2", "exit", "28-XQ-51", "2024-07-01T09:30:00Z")
             .contains("Your total will be 0.6")
     );
-    let visits = get(port, "/app/visits", Some(&session));
+    // The barrier said the price at once; the invoice, and with it the visit's price, follows
+    // through the events.
+    let mut visits = get(port, "/app/visits", Some(&session));
+    for _ in 0..500 {
+        if visits.body.contains("ISSUED") && visits.body.contains("0.6 €") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        visits = get(port, "/app/visits", Some(&session));
+    }
     assert!(
         visits.body.contains("2024-07-01 08:30 UTC") && visits.body.contains("1 h 00 min"),
         "{}",
