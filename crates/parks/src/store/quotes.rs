@@ -61,15 +61,16 @@ impl Tables {
     }
 }
 
-/// Version `$version` of park `$park`'s table, from `$tables` or read on `$conn` and parsed;
-/// `None` when its document does not parse.
+/// Version `$version` (an `Option<i64>`) of park `$park`'s table, from `$tables` or read on
+/// `$conn` and parsed; `None` for no version, or when its document does not parse.
 macro_rules! table_version {
     ($conn:ident, $tables:expr, $park:expr, $version:expr) => {{
-        let (tables, park, version): (&$crate::store::quotes::Tables, i64, i64) =
+        let (tables, park, version): (&$crate::store::quotes::Tables, i64, Option<i64>) =
             ($tables, $park, $version);
-        match tables.get(park, version) {
-            Some(table) => Some(table),
-            None => {
+        match version.map(|v| (v, tables.get(park, v))) {
+            None => None,
+            Some((_, Some(table))) => Some(table),
+            Some((version, None)) => {
                 let document: String = sqlx::query_scalar(
                     "SELECT document FROM price_tables WHERE park_id = $1 AND version = $2",
                 )

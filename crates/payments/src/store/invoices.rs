@@ -244,12 +244,7 @@ impl Store {
                 let version = in_force(versions, v.left_at.as_millisecond()).ok_or_else(|| {
                     IssueError::Unpriceable(format!("park {} has no price table", v.park_id))
                 })?;
-                match self.parsed.get(version.park_id, version.version) {
-                    Some(table) => table,
-                    None => self
-                        .parsed
-                        .keep(version.park_id, version.version, version.parse()?),
-                }
+                self.parsed_version(version)?
             }
         };
         let bill = fee::price(

@@ -268,7 +268,20 @@ impl Store {
             time_zone,
             document,
         };
-        Ok(Some(self.parsed.keep(park_id, version, stored.parse()?)))
+        self.parsed_version(&stored).map(Some)
+    }
+
+    /// A stored version ready for pricing, parsed once per process.
+    ///
+    /// # Errors
+    /// A stored document that does not parse.
+    pub fn parsed_version(&self, stored: &TableVersion) -> Result<Arc<StoredTable>, StoreError> {
+        match self.parsed.get(stored.park_id, stored.version) {
+            Some(table) => Ok(table),
+            None => Ok(self
+                .parsed
+                .keep(stored.park_id, stored.version, stored.parse()?)),
+        }
     }
 
     /// The table of park id `park_id` in force at `at_ms` ([`in_force`]).

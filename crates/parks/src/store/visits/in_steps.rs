@@ -143,17 +143,11 @@ impl Store {
                     let Some(done) = done.map(Done::of).transpose()? else {
                         return Err(StoreError::Refused(Refusal::NotInside));
                     };
-                    let table = match done.to_quote() {
-                        Some(v) => table_version!(tx, &self.tables, barrier.park_id, v),
-                        None => None,
-                    };
+                    let table = table_version!(tx, &self.tables, barrier.park_id, done.to_quote());
                     return Ok(done.answer(owner, table.as_deref(), tz, at));
                 }
             };
-            let table = match closing.version {
-                Some(v) => table_version!(tx, &self.tables, barrier.park_id, v),
-                None => None,
-            };
+            let table = table_version!(tx, &self.tables, barrier.park_id, closing.version);
             let price = closing.price(table.as_deref(), tz, at);
             let Closing { owner, visit, .. } = &closing;
             // The park's row first, as at the entrance.

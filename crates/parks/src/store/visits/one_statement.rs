@@ -200,17 +200,11 @@ impl Store {
                     let Some(done) = done.map(Done::of).transpose()? else {
                         return Ok(Passage::Refused(Refusal::NotInside));
                     };
-                    let table = match done.to_quote() {
-                        Some(v) => table_version!(conn, tables, barrier.park_id, v),
-                        None => None,
-                    };
+                    let table = table_version!(conn, tables, barrier.park_id, done.to_quote());
                     return Ok(done.answer(owner, table.as_deref(), tz, at));
                 }
             };
-            let table = match closing.version {
-                Some(v) => table_version!(conn, tables, barrier.park_id, v),
-                None => None,
-            };
+            let table = table_version!(conn, tables, barrier.park_id, closing.version);
             let price = closing.price(table.as_deref(), tz, at);
             let without = closed_event(&closing, barrier, plate, at, false)?;
             let with = if closing.owner.use_coins {
