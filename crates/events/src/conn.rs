@@ -11,7 +11,7 @@ use crate::event::{Event, NewEvent};
 
 /// The first half of the advisory lock the PostgreSQL outbox appends under (see the crate docs
 /// for why); the second half is the outbox table's own oid, so the services' outboxes in one
-/// database (one schema each) do not queue behind each other.
+/// database (one schema each) are settled apart.
 pub const OUTBOX_LOCK_KEY: i32 = 0x504d_4f42; // "PMOB"
 
 /// What a service does with the event tables inside its own transactions.
@@ -89,16 +89,30 @@ static APPEND_ALL_LOCKED: std::sync::LazyLock<String> = std::sync::LazyLock::new
     )
 });
 
+/// The outbox lock's second key: the outbox table's oid (`'outbox'` resolves through the
+/// connection's `search_path` to its schema's table).
+macro_rules! outbox_oid {
+    () => {
+        "'outbox'::regclass::oid::int4"
+    };
+}
+
 /// The part `locked` of a PostgreSQL append: `columns` of every row of the part `gate` (as
-/// `g`), once this outbox's lock is held (key `$key`). Materialized, so it runs before the rows
-/// it feeds are formed: every id is drawn under the lock, which is held until the transaction
-/// ends. `'outbox'` resolves through the connection's `search_path` to its schema's table.
+/// `g`), once this outbox's lock is held shared (key `$key`). Materialized, so it runs before
+/// the rows it feeds are formed: every id is drawn under the lock, which is held until the
+/// transaction ends. Appends share the lock with each other; a reader settling a hole in the
+/// ids takes it alone, and so waits for every append that may still fill one
+/// ([`crate::Outbox::read_after`]).
 fn pg_locked_part(gate: &str, columns: &str, key: usize) -> String {
     format!(
         "locked AS MATERIALIZED (SELECT {columns}, \
-         pg_advisory_xact_lock(${key}, 'outbox'::regclass::oid::int4) FROM {gate} g)"
+         pg_advisory_xact_lock_shared(${key}, {}) FROM {gate} g)",
+        outbox_oid!()
     )
 }
+
+/// A reader's hold of the outbox lock alone (key `$1`), until its transaction ends.
+pub(crate) const PG_SETTLE: &str = concat!("SELECT pg_advisory_xact_lock($1, ", outbox_oid!(), ")");
 
 /// PostgreSQL: the outbox append as two parts of a `WITH` statement (`locked`, then
 /// `appended`, which returns the new `id`), so a service can write a change and its event in

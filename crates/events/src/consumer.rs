@@ -26,10 +26,9 @@ use crate::outbox::Outbox;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
 /// Most events read at once.
 pub const BATCH: i64 = 200;
-/// Most events offered to [`Handler::apply_run`] at once. A run commits (and, on PostgreSQL,
-/// holds the consumer's outbox lock once it appends) as one transaction, so its first event's
-/// effects are seen only when the last one is written: runs are kept short enough that an exit
-/// waiting for its invoice is not kept waiting by the others.
+/// Most events offered to [`Handler::apply_run`] at once. A run commits as one transaction, so
+/// its first event's effects are seen only when the last one is written: runs are kept short
+/// enough that an exit waiting for its invoice is not kept waiting by the others.
 pub const RUN: usize = 64;
 /// Longest wait before trying a failed event again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);

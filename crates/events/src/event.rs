@@ -10,7 +10,8 @@ use serde::Serialize;
 /// An event read from a producer's outbox.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
-    /// The outbox id: increasing in commit order within one producer.
+    /// The outbox id: increasing within one producer, in the order a reader gets them (a read
+    /// never passes an id that may still commit, [`crate::Outbox::read_after`]).
     pub id: i64,
     /// The producing service (`users`, `parks`, `payments`).
     pub source: String,

@@ -19,12 +19,16 @@
 //! memory (no broadcast channel that drops for a slow receiver): a consumer that falls behind
 //! reads further back in the producer's table.
 //!
-//! Why the PostgreSQL outbox takes a transaction-scoped advisory lock before it appends: row ids
-//! come from a sequence when the row is inserted, not when it commits, so two concurrent
-//! transactions could commit ids 8 and 7 in that order and a reader that has seen 8 would skip 7
-//! for good. Under the lock, ids commit in order. Each outbox has its own lock (keyed by its
-//! table), so another service's appends in the same database never wait on it. SQLite has one
-//! writer at a time already.
+//! Why a PostgreSQL read of the outbox settles holes: row ids come from a sequence when the row
+//! is inserted, not when it commits, so two concurrent transactions can commit ids 8 and 7 in
+//! that order, and a reader that took 8 as its position would skip 7 for good. So a reader
+//! passes no hole (a missing id) that may still fill: it waits a few milliseconds for it, and
+//! then settles it under the outbox's advisory lock, which every append holds shared from before
+//! it draws its id until its transaction ends ([`Outbox::read_after`]). Appends share the lock,
+//! so they do not queue behind each other's commits; until 2026-11-30 each append took it alone,
+//! and at 10 barriers the appends' queue cost about an eighth of the barrier calls'
+//! throughput (`docs/benchmark-history.md`). Each outbox has its own lock (keyed by its table).
+//! SQLite has one writer at a time, so its reads have no holes to wait for.
 //!
 //! In one process (`pms up`) a consumer reads the producer's outbox table directly and is woken
 //! by the producer after each commit (a wake-up carries no data, so a missed one only delays the

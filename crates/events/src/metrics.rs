@@ -187,7 +187,7 @@ impl EventMetrics {
                 self.lag.get_or_create(&label).set(head - position);
                 let age = if head > position {
                     source
-                        .read_after(position, 1)
+                        .read_visible(position, 1)
                         .await
                         .ok()
                         .and_then(|next| next.first().map(|e| e.age().as_secs_f64()))

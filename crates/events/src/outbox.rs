@@ -3,13 +3,70 @@
 //! `append`, inside the service's own transaction.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use pms_service::repeatable;
-use pms_service::store::{Db, DbError};
-use sqlx::Row;
+use pms_service::store::{Backend, Db, DbError, Pools};
+use pms_service::{repeatable, transaction_in};
 use tokio::sync::Notify;
 
+use crate::conn::{OUTBOX_LOCK_KEY, PG_SETTLE};
 use crate::event::Event;
+
+/// The read of events after `$1`, oldest first, at most `$2`.
+const READ: &str =
+    "SELECT id, aggregate_type, aggregate_id, event_type, version, payload, created_at \
+     FROM outbox WHERE id > $1 ORDER BY id LIMIT $2";
+
+/// How long a reader waits, one pause after another, for a hole in the ids to fill before it
+/// settles it under the outbox lock: an append in flight commits within a few milliseconds,
+/// while a rolled-back one leaves its hole for good.
+const HOLE_WAITS: [Duration; 5] = [
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+];
+
+/// How long a reader settling holes waits for the outbox lock. Appends that ask for it
+/// meanwhile queue behind the reader, so this bounds how long a reader can hold them up.
+const SETTLE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '100ms'";
+
+/// An outbox row as [`READ`] returns it on both backends: id, aggregate type, aggregate id,
+/// event type, version, payload, time.
+type OutboxRow = (i64, String, String, String, i64, String, String);
+
+/// The event in `row` of `source`'s outbox.
+fn event_of(source: &str, row: OutboxRow) -> Event {
+    let (id, aggregate_type, aggregate_id, event_type, version, payload, created_at) = row;
+    Event {
+        id,
+        source: source.to_owned(),
+        aggregate_type,
+        aggregate_id,
+        event_type,
+        version,
+        // A payload that is not JSON is kept as a string, for the consumer to park with a
+        // reason rather than to stop on.
+        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        created_at,
+    }
+}
+
+/// The first id after `after` that `events` (read in order after it) leave out, if any
+/// event comes after one.
+fn holes_from(after: i64, events: &[Event]) -> Option<i64> {
+    events
+        .iter()
+        .zip(after + 1..)
+        .find(|(e, expected)| e.id != *expected)
+        .map(|(_, expected)| expected)
+}
+
+/// PostgreSQL gave up waiting for a lock (`lock_timeout`).
+fn is_lock_timeout(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("55P03"))
+}
 
 /// One service's outbox: its database and the bell its consumers listen to. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -41,43 +98,90 @@ impl Outbox {
         Arc::clone(&self.wake)
     }
 
-    /// Up to `limit` events after `after`, oldest first.
+    /// Up to `limit` events after `after`, oldest first, with no id left out that may still
+    /// commit: what a consumer can apply and then record `after` as its position.
+    ///
+    /// On PostgreSQL ids are drawn when an event is appended, not when it commits, so a read can
+    /// find a hole (id 7 missing while 8 is there): either a transaction that drew 7 is still
+    /// running, or it rolled back and 7 never comes. The read waits a little for holes to fill
+    /// (`HOLE_WAITS`), then settles what is left under the outbox lock
+    /// ([`crate::conn`]): every append holds that lock shared from before it draws its id until
+    /// its transaction ends, so once the reader holds it alone no id it sees can still change.
+    /// It waits for the lock at most 100 ms (`SETTLE_LOCK_TIMEOUT`), so appends are never held up
+    /// longer than that; without the lock it returns what lies before the first hole.
+    /// SQLite has one writer at a time: what a reader sees there is settled.
     ///
     /// # Errors
     /// When the producer's database is unavailable.
     pub async fn read_after(&self, after: i64, limit: i64) -> Result<Vec<Event>, DbError> {
-        let rows = repeatable!(self.db, |conn| {
-            sqlx::query(
-            "SELECT id, aggregate_type, aggregate_id, event_type, version, payload, created_at \
-             FROM outbox WHERE id > $1 ORDER BY id LIMIT $2"
-        )
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await
-        .and_then(|rows| {
-            rows.iter()
-                .map(|r| {
-                    let payload: String = r.try_get(5)?;
-                    Ok(Event {
-                        id: r.try_get(0)?,
-                        source: self.source.to_owned(),
-                        aggregate_type: r.try_get(1)?,
-                        aggregate_id: r.try_get(2)?,
-                        event_type: r.try_get(3)?,
-                        version: r.try_get(4)?,
-                        // A payload that is not JSON is kept as a string, for the consumer to
-                        // park with a reason rather than to stop on.
-                        payload: serde_json::from_str(&payload)
-                            .unwrap_or(serde_json::Value::String(payload)),
-                        created_at: r.try_get(6)?,
-                    })
-                })
-                .collect::<Result<Vec<_>, sqlx::Error>>()
-        })
-        })
+        let mut events = self.read_visible(after, limit).await?;
+        if self.db.backend() == Backend::Sqlite {
+            return Ok(events);
+        }
+        for wait in HOLE_WAITS {
+            if holes_from(after, &events).is_none() {
+                return Ok(events);
+            }
+            tokio::time::sleep(wait).await;
+            events = self.read_visible(after, limit).await?;
+        }
+        let Some(hole) = holes_from(after, &events) else {
+            return Ok(events);
+        };
+        match self.read_settled(after, limit).await {
+            Ok(settled) => Ok(settled),
+            Err(e) if is_lock_timeout(&e) => {
+                tracing::debug!(
+                    source = self.source,
+                    hole,
+                    "outbox hole not settled: appends hold the lock"
+                );
+                events.truncate(usize::try_from(hole - after - 1).unwrap_or(0));
+                Ok(events)
+            }
+            Err(e) => Err(DbError::of(&e)),
+        }
+    }
+
+    /// Up to `limit` events after `after` as they are visible now, holes and all (for a gauge's
+    /// glance; consumers use [`Outbox::read_after`]).
+    ///
+    /// # Errors
+    /// When the producer's database is unavailable.
+    pub async fn read_visible(&self, after: i64, limit: i64) -> Result<Vec<Event>, DbError> {
+        let rows = repeatable!(self.db, |conn| sqlx::query_as::<_, OutboxRow>(READ)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await)
         .map_err(|e| DbError::of(&e))?;
-        Ok(rows)
+        Ok(rows.into_iter().map(|r| event_of(self.source, r)).collect())
+    }
+
+    /// PostgreSQL: the read under the outbox lock held alone (see [`Outbox::read_after`]).
+    async fn read_settled(&self, after: i64, limit: i64) -> Result<Vec<Event>, sqlx::Error> {
+        let Pools::Postgres(pool) = self.db.pools() else {
+            return Err(sqlx::Error::Protocol(
+                "settling holes is for PostgreSQL".into(),
+            ));
+        };
+        let rows: Result<Vec<OutboxRow>, sqlx::Error> = transaction_in!(pool, |tx| {
+            sqlx::query(SETTLE_LOCK_TIMEOUT).execute(&mut *tx).await?;
+            sqlx::query(PG_SETTLE)
+                .bind(OUTBOX_LOCK_KEY)
+                .execute(&mut *tx)
+                .await?;
+            let rows = sqlx::query_as(READ)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+            Ok::<_, sqlx::Error>(rows)
+        });
+        Ok(rows?
+            .into_iter()
+            .map(|r| event_of(self.source, r))
+            .collect())
     }
 
     /// Up to `limit` events not yet published to the broker, oldest first (for the relay).
@@ -112,7 +216,8 @@ impl Outbox {
     }
 
     /// Marks the events `first..=last` published (the relay has the broker's acknowledgement
-    /// for each). Ids commit in order, so no unpublished row in that range was missed.
+    /// for each). The relay read them with [`Outbox::read_after`], so an id in that range it did
+    /// not see never commits.
     ///
     /// # Errors
     /// When the database is unavailable.
@@ -144,3 +249,6 @@ impl Outbox {
         .map_err(|e| DbError::of(&e))
     }
 }
+
+#[cfg(test)]
+mod tests;
