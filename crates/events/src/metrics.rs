@@ -4,6 +4,8 @@
 //! |---|---|
 //! | `outbox_events` | events in its outbox, all time |
 //! | `outbox_unpublished_events` | of which not yet on the broker (only when a relay runs) |
+//! | `outbox_holes_settled_total` | holes in its ids this process's readers settled under the outbox lock |
+//! | `outbox_holes_unsettled_total` | reads that found that lock held too long and stopped at the hole |
 //! | `consumer_lag_events{source}` | that producer's events not applied here yet |
 //! | `consumer_lag_seconds{source}` | how old the oldest of them is (0 when caught up) |
 //! | `parked_events{source}` | that producer's events parked here (unreadable; see `pms events`) |
@@ -14,7 +16,7 @@
 //! delivery count and the broker's pending count. The service registers its own metrics in the
 //! same registry ([`EventMetrics::registry`]).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pms_service::store::Db;
@@ -78,6 +80,8 @@ pub struct EventMetrics {
     registry: Mutex<Registry>,
     outbox: Gauge,
     unpublished: Gauge,
+    holes_settled: Counter,
+    holes_unsettled: Counter,
     relayed: std::sync::atomic::AtomicBool,
     lag: Family<Source, Gauge>,
     lag_seconds: Family<Source, Seconds>,
@@ -97,6 +101,18 @@ impl EventMetrics {
             outbox.clone(),
         );
         let unpublished = Gauge::default();
+        let holes_settled = Counter::default();
+        registry.register(
+            "outbox_holes_settled",
+            "Holes in this service's outbox ids that readers in this process settled under the outbox lock",
+            holes_settled.clone(),
+        );
+        let holes_unsettled = Counter::default();
+        registry.register(
+            "outbox_holes_unsettled",
+            "Reads of this service's outbox that found its lock held too long and stopped at a hole",
+            holes_unsettled.clone(),
+        );
         let lag = Family::<Source, Gauge>::default();
         registry.register(
             "consumer_lag_events",
@@ -126,6 +142,8 @@ impl EventMetrics {
             registry: Mutex::new(registry),
             outbox,
             unpublished,
+            holes_settled,
+            holes_unsettled,
             relayed: std::sync::atomic::AtomicBool::new(false),
             lag,
             lag_seconds,
@@ -175,6 +193,12 @@ impl EventMetrics {
         if let Ok(head) = own.head().await {
             self.outbox.set(head);
         }
+        // The outbox counts as its readers go; the counters show its counts.
+        let (settled, unsettled) = own.holes();
+        self.holes_settled.inner().store(settled, Ordering::Relaxed);
+        self.holes_unsettled
+            .inner()
+            .store(unsettled, Ordering::Relaxed);
         if self.relayed.load(std::sync::atomic::Ordering::Relaxed) {
             if let Ok(n) = own.backlog().await {
                 self.unpublished.set(n);

@@ -2,6 +2,7 @@
 //! what consumers read from it (in order, after a position). Writing is [`crate::conn`]'s
 //! `append`, inside the service's own transaction.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +76,15 @@ pub struct Outbox {
     pub source: &'static str,
     db: Db,
     wake: Arc<Notify>,
+    holes: Arc<Holes>,
+}
+
+/// Holes in the ids that this process's readers of one outbox could not wait out and settled
+/// under the lock, or found the lock busy and left for a later read.
+#[derive(Debug, Default)]
+struct Holes {
+    settled: AtomicU64,
+    unsettled: AtomicU64,
 }
 
 impl Outbox {
@@ -84,6 +94,7 @@ impl Outbox {
             source,
             db,
             wake: Arc::new(Notify::new()),
+            holes: Arc::default(),
         }
     }
 
@@ -96,6 +107,16 @@ impl Outbox {
     /// The bell, for a consumer to wait on.
     pub fn bell(&self) -> Arc<Notify> {
         Arc::clone(&self.wake)
+    }
+
+    /// How many holes in the ids readers in this process settled under the outbox lock, and how
+    /// many times they found the lock held too long and read up to the hole instead
+    /// ([`Outbox::read_after`]): both stay near zero unless appends roll back or stall.
+    pub fn holes(&self) -> (u64, u64) {
+        (
+            self.holes.settled.load(Ordering::Relaxed),
+            self.holes.unsettled.load(Ordering::Relaxed),
+        )
     }
 
     /// Up to `limit` events after `after`, oldest first, with no id left out that may still
@@ -129,8 +150,12 @@ impl Outbox {
             return Ok(events);
         };
         match self.read_settled(after, limit).await {
-            Ok(settled) => Ok(settled),
+            Ok(settled) => {
+                self.holes.settled.fetch_add(1, Ordering::Relaxed);
+                Ok(settled)
+            }
             Err(e) if is_lock_timeout(&e) => {
+                self.holes.unsettled.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     source = self.source,
                     hole,

@@ -152,9 +152,12 @@ async fn a_read_never_passes_an_append_in_flight() {
     let read = outbox.read_after(1, 10).await.expect("read");
     assert_eq!(ids(&read), Vec::<i64>::new(), "nothing past the hole");
 
+    assert_eq!(outbox.holes(), (0, 2), "the lock stayed busy both times");
+
     a_tx.commit().await.expect("commit");
     let read = outbox.read_after(0, 10).await.expect("read");
     assert_eq!(ids(&read), vec![1, 2, 3]);
+    assert_eq!(outbox.holes(), (0, 2), "no hole left to settle");
 }
 
 /// An id whose append rolled back never comes: the read settles the hole and passes it.
@@ -173,6 +176,18 @@ async fn a_read_passes_a_hole_that_never_fills() {
     let read = outbox.read_after(0, 10).await.expect("read");
     assert_eq!(ids(&read), vec![2, 3]);
     assert_eq!(read[0].payload["name"], "2");
+    assert_eq!(outbox.holes(), (1, 0));
+    let text = crate::metrics::EventMetrics::new("p")
+        .render(&outbox, outbox_db(&outbox))
+        .await;
+    assert!(
+        text.contains("pms_p_outbox_holes_settled_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pms_p_outbox_holes_unsettled_total 0"),
+        "{text}"
+    );
 }
 
 /// Each outbox has its own lock: `pms up` keeps every service in one PostgreSQL database, one
