@@ -120,7 +120,7 @@ impl Outbox {
     }
 
     /// Up to `limit` events after `after`, oldest first, with no id left out that may still
-    /// commit: what a consumer can apply and then record `after` as its position.
+    /// commit: a consumer can apply them and record the last one's id as its position.
     ///
     /// On PostgreSQL ids are drawn when an event is appended, not when it commits, so a read can
     /// find a hole (id 7 missing while 8 is there): either a transaction that drew 7 is still
