@@ -16,7 +16,7 @@
 //! delivery count and the broker's pending count. The service registers its own metrics in the
 //! same registry ([`EventMetrics::registry`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pms_service::store::Db;
@@ -82,7 +82,7 @@ pub struct EventMetrics {
     unpublished: Gauge,
     holes_settled: Counter,
     holes_unsettled: Counter,
-    relayed: std::sync::atomic::AtomicBool,
+    relayed: AtomicBool,
     lag: Family<Source, Gauge>,
     lag_seconds: Family<Source, Seconds>,
     parked: Family<Source, Gauge>,
@@ -144,7 +144,7 @@ impl EventMetrics {
             unpublished,
             holes_settled,
             holes_unsettled,
-            relayed: std::sync::atomic::AtomicBool::new(false),
+            relayed: AtomicBool::new(false),
             lag,
             lag_seconds,
             parked,
@@ -155,10 +155,7 @@ impl EventMetrics {
 
     /// A relay publishes this service's outbox to the broker: show its backlog from now on.
     pub fn watch_relay(&self) {
-        if !self
-            .relayed
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
+        if !self.relayed.swap(true, Ordering::Relaxed) {
             self.registry().register(
                 "outbox_unpublished_events",
                 "Events in this service's outbox not yet published to the broker",
@@ -199,7 +196,7 @@ impl EventMetrics {
         self.holes_unsettled
             .inner()
             .store(unsettled, Ordering::Relaxed);
-        if self.relayed.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.relayed.load(Ordering::Relaxed) {
             if let Ok(n) = own.backlog().await {
                 self.unpublished.set(n);
             }

@@ -139,11 +139,11 @@ async fn a_read_never_passes_an_append_in_flight() {
     let Some((url, outbox)) = outbox().await else {
         return;
     };
-    assert_eq!(append_one(outbox_db(&outbox), &event("1")).await, 1);
+    assert_eq!(append_one(&outbox.db, &event("1")).await, 1);
     let mut a = PgConnection::connect(&url).await.expect("connect");
     let mut a_tx = a.begin().await.expect("begin");
     assert_eq!(a_tx.append(&event("2")).await.expect("append"), 2);
-    assert_eq!(append_one(outbox_db(&outbox), &event("3")).await, 3);
+    assert_eq!(append_one(&outbox.db, &event("3")).await, 3);
 
     let visible = outbox.read_visible(0, 10).await.expect("visible");
     assert_eq!(ids(&visible), vec![1, 3], "the hole is there to see");
@@ -170,15 +170,15 @@ async fn a_read_passes_a_hole_that_never_fills() {
     let mut a_tx = a.begin().await.expect("begin");
     assert_eq!(a_tx.append(&event("1")).await.expect("append"), 1);
     a_tx.rollback().await.expect("rollback");
-    assert_eq!(append_one(outbox_db(&outbox), &event("2")).await, 2);
-    assert_eq!(append_one(outbox_db(&outbox), &event("3")).await, 3);
+    assert_eq!(append_one(&outbox.db, &event("2")).await, 2);
+    assert_eq!(append_one(&outbox.db, &event("3")).await, 3);
 
     let read = outbox.read_after(0, 10).await.expect("read");
     assert_eq!(ids(&read), vec![2, 3]);
     assert_eq!(read[0].payload["name"], "2");
     assert_eq!(outbox.holes(), (1, 0));
     let text = crate::metrics::EventMetrics::new("p")
-        .render(&outbox, outbox_db(&outbox))
+        .render(&outbox, &outbox.db)
         .await;
     assert!(
         text.contains("pms_p_outbox_holes_settled_total 1"),
@@ -250,10 +250,6 @@ async fn a_reader_of_one_schemas_outbox_holds_up_only_its_appends() {
     .await;
     held.commit().await.expect("commit");
     assert_eq!(one.await.expect("one"), 1, "one's outbox numbers its own");
-}
-
-fn outbox_db(outbox: &Outbox) -> &Db {
-    &outbox.db
 }
 
 /// How many sessions of the PostgreSQL database at `url` wait for an advisory lock (in that
