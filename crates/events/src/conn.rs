@@ -8,6 +8,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 
 use crate::event::{Event, NewEvent};
+use crate::position::Applied;
 
 /// The first half of the advisory lock the PostgreSQL outbox appends under (see the crate docs
 /// for why); the second half is the outbox table's own oid, so the services' outboxes in one
@@ -40,13 +41,18 @@ pub trait EventConn: Send {
         }
     }
 
-    /// Records that `consumer` has applied `source`'s events up to `position`. Call it inside
-    /// the transaction that applies the event.
+    /// Moves `consumer`'s position in a producer's events past `applied`, inside the
+    /// transaction that applies them, if it stands just before them (compare and set): events
+    /// are applied once even when two replicas, or a replica and a replay, race for them.
+    ///
+    /// # Errors
+    /// [`sqlx::Error::InvalidArgument`] when the position is elsewhere (the events were applied
+    /// meanwhile, or the position was set back): the transaction must roll back, and the
+    /// consumer reads its position again.
     fn record_position<'a>(
         &'a mut self,
         consumer: &'a str,
-        source: &'a str,
-        position: i64,
+        applied: Applied<'a>,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
     /// Keeps an event `consumer` cannot apply, with the reason, for a person to look at.
@@ -148,8 +154,12 @@ pub fn bind_pg_append<'q, O>(
         .bind(OUTBOX_LOCK_KEY)
 }
 
+/// The compare and set of [`EventConn::record_position`]: `$3` the new position, `$5` and `$6`
+/// the applied events' `prev` and first id. No row returned: the position stood elsewhere.
 const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, updated_at) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at";
+     ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at \
+     WHERE event_positions.position >= $5 AND event_positions.position < $6 \
+     RETURNING position";
 const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
 
@@ -184,18 +194,22 @@ macro_rules! event_conn {
             fn record_position<'a>(
                 &'a mut self,
                 consumer: &'a str,
-                source: &'a str,
-                position: i64,
+                applied: Applied<'a>,
             ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a {
                 async move {
-                    sqlx::query(RECORD)
+                    let moved: Option<i64> = sqlx::query_scalar(RECORD)
                         .bind(consumer)
-                        .bind(source)
-                        .bind(position)
+                        .bind(applied.source)
+                        .bind(applied.last)
                         .bind(now())
-                        .execute(&mut *self)
-                        .await
-                        .map(|_| ())
+                        .bind(applied.prev)
+                        .bind(applied.first)
+                        .fetch_optional(&mut *self)
+                        .await?;
+                    match moved {
+                        Some(_) => Ok(()),
+                        None => Err(applied.elsewhere(consumer)),
+                    }
                 }
             }
 

@@ -1,6 +1,7 @@
 //! Applying one producer's events in order, exactly once: a [`Consumer`] reads the producer's
 //! outbox after its recorded position and hands each event to its [`Handler`], which applies it
-//! and records the new position in the same transaction (`EventConn::record_position`). Events
+//! and moves the position past it in the same transaction (`EventConn::record_position`, a
+//! compare and set: [`crate::position`]). Events
 //! the handler does not care about are skipped and their position recorded in batches; events it
 //! cannot read are parked with the reason and the ones after them flow on; a database that is
 //! away is waited out (the same event is tried again, never skipped).
@@ -11,16 +12,15 @@
 //! the payments service, most of its cost per event was the transaction around it), and the
 //! events the run leaves out are applied one by one as before.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pms_service::store::Db;
-use pms_service::{repeatable, transaction};
-
-use crate::conn::EventConn;
 use crate::event::Event;
 use crate::outbox::Outbox;
+use crate::position::{park, record, Applied};
+use pms_service::store::Db;
 
 /// How often a consumer reads when nobody rings (a wake-up after each commit makes it sooner).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
@@ -55,15 +55,15 @@ pub enum ApplyError {
 
 /// A consuming service's side: what to do with each event of one producer.
 pub trait Handler: Send + Sync + 'static {
-    /// Applies `event`. On [`Outcome::Applied`] the handler has recorded `event.id` as its
-    /// position (`EventConn::record_position(consumer, &event.source, event.id)`) in the same
-    /// transaction as the event's effects.
+    /// Applies `event`. On [`Outcome::Applied`] the handler has moved its position past it
+    /// (`EventConn::record_position(consumer, Applied::one(event))`) in the same transaction as
+    /// the event's effects; when that refuses (the position moved elsewhere), the transaction
+    /// rolls back and the handler answers [`ApplyError::Retry`].
     fn apply(&self, event: &Event) -> impl Future<Output = Result<Outcome, ApplyError>> + Send;
 
     /// Applies the first `n` of `events` (at most [`RUN`] of them; in order, `n` of the
-    /// handler's choosing, 0 for none)
-    /// in one transaction that also records `events[n - 1].id` as the position, and returns
-    /// `n`. Events the handler does not care about may be part of the run. An event that
+    /// handler's choosing, 0 for none) in one transaction that also moves the position past
+    /// them (`Applied::run(&events[0], &events[n - 1])`), and returns `n`. Events the handler does not care about may be part of the run. An event that
     /// [`Handler::apply`] would park must not be: the run stops before it, and the consumer
     /// applies it alone. [`ApplyError::Retry`] means nothing was applied.
     ///
@@ -95,7 +95,7 @@ impl<H: Handler> Consumer<H> {
     /// # Errors
     /// When the consumer's database is unavailable.
     pub async fn position(&self) -> Result<i64, sqlx::Error> {
-        position(&self.db, self.name, self.source.source).await
+        crate::position::position(&self.db, self.name, self.source.source).await
     }
 
     /// Applies every event the producer has until `shutdown`, waiting for new ones.
@@ -150,118 +150,105 @@ impl<H: Handler> Consumer<H> {
             .read_after(from, BATCH)
             .await
             .map_err(|e| e.to_string())?;
-        let full = batch.len() as i64 == BATCH;
-        let mut skipped_to = None;
-        let mut next = 0;
-        while let Some(event) = batch.get(next) {
-            let offered = &batch[next..batch.len().min(next + RUN)];
-            let run = match self.handler.apply_run(offered).await {
+        apply_in_order(&*self.handler, &self.db, self.name, &batch).await?;
+        Ok(batch.len() as i64 == BATCH)
+    }
+}
+
+/// Applies `events` of one producer, in order, for `consumer`: runs where the handler takes
+/// them ([`Handler::apply_run`]), the rest one by one; events the handler ignores are skipped,
+/// events it cannot read are parked. The first event is the one after the consumer's position.
+///
+/// Skipped events cost no transaction of their own while something follows them: the next
+/// event is handed to [`Handler::apply`] with its `prev` set back to the first skipped one's,
+/// so the write that applies it moves the position past them too ([`Applied`]). Only skips at
+/// the end of the events, or before a stop, are recorded alone.
+///
+/// # Errors
+/// Why it stopped before the end (a handler asked to retry, the database is away, the position
+/// moved elsewhere); what was applied before stays applied, and the consumer starts again from
+/// its recorded position.
+pub(crate) async fn apply_in_order<H: Handler>(
+    handler: &H,
+    db: &Db,
+    consumer: &str,
+    events: &[Event],
+) -> Result<(), String> {
+    let mut skipped = Skipped::default();
+    let mut next = 0;
+    while let Some(event) = events.get(next) {
+        if skipped.0.is_none() {
+            let offered = &events[next..events.len().min(next + RUN)];
+            let run = match handler.apply_run(offered).await {
                 Ok(n) => n.min(offered.len()),
-                Err(ApplyError::Retry(reason)) => return self.stop(skipped_to, reason).await,
+                Err(ApplyError::Retry(reason)) => return Err(reason),
                 Err(ApplyError::Park(reason)) => {
                     return Err(format!("a run of events cannot park one: {reason}"))
                 }
             };
             if run > 0 {
                 next += run;
-                skipped_to = None;
                 continue;
             }
-            match self.handler.apply(event).await {
-                Ok(Outcome::Applied) => skipped_to = None,
-                Ok(Outcome::Ignored) => skipped_to = Some(event.id),
-                Err(ApplyError::Park(reason)) => {
-                    self.park(event, &reason).await.map_err(|e| e.to_string())?;
-                    skipped_to = None;
-                }
-                Err(ApplyError::Retry(reason)) => return self.stop(skipped_to, reason).await,
+        }
+        let covered = skipped.cover(event);
+        match handler.apply(&covered).await {
+            Ok(Outcome::Applied) => skipped = Skipped::default(),
+            Ok(Outcome::Ignored) => skipped.add(event),
+            Err(ApplyError::Park(reason)) => {
+                park(db, consumer, &covered, &reason)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                skipped = Skipped::default();
             }
-            next += 1;
+            Err(ApplyError::Retry(reason)) => return skipped.stop(db, consumer, reason).await,
         }
-        if let Some(id) = skipped_to {
-            self.record(id).await.map_err(|e| e.to_string())?;
-        }
-        Ok(full)
+        next += 1;
+    }
+    skipped.record(db, consumer).await
+}
+
+/// Events a consumer skipped whose position no write has recorded yet: the first and the last,
+/// and the `prev` the first had when it was handed over.
+#[derive(Debug, Default)]
+struct Skipped<'a>(Option<(i64, &'a Event, &'a Event)>);
+
+impl<'a> Skipped<'a> {
+    fn add(&mut self, event: &'a Event) {
+        let (prev, first) = self.0.map_or((event.prev, event), |(p, f, _)| (p, f));
+        self.0 = Some((prev, first, event));
     }
 
-    /// Ends a step early with `reason`, after recording the position of the events skipped
-    /// just before.
-    async fn stop(&self, skipped_to: Option<i64>, reason: String) -> Result<bool, String> {
-        if let Some(id) = skipped_to {
-            self.record(id).await.map_err(|e| e.to_string())?;
+    /// `event`, the one after the skipped events, with its `prev` set back to cover them.
+    fn cover<'e>(&self, event: &'e Event) -> Cow<'e, Event> {
+        match self.0 {
+            Some((prev, _, _)) => Cow::Owned(Event {
+                prev,
+                ..event.clone()
+            }),
+            None => Cow::Borrowed(event),
         }
+    }
+
+    /// Records the position past the skipped events, in a transaction of its own.
+    async fn record(self, db: &Db, consumer: &str) -> Result<(), String> {
+        let Some((prev, first, last)) = self.0 else {
+            return Ok(());
+        };
+        let applied = Applied {
+            prev,
+            ..Applied::run(first, last)
+        };
+        record(db, consumer, applied)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Ends early with `reason`, after recording the skipped events' position.
+    async fn stop(self, db: &Db, consumer: &str, reason: String) -> Result<(), String> {
+        self.record(db, consumer).await?;
         Err(reason)
     }
-
-    async fn record(&self, id: i64) -> Result<(), sqlx::Error> {
-        record(&self.db, self.name, self.source.source, id).await
-    }
-
-    async fn park(&self, event: &Event, reason: &str) -> Result<(), sqlx::Error> {
-        park(&self.db, self.name, event, reason).await
-    }
-}
-
-/// Records `consumer`'s position in `source`'s events (for events it skipped).
-///
-/// # Errors
-/// When the database is unavailable.
-pub(crate) async fn record(
-    db: &Db,
-    consumer: &str,
-    source: &str,
-    id: i64,
-) -> Result<(), sqlx::Error> {
-    repeatable!(db, |conn| conn.record_position(consumer, source, id).await)
-}
-
-/// Parks `event` for `consumer` and moves past it, in one transaction.
-///
-/// # Errors
-/// When the database is unavailable.
-pub(crate) async fn park(
-    db: &Db,
-    consumer: &str,
-    event: &Event,
-    reason: &str,
-) -> Result<(), sqlx::Error> {
-    tracing::error!(consumer, source = %event.source, id = event.id, event_type = %event.event_type, %reason, "event parked");
-    transaction!(db, |tx| {
-        tx.park(consumer, event, reason).await?;
-        tx.record_position(consumer, &event.source, event.id).await
-    })
-}
-
-/// `consumer`'s recorded position in `source`'s events (0 before the first).
-///
-/// # Errors
-/// When the database is unavailable.
-pub async fn position(db: &Db, consumer: &str, source: &str) -> Result<i64, sqlx::Error> {
-    repeatable!(db, |conn| sqlx::query_scalar::<_, i64>(
-        "SELECT position FROM event_positions WHERE consumer = $1 AND source = $2"
-    )
-    .bind(consumer)
-    .bind(source)
-    .fetch_optional(&mut *conn)
-    .await)
-    .map(|p| p.unwrap_or(0))
-}
-
-/// Sets `consumer`'s position in `source`'s events back (or forward) to `position`, so the
-/// events after it are applied again: for `pms events replay`. Handlers are idempotent per event
-/// (their effects are keyed by the event's subject), so a replay converges.
-///
-/// # Errors
-/// When the database is unavailable.
-pub async fn rewind(
-    db: &Db,
-    consumer: &str,
-    source: &str,
-    position: i64,
-) -> Result<(), sqlx::Error> {
-    repeatable!(db, |conn| conn
-        .record_position(consumer, source, position.max(0))
-        .await)
 }
 
 #[cfg(test)]

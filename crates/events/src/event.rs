@@ -13,6 +13,11 @@ pub struct Event {
     /// The outbox id: increasing within one producer, in the order a reader gets them (a read
     /// never passes an id that may still commit, [`crate::Outbox::read_after`]).
     pub id: i64,
+    /// The id of the event before this one in the producer's outbox, as its reader found it (0
+    /// before the first). Ids between the two never committed. A consumer whose position `p`
+    /// has `prev <= p < id` has applied everything before this event and not this one; with
+    /// `p < prev`, events it never saw lie between ([`crate::Applied`] checks it).
+    pub prev: i64,
     /// The producing service (`users`, `parks`, `payments`).
     pub source: String,
     /// What kind of thing changed (`customer`, `visit`, `invoice`, …).
@@ -106,6 +111,7 @@ mod tests {
     fn event(version: i64, payload: serde_json::Value) -> Event {
         Event {
             id: 1,
+            prev: 0,
             source: "users".into(),
             aggregate_type: "customer".into(),
             aggregate_id: "4".into(),

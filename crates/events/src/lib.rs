@@ -7,7 +7,13 @@
 //!   reading a producer's outbox in order ([`Outbox`]).
 //! - [`conn`]: the SQL both backends run for the outbox, read positions and parked events.
 //! - [`consumer`]: applying a producer's events in order, exactly once ([`Consumer`]).
-//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`]: the tables, for each service's migrations.
+//! - [`position`]: where a consumer stands in a producer's events, moved by compare and set
+//!   ([`Applied`]).
+//! - [`nats`]: the distributed transport (a relay to NATS JetStream, a reader of it).
+//! - [`lease`]: one replica of a service works each stream at a time.
+//! - [`metrics`]: the events' gauges on a service's `/metrics`.
+//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`]: the tables,
+//!   for each service's migrations.
 //!
 //! Why an outbox and not a message sent after the commit: a crash between the two would leave a
 //! change without its event (the original lost every message published while a consumer was
@@ -40,9 +46,11 @@
 pub mod conn;
 pub mod consumer;
 pub mod event;
+pub mod lease;
 pub mod metrics;
 pub mod nats;
 pub mod outbox;
+pub mod position;
 
 #[cfg(test)]
 mod testutil;
@@ -50,9 +58,15 @@ mod testutil;
 pub use crate::consumer::{ApplyError, Consumer, Handler, Outcome};
 pub use crate::event::{Event, NewEvent};
 pub use crate::outbox::Outbox;
+pub use crate::position::Applied;
 
 /// The event tables for a SQLite service database: the outbox it writes, the read positions of
-/// its consumers, and the events they parked.
+/// its consumers, and the events they parked. Each service's migrations link to it (and to the
+/// steps after it), so every service has the same tables.
 pub const SCHEMA_SQLITE: &str = include_str!("schema_sqlite.sql");
 /// The same tables for PostgreSQL.
 pub const SCHEMA_POSTGRES: &str = include_str!("schema_postgres.sql");
+/// The step after them, on either backend: the broker consumers' resume hint
+/// ([`position::broker_position`]). A migration applied once is never edited, so later changes
+/// to the tables come as steps like this one.
+pub const SCHEMA_BROKER_POSITIONS: &str = include_str!("schema_broker_positions.sql");

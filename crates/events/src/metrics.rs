@@ -9,11 +9,12 @@
 //! | `consumer_lag_events{source}` | that producer's events not applied here yet |
 //! | `consumer_lag_seconds{source}` | how old the oldest of them is (0 when caught up) |
 //! | `parked_events{source}` | that producer's events parked here (unreadable; see `pms events`) |
-//! | `redelivered_events_total{source}` | broker deliveries of an event already delivered or applied |
+//! | `redelivered_events_total{source}` | broker deliveries of an event already applied (skipped) |
+//! | `event_gaps_total{source}` | gaps in a producer's events on the broker, set aside as missing |
 //!
 //! Embedded consumers (reading a producer's outbox in place) are measured when the metrics are
-//! rendered; broker consumers report as they go through [`ConsumerGauges`], from each message's
-//! delivery count and the broker's pending count. The service registers its own metrics in the
+//! rendered; broker consumers report as they go through [`ConsumerGauges`], from the broker's
+//! pending count and what each message carries. The service registers its own metrics in the
 //! same registry ([`EventMetrics::registry`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,6 +52,7 @@ pub struct ConsumerGauges {
     lag: Gauge,
     lag_seconds: Seconds,
     redelivered: Counter,
+    gaps: Counter,
 }
 
 impl ConsumerGauges {
@@ -65,6 +67,16 @@ impl ConsumerGauges {
     /// A delivery of something already delivered or applied.
     pub fn redelivered(&self) {
         self.redelivered.inc();
+    }
+
+    /// Events found missing before one that arrived (set aside as missing).
+    pub fn gap(&self) {
+        self.gaps.inc();
+    }
+
+    /// Gaps counted so far.
+    pub fn gaps(&self) -> u64 {
+        self.gaps.get()
     }
 
     /// Redeliveries counted so far.
@@ -87,6 +99,7 @@ pub struct EventMetrics {
     lag_seconds: Family<Source, Seconds>,
     parked: Family<Source, Gauge>,
     redelivered: Family<Source, Counter>,
+    gaps: Family<Source, Counter>,
     sources: OnceLock<Vec<Outbox>>,
 }
 
@@ -137,6 +150,12 @@ impl EventMetrics {
             "Broker deliveries of an event already delivered or applied",
             redelivered.clone(),
         );
+        let gaps = Family::<Source, Counter>::default();
+        registry.register(
+            "event_gaps",
+            "Gaps in each producer's events seen on the broker: events that never came before one that did, set aside as missing",
+            gaps.clone(),
+        );
         Self {
             consumer: service,
             registry: Mutex::new(registry),
@@ -149,6 +168,7 @@ impl EventMetrics {
             lag_seconds,
             parked,
             redelivered,
+            gaps,
             sources: OnceLock::new(),
         }
     }
@@ -171,6 +191,7 @@ impl EventMetrics {
             lag: self.lag.get_or_create(&label).clone(),
             lag_seconds: self.lag_seconds.get_or_create(&label).clone(),
             redelivered: self.redelivered.get_or_create(&label).clone(),
+            gaps: self.gaps.get_or_create(&label).clone(),
         }
     }
 
@@ -203,7 +224,7 @@ impl EventMetrics {
         }
         for source in self.sources.get().into_iter().flatten() {
             let label = Source::of(source.source);
-            let position = crate::consumer::position(db, self.consumer, source.source).await;
+            let position = crate::position::position(db, self.consumer, source.source).await;
             if let (Ok(head), Ok(position)) = (source.head().await, position) {
                 self.lag.get_or_create(&label).set(head - position);
                 let age = if head > position {

@@ -37,21 +37,32 @@ const SETTLE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '100ms'";
 /// event type, version, payload, time.
 type OutboxRow = (i64, String, String, String, i64, String, String);
 
-/// The event in `row` of `source`'s outbox.
-fn event_of(source: &str, row: OutboxRow) -> Event {
-    let (id, aggregate_type, aggregate_id, event_type, version, payload, created_at) = row;
-    Event {
-        id,
-        source: source.to_owned(),
-        aggregate_type,
-        aggregate_id,
-        event_type,
-        version,
-        // A payload that is not JSON is kept as a string, for the consumer to park with a
-        // reason rather than to stop on.
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-        created_at,
-    }
+/// The events in `rows` of `source`'s outbox, read in id order after `after`: each one's `prev`
+/// is the one before it, the first one's `after` (a reader passes no id that may still commit,
+/// so what lies between never committed).
+fn events_of(source: &str, after: i64, rows: Vec<OutboxRow>) -> Vec<Event> {
+    let mut prev = after;
+    rows.into_iter()
+        .map(|row| {
+            let (id, aggregate_type, aggregate_id, event_type, version, payload, created_at) = row;
+            let event = Event {
+                id,
+                prev,
+                source: source.to_owned(),
+                aggregate_type,
+                aggregate_id,
+                event_type,
+                version,
+                // A payload that is not JSON is kept as a string, for the consumer to park with
+                // a reason rather than to stop on.
+                payload: serde_json::from_str(&payload)
+                    .unwrap_or(serde_json::Value::String(payload)),
+                created_at,
+            };
+            prev = id;
+            event
+        })
+        .collect()
 }
 
 /// The first id after `after` that `events` (read in order after it) leave out, if any
@@ -96,6 +107,11 @@ impl Outbox {
             wake: Arc::new(Notify::new()),
             holes: Arc::default(),
         }
+    }
+
+    /// The database the outbox is in.
+    pub fn db(&self) -> &Db {
+        &self.db
     }
 
     /// Tells waiting consumers that events were committed. Call it after the commit; a consumer
@@ -180,7 +196,7 @@ impl Outbox {
             .fetch_all(&mut *conn)
             .await)
         .map_err(|e| DbError::of(&e))?;
-        Ok(rows.into_iter().map(|r| event_of(self.source, r)).collect())
+        Ok(events_of(self.source, after, rows))
     }
 
     /// PostgreSQL: the read under the outbox lock held alone (see [`Outbox::read_after`]).
@@ -203,28 +219,24 @@ impl Outbox {
                 .await?;
             Ok::<_, sqlx::Error>(rows)
         });
-        Ok(rows?
-            .into_iter()
-            .map(|r| event_of(self.source, r))
-            .collect())
+        Ok(events_of(self.source, after, rows?))
     }
 
-    /// Up to `limit` events not yet published to the broker, oldest first (for the relay).
+    /// The id up to which the relay has published the outbox (0 before the first): every event
+    /// at or below it is on the broker, and the relay reads on after it. The relay publishes in
+    /// id order what [`Outbox::read_after`] returns, so the published ids have no gap that an
+    /// event may still fill.
     ///
     /// # Errors
     /// When the database is unavailable.
-    pub async fn unpublished(&self, limit: i64) -> Result<Vec<Event>, DbError> {
-        let after: i64 = repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
-            "SELECT MIN(id) - 1 FROM outbox WHERE published_at IS NULL"
+    pub async fn published_through(&self) -> Result<i64, DbError> {
+        repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT MAX(id) FROM outbox WHERE published_at IS NOT NULL"
         )
         .fetch_one(&mut *conn)
         .await)
-        .map_err(|e| DbError::of(&e))?
-        .unwrap_or(i64::MAX);
-        if after == i64::MAX {
-            return Ok(Vec::new());
-        }
-        self.read_after(after, limit).await
+        .map(|id| id.unwrap_or(0))
+        .map_err(|e| DbError::of(&e))
     }
 
     /// How many events are not yet published to the broker (the relay's backlog).

@@ -12,6 +12,7 @@ use crate::conn::EventConn;
 use crate::consumer::{ApplyError, Consumer, Handler, Outcome};
 use crate::event::{Event, NewEvent};
 use crate::outbox::Outbox;
+use crate::position::Applied;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Named {
@@ -62,6 +63,9 @@ pub async fn pair(backend: Backend) -> Option<Pair> {
     for db in [&pair.producer, &pair.consumer] {
         let done: Result<(), sqlx::Error> = transaction!(db, |tx| {
             sqlx::raw_sql(schema).execute(&mut *tx).await?;
+            sqlx::raw_sql(crate::SCHEMA_BROKER_POSITIONS)
+                .execute(&mut *tx)
+                .await?;
             sqlx::raw_sql("CREATE TABLE seen (id BIGINT PRIMARY KEY, name TEXT NOT NULL)")
                 .execute(&mut *tx)
                 .await
@@ -131,7 +135,7 @@ impl Handler for Recorder {
                 .bind(&named.name)
                 .execute(&mut *tx)
                 .await?;
-            tx.record_position("test", &event.source, event.id).await
+            tx.record_position("test", Applied::one(event)).await
         });
         r.map_err(|e| ApplyError::Retry(e.to_string()))?;
         Ok(Outcome::Applied)
@@ -165,7 +169,8 @@ impl Handler for Recorder {
                     .execute(&mut *tx)
                     .await?;
             }
-            tx.record_position("test", &last.source, last.id).await
+            tx.record_position("test", Applied::run(&events[0], last))
+                .await
         });
         r.map_err(|e| ApplyError::Retry(e.to_string()))?;
         self.runs.fetch_add(1, Ordering::SeqCst);

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+use pms_events::{Applied, ApplyError, Consumer, Event, Handler, Outbox, Outcome};
 
 use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
 use crate::store::StoreError;
@@ -126,7 +126,7 @@ impl Handler for FromPayments {
         let known = self
             .0
             .store
-            .apply_invoices(&invoices, &last.source, last.id)
+            .apply_invoices(&invoices, Applied::run(&events[0], last))
             .await
             .map_err(failed)?;
         self.applied(&invoices, &known);

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+use pms_events::{Applied, ApplyError, Consumer, Event, Handler, Outbox, Outcome};
 
 use crate::store::invoices::{CoinsDebited, IssueError, ParksChange, Tables, VisitClosed};
 use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
@@ -45,7 +45,7 @@ impl Handler for FromParks {
             "visit.opened" => {
                 let v: VisitOpened = event.decode(&[1]).map_err(ApplyError::Park)?;
                 store
-                    .apply_parks_run(&[ParksChange::Opened(v)], &event.source, event.id)
+                    .apply_parks_run(&[ParksChange::Opened(v)], Applied::one(event))
                     .await
                     .map_err(retry)?;
             }
@@ -97,7 +97,7 @@ impl Handler for FromParks {
             return Ok(0);
         };
         let appended = store
-            .apply_parks_run(&changes, &last.source, last.id)
+            .apply_parks_run(&changes, Applied::run(&events[0], last))
             .await
             .map_err(retry)?;
         if appended > 0 {

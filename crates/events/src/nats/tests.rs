@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pms_testkit::nats::{skipped, NatsServer};
 
 use super::*;
+use crate::conn::EventConn;
 use crate::event::NewEvent;
 use crate::testutil::*;
 
@@ -155,8 +156,11 @@ async fn unreadable_events_are_parked_and_the_rest_flow_through_the_broker() {
     task.await.expect("consumer");
 }
 
+/// A failed event is read again (never skipped) and the lag drains to zero; a consumer that
+/// resumes from before what it applied (it died before noting where it was in the stream)
+/// skips those events, counted as redeliveries.
 #[tokio::test]
-async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
+async fn a_failed_event_is_read_again_and_a_redelivery_is_skipped_and_counted() {
     if skipped() {
         return;
     }
@@ -169,17 +173,15 @@ async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
     let metrics = crate::metrics::EventMetrics::new("test");
     let mut consumer = nats_consumer(&pair, &nats);
     consumer.gauges = metrics.broker_consumer("producer");
-    // The first attempt fails: the broker delivers that event again.
+    // The first attempt fails: the event is read again.
     consumer.handler = Arc::new(Recorder::new(pair.consumer.clone(), 1, 0));
     let gauges = consumer.gauges.clone();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = consumer.spawn(rx);
     until_seen(&pair.consumer, 5).await;
-    assert_eq!(
-        gauges.redeliveries(),
-        1,
-        "the failed event, delivered twice"
-    );
+    let _ = stop.send(true);
+    task.await.expect("consumer");
+    assert_eq!(gauges.redeliveries(), 0, "nothing applied was read again");
     let text = metrics
         .render(&Outbox::new("test", pair.consumer.clone()), &pair.consumer)
         .await;
@@ -187,8 +189,30 @@ async fn a_redelivery_is_counted_and_the_lag_drains_to_zero() {
         text.contains("pms_test_consumer_lag_events{source=\"producer\"} 0"),
         "{text}"
     );
+
+    // As if it had died before noting where it was: the next one reads the stream from the
+    // start, and skips the five it applied.
+    let r: Result<_, sqlx::Error> = pms_service::repeatable!(pair.consumer, |conn| {
+        sqlx::query("UPDATE event_positions SET broker_seq = NULL")
+            .execute(&mut *conn)
+            .await
+            .map(|_| ())
+    });
+    r.expect("forget the hint");
+    produce(&pair.producer, &names(5..6)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let mut consumer = nats_consumer(&pair, &nats);
+    consumer.gauges = gauges.clone();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = consumer.spawn(rx);
+    until_seen(&pair.consumer, 6).await;
+    assert_eq!(seen(&pair.consumer).await.len(), 6, "none twice");
+    assert_eq!(gauges.redeliveries(), 5, "the five applied before");
+    let text = metrics
+        .render(&Outbox::new("test", pair.consumer.clone()), &pair.consumer)
+        .await;
     assert!(
-        text.contains("pms_test_redelivered_events_total{source=\"producer\"} 1"),
+        text.contains("pms_test_redelivered_events_total{source=\"producer\"} 5"),
         "{text}"
     );
     let _ = stop.send(true);
@@ -217,27 +241,17 @@ async fn a_replay_through_the_broker_applies_the_events_again_from_an_id() {
             .map(|done| done.rows_affected())
     });
     assert_eq!(r.expect("delete"), 3);
-    // `pms events replay --from 3 --nats-url …`: the position back, the durable gone.
-    crate::consumer::rewind(&pair.consumer, "test", "producer", 2)
+    // `pms events replay --from 3`: the position set back; the running consumer, quiet, sees
+    // it and reads the stream again from its start.
+    crate::position::rewind(&pair.consumer, "test", "producer", 2)
         .await
         .expect("rewind");
-    assert!(nats
-        .forget_consumer("test", "producer")
-        .await
-        .expect("forget"));
     until_seen(&pair.consumer, 5).await;
     let all = seen(&pair.consumer).await;
     assert_eq!(
         all.iter().map(|r| r.0).collect::<Vec<_>>(),
         (1..=5).collect::<Vec<i64>>(),
         "3 to 5 applied again, 1 and 2 not twice"
-    );
-    assert!(
-        !nats
-            .forget_consumer("nobody", "producer")
-            .await
-            .expect("forget"),
-        "no such durable"
     );
     let _ = stop.send(true);
     task.await.expect("consumer");
@@ -271,4 +285,232 @@ async fn the_relays_backlog_is_shown_and_drains() {
         text.contains("pms_producer_outbox_unpublished_events 0"),
         "{text}"
     );
+}
+
+/// A `thing.named` event.
+fn named(name: &str) -> NewEvent {
+    NewEvent::new(
+        "thing",
+        name,
+        "thing.named",
+        1,
+        &crate::testutil::Named {
+            name: name.to_owned(),
+        },
+    )
+    .expect("event")
+}
+
+/// The PostgreSQL pool under `db`.
+fn pg_pool(db: &Db) -> &pms_service::store::pool::Pool<sqlx::PgConnection> {
+    match db.pools() {
+        pms_service::store::Pools::Postgres(pool) => pool,
+        pms_service::store::Pools::Sqlite(_) => panic!("a PostgreSQL database"),
+    }
+}
+
+/// Issue 63: an append that drew a lower id commits after one that drew a higher id. The relay
+/// used to publish the higher one first (its read started after the lowest *committed*
+/// unpublished id), and the consumer then dropped the lower one as "applied before": a closed
+/// visit never invoiced. Now nothing past the hole is published while it may still fill, and
+/// both reach the consumer in id order, once each.
+#[tokio::test]
+async fn a_lower_id_committing_after_a_higher_one_still_reaches_the_consumer() {
+    if skipped() {
+        return;
+    }
+    let Some(pair) = pair(Backend::Postgres).await else {
+        return;
+    };
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    let mut late = pg_pool(&pair.producer).get().await.expect("connection");
+    sqlx::query("BEGIN")
+        .execute(&mut *late)
+        .await
+        .expect("begin");
+    let late_id = late.append(&named("late")).await.expect("append");
+    produce(&pair.producer, &names(0..1)).await;
+    relay_once(&nats, &outbox, true)
+        .await
+        .expect("relay while the lower id is in flight");
+    sqlx::query("COMMIT")
+        .execute(&mut *late)
+        .await
+        .expect("commit");
+    drop(late);
+    while relay_once(&nats, &outbox, true).await.expect("relay") > 0 {}
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = nats_consumer(&pair, &nats).spawn(rx);
+    until_seen(&pair.consumer, 2).await;
+    let all = seen(&pair.consumer).await;
+    assert_eq!(
+        all.iter().map(|s| s.0).collect::<Vec<_>>(),
+        vec![late_id, late_id + 1],
+        "both, in id order"
+    );
+    let _ = stop.send(true);
+    task.await.expect("consumer");
+}
+
+/// Eight producers whose transactions commit out of id order (each holds its transaction open
+/// a little after its append), the relay and the consumer running all along: every event
+/// reaches the consumer once, in id order.
+#[tokio::test]
+async fn concurrent_producers_through_the_relay_lose_nothing_and_double_nothing() {
+    if skipped() {
+        return;
+    }
+    let Some(pair) = pair(Backend::Postgres).await else {
+        return;
+    };
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let relay_task = tokio::spawn(relay(nats.clone(), outbox.clone(), rx.clone()));
+    let consumer = nats_consumer(&pair, &nats).spawn(rx);
+    let mut writers = Vec::new();
+    for w in 0..8u64 {
+        let (db, outbox) = (pair.producer.clone(), outbox.clone());
+        writers.push(tokio::spawn(async move {
+            for i in 0..40u64 {
+                let mut conn = pg_pool(&db).get().await.expect("connection");
+                sqlx::query("BEGIN")
+                    .execute(&mut *conn)
+                    .await
+                    .expect("begin");
+                conn.append(&named(&format!("w{w}-{i}")))
+                    .await
+                    .expect("append");
+                // One transaction in three stays open 10 ms after its append, so the ones
+                // that drew later ids commit before it while the relay has caught up.
+                let pause = if (w + i) % 3 == 0 { 10 } else { 0 };
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                sqlx::query("COMMIT")
+                    .execute(&mut *conn)
+                    .await
+                    .expect("commit");
+                outbox.committed();
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        }));
+    }
+    for w in writers {
+        w.await.expect("writer");
+    }
+    outbox.committed();
+    until_seen(&pair.consumer, 320).await;
+    let all = seen(&pair.consumer).await;
+    assert_eq!(all.len(), 320, "every event, none twice");
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "in id order");
+    let _ = stop.send(true);
+    consumer.await.expect("consumer");
+    relay_task.await.expect("relay");
+}
+
+/// An event that never reached the broker (the stream lacks it, for whatever reason): the
+/// consumer sees the next one name it as the one before, sets it aside as missing, with the
+/// command that fetches it again, and counts the gap; the events around it are applied.
+#[tokio::test]
+async fn an_event_missing_from_the_broker_is_set_aside_said_and_counted() {
+    if skipped() {
+        return;
+    }
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let pair = pair(Backend::Sqlite).await.expect("sqlite");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    produce(&pair.producer, &names(0..3)).await;
+    let events = outbox.read_visible(0, 10).await.expect("read");
+    for event in [&events[0], &events[2]] {
+        nats.publish(event).await.expect("publish");
+    }
+    let mut consumer = nats_consumer(&pair, &nats);
+    let metrics = crate::metrics::EventMetrics::new("test");
+    consumer.gauges = metrics.broker_consumer("producer");
+    let gauges = consumer.gauges.clone();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let task = consumer.spawn(rx);
+    until_seen(&pair.consumer, 2).await;
+    assert_eq!(
+        seen(&pair.consumer)
+            .await
+            .iter()
+            .map(|s| s.0)
+            .collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    let parked = parked(&pair.consumer).await;
+    assert_eq!(parked.len(), 1, "{parked:?}");
+    assert_eq!(parked[0].0, 2);
+    assert!(
+        parked[0]
+            .1
+            .contains("pms events replay --consumer test --source producer --from 2"),
+        "{parked:?}"
+    );
+    assert_eq!(gauges.gaps(), 1);
+    let text = metrics
+        .render(&Outbox::new("test", pair.consumer.clone()), &pair.consumer)
+        .await;
+    assert!(
+        text.contains("pms_test_event_gaps_total{source=\"producer\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pms_test_parked_events{source=\"producer\"} 1"),
+        "{text}"
+    );
+    let _ = stop.send(true);
+    task.await.expect("consumer");
+}
+
+/// Two replicas of a consuming service on one PostgreSQL: one reads the producer's events (the
+/// other stands by, holding no lease), each event is applied once; when the reader dies, the
+/// other takes over and applies the rest.
+#[tokio::test]
+async fn a_second_replica_stands_by_and_takes_over_when_the_first_dies() {
+    if skipped() {
+        return;
+    }
+    let Some(pair) = pair(Backend::Postgres).await else {
+        return;
+    };
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let first = nats_consumer(&pair, &nats).spawn(rx.clone());
+    produce(&pair.producer, &names(0..20)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    until_seen(&pair.consumer, 20).await;
+    // The first holds the lease: the second waits for it.
+    let second = nats_consumer(&pair, &nats).spawn(rx.clone());
+    produce(&pair.producer, &names(20..40)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    until_seen(&pair.consumer, 40).await;
+    // Quiet a while, the reader notes where it is in the stream; the next resumes there.
+    let db = pair.consumer.clone();
+    pms_testkit::assert_eventually("the resume hint noted", 500, || {
+        let db = db.clone();
+        async move {
+            crate::position::broker_position(&db, "test", "producer")
+                .await
+                .is_ok_and(|(at, seq)| at == 40 && seq.is_some())
+        }
+    })
+    .await;
+    // The first dies (its lease's connection closes with it); the second takes over.
+    first.abort();
+    let _ = first.await;
+    produce(&pair.producer, &names(40..60)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    until_seen(&pair.consumer, 60).await;
+    let all = seen(&pair.consumer).await;
+    assert_eq!(all.len(), 60, "every event, none twice");
+    assert!(all.windows(2).all(|w| w[0].0 + 1 == w[1].0), "in order");
+    let _ = stop.send(true);
+    second.await.expect("second");
 }

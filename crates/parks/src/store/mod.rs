@@ -75,7 +75,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0002_events.sql",
     "0003_changes.sql",
     "0004_hot_updates.sql",
-    "0005_domains.sql"
+    "0005_domains.sql",
+    "0006_broker_positions.sql"
 );
 
 impl Store {

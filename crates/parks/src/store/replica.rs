@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use pms_events::conn::EventConn;
-use pms_events::Event;
+use pms_events::{Applied, Event};
 use pms_service::store::pool::Pool;
 use pms_service::store::Pools;
 use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
@@ -119,7 +119,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 }
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<(), StoreError>(())
             });
             r
@@ -135,13 +135,13 @@ impl Store {
     /// Database failures.
     pub async fn apply_invoice(&self, i: &InvoiceDoc, event: &Event) -> Result<bool, StoreError> {
         let known = self
-            .apply_invoices(std::slice::from_ref(i), &event.source, event.id)
+            .apply_invoices(std::slice::from_ref(i), Applied::one(event))
             .await?;
         Ok(known.first().copied().unwrap_or(false))
     }
 
-    /// [`Store::apply_invoice`] for a run of invoices, in one transaction that records
-    /// `position` in `source`'s events (the run's last). Returns, per invoice, whether its
+    /// [`Store::apply_invoice`] for a run of invoices, in one transaction that moves the
+    /// position past `applied` (the run's events). Returns, per invoice, whether its
     /// visit exists here. On PostgreSQL the run takes two statements whatever its length (each
     /// statement is a round trip there), on SQLite two per invoice.
     ///
@@ -150,20 +150,15 @@ impl Store {
     pub async fn apply_invoices(
         &self,
         invoices: &[InvoiceDoc],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         let now = ms(Timestamp::now());
         match self.pools() {
             Pools::Postgres(pool) => {
-                super::retry(|| Self::apply_invoices_at_once(pool, invoices, source, position, now))
-                    .await
+                super::retry(|| Self::apply_invoices_at_once(pool, invoices, applied, now)).await
             }
             Pools::Sqlite(pool) => {
-                super::retry(|| {
-                    Self::apply_invoices_in_steps(pool, invoices, source, position, now)
-                })
-                .await
+                super::retry(|| Self::apply_invoices_in_steps(pool, invoices, applied, now)).await
             }
         }
     }
@@ -172,8 +167,7 @@ impl Store {
     async fn apply_invoices_in_steps(
         pool: &Pool<SqliteConnection>,
         invoices: &[InvoiceDoc],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
         now: i64,
     ) -> Result<Vec<bool>, StoreError> {
         transaction_in!(pool, |tx| {
@@ -204,7 +198,7 @@ impl Store {
                 }
                 known.push(visit.is_some());
             }
-            tx.record_position(CONSUMER, source, position).await?;
+            tx.record_position(CONSUMER, applied).await?;
             Ok::<Vec<bool>, StoreError>(known)
         })
     }
@@ -216,8 +210,7 @@ impl Store {
     async fn apply_invoices_at_once(
         pool: &Pool<PgConnection>,
         invoices: &[InvoiceDoc],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
         now: i64,
     ) -> Result<Vec<bool>, StoreError> {
         let column = |f: fn(&InvoiceDoc) -> String| invoices.iter().map(f).collect::<Vec<_>>();
@@ -260,7 +253,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            tx.record_position(CONSUMER, source, position).await?;
+            tx.record_position(CONSUMER, applied).await?;
             let found: HashSet<i64> = visits.iter().map(|v| v.0).collect();
             Ok::<Vec<bool>, StoreError>(
                 invoices
@@ -308,7 +301,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use pms_events::Event;
+    use pms_events::{Applied, Event};
     use serde_json::json;
 
     use super::super::visits::Passage;
@@ -319,6 +312,7 @@ mod tests {
     fn event(id: i64, source: &str) -> Event {
         Event {
             id,
+            prev: id - 1,
             source: source.into(),
             aggregate_type: "x".into(),
             aggregate_id: "1".into(),
@@ -391,17 +385,23 @@ mod tests {
             invoice(13, visits[1], "0.75"),
         ];
         let unpriced = versions(&store).await;
-        let known = store
-            .apply_invoices(&run, "payments", 7)
-            .await
-            .expect("apply");
+        let seventh = Applied {
+            source: "payments",
+            prev: 6,
+            first: 7,
+            last: 7,
+        };
+        let known = store.apply_invoices(&run, seventh).await.expect("apply");
         let priced = versions(&store).await;
-        // Again (a replay): the same, and the displays are not written again.
+        // Again without a replay: refused, the position has moved past it.
+        assert!(store.apply_invoices(&run, seventh).await.is_err());
+        // Again after a replay set the position back: the same, and the displays are not
+        // written again.
+        pms_events::position::rewind(store.db(), super::CONSUMER, "payments", 6)
+            .await
+            .expect("rewind");
         assert_eq!(
-            store
-                .apply_invoices(&run, "payments", 7)
-                .await
-                .expect("again"),
+            store.apply_invoices(&run, seventh).await.expect("again"),
             known
         );
         assert_eq!(versions(&store).await, priced, "postgres: {postgres}");

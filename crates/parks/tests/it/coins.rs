@@ -70,7 +70,7 @@ async fn coins_pay_part_of_a_visit_once() {
             (sys.users.store.db().clone(), "users", "payments"),
             (sys.payments.store.db().clone(), "payments", "users"),
         ] {
-            pms_events::consumer::rewind(&db_, name, source, 0)
+            pms_events::position::rewind(&db_, name, source, 0)
                 .await
                 .expect("rewind");
         }

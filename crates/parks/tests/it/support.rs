@@ -340,7 +340,7 @@ impl System {
     /// coins spent, prices on the visits): what an exit started, finished. Needs the payments
     /// consumers running.
     pub async fn settled(&self) {
-        use pms_events::consumer::position;
+        use pms_events::position::position;
         use pms_events::Outbox;
         use pms_service::store::Db as Handle;
         let (users, parks, payments) = (

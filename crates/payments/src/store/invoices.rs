@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
-use pms_events::{Event, NewEvent};
+use pms_events::{Applied, Event, NewEvent};
 use pms_service::store::pool::Pool;
 use pms_service::store::retry;
 use pms_service::store::Pools;
@@ -272,13 +272,13 @@ impl Store {
     /// database failures.
     pub async fn issue(&self, v: &VisitClosed, event: &Event) -> Result<(), IssueError> {
         let priced = self.price(v.clone(), &mut Tables::default()).await?;
-        self.apply_parks_run(&[ParksChange::Closed(priced)], &event.source, event.id)
+        self.apply_parks_run(&[ParksChange::Closed(priced)], Applied::one(event))
             .await?;
         Ok(())
     }
 
-    /// Writes a run of the parks service's events in one transaction, in order, and records
-    /// `position` in `source`'s events (the run's last). An opened visit is noted for quotes
+    /// Writes a run of the parks service's events in one transaction, in order, and moves the
+    /// position past `applied` (the run's events). An opened visit is noted for quotes
     /// (unless already invoiced: events come in order, so that only happens on a replay); a
     /// closed one is invoiced once, with its rows and its event (`invoice.issued`, or
     /// `coins.requested` when coins are to pay), and is no longer open. Returns how many events
@@ -290,16 +290,15 @@ impl Store {
     pub async fn apply_parks_run(
         &self,
         changes: &[ParksChange],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
     ) -> Result<usize, StoreError> {
         let now = Timestamp::now().as_millisecond();
         match self.pools() {
             Pools::Postgres(pool) => {
-                retry(|| Self::apply_parks_run_pg(pool, changes, source, position, now)).await
+                retry(|| Self::apply_parks_run_pg(pool, changes, applied, now)).await
             }
             Pools::Sqlite(pool) => {
-                retry(|| Self::apply_parks_run_in_steps(pool, changes, source, position, now)).await
+                retry(|| Self::apply_parks_run_in_steps(pool, changes, applied, now)).await
             }
         }
     }
@@ -308,8 +307,7 @@ impl Store {
     async fn apply_parks_run_in_steps(
         pool: &Pool<SqliteConnection>,
         changes: &[ParksChange],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
         now: i64,
     ) -> Result<usize, StoreError> {
         transaction_in!(pool, |tx| {
@@ -383,7 +381,7 @@ impl Store {
                     }
                 }
             }
-            tx.record_position(CONSUMER, source, position).await?;
+            tx.record_position(CONSUMER, applied).await?;
             Ok::<usize, StoreError>(appended)
         })
     }
@@ -433,7 +431,7 @@ impl Store {
                     .map_err(StoreError::internal)?;
                     tx.append(&event).await?;
                 }
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<(), StoreError>(())
             });
             r

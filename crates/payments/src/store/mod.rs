@@ -38,8 +38,12 @@ impl std::ops::Deref for Store {
 
 /// The schema, per backend: every file of `migrations/sqlite` and `migrations/postgres`, in
 /// order (a test checks the lists against the directories).
-const MIGRATIONS: Migrations =
-    pms_service::migrations!("0001_payments.sql", "0002_events.sql", "0003_domains.sql");
+const MIGRATIONS: Migrations = pms_service::migrations!(
+    "0001_payments.sql",
+    "0002_events.sql",
+    "0003_domains.sql",
+    "0004_broker_positions.sql"
+);
 
 impl Store {
     /// Builds the pool without connecting.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use pms_events::conn::EventConn;
-use pms_events::Event;
+use pms_events::{Applied, Event};
 use pms_service::store::retry;
 use pms_service::vocab::VehicleType;
 use pms_service::{repeatable, transaction};
@@ -161,7 +161,7 @@ impl Store {
                 .bind(&doc)
                 .execute(&mut *tx)
                 .await?;
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<(), StoreError>(())
             });
             r
@@ -201,7 +201,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 }
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<(), StoreError>(())
             });
             r

@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use pms_events::conn::EventConn;
+use pms_events::Applied;
 use pms_service::store::pool::Pool;
 use pms_service::transaction_in;
 use sqlx::postgres::PgConnection;
@@ -57,8 +58,7 @@ impl Store {
     pub(super) async fn apply_parks_run_pg(
         pool: &Pool<PgConnection>,
         changes: &[ParksChange],
-        source: &str,
-        position: i64,
+        applied: Applied<'_>,
         now: i64,
     ) -> Result<usize, StoreError> {
         let closed: Vec<&Priced> = changes
@@ -149,7 +149,7 @@ impl Store {
                 .map(|(id, p)| invoice_event(*id, p))
                 .collect::<Result<Vec<_>, _>>()?;
             tx.append_all(&events).await?;
-            tx.record_position(CONSUMER, source, position).await?;
+            tx.record_position(CONSUMER, applied).await?;
             Ok::<usize, StoreError>(events.len())
         })
     }
@@ -158,7 +158,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use jiff::{Timestamp, ToSpan};
-    use pms_events::{Event, Outbox};
+    use pms_events::{Applied, Event, Outbox};
     use pms_service::vocab::VehicleType;
     use pms_tariff::json::TableDoc;
 
@@ -198,6 +198,7 @@ mod tests {
     fn parks_event(id: i64) -> Event {
         Event {
             id,
+            prev: id - 1,
             source: "parks".into(),
             aggregate_type: "park".into(),
             aggregate_id: "1".into(),
@@ -296,7 +297,13 @@ mod tests {
             };
             // Visit 4 was invoiced in an earlier run: its opening, replayed, is not noted.
             let earlier = [opened(4), closed(&store, 4, 20, false).await];
-            assert_eq!(store.apply_parks_run(&earlier, "parks", 2).await, Ok(1));
+            let second = Applied {
+                source: "parks",
+                prev: 1,
+                first: 2,
+                last: 2,
+            };
+            assert_eq!(store.apply_parks_run(&earlier, second).await, Ok(1));
             let run = [
                 opened(1),
                 opened(2),
@@ -312,11 +319,22 @@ mod tests {
                 // Invoiced already: nothing more.
                 closed(&store, 4, 20, false).await,
             ];
-            assert_eq!(store.apply_parks_run(&run, "parks", 9).await, Ok(3));
+            let third_to_ninth = Applied {
+                source: "parks",
+                prev: 2,
+                first: 3,
+                last: 9,
+            };
+            assert_eq!(store.apply_parks_run(&run, third_to_ninth).await, Ok(3));
             assert_eq!(position(&store).await, 9);
             let first = outcome(&store).await;
-            // The same run again (the consumer crashed before its commit was seen): nothing new.
-            assert_eq!(store.apply_parks_run(&run, "parks", 9).await, Ok(0));
+            // The same run again: refused, the position is past it.
+            assert!(store.apply_parks_run(&run, third_to_ninth).await.is_err());
+            // Again after a replay set the position back: nothing new.
+            pms_events::position::rewind(store.db(), CONSUMER, "parks", 2)
+                .await
+                .expect("rewind");
+            assert_eq!(store.apply_parks_run(&run, third_to_ninth).await, Ok(0));
             assert_eq!(outcome(&store).await, first, "postgres: {postgres}");
             outcomes.push(first);
         }

@@ -4,10 +4,9 @@
 //!   `--follow` to keep printing as events are written).
 //! - `pms events replay --service payments --consumer payments --source parks --from ID` sets a
 //!   consumer's position back so the events from `ID` on are applied again by the running
-//!   service (every handler is idempotent per subject, so a replay converges). With
-//!   `--nats-url` (the distributed mode) it also deletes the consumer's durable on the broker,
-//!   so that the running service subscribes again from the stream's start and applies the
-//!   events from `ID` on.
+//!   service (every handler is idempotent per subject, so a replay converges). In the
+//!   distributed mode the running consumer sees its position set back and reads the broker's
+//!   stream again from its start, applying the events from `ID` on.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,9 +97,6 @@ pub struct ReplayArgs {
     /// The first event id to apply again.
     #[arg(long)]
     from: i64,
-    /// The broker the consumer reads from (the distributed mode): its durable is recreated.
-    #[arg(long, env = "PMS_NATS_URL")]
-    nats_url: Option<String>,
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -146,30 +142,12 @@ async fn tail(args: TailArgs) -> anyhow::Result<()> {
 
 async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let (_, db) = args.database.open()?;
-    let before = pms_events::consumer::position(&db, &args.consumer, &args.source)
+    let before = pms_events::position::position(&db, &args.consumer, &args.source)
         .await
         .context("reading the consumer's position")?;
-    pms_events::consumer::rewind(&db, &args.consumer, &args.source, args.from - 1)
+    pms_events::position::rewind(&db, &args.consumer, &args.source, args.from - 1)
         .await
         .context("setting the consumer's position")?;
-    if let Some(url) = &args.nats_url {
-        let nats = tokio::time::timeout(
-            Duration::from_secs(10),
-            pms_events::nats::Nats::connect(url),
-        )
-        .await
-        .map_err(|_| UsageError(format!("no NATS server answered at {url} within 10 s")))?
-        .with_context(|| format!("connecting to {url}"))?;
-        let durable = pms_events::nats::durable_name(&args.consumer, &args.source);
-        let existed = nats
-            .forget_consumer(&args.consumer, &args.source)
-            .await
-            .context("deleting the durable consumer")?;
-        println!(
-            "{} the durable consumer {durable}: the service subscribes again from the stream's start",
-            if existed { "deleted" } else { "there was no" }
-        );
-    }
     println!(
         "{} will apply {}'s events from {} on again (its position was {before}); a running service picks this up at its next read",
         args.consumer, args.source, args.from

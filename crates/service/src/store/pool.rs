@@ -274,6 +274,25 @@ impl<C: Pooled> Pool<C> {
         .await
     }
 
+    /// A connection of its own, with the pool's settings but outside it: neither counted nor
+    /// ever handed back. For a session-level lock that must end with the connection (a replica's
+    /// lease on a stream of events), which a pooled connection would carry on to its next user.
+    ///
+    /// # Errors
+    /// `PoolClosed` after [`Pool::close`], `PoolTimedOut` after the acquire timeout, or why the
+    /// connection could not be opened.
+    pub async fn connect_apart(&self) -> Result<C, sqlx::Error> {
+        if self.0.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        tokio::time::timeout(
+            self.0.options.acquire_timeout,
+            C::connect_with(&self.0.options.connect),
+        )
+        .await
+        .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+    }
+
     /// Room for one more connection in use; `PoolClosed` once the pool is closed.
     async fn permit(&self) -> Result<OwnedSemaphorePermit, sqlx::Error> {
         Arc::clone(&self.0.permits)

@@ -5,7 +5,7 @@
 //! keyed by the invoice (`coin_debits`), so a redelivered request debits nothing more.
 
 use pms_events::conn::EventConn;
-use pms_events::{Event, NewEvent};
+use pms_events::{Applied, Event, NewEvent};
 use serde::{Deserialize, Serialize};
 
 use super::{begin, on_conn, retry_transient, Store, StoreError};
@@ -55,7 +55,7 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await?;
                 if let Some(coins) = done {
-                    tx.record_position(CONSUMER, &event.source, event.id).await?;
+                    tx.record_position(CONSUMER, Applied::one(event)).await?;
                     tx.commit().await?;
                     return Ok(coins);
                 }
@@ -110,7 +110,7 @@ impl Store {
                 )
                 .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
                 tx.append(&answer).await?;
-                tx.record_position(CONSUMER, &event.source, event.id).await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
                 tx.commit().await?;
                 Ok(coins)
             }

@@ -127,7 +127,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0001_users.sql",
     "0002_events.sql",
     "0003_coins_and_snapshot.sql",
-    "0004_login_failures.sql"
+    "0004_login_failures.sql",
+    "0005_broker_positions.sql"
 );
 
 impl From<pms_service::store::DbError> for StoreError {

@@ -1,0 +1,1 @@
+../../../events/src/schema_broker_positions.sql
