@@ -14,7 +14,9 @@
 //! - `pipeline`: what every request goes through on either front end — route, admission (rate
 //!   limit, token, role), the record of its answer; `ratelimit`: the per-route
 //!   token buckets.
-//! - `proxy`: the hyper front end (HTTP/2, TLS, and HTTP/1.1 the fast path hands over).
+//! - `proxy`: the hyper front end (HTTP/2, TLS, and HTTP/1.1 the fast path hands over);
+//!   `unread`: a refused request's body, read to its end or the connection closed, so a
+//!   keep-alive client is never left writing into a closed socket.
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type, the size cap and the upstream read timeout.
@@ -58,6 +60,7 @@ pub mod router;
 mod server;
 mod start_error;
 pub mod transform;
+mod unread;
 pub mod upstream;
 mod worker;
 

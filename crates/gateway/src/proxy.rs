@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT};
 use http::uri::Authority;
 use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
@@ -27,6 +27,7 @@ use crate::headers::rules::{Forward, Relay, Rule};
 use crate::pipeline::{self, log_error, Asked, Shared};
 use crate::respond::GatewayError;
 use crate::transform;
+use crate::unread;
 use crate::upstream::SendError;
 
 /// The per-connection service.
@@ -61,30 +62,41 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
     });
     let checked =
         headers::check_host(req.version(), req.headers()).map_err(GatewayError::BadRequest);
+    let (parts, body) = req.into_parts();
+    let (version, expect) = (parts.version, parts.headers.get(EXPECT).cloned());
+    // The body until `forward` takes it to send: left unread by an answer, it is settled below.
+    let mut unread = Some(body);
     let mut route = None;
     let result = match (
         checked,
-        shared.api_doc(req.method(), req.uri().path().as_bytes()),
+        shared.api_doc(&parts.method, parts.uri.path().as_bytes()),
     ) {
         (Err(err), _) => Err(err),
         (Ok(()), Some((docs, doc))) => {
-            Ok(docs.response(doc, req.method() == Method::HEAD, &request_id))
+            Ok(docs.response(doc, parts.method == Method::HEAD, &request_id))
         }
-        (Ok(()), None) => match shared.route(req.method(), req.uri().path()) {
+        (Ok(()), None) => match shared.route(&parts.method, parts.uri.path()) {
             Ok(i) => {
                 route = Some(i);
-                forward(shared, i, conn, &request_id, req).await
+                forward(shared, i, conn, &request_id, parts, &mut unread).await
             }
             Err(err) => Err(err),
         },
     };
-    let resp = match result {
+    let mut resp = match result {
         Ok(resp) => resp,
         Err(err) => {
             log_error(&request_id, &err);
             err.into_response(&request_id)
         }
     };
+    if let Some(body) = unread {
+        let mut asked = http::HeaderMap::new();
+        if let Some(expect) = expect {
+            asked.insert(EXPECT, expect);
+        }
+        unread::settle(body, version, &asked, &mut resp).await;
+    }
     let status = resp.status().as_u16();
     let asked = logged.as_ref().map(|(method, target, version)| Asked {
         client: conn.peer.ip(),
@@ -98,17 +110,19 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
     resp
 }
 
+/// Admits the request on route `route_index` and sends it with its body, which it takes from
+/// `unread` once it is admitted; a refusal before that leaves the body there.
 async fn forward(
     shared: &Shared,
     route_index: usize,
     conn: ConnInfo,
     request_id: &HeaderValue,
-    req: Request<Incoming>,
+    mut parts: http::request::Parts,
+    unread: &mut Option<Incoming>,
 ) -> Result<Response<ProxyBody>, GatewayError> {
     let route = shared.router.route(route_index);
     let backend = shared.backends.get(route.upstream);
     let upstream = &backend.upstream;
-    let (mut parts, body) = req.into_parts();
 
     let authorization = parts.headers.get(AUTHORIZATION).map(HeaderValue::as_bytes);
     let claims = shared
@@ -129,6 +143,14 @@ async fn forward(
         claims: claims.as_ref(),
     };
     rule.apply(&mut parts.headers);
+    if route.json_to_xml.is_none() && declared.is_some_and(|n| n > shared.max_body_bytes) {
+        return Err(GatewayError::TooLarge {
+            limit: shared.max_body_bytes,
+        });
+    }
+    let body = unread
+        .take()
+        .ok_or_else(|| GatewayError::BodyRead("the request body was taken twice".into()))?;
     let (mut parts, body) = if route.json_to_xml.is_none() {
         let sent = fast::bridge::send(shared, route.upstream, parts, body, declared, request_id);
         match sent.await {
@@ -147,11 +169,7 @@ async fn forward(
     let body: ProxyBody = match &route.json_to_xml {
         Some(layout) => transformed(shared, layout, &mut parts.headers, body, declared).await?,
         None => {
-            let limit = shared.max_body_bytes;
-            if declared.is_some_and(|n| n > limit) {
-                return Err(GatewayError::TooLarge { limit });
-            }
-            let capped = Capped::new(body, limit, shared.body_read_timeout);
+            let capped = Capped::new(body, shared.max_body_bytes, shared.body_read_timeout);
             progress = Some(capped.progress());
             capped.boxed_unsync()
         }

@@ -105,12 +105,12 @@ fn sorted_headers(r: &pms_testkit::client::Collected) -> Vec<(String, String)> {
 }
 
 /// Writes `request` on `conn` and reads one response (head plus `Content-Length` body).
-async fn one_response(conn: &mut TcpStream, request: &str) -> String {
+pub(crate) async fn one_response(conn: &mut TcpStream, request: &str) -> String {
     conn.write_all(request.as_bytes()).await.unwrap();
     read_response(conn).await
 }
 
-async fn read_response(conn: &mut TcpStream) -> String {
+pub(crate) async fn read_response(conn: &mut TcpStream) -> String {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {

@@ -7,6 +7,7 @@ use pms_auth::{Algorithm, Signer};
 use pms_testkit::client::{Proto, TestClient};
 
 use crate::admin::{scrape, value};
+use crate::fast_path::{one_response, read_response};
 use crate::support::{endpoint, inspector, simple};
 
 const SECRET: &str = "a-test-secret-that-is-long-enough";
@@ -153,4 +154,57 @@ async fn me(c: &mut TestClient, authorization: Option<&str>) -> u16 {
         .collect();
     let r = c.call("GET", "/limited/me", &headers, "").await.unwrap();
     r.status().as_u16()
+}
+
+/// Issue 63: a request refused before its body was read (here over its rate limit, its body
+/// coming after its head). A small body is read to its end so that a keep-alive client's next
+/// request on the same connection is answered; a body too large to read for nothing is
+/// answered with `Connection: close`. Before, the connection was closed when the body came, and
+/// the client's next request met a broken pipe.
+#[tokio::test]
+async fn a_refused_request_leaves_its_keep_alive_connection_usable_or_says_it_closes() {
+    use tokio::io::AsyncWriteExt;
+    let back = inspector().await;
+    let gw = simple(
+        &endpoint(back.addr),
+        "",
+        &limited_route("{ by = \"client\", per_minute = 1, burst = 1 }", ""),
+        &[],
+    )
+    .await;
+    let post = |len: usize| {
+        format!(
+            "POST /limited/a HTTP/1.1\r\nhost: x\r\ncontent-type: text/plain\r\n\
+             content-length: {len}\r\n\r\n"
+        )
+    };
+    let mut conn = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let first = one_response(&mut conn, &(post(5) + "hello")).await;
+    assert!(
+        first.starts_with("HTTP/1.1 200"),
+        "within the burst: {first}"
+    );
+    // Over the limit: the head, then the body a moment later.
+    conn.write_all(post(5).as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    conn.write_all(b"hello").await.unwrap();
+    let refused = read_response(&mut conn).await;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        !refused.to_ascii_lowercase().contains("connection: close"),
+        "{refused}"
+    );
+    // The next request on the same connection.
+    let next = one_response(&mut conn, "GET /other HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+    // Refused with a body of 1 MiB on its way: not read, and the answer says the connection
+    // ends.
+    conn.write_all(post(1 << 20).as_bytes()).await.unwrap();
+    conn.write_all(&[b'x'; 4096]).await.unwrap();
+    let big = read_response(&mut conn).await;
+    assert!(big.starts_with("HTTP/1.1 429"), "{big}");
+    assert!(
+        big.to_ascii_lowercase().contains("connection: close"),
+        "{big}"
+    );
 }
