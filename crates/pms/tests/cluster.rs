@@ -2,14 +2,18 @@
 //! (`scripts/pg.sh`), a real `nats-server`, two replicas each of users, parks and payments, and
 //! one gateway with both replicas of each as its endpoints, all separate `pms` processes on
 //! loopback. A mixed workload runs through the gateway — `getAllUsers`, park and invoice reads,
-//! logins, registrations, cars in and out through the barriers — while one replica of each service in
-//! turn is killed with SIGKILL, with requests in flight, and started again. Then:
+//! logins, registrations, and several barrier clients driving cars of their own in and out of two
+//! parks at once (paced at first, then as fast as answered) — while one replica of each service
+//! in turn is killed with SIGKILL, with requests in flight, and started again. Then:
 //!
 //! - no idempotent request failed; a non-idempotent one that failed got a 502 or 503 and
 //!   succeeded when the client sent it again (a registration whose first try had gone through
 //!   finds itself already registered: also a success);
-//! - the databases agree: every closed visit has exactly one invoice, and every customer the
-//!   users service has reached parks and payments once (no event lost or applied twice);
+//! - the databases agree, read from them once the events have gone through: every closed visit
+//!   has exactly one invoice and every invoice a closed visit, the visits open in payments are
+//!   those open in parks, nothing was set aside, nothing waits to be published, every consumer's
+//!   position has reached its producer's last event, and every customer the users service has
+//!   reached parks and payments (no event lost or applied twice);
 //! - the gateway stopped sending to each killed replica (no more failed connects to it) and sent
 //!   to it again once it was ready; both times are printed.
 //! - a display and a page following the parks through the gateway get the same versions from
@@ -19,7 +23,9 @@
 //!
 //! It also prints the throughput of `getAllUsers` with two users replicas and with one, measured
 //! in the same run. `scripts/cluster.sh` runs this test with a release build and more load;
-//! `PMS_CLUSTER_SECONDS` sets how long the load runs around each kill (default 2).
+//! `PMS_CLUSTER_SECONDS` sets how long the load runs around each kill (default 2), and
+//! `PMS_CLUSTER_ROUNDS` how many times each service loses a replica (default 1; the rounds
+//! alternate between the first and the second replica).
 
 mod common;
 
@@ -43,8 +49,60 @@ const SERVICES: [&str; 3] = ["users", "parks", "payments"];
 /// The front office, two replicas behind the gateway too, sharing their sessions in NATS.
 const WEB: &str = "web";
 const PASSWORD: &str = "Cluster#Seed2026";
-/// Requests the workload has in flight at most (one per task).
-const CLIENTS_AT_ONCE: u32 = 4;
+/// What must be 0 once every event went through: the proof that none was lost or applied
+/// twice.
+const SETTLED: [(&str, &str); 6] = [
+    (
+        "closed visits without exactly one invoice",
+        "SELECT count(*) FROM parks.visits v WHERE v.left_at_ms IS NOT NULL \
+         AND (SELECT count(*) FROM payments.invoices i WHERE i.visit_id = v.id) <> 1",
+    ),
+    (
+        "invoices of no closed visit",
+        "SELECT count(*) FROM payments.invoices i WHERE NOT EXISTS \
+         (SELECT 1 FROM parks.visits v WHERE v.id = i.visit_id AND v.left_at_ms IS NOT NULL)",
+    ),
+    (
+        "visits open in parks and not in payments",
+        "SELECT count(*) FROM parks.visits v WHERE v.left_at_ms IS NULL AND NOT EXISTS \
+         (SELECT 1 FROM payments.open_visits o WHERE o.visit_id = v.id)",
+    ),
+    (
+        "visits open in payments and not in parks",
+        "SELECT count(*) FROM payments.open_visits o WHERE NOT EXISTS \
+         (SELECT 1 FROM parks.visits v WHERE v.id = o.visit_id AND v.left_at_ms IS NULL)",
+    ),
+    (
+        "events set aside",
+        "SELECT (SELECT count(*) FROM users.parked_events) \
+         + (SELECT count(*) FROM parks.parked_events) \
+         + (SELECT count(*) FROM payments.parked_events)",
+    ),
+    (
+        "events not yet on the broker",
+        "SELECT (SELECT count(*) FROM users.outbox WHERE published_at IS NULL) \
+         + (SELECT count(*) FROM parks.outbox WHERE published_at IS NULL) \
+         + (SELECT count(*) FROM payments.outbox WHERE published_at IS NULL)",
+    ),
+];
+/// Each consuming service and a producer it reads: its position must reach the producer's last
+/// event.
+const STREAMS: [(&str, &str); 5] = [
+    ("parks", "users"),
+    ("parks", "payments"),
+    ("payments", "parks"),
+    ("payments", "users"),
+    ("users", "payments"),
+];
+/// Barrier clients at once, each with cars of its own.
+const VISITORS: u64 = 4;
+/// Cars per barrier client.
+const CARS_EACH: u64 = 3;
+/// A paced barrier client's pause after each passage.
+const PACE: Duration = Duration::from_millis(20);
+/// Requests the workload has in flight at most (one per task): reads, logins, registrations
+/// and the barrier clients.
+const CLIENTS_AT_ONCE: u32 = 3 + VISITORS as u32;
 
 /// One `pms` process, killed when dropped.
 struct Proc(Child);
@@ -479,27 +537,70 @@ fn plate(n: u64) -> String {
     )
 }
 
-/// Demo customers' cars in and out of park 1, a day apart each; returns the visits completed.
-/// A barrier sends its read again after a 502/503: the same plate, barrier and time is the
-/// same passage to parks, so a retry never opens a second visit.
-async fn visits(api: Api, keys: (String, String), stop: Arc<AtomicBool>, tally: Shared) -> u64 {
-    let plates = ["28-XQ-51", "55-ND-41"];
+/// A park's pair of barriers: park id, entrance and exit barrier ids, and their keys.
+#[derive(Clone)]
+struct Gate {
+    park: u8,
+    entrance: (u8, String),
+    exit: (u8, String),
+}
+
+/// Registers the cars the visitors drive (`count` drivers, one plate each, apart from the
+/// registrations the workload makes); returns their plates.
+async fn register_drivers(api: &Api, count: u64) -> Vec<String> {
+    let mut plates = Vec::new();
+    for k in 0..count {
+        let plate = plate(10_000 + k);
+        let body = json!({
+            "firstName": "Visiting", "lastName": format!("Driver {k}"),
+            "email": format!("visitor{k}@visitors.pms.test"), "password": PASSWORD,
+            "nif": 500_000_000 + k, "licensePlateNumber": plate,
+            "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
+        });
+        match until_answered(api, "POST", "/users/createUser", &[], &body).await {
+            (_, Ok((201, _))) => plates.push(plate),
+            other => panic!("registering driver {k}: {other:?}"),
+        }
+    }
+    plates
+}
+
+/// Now, at least a millisecond after `last` (a plate's last passage), as RFC 3339.
+fn passage_time(last: &mut i64) -> String {
+    let now = jiff::Timestamp::now().as_millisecond().max(*last + 1);
+    *last = now;
+    jiff::Timestamp::from_millisecond(now)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// One barrier client: its `plates` in and out of `gate`'s park, one after another, at the
+/// time of the day; a pause between passages while `paced` holds, none otherwise. A barrier
+/// sends its read again after a 502/503: the same plate, barrier and time is the same passage
+/// to parks, so a retry never opens a second visit. Returns the visits completed.
+async fn visitor(
+    api: Api,
+    gate: Gate,
+    plates: Vec<String>,
+    paced: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    tally: Shared,
+) -> u64 {
+    let mut last = vec![0i64; plates.len()];
     let mut done = 0u64;
-    let start = jiff::civil::date(2031, 1, 1);
-    let mut day = 0i64;
+    let mut turn = 0usize;
     while !stop.load(Ordering::Relaxed) {
-        let plate = plates[usize::try_from(day % 2).unwrap_or(0)];
-        let date = start
-            .checked_add(jiff::Span::new().days(day))
-            .unwrap_or(start);
-        day += 1;
-        for (kind, path, barrier, key, hour) in [
-            ("entrance", "/barriers/entrance", 1, &keys.0, 8),
-            ("exit", "/barriers/exit", 2, &keys.1, 10),
+        let i = turn % plates.len();
+        turn += 1;
+        let plate = &plates[i];
+        for (kind, path, (barrier, key)) in [
+            ("entrance", "/barriers/entrance", &gate.entrance),
+            ("exit", "/barriers/exit", &gate.exit),
         ] {
+            let date = passage_time(&mut last[i]);
             let body = json!({
-                "barrierID": barrier, "parkID": 1, "parkNumber": 1, "plateNumber": plate,
-                "date": format!("{date}T{hour:02}:00:00Z"),
+                "barrierID": barrier, "parkID": gate.park, "parkNumber": gate.park,
+                "plateNumber": plate, "date": date,
             });
             let headers = [("x-device-key", key.as_str())];
             match until_answered(&api, "POST", path, &headers, &body).await {
@@ -512,6 +613,9 @@ async fn visits(api: Api, keys: (String, String), stop: Arc<AtomicBool>, tally: 
                     });
                     return done;
                 }
+            }
+            if paced.load(Ordering::Relaxed) {
+                tokio::time::sleep(PACE).await;
             }
         }
         done += 1;
@@ -613,10 +717,19 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
         client: Client::builder(TokioExecutor::new()).build_http(),
         base: format!("http://127.0.0.1:{}", cluster.gateway),
     };
-    let keys = (
-        cluster.device_key("barrier", 1),
-        cluster.device_key("barrier", 2),
-    );
+    // Park 1's and park 2's first pairs of barriers.
+    let gates: Vec<Gate> = [(1, 1, 2), (2, 7, 8)]
+        .into_iter()
+        .map(|(park, entrance, exit)| Gate {
+            park,
+            entrance: (entrance, cluster.device_key("barrier", entrance)),
+            exit: (exit, cluster.device_key("barrier", exit)),
+        })
+        .collect();
+    let rounds: u64 = std::env::var("PMS_CLUSTER_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let tally: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -663,18 +776,47 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
     cluster.start_replica("users", 2);
     wait_ready(cluster.ports["users2"], "/readyz");
 
+    // The visitors' cars, known to parks and payments before they drive.
+    let plates = rt.block_on(register_drivers(&api, VISITORS * CARS_EACH));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !customers_everywhere() {
+        assert!(
+            Instant::now() < deadline,
+            "the drivers never reached parks and payments"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let paced = Arc::new(AtomicBool::new(true));
     let (registered, visited, timings) = rt.block_on(async {
         let token = login(&api, "supervisor@isep.ipp.pt").await;
         let tasks = (
             tokio::spawn(reads(api.clone(), token, stop.clone(), tally.clone())),
             tokio::spawn(logins(api.clone(), stop.clone(), tally.clone())),
             tokio::spawn(registrations(api.clone(), stop.clone(), tally.clone())),
-            tokio::spawn(visits(api.clone(), keys, stop.clone(), tally.clone())),
         );
+        let visitors: Vec<_> = plates
+            .chunks(usize::try_from(CARS_EACH).unwrap_or(1))
+            .zip(gates.iter().cycle())
+            .map(|(cars, gate)| {
+                tokio::spawn(visitor(
+                    api.clone(),
+                    gate.clone(),
+                    cars.to_vec(),
+                    paced.clone(),
+                    stop.clone(),
+                    tally.clone(),
+                ))
+            })
+            .collect();
+        // Paced first; unpaced while replicas are killed, as fast as the cluster answers.
         tokio::time::sleep(phase).await;
+        paced.store(false, Ordering::Relaxed);
         let mut timings = Vec::new();
-        for svc in SERVICES {
-            let replica = format!("{svc}1");
+        let kills =
+            (0..rounds).flat_map(|round| SERVICES.map(|svc| (svc, u8::from(round % 2 == 1) + 1)));
+        for (svc, r) in kills {
+            let replica = format!("{svc}{r}");
             let failures =
                 format!(r#"pms_gateway_upstream_connect_failures_total{{upstream="{svc}"}}"#);
             let gauge = format!(
@@ -694,7 +836,7 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
                 }
             }
             let (failed, ejected) = (last.0 - before, last.1.duration_since(killed));
-            cluster.start_replica(svc, 1);
+            cluster.start_replica(svc, r);
             let port = cluster.ports[&replica];
             tokio::task::spawn_blocking(move || wait_ready(port, "/readyz"))
                 .await
@@ -703,25 +845,45 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
             while series(&scrape(cluster.admin), &gauge) != 1.0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            timings.push((svc, failed, ejected, ready.elapsed()));
+            timings.push((replica, failed, ejected, ready.elapsed()));
             tokio::time::sleep(phase).await;
         }
         stop.store(true, Ordering::Relaxed);
         let _ = tasks.0.await;
         let _ = tasks.1.await;
         let registered = tasks.2.await.unwrap_or(0);
-        let visited = tasks.3.await.unwrap_or(0);
+        let mut visited = 0;
+        for v in visitors {
+            visited += v.await.unwrap_or(0);
+        }
         (registered, visited, timings)
     });
 
-    // The last events through the broker.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let agree = || {
-        let closed = q("SELECT count(*) FROM parks.visits WHERE left_at_ms IS NOT NULL");
-        closed == q("SELECT count(DISTINCT visit_id) FROM payments.invoices")
-            && customers_everywhere()
+    // The last events through the broker; then what must hold between the databases.
+    let broken = || -> Vec<String> {
+        let mut broken: Vec<String> = SETTLED
+            .iter()
+            .filter_map(|(what, sql)| {
+                let n = q(sql);
+                (n != "0").then(|| format!("{what}: {n}"))
+            })
+            .collect();
+        for (consumer, source) in STREAMS {
+            let at = q(&format!(
+                "SELECT COALESCE(MAX(position), 0) FROM {consumer}.event_positions WHERE source = '{source}'"
+            ));
+            let head = q(&format!("SELECT COALESCE(MAX(id), 0) FROM {source}.outbox"));
+            if at != head {
+                broken.push(format!("{consumer} at {at} of {source}'s {head} events"));
+            }
+        }
+        if !customers_everywhere() {
+            broken.push("a customer missing in parks or payments".into());
+        }
+        broken
     };
-    while !agree() && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !broken().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }
 
@@ -731,9 +893,9 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
     println!(
         "cluster: getAllUsers, 8 clients: {two:.0}/s with two users replicas, {one:.0}/s with one"
     );
-    for (svc, failed, ejected, back) in &timings {
+    for (replica, failed, ejected, back) in &timings {
         println!(
-            "cluster: {svc}1 killed: {failed} failed connects to it, the last {} ms after; \
+            "cluster: {replica} killed: {failed} failed connects to it, the last {} ms after; \
              ready again → checked ready by the gateway in {} ms",
             ejected.as_millis(),
             back.as_millis()
@@ -774,15 +936,21 @@ fn replicas_killed_under_load_lose_no_request_and_no_event() {
     assert_eq!(emails, registered.to_string(), "every registration once");
     assert_eq!(in_parks, customers, "every customer reached parks");
     assert_eq!(in_payments, customers, "every customer reached payments");
+    let broken = broken();
+    assert!(
+        broken.is_empty(),
+        "the databases disagree: {broken:#?}\n{}",
+        cluster.logs()
+    );
     // Each gateway worker (one per core) stops trying a dead endpoint at its first failed
     // connect; requests already connecting to it fail theirs too. Not one failure per request
     // while it is down.
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bound = f64::from(CLIENTS_AT_ONCE) + workers as f64;
-    for (svc, failed, _, _) in &timings {
+    for (replica, failed, _, _) in &timings {
         assert!(
             *failed <= bound,
-            "{failed} failed connects to {svc}1 while it was down: {}",
+            "{failed} failed connects to {replica} while it was down: {}",
             cluster.log("gateway")
         );
     }
