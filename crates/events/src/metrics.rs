@@ -64,6 +64,12 @@ impl ConsumerGauges {
             .set(if pending == 0 { 0.0 } else { age.as_secs_f64() });
     }
 
+    /// `pending` events wait to be delivered (a reader starting): the lag's count, until the
+    /// first delivery says more.
+    pub fn behind(&self, pending: u64) {
+        self.lag.set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
     /// A delivery of something already delivered or applied.
     pub fn redelivered(&self) {
         self.redelivered.inc();

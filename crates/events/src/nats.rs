@@ -474,6 +474,7 @@ impl<H: Handler> NatsConsumer<H> {
             })
             .await
             .map_err(nats_error)?;
+        self.gauges.behind(consumer.cached_info().num_pending);
         let mut messages = consumer
             .messages()
             .await

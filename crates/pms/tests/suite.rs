@@ -489,6 +489,60 @@ fn the_parking_suite_drives_cars_in_and_out_without_a_failed_call() {
     );
 }
 
+/// The distributed cell: users, parks, payments and the gateway as processes of their own, their
+/// events through a nats-server, loaded like `pms up`: no failed call, every invoice settled,
+/// the lag sampled.
+#[test]
+fn the_parking_suite_runs_the_services_apart_over_nats() {
+    if pms_testkit::pg::skipped() || pms_testkit::nats::skipped() {
+        eprintln!("skipped: PostgreSQL or NATS tests are switched off");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("parking");
+    let url = pms_testkit::pg::shared().fresh_database();
+    let o = suite(&[
+        "pms-parking",
+        "--profile",
+        "quick",
+        "--only",
+        "barriers/distributed/4c",
+        "--database-url",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    let ids: Vec<&str> = res.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["barriers/distributed/4c", "barriers/distributed/4c/40ps"]
+    );
+    for cell in &res.cells {
+        let run = &cell.runs[0];
+        assert_eq!(run.status, Status::Ok, "{}", cell.id);
+        let m = |k: &str| run.metrics.get(k).copied().unwrap_or(f64::NAN);
+        assert!(m("throughput") > 0.0, "{}: {:?}", cell.id, run.metrics);
+        assert_eq!(m("error_pct"), 0.0, "{}: {:?}", cell.id, run.extra);
+        assert!(m("settled_ms") >= 0.0, "{}: {:?}", cell.id, run.metrics);
+        assert!(m("lag_max") >= 0.0, "{}: {:?}", cell.id, run.metrics);
+        // Each component ran as a process of its own, with its own log.
+        let cell_dir = out
+            .join("cells")
+            .join(cell.id.replace('/', "_"))
+            .join("pms");
+        for log in ["nats", "users", "parks", "payments", "gateway"] {
+            assert!(
+                cell_dir.join(format!("{log}.log")).is_file(),
+                "{}: no {log}.log",
+                cell.id
+            );
+        }
+        assert!(!cell_dir.join("up.log").exists(), "{}: not pms up", cell.id);
+    }
+}
+
 #[test]
 fn an_imported_run_joins_a_suite_report_beside_pms() {
     let dir = tempfile::tempdir().unwrap();

@@ -65,6 +65,9 @@ pub struct Outcome {
     /// From the end of the load until parks and payments had applied every event: each exit's
     /// invoice issued and its price on the visit. What the barriers' answers do not wait for.
     pub settled: Duration,
+    /// The most events parks and payments had left to apply together, sampled during the
+    /// measured window.
+    pub most_lag: f64,
     /// Quotes, µs.
     pub quotes: Histogram<u64>,
     /// Quotes not answered 200.
@@ -180,7 +183,14 @@ pub fn run(ports: Ports, load: &Load) -> Result<Outcome, SuiteError> {
         register(&api, load.clients + 1).await?;
         caught_up(ports).await?;
         let token = api.login(&load.password).await?;
+        let measured = Instant::now() + load.warmup;
+        let sampler = tokio::spawn(most_lag(
+            ports,
+            measured,
+            measured + load.duration - load.warmup,
+        ));
         let mut outcome = drive(Arc::new(api), load, token).await?;
+        outcome.most_lag = sampler.await.unwrap_or(0.0);
         // The exits answered; the invoices they started may still be on their way.
         let ended = Instant::now();
         caught_up(ports).await?;
@@ -332,20 +342,7 @@ async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
         // Payments first: once it has nothing left, parks' reading after it sees every invoice
         // payments will write for what parks wrote so far.
         for (name, port) in [("payments", ports.payments), ("parks", ports.parks)] {
-            let t = target(port, "/metrics")?;
-            let mut conn = t
-                .connect()
-                .await
-                .map_err(|k| SuiteError::Failed(format!("{name} /metrics: {k:?}")))?;
-            let out = t
-                .outgoing(&Method::GET, &[], Bytes::new())
-                .map_err(|e| SuiteError::Failed(e.to_string()))?;
-            let (answer, _) = conn
-                .send(&out)
-                .await
-                .map_err(|e| SuiteError::Failed(format!("{name} /metrics: {e:?}")))?;
-            let text = String::from_utf8_lossy(&answer.body);
-            if !lag_is_zero(&text) {
+            if lag(name, port).await? != Some(0.0) {
                 lagging.push(name);
             }
         }
@@ -363,16 +360,50 @@ async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
     }
 }
 
-/// Whether a service's metrics show consumer lags and every one is 0.
-pub fn lag_is_zero(metrics: &str) -> bool {
-    let lags: Vec<&str> = metrics
+/// How often the lag is sampled during the load.
+const LAG_EVERY: Duration = Duration::from_millis(250);
+
+/// The most events parks and payments had left to apply together, sampled every
+/// [`LAG_EVERY`] from `from` until `end`: whether the consumers keep up under the load.
+async fn most_lag(ports: Ports, from: Instant, end: Instant) -> f64 {
+    tokio::time::sleep_until(from.into()).await;
+    let mut most = 0.0f64;
+    while Instant::now() < end {
+        let mut now = 0.0;
+        for (name, port) in [("payments", ports.payments), ("parks", ports.parks)] {
+            now += lag(name, port).await.ok().flatten().unwrap_or(0.0);
+        }
+        most = most.max(now);
+        tokio::time::sleep(LAG_EVERY).await;
+    }
+    most
+}
+
+/// The events a service (`name` on `port`) has left to apply, from its `/metrics`.
+async fn lag(name: &str, port: u16) -> Result<Option<f64>, SuiteError> {
+    let t = target(port, "/metrics")?;
+    let mut conn = t
+        .connect()
+        .await
+        .map_err(|k| SuiteError::Failed(format!("{name} /metrics: {k:?}")))?;
+    let out = t
+        .outgoing(&Method::GET, &[], Bytes::new())
+        .map_err(|e| SuiteError::Failed(e.to_string()))?;
+    let (answer, _) = conn
+        .send(&out)
+        .await
+        .map_err(|e| SuiteError::Failed(format!("{name} /metrics: {e:?}")))?;
+    Ok(lag_of(&String::from_utf8_lossy(&answer.body)))
+}
+
+/// The sum of a service's consumer lags in its metrics' text; `None` when it shows none yet.
+pub fn lag_of(metrics: &str) -> Option<f64> {
+    let lags: Vec<f64> = metrics
         .lines()
         .filter(|l| !l.starts_with('#') && l.contains("_consumer_lag_events"))
-        .collect();
-    !lags.is_empty()
-        && lags
-            .iter()
-            .all(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(0.0))
+        .map(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()))
+        .collect::<Option<_>>()?;
+    (!lags.is_empty()).then(|| lags.iter().sum())
 }
 
 /// The time of a plate read: now, but always after the client's previous one (an exit in the
@@ -525,6 +556,7 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         exits: all.exits,
         priced_exits: all.priced_exits,
         settled: Duration::ZERO,
+        most_lag: 0.0,
         quotes,
         quote_failures,
         display_delays,
@@ -762,38 +794,43 @@ fn delay_since(at: &str, arrived: SystemTime) -> Option<u64> {
     Some(u64::try_from(us).unwrap_or(0))
 }
 
-/// `pms device key barrier ID --data-dir DATA` for every barrier the clients use.
+/// `pms device key barrier ID SECRET…` for every barrier the clients use, `secret` saying where
+/// the device secret is (`--data-dir DATA` or `--device-secret-file FILE`).
 ///
 /// # Errors
 /// `pms` failed or printed nothing.
-pub fn keys(pms: &Path, data: &Path, clients: usize) -> Result<Vec<(i64, String)>, SuiteError> {
-    device_keys(pms, data, "barrier", barrier_ids(clients))
+pub fn keys(
+    pms: &Path,
+    secret: &[String],
+    clients: usize,
+) -> Result<Vec<(i64, String)>, SuiteError> {
+    device_keys(pms, secret, "barrier", barrier_ids(clients))
 }
 
-/// `pms device key display ID --data-dir DATA` for every display followed.
+/// `pms device key display ID SECRET…` for every display followed.
 ///
 /// # Errors
 /// `pms` failed or printed nothing.
 pub fn display_keys(
     pms: &Path,
-    data: &Path,
+    secret: &[String],
     clients: usize,
 ) -> Result<Vec<(i64, String)>, SuiteError> {
-    device_keys(pms, data, "display", followed_displays(clients))
+    device_keys(pms, secret, "display", followed_displays(clients))
 }
 
-/// `pms device key KIND ID --data-dir DATA` for each of `ids`.
+/// `pms device key KIND ID SECRET…` for each of `ids`.
 fn device_keys(
     pms: &Path,
-    data: &Path,
+    secret: &[String],
     kind: &str,
     ids: Vec<i64>,
 ) -> Result<Vec<(i64, String)>, SuiteError> {
     ids.into_iter()
         .map(|id| {
             let out = std::process::Command::new(pms)
-                .args(["device", "key", kind, &id.to_string(), "--data-dir"])
-                .arg(data)
+                .args(["device", "key", kind, &id.to_string()])
+                .args(secret)
                 .output()
                 .map_err(|e| SuiteError::io("running pms device key", e))?;
             let key = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -878,13 +915,14 @@ mod tests {
     }
 
     #[test]
-    fn the_lag_is_zero_only_when_every_consumer_says_so() {
+    fn the_lag_is_every_consumers_and_zero_only_when_each_says_so() {
         let caught = "# TYPE x gauge\npms_parks_consumer_lag_events{source=\"users\"} 0\npms_parks_consumer_lag_events{source=\"payments\"} 0\n";
-        assert!(lag_is_zero(caught));
+        assert_eq!(lag_of(caught), Some(0.0));
         let behind = caught.replace("payments\"} 0", "payments\"} 3");
-        assert!(!lag_is_zero(&behind));
-        assert!(
-            !lag_is_zero("pms_parks_outbox_events 4\n"),
+        assert_eq!(lag_of(&behind), Some(3.0));
+        assert_eq!(
+            lag_of("pms_parks_outbox_events 4\n"),
+            None,
             "no lag reported yet"
         );
     }

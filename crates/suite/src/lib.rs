@@ -4,7 +4,8 @@
 //! ([`procs`]), load it with `pms bench run` / `stress` / `startup`, and stop it again —
 //! [`proxy`] for the reverse-proxy matrix (with nginx and haproxy as [`peers`]), [`gateway`] for
 //! the users service behind the gateway, [`delay`] for the slow back-end, [`parking`] for cars
-//! at the barriers of `pms up` beside `pgbench` (its load in [`barriers`]). The outcome
+//! at the barriers of `pms up` or of the services apart over NATS ([`distributed`]) beside
+//! `pgbench` (its load in [`barriers`]). The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
 //! ([`html`], charts from [`charts`]); with an envelope ([`envelope`]) each system under test
 //! runs under the published container's limits, the load generator on cores of its own; both reports share their tables ([`tables`]), the
@@ -18,6 +19,7 @@
 pub mod barriers;
 pub mod charts;
 pub mod delay;
+pub mod distributed;
 pub mod envelope;
 pub mod gateway;
 pub mod html;

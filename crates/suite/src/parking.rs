@@ -1,5 +1,6 @@
 //! The parking suite's cells: `pms up` on a fresh database (a new PostgreSQL database in the
-//! suite's cluster, or SQLite files in the cell's directory) loaded by [`super::barriers`], and
+//! suite's cluster, or SQLite files in the cell's directory), or the services apart over NATS
+//! ([`super::distributed`]), loaded by [`super::barriers`], and
 //! `pgbench`'s TPC-B-like transaction on a fresh database of the same cluster with as many
 //! clients: the database's own transaction rate on this machine, to set the barriers' next to.
 
@@ -11,10 +12,11 @@ use hdrhistogram::Histogram;
 use pms_bench::startup::Ready;
 
 use super::barriers::{self, Load, Outcome, Ports, PARKS};
+use super::distributed;
 use super::gateway::{random_hex, Shared};
 use super::metrics;
 use super::plan::{ParkingJob, ParkingLoad};
-use super::procs::{free_port, loopback, which, Spawn};
+use super::procs::{free_port, loopback, which, Proc, Spawn};
 use super::proxy::READY_TIMEOUT;
 use super::results::{RunOutput, RunRecord};
 use super::spec::Backend;
@@ -300,9 +302,10 @@ fn barriers(
         std::fs::remove_dir_all(&data)
             .map_err(|e| SuiteError::io(&format!("removing {}", data.display()), e))?;
     }
-    let database = match backend {
-        Backend::Postgres => Some(fresh_database(ctx, shared, cell, dir, record)?),
-        Backend::Sqlite => None,
+    let database = if backend.on_postgres() {
+        Some(fresh_database(ctx, shared, cell, dir, record)?)
+    } else {
+        None
     };
     let password = format!("Pms#{}", random_hex(8)?);
     let ports = Ports {
@@ -310,6 +313,76 @@ fn barriers(
         parks: free_port()?,
         payments: free_port()?,
     };
+    // The system, and where `pms device key` finds the device secret.
+    let (procs, secret) = match (backend, &database) {
+        (Backend::Distributed, Some(url)) => {
+            let setup = distributed::Setup {
+                dir,
+                database: url,
+                password: &password,
+                ports,
+                extra_spots: extra_spots(job.clients),
+            };
+            let system = distributed::start(ctx, &setup, record)?;
+            let secret = [
+                "--device-secret-file".to_owned(),
+                system.device_secret.display().to_string(),
+            ];
+            (system.procs, secret)
+        }
+        _ => {
+            let proc = pms_up(
+                ctx,
+                &data,
+                database.as_deref(),
+                &password,
+                ports,
+                job,
+                record,
+            )?;
+            (
+                vec![proc],
+                ["--data-dir".to_owned(), data.display().to_string()],
+            )
+        }
+    };
+    let started = (|| {
+        let keys = barriers::keys(&ctx.opts.pms, &secret, job.clients)?;
+        let display_keys = barriers::display_keys(&ctx.opts.pms, &secret, job.clients)?;
+        record.commands.push(format!(
+            "{} device key barrier|display ID {}  # for each device in use",
+            ctx.opts.pms.display(),
+            secret.join(" ")
+        ));
+        let load = Load {
+            clients: job.clients,
+            duration: job.duration,
+            warmup: job.warmup,
+            password: password.clone(),
+            keys,
+            display_keys,
+            rate: job.rate,
+        };
+        barriers::run(ports, &load)
+    })();
+    for proc in procs.into_iter().rev() {
+        proc.stop();
+    }
+    let outcome = started?;
+    figures(record, &outcome);
+    Ok(())
+}
+
+/// `pms up` on `database` (SQLite files in `data` without one), ready for the load.
+fn pms_up(
+    ctx: &Ctx<'_>,
+    data: &Path,
+    database: Option<&str>,
+    password: &str,
+    ports: Ports,
+    job: &ParkingJob,
+    record: &mut RunRecord,
+) -> Result<Proc, SuiteError> {
     let listen = |flag: &str, port: u16| [flag.to_owned(), loopback(port).to_string()];
     let mut up = ctx
         .pms("pms up", &["up", "--data-dir"])
@@ -327,42 +400,20 @@ fn barriers(
             "--demo-extra-spots".to_owned(),
             extra_spots(job.clients).to_string(),
         ])
-        .env("PMS_SEED_PASSWORD", &password);
-    if let Some(url) = &database {
-        up = up.args(["--database-url".to_owned(), url.clone()]);
+        .env("PMS_SEED_PASSWORD", password);
+    if let Some(url) = database {
+        up = up.args(["--database-url".to_owned(), url.to_owned()]);
     }
     record.commands.push(up.shell_line());
-    let mut proc = up.start(&dir.join("up.log"))?;
-    let started = (|| {
-        // pms up migrates and seeds users before the gateway listens.
-        for port in [ports.parks, ports.payments] {
-            let ready = Ready::url(&format!("http://127.0.0.1:{port}/readyz"))
-                .map_err(SuiteError::Failed)?;
-            proc.wait_ready(&ready, READY_TIMEOUT)?;
-        }
-        proc.wait_ready(&Ready::Port(loopback(ports.gateway)), READY_TIMEOUT)?;
-        let keys = barriers::keys(&ctx.opts.pms, &data, job.clients)?;
-        let display_keys = barriers::display_keys(&ctx.opts.pms, &data, job.clients)?;
-        record.commands.push(format!(
-            "{} device key barrier|display ID --data-dir {}  # for each device in use",
-            ctx.opts.pms.display(),
-            data.display()
-        ));
-        let load = Load {
-            clients: job.clients,
-            duration: job.duration,
-            warmup: job.warmup,
-            password: password.clone(),
-            keys,
-            display_keys,
-            rate: job.rate,
-        };
-        barriers::run(ports, &load)
-    })();
-    proc.stop();
-    let outcome = started?;
-    figures(record, &outcome);
-    Ok(())
+    let mut proc = up.start(&data.with_file_name("up.log"))?;
+    // pms up migrates and seeds users before the gateway listens.
+    for port in [ports.parks, ports.payments] {
+        let ready =
+            Ready::url(&format!("http://127.0.0.1:{port}/readyz")).map_err(SuiteError::Failed)?;
+        proc.wait_ready(&ready, READY_TIMEOUT)?;
+    }
+    proc.wait_ready(&Ready::Port(loopback(ports.gateway)), READY_TIMEOUT)?;
+    Ok(proc)
 }
 
 /// The cell's named figures and notes from the load's outcome; its statistics (histogram and
@@ -387,6 +438,7 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
     }
     m.insert("transactions".into(), calls as f64);
     m.insert("settled_ms".into(), o.settled.as_secs_f64() * 1000.0);
+    m.insert("lag_max".into(), o.most_lag);
     put_latencies(&mut m, &o.quotes, "quote_");
     if !o.display_delays.is_empty() {
         put_latencies(&mut m, &o.display_delays, "display_");

@@ -356,7 +356,7 @@ pub fn plan(
         let barrier_setup = |clients: usize| SETUP + Duration::from_millis(clients as u64 * 20);
         for &clients in &p.barriers {
             let mut loads = Vec::new();
-            if p.backends.contains(&Backend::Postgres) {
+            if p.backends.iter().any(|b| b.on_postgres()) {
                 loads.push(ParkingLoad::Pgbench);
             }
             loads.extend(p.backends.iter().map(|b| ParkingLoad::Barriers(*b)));

@@ -284,30 +284,41 @@ pub struct ParkingSpec {
     pub profiles: BTreeMap<String, ParkingProfile>,
 }
 
-/// The database a parking cell runs `pms up` on.
+/// The system a parking cell loads: `pms up` on a database, or the services apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
-    /// A PostgreSQL (the suite's throwaway one, or `--database-url`), with `pgbench` beside.
+    /// `pms up` on a PostgreSQL (the suite's throwaway one, or `--database-url`), with
+    /// `pgbench` beside.
     Postgres,
     /// `pms up`'s default SQLite files.
     Sqlite,
+    /// The distributed mode: `pms users`, `pms parks`, `pms payments` and `pms gateway` as
+    /// processes of their own, on the same PostgreSQL, their events through a `nats-server`.
+    Distributed,
 }
 
 impl Backend {
-    /// `postgres`, `sqlite`: the name in cell ids.
+    /// `postgres`, `sqlite`, `distributed`: the name in cell ids.
     pub fn id(self) -> &'static str {
         match self {
             Backend::Postgres => "postgres",
             Backend::Sqlite => "sqlite",
+            Backend::Distributed => "distributed",
         }
     }
 
-    /// `PostgreSQL`, `SQLite`: the name in reports.
+    /// Whether it runs on the suite's PostgreSQL (and so has `pgbench` beside it).
+    pub fn on_postgres(self) -> bool {
+        matches!(self, Backend::Postgres | Backend::Distributed)
+    }
+
+    /// The name in reports.
     pub fn label(self) -> &'static str {
         match self {
             Backend::Postgres => "PostgreSQL",
             Backend::Sqlite => "SQLite",
+            Backend::Distributed => "PostgreSQL, services apart over NATS",
         }
     }
 }

@@ -474,7 +474,7 @@ fn delay(res: &SuiteResults) -> Table {
 fn parking(res: &SuiteResults) -> Table {
     let mut t = table(
         "Barrier transactions next to pgbench",
-        &format!("One barrier call (an entrance or an exit) is one transaction; pgbench's is its TPC-B-like one on the same PostgreSQL with as many clients. \"× pgbench\" is the barrier rate over pgbench's (target: at least 0.5 on PostgreSQL). Clients call again as soon as they are answered, except in the rows \"at N calls/s\": there the clients together offer N calls per second on a fixed schedule and a late call is measured from when it was due, so their latency is at that load rather than at saturation (target: p99 under 20 ms at 100 barriers). \"Priced\" is the share of exits whose answer carried the price. \"Settled\" is the time from the end of the load until parks and payments had applied every event: each exit's invoice issued and its price on the visit. The quote is a customer's price request for a parked car during the same run. In the rows at a fixed rate, the first entrance and exit display of each park is followed by long poll; the display delay runs from the time a barrier wrote a display's text to the follower's answer with it (target: within 100 ms). {NO_RESPONSE}"),
+        &format!("One barrier call (an entrance or an exit) is one transaction; pgbench's is its TPC-B-like one on the same PostgreSQL with as many clients. \"× pgbench\" is the barrier rate over pgbench's (target: at least 0.5 on PostgreSQL). Clients call again as soon as they are answered, except in the rows \"at N calls/s\": there the clients together offer N calls per second on a fixed schedule and a late call is measured from when it was due, so their latency is at that load rather than at saturation (target: p99 under 20 ms at 100 barriers). \"Priced\" is the share of exits whose answer carried the price. \"Settled\" is the time from the end of the load until parks and payments had applied every event: each exit's invoice issued and its price on the visit; \"Lag max\" the most events they had left to apply together, sampled every 250 ms during the measured window. The quote is a customer's price request for a parked car during the same run. In the rows at a fixed rate, the first entrance and exit display of each park is followed by long poll; the display delay runs from the time a barrier wrote a display's text to the follower's answer with it (target: within 100 ms). {NO_RESPONSE}"),
         &[
             "Load",
             "Database",
@@ -488,6 +488,7 @@ fn parking(res: &SuiteResults) -> Table {
             "Error %",
             "Priced %",
             "Settled (ms)",
+            "Lag max",
             "Quote mean (ms)",
             "Quote p99 (ms)",
             "Display p99 (ms)",
@@ -526,6 +527,7 @@ fn parking(res: &SuiteResults) -> Table {
                 ("error_pct", 2),
                 ("priced_pct", 1),
                 ("settled_ms", 0),
+                ("lag_max", 0),
                 ("quote_mean_ms", 2),
                 ("quote_p99_ms", 2),
                 ("display_p99_ms", 2),
