@@ -70,6 +70,12 @@ impl ConsumerGauges {
         self.lag.set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
+    /// This replica stopped reading the stream (another holds its lease): no lag of its own.
+    pub fn stopped(&self) {
+        self.lag.set(0);
+        self.lag_seconds.set(0.0);
+    }
+
     /// A delivery of something already delivered or applied.
     pub fn redelivered(&self) {
         self.redelivered.inc();

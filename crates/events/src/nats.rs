@@ -426,6 +426,15 @@ impl<H: Handler> NatsConsumer<H> {
 
     /// Sessions one after another, waiting a little longer after each failed one.
     async fn while_leased(&self) {
+        /// Clears the lag when the lease goes (this future is dropped then): the replica that
+        /// takes the stream over reports it.
+        struct Reading<'a>(&'a ConsumerGauges);
+        impl Drop for Reading<'_> {
+            fn drop(&mut self) {
+                self.0.stopped();
+            }
+        }
+        let _reading = Reading(&self.gauges);
         self.forget_durable_of_old().await;
         let mut backoff = Duration::from_millis(100);
         loop {
@@ -508,25 +517,32 @@ impl<H: Handler> NatsConsumer<H> {
                 return Ok(());
             };
             let mut events = Vec::with_capacity(chunk.len());
+            // The broker's count of messages after the last one delivered.
+            let mut pending = 0;
             for message in chunk {
                 let message = message.map_err(nats_error)?;
-                let info = message.info().ok().map(|i| (i.stream_sequence, i.pending));
+                if let Ok(info) = message.info() {
+                    seen = Some(info.stream_sequence);
+                    pending = info.pending;
+                }
                 match from_wire(&message.payload) {
-                    Ok(event) => {
-                        if let Some((_, pending)) = info {
-                            self.gauges.delivered(pending, event.age());
-                        }
-                        events.push(event);
-                    }
+                    Ok(event) => events.push(event),
                     // Not an event at all: nothing to park it under. Said loudly; if it was an
                     // event, the next one's `prev` shows the gap.
                     Err(e) => {
                         tracing::error!(consumer = self.name, subject = %message.subject, error = %e, "a message that is not an event");
                     }
                 }
-                seen = info.map(|i| i.0).or(seen);
             }
+            // Until they are applied, the delivered events count in the lag too.
+            let (first_age, last_age) = (
+                events.first().map(Event::age).unwrap_or_default(),
+                events.last().map(Event::age).unwrap_or_default(),
+            );
+            self.gauges
+                .delivered(pending + events.len() as u64, first_age);
             at = self.apply_delivered(at, events).await?;
+            self.gauges.delivered(pending, last_age);
         }
     }
 

@@ -396,14 +396,20 @@ async fn lag(name: &str, port: u16) -> Result<Option<f64>, SuiteError> {
     Ok(lag_of(&String::from_utf8_lossy(&answer.body)))
 }
 
-/// The sum of a service's consumer lags in its metrics' text; `None` when it shows none yet.
+/// The events a service's metrics' text shows on their way: its consumers' lags, and (with
+/// the services apart) its own events not yet on the broker; `None` when it shows no consumer
+/// lag yet.
 pub fn lag_of(metrics: &str) -> Option<f64> {
-    let lags: Vec<f64> = metrics
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.contains("_consumer_lag_events"))
-        .map(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()))
-        .collect::<Option<_>>()?;
-    (!lags.is_empty()).then(|| lags.iter().sum())
+    let value = |suffix: &str| -> Option<Vec<f64>> {
+        metrics
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains(suffix))
+            .map(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()))
+            .collect()
+    };
+    let lags = value("_consumer_lag_events")?;
+    let unpublished = value("_outbox_unpublished_events")?;
+    (!lags.is_empty()).then(|| lags.iter().chain(&unpublished).sum())
 }
 
 /// The time of a plate read: now, but always after the client's previous one (an exit in the
@@ -925,5 +931,7 @@ mod tests {
             None,
             "no lag reported yet"
         );
+        let unpublished = format!("{caught}pms_parks_outbox_unpublished_events 2\n");
+        assert_eq!(lag_of(&unpublished), Some(2.0), "not yet on the broker");
     }
 }
