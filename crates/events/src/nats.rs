@@ -53,6 +53,9 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 /// How long a consumer waits for a message before it notes where to resume and looks whether
 /// its position was moved by someone else.
 pub const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// How often a consumer that is never quiet for [`IDLE_CHECK`] notes where to resume all the
+/// same, so a restart does not read back far.
+const NOTE_EVERY: Duration = Duration::from_secs(5);
 /// Events published per relay round.
 const RELAY_BATCH: i64 = 200;
 /// How often the relay looks at the outbox when nobody rings: the bell rings in the replica
@@ -489,20 +492,17 @@ impl<H: Handler> NatsConsumer<H> {
             .await
             .map_err(nats_error)?
             .ready_chunks(BATCH as usize);
-        // The hint written last, and the stream sequence of the last message applied.
+        // The hint written last (and when), and the stream sequence of the last message applied.
         let (mut noted, mut seen) = (hint, hint);
+        let mut noted_at = tokio::time::Instant::now();
         loop {
             let chunk = tokio::select! {
                 chunk = messages.next() => chunk,
                 () = tokio::time::sleep(IDLE_CHECK) => {
                     // Quiet: note where to resume, and look whether a replay set the
                     // position back (or another replica moved it) meanwhile.
-                    if let Some(seq) = seen.filter(|s| Some(*s) != noted) {
-                        note_broker_seq(&self.db, self.name, self.source, at, seq)
-                            .await
-                            .map_err(nats_error)?;
-                        noted = Some(seq);
-                    }
+                    self.note(at, seen, &mut noted).await?;
+                    noted_at = tokio::time::Instant::now();
                     let now = position(&self.db, self.name, self.source)
                         .await
                         .map_err(nats_error)?;
@@ -543,7 +543,29 @@ impl<H: Handler> NatsConsumer<H> {
                 .delivered(pending + events.len() as u64, first_age);
             at = self.apply_delivered(at, events).await?;
             self.gauges.delivered(pending, last_age);
+            // Busy for long: note where to resume now and then all the same.
+            if noted_at.elapsed() >= NOTE_EVERY {
+                self.note(at, seen, &mut noted).await?;
+                noted_at = tokio::time::Instant::now();
+            }
         }
+    }
+
+    /// Notes `seen`, the stream sequence of the message that carried position `at` (or one
+    /// before it), as where to resume, unless it is `noted` already.
+    async fn note(
+        &self,
+        at: i64,
+        seen: Option<u64>,
+        noted: &mut Option<u64>,
+    ) -> Result<(), NatsError> {
+        if let Some(seq) = seen.filter(|s| Some(*s) != *noted) {
+            note_broker_seq(&self.db, self.name, self.source, at, seq)
+                .await
+                .map_err(nats_error)?;
+            *noted = Some(seq);
+        }
+        Ok(())
     }
 
     /// Applies `events` (as delivered, in stream order) after position `at`, and returns the
