@@ -1,0 +1,122 @@
+//! The relay: one service's outbox published to the broker, in id order, by the replica that
+//! holds the outbox's relay lease.
+
+use std::time::Duration;
+
+use super::{nats_error, wire, Nats, NatsError, MAX_BACKOFF};
+use crate::outbox::Outbox;
+
+/// Events read from the outbox per relay round (sent in as few messages as their size allows).
+const RELAY_BATCH: i64 = 1000;
+/// How often the relay looks at the outbox when nobody rings: the bell rings in the replica
+/// that holds the relay's lease only, so the other replicas' events wait up to this long.
+const RELAY_POLL: Duration = Duration::from_millis(25);
+
+/// The publisher of one outbox: reads on after what it published last (from the database at
+/// first, then from memory), publishes in id order, and marks what the broker acknowledged.
+struct Relay<'a> {
+    nats: &'a Nats,
+    outbox: &'a Outbox,
+    /// Everything up to this id is on the broker (`None`: read it from the outbox first).
+    through: Option<i64>,
+}
+
+impl Relay<'_> {
+    /// Publishes up to [`RELAY_BATCH`] events after what is on the broker, in messages of runs
+    /// of them ([`wire`]), one message after the other, each once the broker acknowledged the
+    /// one before: the stream holds each producer's events in id order. Returns how many. With
+    /// `mark` false it leaves the rows unmarked, as a relay that dies right after publishing
+    /// would (tests).
+    ///
+    /// Why one message at a time: with several in flight, one that fails while the next
+    /// succeeds puts later events on the stream first, and the earlier ones behind them when
+    /// they are sent again; consumers would see the order broken.
+    async fn round(&mut self, mark: bool) -> Result<usize, NatsError> {
+        let after = match self.through {
+            Some(id) => id,
+            None => self.outbox.published_through().await.map_err(nats_error)?,
+        };
+        let events = self
+            .outbox
+            .read_after(after, RELAY_BATCH)
+            .await
+            .map_err(nats_error)?;
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            self.through = Some(after);
+            return Ok(0);
+        };
+        let messages = wire::messages(self.outbox.source, &events).map_err(nats_error)?;
+        for message in messages {
+            if let Err(e) = self.nats.publish(message).await {
+                self.through = None;
+                return Err(e);
+            }
+        }
+        if mark {
+            if let Err(e) = self.outbox.mark_published(first.id, last.id).await {
+                self.through = None;
+                return Err(nats_error(e));
+            }
+            self.through = Some(last.id);
+        }
+        Ok(events.len())
+    }
+}
+
+/// Publishes what `outbox` has not published yet, once; returns how many. With `mark` false
+/// it leaves the rows unmarked, as a relay that dies right after publishing would (tests).
+///
+/// # Errors
+/// When the broker or the database is away.
+pub async fn relay_once(nats: &Nats, outbox: &Outbox, mark: bool) -> Result<usize, NatsError> {
+    Relay {
+        nats,
+        outbox,
+        through: None,
+    }
+    .round(mark)
+    .await
+}
+
+/// The relay of one service's outbox until `shutdown` holds `true`: in the replica that holds
+/// the outbox's relay lease ([`crate::lease`]), the others standing by.
+pub async fn relay(nats: Nats, outbox: Outbox, shutdown: tokio::sync::watch::Receiver<bool>) {
+    let name = format!("relay:{}", outbox.source);
+    crate::lease::while_held(outbox.db().clone(), name, shutdown, || {
+        relay_while_leased(&nats, &outbox)
+    })
+    .await;
+}
+
+/// Publishes `outbox` as it fills, for as long as it is not stopped.
+async fn relay_while_leased(nats: &Nats, outbox: &Outbox) {
+    let bell = outbox.bell();
+    let mut relay = Relay {
+        nats,
+        outbox,
+        through: None,
+    };
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let rung = bell.notified();
+        tokio::pin!(rung);
+        rung.as_mut().enable();
+        let pause = match relay.round(true).await {
+            Ok(n) if n as i64 == RELAY_BATCH => continue,
+            Ok(_) => {
+                backoff = Duration::from_millis(100);
+                RELAY_POLL
+            }
+            Err(e) => {
+                tracing::warn!(source = outbox.source, error = %e, retry_in = ?backoff, "event relay waiting");
+                let wait = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                wait
+            }
+        };
+        tokio::select! {
+            () = &mut rung => {}
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+}
