@@ -11,7 +11,11 @@
 //! - The entrance takes its spot first, skipping spots another entrance is taking
 //!   (`FOR UPDATE SKIP LOCKED`), then raises the park's counter. A park found full in the
 //!   statement's snapshot takes no spot; one that filled since trips the counter's CHECK, and the
-//!   whole statement is undone (refused `Full`, as [`crate::store`] maps constraints).
+//!   whole statement is undone (refused `Full`, as [`crate::store`] maps constraints). An
+//!   entrance that took no spot while the park has room and a free spot that fits (held by
+//!   passages in flight) runs again a moment later instead of answering `Full`: the passage
+//!   holding the spot may be this car's own first try, still running in the database for a
+//!   replica that died, and the second try must get its answer.
 //! - The exit locks its visit before anything else: a second exit of the same visit waits, then
 //!   finds it closed and changes nothing (the call is then read again and answered as a repeat).
 //!   The coin flag is consumed only while the visit is still open, and the event says whether it
@@ -69,6 +73,13 @@ static ENTER: LazyLock<String> = LazyLock::new(|| {
         append = pg_append_parts("ready", 19),
     )
 });
+
+/// After an entrance took no spot: whether park `$1` has room and a free spot that fits (`$2`
+/// vehicle type, `$3` energy), which the entrance skipped because a passage in flight holds it.
+const SPOTS_IN_FLIGHT: &str =
+    "SELECT COALESCE((SELECT occupied < max_occupancy FROM parks WHERE id = $1), false) \
+     AND EXISTS (SELECT 1 FROM spots WHERE park_id = $1 AND operational = 1 AND occupied = 0 \
+     AND spot_vehicle_type = $2 AND spot_type = $3)";
 
 /// The exit: `$1` visit, `$2` customer, `$3` the coin flag as read (0 or 1), `$4` time (ms),
 /// `$5` barrier, `$6` park, `$7` report day, `$8` minutes, `$9` the displays' message, `$10` now
@@ -147,15 +158,32 @@ impl Store {
             let spot = bind_pg_append(query, &event)
                 .fetch_optional(&mut *conn)
                 .await?;
-            Ok::<Passage, StoreError>(match spot {
-                Some((spot,)) => Passage::Open {
-                    visit_id,
-                    name: owner.name,
-                    spot,
-                    repeated: false,
-                    price: None,
-                },
-                None => Passage::Refused(Refusal::Full),
+            let Some((spot,)) = spot else {
+                // No spot taken: the park is full for this car, or every spot that fits is
+                // being taken by a passage in flight (skipped, locked). Those commit or roll
+                // back within milliseconds: run the entrance again then (read again, it may
+                // find its own first try committed, from a replica that died meanwhile).
+                let in_flight: bool = sqlx::query_scalar(SPOTS_IN_FLIGHT)
+                    .bind(barrier.park_id)
+                    .bind(owner.vehicle_type.as_str())
+                    .bind(owner.energy.as_str())
+                    .fetch_one(&mut *conn)
+                    .await?;
+                return if in_flight {
+                    Err(StoreError::Transient(
+                        "the park's free spots that fit are being taken by passages in flight"
+                            .into(),
+                    ))
+                } else {
+                    Ok(Passage::Refused(Refusal::Full))
+                };
+            };
+            Ok::<Passage, StoreError>(Passage::Open {
+                visit_id,
+                name: owner.name,
+                spot,
+                repeated: false,
+                price: None,
             })
         }
         .await)
@@ -245,5 +273,83 @@ impl Store {
             }
         }
         .await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use pms_events::Event;
+    use pms_service::store::Pools;
+    use serde_json::json;
+
+    use super::super::Passage;
+    use crate::store::replica::CustomerDoc;
+
+    /// An entrance that finds every free spot that fits held by a passage in flight does not
+    /// answer "full": it waits for that passage and then takes its spot. The passage holding it
+    /// may be the same car's first try, still running for a replica that died; answering "full"
+    /// there refused a car the database was letting in (found by the cluster test, issue 63).
+    #[tokio::test]
+    async fn an_entrance_waits_for_spots_held_by_passages_in_flight() {
+        let Some((store, _dir)) = crate::store::seeded_for_test(true).await else {
+            return;
+        };
+        let customer: CustomerDoc = serde_json::from_value(json!({
+            "userId": 1, "firstName": "Ana", "lastName": "Lima", "nif": 100_000_001,
+            "userStatus": "ENABLED",
+            "vehicles": [{"licensePlateNumber": "AA-00-01", "vehicleType": "AUTOMOBILE",
+                          "vehicleEnergySource": "FUEL"}]
+        }))
+        .expect("customer");
+        let event = Event {
+            id: 1,
+            prev: 0,
+            source: "users".into(),
+            aggregate_type: "customer".into(),
+            aggregate_id: "1".into(),
+            event_type: "customer.registered".into(),
+            version: 1,
+            payload: serde_json::Value::Null,
+            created_at: String::new(),
+        };
+        store
+            .apply_customer(&customer, &event)
+            .await
+            .expect("customer");
+        let entrance = store.barrier(1).await.expect("B1.1");
+        let Pools::Postgres(pool) = store.pools() else {
+            panic!("PostgreSQL")
+        };
+        // A passage in flight: every free fuel spot of park 1 locked, not yet taken.
+        let mut holder = pool.get().await.expect("connection");
+        sqlx::query("BEGIN")
+            .execute(&mut *holder)
+            .await
+            .expect("begin");
+        let held: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM spots WHERE park_id = 1 AND operational = 1 AND occupied = 0 \
+             AND spot_vehicle_type = 'AUTOMOBILE' AND spot_type = 'FUEL' FOR UPDATE",
+        )
+        .fetch_all(&mut *holder)
+        .await
+        .expect("lock the spots");
+        assert!(!held.is_empty());
+        let at = "2026-12-04T10:00:00Z".parse().expect("time");
+        let waiting = {
+            let store = store.clone();
+            tokio::spawn(async move { store.pass(&entrance, "AA-00-01", at).await })
+        };
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(!waiting.is_finished(), "answered while the spots were held");
+        sqlx::query("ROLLBACK")
+            .execute(&mut *holder)
+            .await
+            .expect("rollback");
+        match waiting.await.expect("entrance").expect("passage") {
+            Passage::Open { .. } => {}
+            other => panic!("the entrance after the passage in flight: {other:?}"),
+        }
     }
 }
