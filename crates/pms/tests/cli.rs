@@ -494,6 +494,27 @@ fn up_runs_gateway_services_and_echo_and_keeps_its_state() {
             .any(|l| l.contains(r#""type":"visit.closed""#) && l.contains("28-XQ-51")),
         "{tail}"
     );
+    // Payments applies the parks' events again from the first (a replay: idempotent, and the
+    // running service follows its position set back).
+    let replay = Command::new(PMS)
+        .current_dir(data.path())
+        .args([
+            "events",
+            "replay",
+            "--service",
+            "payments",
+            "--data-dir",
+            "pd",
+        ])
+        .args(["--consumer", "payments", "--source", "parks", "--from", "1"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.status.success(), "{replay:?}");
+    assert!(
+        said.contains("payments will apply the parks service's events from 1 on again"),
+        "{said}"
+    );
     let key = data.path().join("pd/certs/server-key.pem");
     let first_key = std::fs::read(&key).unwrap();
     // Secrets, keys and password hashes live there: for this user only.

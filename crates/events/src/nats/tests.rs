@@ -25,6 +25,32 @@ fn nats_consumer(pair: &Pair, nats: &Nats) -> NatsConsumer<Recorder> {
     }
 }
 
+/// A `nats-server` of the test's own, a connection to it, a producer and consumer database on
+/// one backend, and the producer's outbox.
+struct Broker {
+    _server: NatsServer,
+    nats: Nats,
+    pair: Pair,
+    outbox: Outbox,
+}
+
+/// A [`Broker`] on `backend`; `None` where NATS or PostgreSQL tests are switched off.
+async fn broker(backend: Backend) -> Option<Broker> {
+    if skipped() {
+        return None;
+    }
+    let pair = pair(backend).await?;
+    let server = NatsServer::start();
+    let nats = Nats::connect(&server.url).await.expect("connect");
+    let outbox = Outbox::new("producer", pair.producer.clone());
+    Some(Broker {
+        _server: server,
+        nats,
+        pair,
+        outbox,
+    })
+}
+
 async fn until_seen(db: &Db, n: usize) {
     let db = db.clone();
     // Up to ACK_WAIT and a reconnection's backoff past a killed consumer or broker.
@@ -37,13 +63,15 @@ async fn until_seen(db: &Db, n: usize) {
 
 #[tokio::test]
 async fn a_relay_that_dies_before_marking_publishes_nothing_twice() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     produce(&pair.producer, &names(0..30)).await;
     // Published, then the relay "dies" before marking the rows; the next relay publishes them
     // again and JetStream's duplicate window discards the copies.
@@ -130,13 +158,15 @@ async fn broker_and_consumer_go_away(backend: Backend) {
 
 #[tokio::test]
 async fn unreadable_events_are_parked_and_the_rest_flow_through_the_broker() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     produce(&pair.producer, &names(0..1)).await;
     let future = NewEvent {
         aggregate_type: "thing",
@@ -168,13 +198,15 @@ async fn unreadable_events_are_parked_and_the_rest_flow_through_the_broker() {
 /// skips those events, counted as redeliveries.
 #[tokio::test]
 async fn a_failed_event_is_read_again_and_a_redelivery_is_skipped_and_counted() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     produce(&pair.producer, &names(0..5)).await;
     relay_once(&nats, &outbox, true).await.expect("publish");
     let metrics = crate::metrics::EventMetrics::new("test");
@@ -228,13 +260,15 @@ async fn a_failed_event_is_read_again_and_a_redelivery_is_skipped_and_counted() 
 
 #[tokio::test]
 async fn a_replay_through_the_broker_applies_the_events_again_from_an_id() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     produce(&pair.producer, &names(0..5)).await;
     relay_once(&nats, &outbox, true).await.expect("publish");
     let (stop, rx) = tokio::sync::watch::channel(false);
@@ -266,13 +300,15 @@ async fn a_replay_through_the_broker_applies_the_events_again_from_an_id() {
 
 #[tokio::test]
 async fn the_relays_backlog_is_shown_and_drains() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     let metrics = crate::metrics::EventMetrics::new("producer");
     produce(&pair.producer, &names(0..3)).await;
     let before = metrics.render(&outbox, &pair.producer).await;
@@ -323,15 +359,15 @@ fn pg_pool(db: &Db) -> &pms_service::store::pool::Pool<sqlx::PgConnection> {
 /// both reach the consumer in id order, once each.
 #[tokio::test]
 async fn a_lower_id_committing_after_a_higher_one_still_reaches_the_consumer() {
-    if skipped() {
-        return;
-    }
-    let Some(pair) = pair(Backend::Postgres).await else {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Postgres).await
+    else {
         return;
     };
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let outbox = Outbox::new("producer", pair.producer.clone());
     let mut late = pg_pool(&pair.producer).get().await.expect("connection");
     sqlx::query("BEGIN")
         .execute(&mut *late)
@@ -366,15 +402,15 @@ async fn a_lower_id_committing_after_a_higher_one_still_reaches_the_consumer() {
 /// reaches the consumer once, in id order.
 #[tokio::test]
 async fn concurrent_producers_through_the_relay_lose_nothing_and_double_nothing() {
-    if skipped() {
-        return;
-    }
-    let Some(pair) = pair(Backend::Postgres).await else {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Postgres).await
+    else {
         return;
     };
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let outbox = Outbox::new("producer", pair.producer.clone());
     let (stop, rx) = tokio::sync::watch::channel(false);
     let relay_task = tokio::spawn(relay(nats.clone(), outbox.clone(), rx.clone()));
     let consumer = nats_consumer(&pair, &nats).spawn(rx);
@@ -422,13 +458,15 @@ async fn concurrent_producers_through_the_relay_lose_nothing_and_double_nothing(
 /// command that fetches it again, and counts the gap; the events around it are applied.
 #[tokio::test]
 async fn an_event_missing_from_the_broker_is_set_aside_said_and_counted() {
-    if skipped() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
         return;
-    }
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let pair = pair(Backend::Sqlite).await.expect("sqlite");
-    let outbox = Outbox::new("producer", pair.producer.clone());
+    };
     produce(&pair.producer, &names(0..3)).await;
     let events = outbox.read_visible(0, 10).await.expect("read");
     for event in [&events[0], &events[2]] {
@@ -481,15 +519,15 @@ async fn an_event_missing_from_the_broker_is_set_aside_said_and_counted() {
 /// other takes over and applies the rest.
 #[tokio::test]
 async fn a_second_replica_stands_by_and_takes_over_when_the_first_dies() {
-    if skipped() {
-        return;
-    }
-    let Some(pair) = pair(Backend::Postgres).await else {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Postgres).await
+    else {
         return;
     };
-    let server = NatsServer::start();
-    let nats = Nats::connect(&server.url).await.expect("connect");
-    let outbox = Outbox::new("producer", pair.producer.clone());
     let (stop, rx) = tokio::sync::watch::channel(false);
     let first = nats_consumer(&pair, &nats).spawn(rx.clone());
     produce(&pair.producer, &names(0..20)).await;

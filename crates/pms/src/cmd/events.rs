@@ -149,7 +149,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         .await
         .context("setting the consumer's position")?;
     println!(
-        "{} will apply {}'s events from {} on again (its position was {before}); a running service picks this up at its next read",
+        "{} will apply the {} service's events from {} on again (its position was {before}); a running service picks this up within a second",
         args.consumer, args.source, args.from
     );
     Ok(())
