@@ -235,8 +235,9 @@ pub fn spawn_change_feed(
 }
 
 /// Every invoice as the broker gets it, handed to this replica's waiting exits, until
-/// `shutdown` holds `true`. The durable consumer gives each invoice to one replica only, and the
-/// exit waiting for it may be on another (`pms_events::nats::Nats::follow`).
+/// `shutdown` holds `true`. The broker consumer of payments' events runs in one replica only
+/// (its lease), and the exit waiting for an invoice may be on another
+/// (`pms_events::nats::Nats::follow`).
 pub fn spawn_price_feed(
     app: &App,
     nats: pms_events::nats::Nats,
@@ -247,7 +248,7 @@ pub fn spawn_price_feed(
         nats.follow("payments", "invoice.issued", shutdown, move |event| {
             match event.decode::<InvoiceDoc>(&[1]) {
                 Ok(i) => hand_over(&app, &[i]),
-                // The durable consumer parks it; nothing to hand over.
+                // The broker consumer parks it; nothing to hand over.
                 Err(e) => {
                     tracing::debug!(event = event.id, error = %e, "an invoice the price feed cannot read")
                 }

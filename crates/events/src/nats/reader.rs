@@ -91,8 +91,8 @@ impl<H: Handler> NatsConsumer<H> {
     }
 
     /// One reading of the stream from the recorded position: applies what arrives, in batches,
-    /// until an error or a change of the position by someone else ends it (the next session
-    /// starts from the position again).
+    /// until a change of the position by someone else ends it (`Ok`: the next session starts
+    /// from the position again at once) or an error does (the next one a little later).
     async fn session(&self) -> Result<(), NatsError> {
         let (mut at, hint) = broker_position(&self.db, self.name, self.source)
             .await
@@ -142,7 +142,7 @@ impl<H: Handler> NatsConsumer<H> {
                 }
             };
             let Some(chunk) = chunk else {
-                return Ok(());
+                return Err(NatsError("the broker ended the subscription".into()));
             };
             let mut events = Vec::with_capacity(chunk.len());
             // The broker's count of messages after the last one delivered.
