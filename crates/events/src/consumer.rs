@@ -1,10 +1,11 @@
 //! Applying one producer's events in order, exactly once: a [`Consumer`] reads the producer's
 //! outbox after its recorded position and hands each event to its [`Handler`], which applies it
 //! and moves the position past it in the same transaction (`EventConn::record_position`, a
-//! compare and set: [`crate::position`]). Events
-//! the handler does not care about are skipped and their position recorded in batches; events it
-//! cannot read are parked with the reason and the ones after them flow on; a database that is
-//! away is waited out (the same event is tried again, never skipped).
+//! compare and set: [`crate::position`]). Events the handler does not care about are skipped and
+//! their position recorded with the next write; events it cannot read are parked with the reason
+//! and the ones after them flow on; a database that is away is waited out (the same event is
+//! tried again, never skipped). The broker's reader ([`crate::nats::NatsConsumer`]) applies what
+//! it receives through the same `apply_in_order`.
 //!
 //! A handler may also apply a run of events at once ([`Handler::apply_run`]): the events at the
 //! front of what was read, in one transaction that records the last one's position. A consumer
@@ -17,10 +18,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pms_service::store::Db;
+
 use crate::event::Event;
 use crate::outbox::Outbox;
 use crate::position::{park, record, Applied};
-use pms_service::store::Db;
 
 /// How often a consumer reads when nobody rings (a wake-up after each commit makes it sooner).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
@@ -63,9 +65,10 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Applies the first `n` of `events` (at most [`RUN`] of them; in order, `n` of the
     /// handler's choosing, 0 for none) in one transaction that also moves the position past
-    /// them (`Applied::run(&events[0], &events[n - 1])`), and returns `n`. Events the handler does not care about may be part of the run. An event that
-    /// [`Handler::apply`] would park must not be: the run stops before it, and the consumer
-    /// applies it alone. [`ApplyError::Retry`] means nothing was applied.
+    /// them (`Applied::run(&events[0], &events[n - 1])`), and returns `n`. Events the handler
+    /// does not care about may be part of the run. An event that [`Handler::apply`] would park
+    /// must not be: the run stops before it, and the consumer applies it alone.
+    /// [`ApplyError::Retry`] means nothing was applied.
     ///
     /// The default applies none, so every event goes through [`Handler::apply`].
     fn apply_run(

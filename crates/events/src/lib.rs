@@ -23,7 +23,9 @@
 //! event's effects: a consumer that crashes after applying an event but before remembering it
 //! would apply it twice; here either both happened or neither. Nothing in between holds events in
 //! memory (no broadcast channel that drops for a slow receiver): a consumer that falls behind
-//! reads further back in the producer's table.
+//! reads further back in the producer's table. The position moves by compare and set (only
+//! from just before the events it passes, [`position`]), so two replicas, or a replica and a
+//! replay, never both apply an event.
 //!
 //! Why a PostgreSQL read of the outbox settles holes: row ids come from a sequence when the row
 //! is inserted, not when it commits, so two concurrent transactions can commit ids 8 and 7 in
@@ -38,8 +40,9 @@
 //!
 //! In one process (`pms up`) a consumer reads the producer's outbox table directly and is woken
 //! by the producer after each commit (a wake-up carries no data, so a missed one only delays the
-//! next read to the poll interval). Across machines the same consumers read from NATS JetStream
-//! instead (the distributed mode).
+//! next read to the poll interval). Across machines the same handlers apply what a relay
+//! publishes to NATS JetStream, in the same order under the same rules (the distributed mode,
+//! [`nats`]; the rules in `docs/events.md`, "Order and duplicates").
 
 #![deny(missing_docs)]
 
