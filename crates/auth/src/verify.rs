@@ -14,6 +14,10 @@ use crate::{family, Family};
 /// Default clock-skew allowance.
 pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 
+/// Default longest lifetime of a token: one day. A token whose `exp` lies further ahead (or,
+/// with `iat`, further after its issue) is refused, however well signed.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 /// Where verification keys come from.
 #[derive(Clone)]
 pub enum KeySource {
@@ -46,6 +50,9 @@ pub struct VerifierConfig {
     pub require_exp: bool,
     /// Clock-skew allowance for `exp` and `nbf`.
     pub leeway: Duration,
+    /// Longest accepted lifetime: `exp` at most this far after now and after `iat` (plus the
+    /// leeway); `None` takes any.
+    pub max_lifetime: Option<Duration>,
     /// Accepted issuers; `None` skips the check.
     pub issuers: Option<Vec<String>>,
     /// Accepted audiences; `None` skips the check.
@@ -53,13 +60,15 @@ pub struct VerifierConfig {
 }
 
 impl VerifierConfig {
-    /// HS256 with `secret`, `exp` required, default leeway: the PMS-compatible set-up.
+    /// HS256 with `secret`, `exp` required, default leeway and lifetime cap: the
+    /// PMS-compatible set-up.
     pub fn hs256(secret: impl Into<Vec<u8>>) -> Self {
         Self {
             algorithms: vec![Algorithm::HS256],
             keys: KeySource::Secret(secret.into()),
             require_exp: true,
             leeway: DEFAULT_LEEWAY,
+            max_lifetime: Some(DEFAULT_MAX_LIFETIME),
             issuers: None,
             audiences: None,
         }
@@ -109,6 +118,9 @@ pub enum VerifyError {
     /// `nbf` is in the future (beyond leeway).
     #[error("token not valid yet")]
     NotYetValid,
+    /// `exp` lies further ahead than the longest accepted lifetime.
+    #[error("token lives longer than accepted")]
+    TooLongLived,
     /// A required claim is missing.
     #[error("missing required claim {0:?}")]
     MissingClaim(String),
@@ -158,6 +170,8 @@ pub struct Verifier {
     /// One validation per allowed algorithm, each accepting only that algorithm, built once so
     /// the request path does not clone one per token.
     validations: Vec<(Algorithm, Validation)>,
+    /// The longest lifetime plus the leeway, in seconds.
+    max_lifetime_s: Option<f64>,
 }
 
 enum Keys {
@@ -247,6 +261,9 @@ impl Verifier {
             algorithms: algs,
             keys,
             validations,
+            max_lifetime_s: config
+                .max_lifetime
+                .map(|m| (m + config.leeway).as_secs_f64()),
         })
     }
 
@@ -273,9 +290,30 @@ impl Verifier {
                 &*owned
             }
         };
-        jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, key, validation)
             .map(|data| Claims(data.claims))
-            .map_err(|e| map_error(&e))
+            .map_err(|e| map_error(&e))?;
+        self.check_lifetime(&claims)?;
+        Ok(claims)
+    }
+
+    /// Refuses a token whose `exp` lies further than the longest lifetime after now or after
+    /// its `iat`.
+    fn check_lifetime(&self, claims: &Claims) -> Result<(), VerifyError> {
+        let Some(max) = self.max_lifetime_s else {
+            return Ok(());
+        };
+        let Some(exp) = claims.0.get("exp").and_then(Value::as_f64) else {
+            return Ok(());
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let iat = claims.0.get("iat").and_then(Value::as_f64);
+        if exp - now > max || iat.is_some_and(|iat| exp - iat > max) {
+            return Err(VerifyError::TooLongLived);
+        }
+        Ok(())
     }
 }
 

@@ -106,6 +106,42 @@ async fn expiry_honours_leeway_and_is_required() {
     assert!(lenient.verify(&no_exp).await.is_ok());
 }
 
+/// Defect: a token expiring in the year 3000 was accepted. Lifetimes are capped (a day by
+/// default): `exp` after now and after `iat`, each within the cap plus the leeway.
+#[tokio::test]
+async fn token_lifetimes_are_capped() {
+    let s = signer();
+    let now = now_secs();
+    let day = 24 * 3600;
+    let year_3000 = s
+        .sign_claims(json!({"sub":"1","exp": 32_503_680_000_i64}))
+        .unwrap();
+    assert_eq!(
+        hs().verify(&year_3000).await,
+        Err(VerifyError::TooLongLived)
+    );
+    let a_day = s.sign_claims(json!({"sub":"1","exp": now + day})).unwrap();
+    assert!(hs().verify(&a_day).await.is_ok(), "a day is within the cap");
+    let over = s
+        .sign_claims(json!({"sub":"1","exp": now + day + 120}))
+        .unwrap();
+    assert_eq!(hs().verify(&over).await, Err(VerifyError::TooLongLived));
+    // Issued long ago for a long time, not yet expired: its lifetime is what counts.
+    let long_lived = s
+        .sign_claims(json!({"sub":"1","iat": now - 3 * day, "exp": now + 600}))
+        .unwrap();
+    assert_eq!(
+        hs().verify(&long_lived).await,
+        Err(VerifyError::TooLongLived)
+    );
+    let uncapped = Verifier::new(VerifierConfig {
+        max_lifetime: None,
+        ..VerifierConfig::hs256(SECRET)
+    })
+    .unwrap();
+    assert!(uncapped.verify(&year_3000).await.is_ok());
+}
+
 #[tokio::test]
 async fn nbf_in_the_future_is_rejected() {
     let t = signer()

@@ -188,6 +188,8 @@ pub struct RawJwt {
     pub require_exp: bool,
     /// Clock-skew allowance, seconds.
     pub leeway_s: Option<u64>,
+    /// Longest accepted token lifetime, seconds (0: any).
+    pub max_lifetime_s: Option<u64>,
     /// Accepted issuers.
     pub issuer: Option<StringOrList>,
     /// Accepted audiences.

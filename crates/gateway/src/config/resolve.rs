@@ -417,6 +417,11 @@ fn resolve_jwt(
         keys,
         require_exp: raw.require_exp,
         leeway: Duration::from_secs(raw.leeway_s.unwrap_or(DEFAULT_LEEWAY_S)),
+        max_lifetime: match raw.max_lifetime_s {
+            None => Some(pms_auth::verify::DEFAULT_MAX_LIFETIME),
+            Some(0) => None,
+            Some(s) => Some(Duration::from_secs(s)),
+        },
         issuers: raw.issuer.map(StringOrList::into_vec),
         audiences: raw.audience.map(StringOrList::into_vec),
     };

@@ -35,8 +35,10 @@ pub struct ServiceOptions {
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).
     #[arg(long, default_value_t = 5000)]
     pub statement_timeout_ms: u64,
-    /// Login token lifetime, in seconds.
-    #[arg(long, default_value_t = pms_users::DEFAULT_TOKEN_LIFETIME.as_secs())]
+    /// Login token lifetime, in seconds: at most a day, the longest the services and the
+    /// gateway accept.
+    #[arg(long, default_value_t = pms_users::DEFAULT_TOKEN_LIFETIME.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=pms_auth::verify::DEFAULT_MAX_LIFETIME.as_secs()))]
     pub token_lifetime_s: u64,
     /// argon2id memory cost in KiB.
     #[arg(long, default_value_t = password::DEFAULT_M_COST_KIB)]
