@@ -264,9 +264,9 @@ async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -
     responses(
         (status = 200, description = "The price now (`status` `QUOTE`, `invoice` null).",
             body = PaymentsDto),
-        (status = 403, description = "Another customer's vehicle (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "The vehicle is not parked (`no_open_visit`).",
+        (status = 404, description = "No open visit of the caller's with this plate \
+            (`no_open_visit`): not parked, or (to a customer) another customer's vehicle, \
+            answered alike so that a quote never tells whether someone else's car is parked.",
             body = ErrorBody<'static>),
     )
 )]
@@ -274,15 +274,22 @@ async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderM
     let who = signed_in(&s, &headers).await?;
     let plate =
         pms_service::vocab::plate(&plate).map_err(|m| FieldError::new("licensePlateNumber", m))?;
+    // Another customer's car is "not parked" to a customer, whether it is or not: the answer
+    // must not tell.
+    let open = s.store.open_visit(&plate).await.map_err(store_error)?;
     let Some((_visit, park, customer, vehicle, entered)) =
-        s.store.open_visit(&plate).await.map_err(store_error)?
+        open.filter(|open| who.require_self_or(open.2, STAFF).is_ok())
     else {
+        let whose = if STAFF.contains(&who.role) {
+            ""
+        } else {
+            ", or not yours"
+        };
         return Err(ApiError::not_found(
             "no_open_visit",
-            format!("{plate} is not parked"),
+            format!("{plate} is not parked{whose}"),
         ));
     };
-    who.require_self_or(customer, STAFF)?;
     let now = jiff::Timestamp::now();
     let table = s
         .store

@@ -436,8 +436,22 @@ async fn a_parked_customer_gets_a_quote() {
         .as_array()
         .map(|rows| rows.iter().filter(|r| r["kind"] == "BLOCK").count());
     assert_eq!(blocks, Some(3), "{q}");
+    // Another customer's car: the same answer whether it is parked (32-VT-07) or not
+    // (46-ON-05); it was 403 for a parked one, which told that it was.
     let mut leo = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
-    assert_eq!(leo.get("/payments/quote/32-VT-07").await.status(), 403);
+    let parked = leo.get("/payments/quote/32-VT-07").await;
+    let away = leo.get("/payments/quote/46-ON-05").await;
+    crate::support::assert_error(&parked, 404, "no_open_visit", None);
+    crate::support::assert_error(&away, 404, "no_open_visit", None);
+    assert!(parked.json()["error"]["message"].is_string());
+    assert_eq!(
+        parked.json()["message"]
+            .as_str()
+            .map(|m| m.replace("32-VT-07", "_")),
+        away.json()["message"]
+            .as_str()
+            .map(|m| m.replace("46-ON-05", "_")),
+    );
     let r = rui.get("/payments/quote/46-ON-05").await;
     crate::support::assert_error(&r, 404, "no_open_visit", None);
     let r = rui.get("/payments/quote/not-a-plate").await;
