@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`model`]: enumerations and JSON shapes.
 //! - [`rules`]: the barrier's messages, spot fitting, distances, report keys — pure.
+//! - [`clock`]: what time a passage is taken at, the barrier's clock being evidence — pure.
 //! - [`devices`]: barrier and display credentials.
 //! - [`store`]: the database: migrations, queries, demo parks, the replicas kept by events.
 //! - [`events`]: what parks does with the users and payments services' events.
@@ -25,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod bells;
+pub mod clock;
 pub mod devices;
 pub mod events;
 pub mod http;
@@ -70,6 +72,8 @@ pub struct ParksConfig {
     pub limits: BodyLimits,
     /// Longest wait of an exit for its invoice's price.
     pub exit_wait: Duration,
+    /// How far a barrier's time is believed ([`clock`]).
+    pub clock: clock::ClockRules,
 }
 
 impl std::fmt::Debug for ParksConfig {
@@ -77,6 +81,7 @@ impl std::fmt::Debug for ParksConfig {
         f.debug_struct("ParksConfig")
             .field("store", &self.store)
             .field("seed", &self.seed)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +124,8 @@ pub struct Inner {
     pub limits: BodyLimits,
     /// Longest wait of an exit for its invoice.
     pub exit_wait: Duration,
+    /// How far a barrier's time is believed.
+    pub clock: clock::ClockRules,
     /// Exits waiting for their visit's price, handed it when its invoice is applied.
     pub prices: PriceWaiters,
     /// Rung when what a display or a park shows may have changed: the long polls waiting in
@@ -157,6 +164,7 @@ impl App {
             ready: Readiness::new("parks"),
             limits: config.limits,
             exit_wait: config.exit_wait,
+            clock: config.clock,
             prices: PriceWaiters::default(),
             bells: bells::Bells::default(),
             metrics: Metrics::default(),

@@ -1,11 +1,18 @@
 //! The parks service's Prometheus metrics (`GET /metrics`): entrances and exits by outcome and
-//! refusal reason, and how exits got their price, beside the event gauges every service shows
+//! refusal reason, how exits got their price, and the barriers' clocks (their offsets, and the
+//! passages whose time was not taken as said), beside the event gauges every service shows
 //! ([`EventMetrics`]). One registry per service instance, no globals.
 
+use std::sync::atomic::AtomicU64;
+
+use jiff::SignedDuration;
 use pms_events::metrics::EventMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::clock::Replaced;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct Passage {
@@ -16,6 +23,17 @@ struct Passage {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ExitPrice {
     how: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BarrierLabel {
+    barrier: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TimeReplaced {
+    direction: &'static str,
+    why: &'static str,
 }
 
 /// How an exit's answer got its price (`pms_parks_exit_prices_total{how}`).
@@ -40,6 +58,8 @@ pub struct Metrics {
     passages: Family<Passage, Counter>,
     exit_prices: Family<ExitPrice, Counter>,
     long_poll_reads: Counter,
+    clock_offsets: Family<BarrierLabel, Gauge<f64, AtomicU64>>,
+    times_replaced: Family<TimeReplaced, Counter>,
 }
 
 impl Default for Metrics {
@@ -63,11 +83,25 @@ impl Default for Metrics {
             "Versions read by the display and page long polls (at their start, and each time a change may concern them)",
             long_poll_reads.clone(),
         );
+        let clock_offsets = Family::<BarrierLabel, Gauge<f64, AtomicU64>>::default();
+        events.registry().register(
+            "barrier_clock_offset_seconds",
+            "How far each barrier's time was ahead of the server's clock (negative: behind) in its last passage seen here",
+            clock_offsets.clone(),
+        );
+        let times_replaced = Family::<TimeReplaced, Counter>::default();
+        events.registry().register(
+            "passage_times_replaced",
+            "Passages recorded at another time than their barrier said, by direction and why (ahead, late, before_last_exit, before_entrance)",
+            times_replaced.clone(),
+        );
         Self {
             events,
             passages,
             exit_prices,
             long_poll_reads,
+            clock_offsets,
+            times_replaced,
         }
     }
 }
@@ -77,6 +111,23 @@ impl Metrics {
     pub fn passage(&self, direction: &'static str, outcome: &'static str) {
         self.passages
             .get_or_create(&Passage { direction, outcome })
+            .inc();
+    }
+
+    /// Sets barrier `barrier`'s clock offset, as its latest passage showed it.
+    pub fn clock_offset(&self, barrier: i64, offset: SignedDuration) {
+        self.clock_offsets
+            .get_or_create(&BarrierLabel { barrier })
+            .set(offset.as_secs_f64());
+    }
+
+    /// Counts a passage recorded at another time than its barrier said.
+    pub fn time_replaced(&self, direction: &'static str, why: Replaced) {
+        self.times_replaced
+            .get_or_create(&TimeReplaced {
+                direction,
+                why: why.reason(),
+            })
             .inc();
     }
 

@@ -202,6 +202,14 @@ pub struct BarrierDevices {
     pub direction: Direction,
     /// In service or switched off.
     pub state: State,
+    /// How far the barrier's time was ahead of the server's clock (negative: behind) in the
+    /// passage that last moved it by over a second, in ms; absent before its first passage. A
+    /// buffered passage sent late shows here as behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
+    /// When that passage arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_seen_at: Option<String>,
     /// Its displays, by number.
     pub displays: Vec<DisplayDevice>,
 }

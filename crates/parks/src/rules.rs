@@ -25,8 +25,9 @@ pub enum Refusal {
     AlreadyInside,
     /// The vehicle has no open visit in this park (an exit without an entrance).
     NotInside,
-    /// The device's time for an exit is before the visit's entrance.
-    ExitBeforeEntrance,
+    /// The entrance would overlap another stay of the plate written meanwhile (the database's
+    /// exclusion of overlapping stays refused it twice; [`crate::clock`]).
+    OverlapsEarlierStay,
 }
 
 impl Refusal {
@@ -41,7 +42,7 @@ impl Refusal {
             Self::Full => "The park is full. Please contact the park manager.",
             Self::AlreadyInside => "This vehicle is already inside a park. Please contact the park manager.",
             Self::NotInside => "This vehicle has no open visit in this park. Please contact the park manager.",
-            Self::ExitBeforeEntrance => "The exit time is before the entrance time. Please contact the park manager.",
+            Self::OverlapsEarlierStay => "This vehicle has another visit at this time. Please contact the park manager.",
         }
     }
 
@@ -55,7 +56,7 @@ impl Refusal {
             Self::Full => "full",
             Self::AlreadyInside => "already_inside",
             Self::NotInside => "not_inside",
-            Self::ExitBeforeEntrance => "exit_before_entrance",
+            Self::OverlapsEarlierStay => "overlaps_earlier_stay",
         }
     }
 }

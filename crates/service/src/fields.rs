@@ -196,16 +196,30 @@ pub const FIRST_INSTANT_MS: i64 = 0;
 pub const END_INSTANT_MS: i64 = 32_503_680_000_000;
 
 /// An instant from RFC 3339 text or epoch milliseconds (a whole number, as [`integer`] reads
-/// one: `39268.0` is 39,268 ms), from [`FIRST_INSTANT_MS`] up to [`END_INSTANT_MS`].
+/// one: `39268.0` is 39,268 ms), from [`FIRST_INSTANT_MS`] up to [`END_INSTANT_MS`]. Text's
+/// offset is within a day, as RFC 3339's are (`+23:59` at most; jiff reads up to `±25:59:59`).
 pub fn instant(v: &Value) -> Option<Timestamp> {
     let t = match v {
         Value::Number(_) => Timestamp::from_millisecond(integer(v)?).ok()?,
-        Value::String(s) => s.trim().parse::<Timestamp>().ok()?,
+        Value::String(s) => rfc3339(s.trim())?,
         _ => return None,
     };
     (FIRST_INSTANT_MS..END_INSTANT_MS)
         .contains(&t.as_millisecond())
         .then_some(t)
+}
+
+/// An instant from RFC 3339 text whose offset is within a day.
+fn rfc3339(text: &str) -> Option<Timestamp> {
+    use jiff::fmt::temporal::{DateTimeParser, PiecesOffset};
+    static PARSER: DateTimeParser = DateTimeParser::new();
+    let pieces = PARSER.parse_pieces(text).ok()?;
+    if let Some(PiecesOffset::Numeric(offset)) = pieces.offset() {
+        if offset.offset().seconds().abs() >= 24 * 3600 {
+            return None;
+        }
+    }
+    text.parse::<Timestamp>().ok()
 }
 
 /// A positive id from a path segment.
@@ -302,6 +316,12 @@ mod tests {
         assert!(instant(&json!("3000-01-01T00:00:00Z")).is_none());
         assert!(instant(&json!("9999-12-31T00:00:00Z")).is_none());
         assert!(instant(&json!("1969-12-31T23:59:59.999Z")).is_none());
+        // Offsets stop at ±23:59, as RFC 3339's hours do.
+        assert!(instant(&json!("2024-01-10T10:00:00+23:59")).is_some());
+        assert!(instant(&json!("2024-01-10T10:00:00-23:59")).is_some());
+        assert!(instant(&json!("2024-01-10T10:00:00+24:00")).is_none());
+        assert!(instant(&json!("2024-01-10T10:00:00+25:00")).is_none());
+        assert!(instant(&json!("2024-01-10T10:00:00-25:59")).is_none());
     }
 
     #[test]

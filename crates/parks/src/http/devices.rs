@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use super::{store_error, TAG};
 use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
 use crate::metrics::PriceSource;
-use crate::model::{BarrierAnswer, Direction, DisplayAnswer};
+use crate::model::{BarrierAnswer, Direction, DisplayAnswer, State as DeviceState};
 use crate::prices::Price;
 use crate::rules::{self, Refusal};
 use crate::store::visits::{Barrier, Passage};
@@ -107,7 +107,11 @@ pub struct PassageBody {
     #[serde(rename = "plateNumber")]
     #[schema(value_type = Plate)]
     pub plate_number: String,
-    /// When the car passed (the event's time, so recorded reads can be replayed).
+    /// When the car passed, by the barrier's clock. Believed when it is at most the clock
+    /// tolerance ahead of the server's clock and at most the buffered-passage delay behind it, and
+    /// fits the plate's history (an entrance after its last exit, an exit not before its
+    /// entrance); otherwise the passage is recorded at the server's time and the car still
+    /// passes. The same plate, barrier and `date` again is a retry: it answers as the first did.
     #[schema(value_type = Instant)]
     pub date: String,
 }
@@ -177,9 +181,11 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             Err(Refusal::UnknownBarrier),
         ));
     };
+    let time = s.clock.take(at, jiff::Timestamp::now());
+    s.metrics.clock_offset(barrier.id, time.offset());
     let passage = s
         .store
-        .pass(&barrier, &plate, at)
+        .pass(&barrier, &plate, time)
         .await
         .map_err(store_error)?;
     s.committed_in(barrier.park_id);
@@ -193,9 +199,19 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
             visit_id,
             price,
             repeated,
+            replaced,
             ..
         } => {
             s.metrics.passage(dir, "opened");
+            if let Some(why) = replaced {
+                s.metrics.time_replaced(dir, why);
+                tracing::info!(
+                    barrier = barrier.id,
+                    said = %time.said,
+                    why = why.reason(),
+                    "a passage's time was not taken as the barrier said it"
+                );
+            }
             match direction {
                 Direction::Entrance => rules::welcome(&name),
                 Direction::Exit => {
@@ -296,7 +312,9 @@ pub struct DisplayMessage {
     request_body = DisplayMessage,
     security(("deviceKey" = [])),
     responses(
-        (status = 200, description = "`success` when a display took it.", body = BarrierAnswer),
+        (status = 200, description = "`success` when a display took it; otherwise `false` \
+            with why: an unknown barrier, a switched-off barrier (which changes nothing), or no \
+            display in service.", body = BarrierAnswer),
         (status = 401, description = "No device key (`missing_device_key`), or not this \
             device's (`invalid_device_key`).", body = ErrorBody<'static>),
         (status = 403, description = "The barrier is another park's (`forbidden`).",
@@ -321,6 +339,10 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
     let park_id = barrier.as_ref().map_or(0, |b| b.park_id);
     let (success, text) = match barrier {
         None => (false, "Barrier not found!".to_owned()),
+        // A switched-off barrier does nothing with its key, as at its passages.
+        Some(b) if b.state != DeviceState::Active => {
+            (false, Refusal::BarrierDisabled.message().to_owned())
+        }
         Some(b) => match s.store.show(b.id, &message).await.map_err(store_error)? {
             0 => (false, "No displays found!".to_owned()),
             _ => (true, message),

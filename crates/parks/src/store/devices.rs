@@ -1,5 +1,6 @@
-//! A park's devices as an operator sees them: each barrier (direction, state) with its displays
-//! and the text each shows now. Two reads of small tables; nothing on the barrier path.
+//! A park's devices as an operator sees them: each barrier (direction, state, clock offset) with
+//! its displays and the text each shows now. Two reads of small tables; nothing on the barrier
+//! path.
 
 use pms_service::repeatable;
 
@@ -13,10 +14,11 @@ impl Store {
     /// [`StoreError::NotFound`] for an unknown park; database failures.
     pub async fn devices(&self, number: i64) -> Result<ParkDevices, StoreError> {
         let park = self.park(number).await?;
-        let barriers: Vec<(i64, String, String, String)> = repeatable!(self, |conn| {
+        type BarrierRow = (i64, String, String, String, Option<i64>, Option<i64>);
+        let barriers: Vec<BarrierRow> = repeatable!(self, |conn| {
             sqlx::query_as(
-                "SELECT id, barrier_number, direction, state FROM barriers \
-                 WHERE park_id = $1 ORDER BY barrier_number, id",
+                "SELECT id, barrier_number, direction, state, clock_offset_ms, clock_seen_at_ms \
+                 FROM barriers WHERE park_id = $1 ORDER BY barrier_number, id",
             )
             .bind(park.id)
             .fetch_all(&mut *conn)
@@ -42,13 +44,15 @@ impl Store {
         let state = |s: &str| State::parse(s).ok_or_else(|| StoreError::Internal(s.to_owned()));
         let barriers = barriers
             .into_iter()
-            .map(|(id, number, direction, s)| {
+            .map(|(id, number, direction, s, offset, seen)| {
                 Ok(BarrierDevices {
                     barrier_id: id,
                     barrier_number: number,
                     direction: Direction::parse(&direction)
                         .ok_or_else(|| StoreError::Internal(direction.clone()))?,
                     state: state(&s)?,
+                    clock_offset_ms: offset,
+                    clock_seen_at: seen.map(|at| instant(at).to_string()),
                     displays: displays
                         .iter()
                         .filter(|d| d.2 == id)

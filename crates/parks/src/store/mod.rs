@@ -41,11 +41,14 @@ pub type StoreError = pms_service::store::StoreError<Refusal>;
 impl pms_service::store::Refusal for Refusal {
     fn from_constraint(what: &str) -> Option<Self> {
         // One open visit per plate: a second entrance raced the first. The park's counter
-        // CHECK: the park filled meanwhile.
+        // CHECK: the park filled meanwhile. No overlapping stays: an entrance dated at or
+        // before the plate's last exit (the caller moves it on, `visits`).
         if what.contains("visits_one_open_per_plate") || what.contains("visits.plate") {
             Some(Refusal::AlreadyInside)
         } else if what.contains("parks_not_overfilled") {
             Some(Refusal::Full)
+        } else if what.contains("visits_no_overlap") {
+            Some(Refusal::OverlapsEarlierStay)
         } else {
             None
         }
@@ -76,7 +79,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0003_changes.sql",
     "0004_hot_updates.sql",
     "0005_domains.sql",
-    "0006_broker_positions.sql"
+    "0006_broker_positions.sql",
+    "0007_passage_times.sql"
 );
 
 impl Store {

@@ -21,19 +21,30 @@ use pms_tariff::json::TableDoc;
 use pms_tariff::{fee, PriceTable, Stay};
 use rust_decimal::Decimal;
 
-/// The version of park `$2`'s table in force at `$3` (epoch ms), as a column of a read: the
-/// newest version valid from then or earlier, else the oldest ([`pms_tariff::version_in_force`]),
-/// or NULL when the park has no table.
+/// The version of park `$park`'s table in force at `$at` (epoch ms; SQL expressions), as a
+/// column of a read: the newest version valid from then or earlier, else the oldest
+/// ([`pms_tariff::version_in_force`]), or NULL when the park has no table.
 macro_rules! in_force_sql {
-    () => {
-        "COALESCE((SELECT max(version) FROM price_tables WHERE park_id = $2 AND valid_from_ms <= $3), \
-         (SELECT min(version) FROM price_tables WHERE park_id = $2))"
+    ($park:literal, $at:literal) => {
+        concat!(
+            "COALESCE((SELECT max(version) FROM price_tables WHERE park_id = ",
+            $park,
+            " AND valid_from_ms <= ",
+            $at,
+            "), (SELECT min(version) FROM price_tables WHERE park_id = ",
+            $park,
+            "))"
+        )
     };
 }
 pub(crate) use in_force_sql;
 
-/// The same SQL (`in_force_sql!`) as a constant, for tests and tools.
-pub const IN_FORCE_SQL: &str = in_force_sql!();
+/// The same SQL (`in_force_sql!`) for park `$2` at `$3`, for tests and tools.
+pub const IN_FORCE_SQL: &str = in_force_sql!("$2", "$3");
+
+/// The version of park `$1`'s table in force at `$2` (epoch ms), read alone: for an exit whose
+/// time moved after its plate's read ([`crate::clock`]).
+pub const VERSION_AT: &str = concat!("SELECT ", in_force_sql!("$1", "$2"));
 
 /// Price tables parsed, by (park id, version).
 #[derive(Debug, Default)]

@@ -362,7 +362,11 @@ mod tests {
         );
         let mut visits = Vec::new();
         for (plate, out) in [("AA-00-01", "10:30"), ("AA-00-02", "10:45")] {
-            let at = |hm: &str| format!("2026-11-30T{hm}:00Z").parse().expect("time");
+            let at = |hm: &str| {
+                crate::clock::PassageTime::as_said(
+                    format!("2026-11-30T{hm}:00Z").parse().expect("time"),
+                )
+            };
             store.pass(&entrance, plate, at("10:00")).await.expect("in");
             match store.pass(&exit, plate, at(out)).await.expect("out") {
                 Passage::Open { visit_id, .. } => visits.push(visit_id),

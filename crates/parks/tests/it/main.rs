@@ -2,6 +2,7 @@
 //! events in process, the real gateway with the shipped route table, real HTTP/1.1 and HTTP/2
 //! clients, on SQLite and on a real PostgreSQL.
 
+mod clock;
 mod coins;
 mod concurrency;
 mod devices;

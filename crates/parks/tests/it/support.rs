@@ -77,6 +77,10 @@ pub struct Options {
     /// gateway follows only the broker's live feeds (prices and changes), so its exits' prices
     /// always come from an invoice the other replica applied.
     pub parks_replica: bool,
+    /// How far barrier times are believed. By default any time behind the server's clock is:
+    /// most tests replay fixed dates of 2023 and 2024 (the clock's own tests use the service's
+    /// defaults).
+    pub clock: pms_parks::clock::ClockRules,
 }
 
 impl Default for Options {
@@ -87,6 +91,10 @@ impl Default for Options {
             nats: false,
             pg_url: None,
             parks_replica: false,
+            clock: pms_parks::clock::ClockRules {
+                delay: Duration::MAX,
+                ..pms_parks::clock::ClockRules::default()
+            },
         }
     }
 }
@@ -153,6 +161,7 @@ impl System {
             }),
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: options.exit_wait,
+            clock: options.clock,
         };
         let parks = pms_parks::App::new(parks_config()).expect("parks");
         let payments = pms_payments::App::new(pms_payments::PaymentsConfig {

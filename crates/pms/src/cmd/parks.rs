@@ -37,6 +37,15 @@ pub struct ParksOptions {
     /// Longest wait of an exit for its invoice's price, in ms.
     #[arg(long, default_value_t = pms_parks::DEFAULT_EXIT_WAIT.as_millis() as u64)]
     pub exit_wait_ms: u64,
+    /// How far ahead of this server's clock a barrier's time is believed, in seconds; a time
+    /// further ahead is replaced by the server's.
+    #[arg(long, default_value_t = pms_parks::clock::DEFAULT_AHEAD.as_secs())]
+    pub clock_ahead_s: u64,
+    /// How late a barrier's buffered passage is believed, in hours (its time may be this far
+    /// behind the server's clock); an older time is replaced by the server's.
+    #[arg(long, default_value_t = pms_parks::clock::DEFAULT_DELAY.as_secs() / 3600,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub passage_delay_h: u64,
     /// Do not create the demo parks in an empty database.
     #[arg(long)]
     pub no_seed_parks: bool,
@@ -76,6 +85,10 @@ impl ParksOptions {
             }),
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: std::time::Duration::from_millis(self.exit_wait_ms),
+            clock: pms_parks::clock::ClockRules {
+                ahead: std::time::Duration::from_secs(self.clock_ahead_s),
+                delay: std::time::Duration::from_secs(self.passage_delay_h * 3600),
+            },
         })
     }
 }

@@ -4,13 +4,16 @@
 //! names its own refusals (`R`) and which constraint means which ([`Refusal::from_constraint`]);
 //! everything else is classified here once.
 
-use super::{is_check_on, is_transient, is_unavailable, unavailable_reason, unique_violation};
+use super::{
+    exclusion_violation, is_check_on, is_transient, is_unavailable, unavailable_reason,
+    unique_violation,
+};
 use super::{pool, DbError, Transient};
 
 /// A service's domain refusals.
 pub trait Refusal: std::fmt::Debug + Clone + PartialEq + Eq + Send + Sync + 'static {
-    /// The refusal a violated unique or CHECK constraint stands for (its name and the server's
-    /// message are in `what`), if it stands for one.
+    /// The refusal a violated unique, exclusion or CHECK constraint stands for (its name and
+    /// the server's message are in `what`), if it stands for one.
     fn from_constraint(what: &str) -> Option<Self>;
 }
 
@@ -80,11 +83,13 @@ impl<R: Refusal> From<sqlx::Error> for StoreError<R> {
         if is_unavailable(&e) {
             return Self::Unavailable(unavailable_reason(&e));
         }
-        let constraint = unique_violation(&e).or_else(|| {
-            let db = e.as_database_error()?;
-            is_check_on(&e, "")
-                .then(|| format!("{} {}", db.constraint().unwrap_or(""), db.message()))
-        });
+        let constraint = unique_violation(&e)
+            .or_else(|| exclusion_violation(&e))
+            .or_else(|| {
+                let db = e.as_database_error()?;
+                is_check_on(&e, "")
+                    .then(|| format!("{} {}", db.constraint().unwrap_or(""), db.message()))
+            });
         if let Some(what) = constraint {
             return match R::from_constraint(&what) {
                 Some(r) => Self::Refused(r),

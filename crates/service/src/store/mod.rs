@@ -626,6 +626,18 @@ pub fn unique_violation(e: &sqlx::Error) -> Option<String> {
         .then(|| format!("{} {}", db.constraint().unwrap_or(""), db.message()))
 }
 
+/// When `e` is a violation of a rule across rows other than uniqueness: PostgreSQL's exclusion
+/// constraints, and SQLite's triggers that stand in for them (`RAISE(ABORT, '<name>: …')`).
+/// The constraint's name and the server's message, as [`unique_violation`] gives them.
+pub fn exclusion_violation(e: &sqlx::Error) -> Option<String> {
+    /// PostgreSQL's `exclusion_violation`, SQLite's `SQLITE_CONSTRAINT_TRIGGER`.
+    const CODES: [&str; 2] = ["23P01", "1811"];
+    let db = e.as_database_error()?;
+    db.code()
+        .is_some_and(|c| CODES.contains(&c.as_ref()))
+        .then(|| format!("{} {}", db.constraint().unwrap_or(""), db.message()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

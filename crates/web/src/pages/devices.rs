@@ -26,6 +26,9 @@ struct BarrierRow {
     number: String,
     entrance: bool,
     on: bool,
+    /// How far its clock is off, said for people ("2 min 5 s ahead"), when it is by a second
+    /// or more.
+    clock: Option<String>,
     displays: Vec<DisplayRow>,
 }
 
@@ -64,6 +67,7 @@ pub async fn devices(
             number: text(&b["barrierNumber"]),
             entrance: b["direction"] == "ENTRANCE",
             on: b["state"] == "ACTIVE",
+            clock: b["clockOffsetMs"].as_i64().and_then(clock_offset),
             displays: b["displays"]
                 .as_array()
                 .into_iter()
@@ -85,4 +89,44 @@ pub async fn devices(
     }
     .render();
     page(&app, StatusCode::OK, html, None)
+}
+
+/// A barrier's clock offset for people, when it is a second or more: "3 s ahead",
+/// "2 h 5 min behind".
+fn clock_offset(ms: i64) -> Option<String> {
+    let secs = ms.unsigned_abs() / 1000;
+    if secs == 0 {
+        return None;
+    }
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let size = match (d, h, m) {
+        (0, 0, 0) => format!("{s} s"),
+        (0, 0, _) => format!("{m} min {s} s"),
+        (0, _, _) => format!("{h} h {m} min"),
+        _ => format!("{d} d {h} h"),
+    };
+    Some(format!(
+        "{size} {}",
+        if ms > 0 { "ahead" } else { "behind" }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clock_offsets_are_said_for_people() {
+        use super::clock_offset;
+        assert_eq!(clock_offset(999), None);
+        assert_eq!(clock_offset(-999), None);
+        assert_eq!(clock_offset(3_000).as_deref(), Some("3 s ahead"));
+        assert_eq!(clock_offset(-125_000).as_deref(), Some("2 min 5 s behind"));
+        assert_eq!(
+            clock_offset(-(2 * 3600 + 5 * 60) * 1000).as_deref(),
+            Some("2 h 5 min behind")
+        );
+        assert_eq!(
+            clock_offset(30_000_000_000_000).as_deref(),
+            Some("347222 d 5 h ahead")
+        );
+    }
 }

@@ -3,7 +3,6 @@
 //! row first (raising or lowering its counter), so the transactions of one park queue there.
 
 use jiff::tz::TimeZone;
-use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_service::transaction;
 
@@ -14,8 +13,9 @@ use super::{
     exit_goodbye, exit_rules, opened_event, plate_of, show_on_displays, stay_minutes, Barrier,
     Closing, Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE, PLATE_AT_EXIT,
 };
+use crate::clock::PassageTime;
 use crate::rules::{self, Refusal};
-use crate::store::quotes::table_version;
+use crate::store::quotes::{table_version, VERSION_AT};
 use crate::store::{ms, Store, StoreError};
 
 impl Store {
@@ -23,21 +23,23 @@ impl Store {
         &self,
         barrier: &Barrier,
         plate: &str,
-        at: Timestamp,
+        time: PassageTime,
         tz: &TimeZone,
     ) -> Result<Passage, StoreError> {
+        let at = time.at;
         let at_ms = ms(at);
-        let now_ms = ms(Timestamp::now());
+        let now_ms = ms(time.now);
         transaction!(self, |tx| {
             let row: Option<PlateRow> = sqlx::query_as(PLATE)
                 .bind(plate)
                 .fetch_optional(&mut *tx)
                 .await?;
             let read = row.map(plate_of).transpose()?;
-            let owner = match entrance_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
-                Entering::New(owner) => owner,
-                Entering::Repeat(answer) => return Ok(answer),
-            };
+            let owner =
+                match entrance_rules(barrier, read, ms(time.said)).map_err(StoreError::Refused)? {
+                    Entering::New(owner) => owner,
+                    Entering::Repeat(answer) => return Ok(answer),
+                };
             // The park's row first: the counter's CHECK refuses a full park, and every entrance
             // and exit of this park queues here.
             let raised = sqlx::query(
@@ -67,8 +69,8 @@ impl Store {
                 return Err(StoreError::Refused(Refusal::Full));
             };
             let visit_id: i64 = sqlx::query_scalar(
-                "INSERT INTO visits (park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                "INSERT INTO visits (park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms, entry_said_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
             )
             .bind(barrier.park_id)
             .bind(spot_id)
@@ -78,6 +80,7 @@ impl Store {
             .bind(owner.energy.as_str())
             .bind(barrier.id)
             .bind(at_ms)
+            .bind(ms(time.said))
             .fetch_one(&mut *tx)
             .await?;
             let [cars, motorcycles, fuel, gpl, electric, hybrid] = entrance_counts(&owner);
@@ -103,6 +106,7 @@ impl Store {
                 spot: spot_number,
                 repeated: false,
                 price: None,
+                replaced: time.replaced,
             })
         })
     }
@@ -111,32 +115,31 @@ impl Store {
         &self,
         barrier: &Barrier,
         plate: &str,
-        at: Timestamp,
+        time: PassageTime,
         tz: &TimeZone,
     ) -> Result<Passage, StoreError> {
-        let at_ms = ms(at);
-        let now_ms = ms(Timestamp::now());
+        let now_ms = ms(time.now);
         transaction!(self, |tx| {
             let row = sqlx::query(PLATE_AT_EXIT)
                 .bind(plate)
                 .bind(barrier.park_id)
-                .bind(at_ms)
+                .bind(ms(time.at))
                 .fetch_optional(&mut *tx)
                 .await?;
             let read = match row {
                 None => None,
                 Some(row) => {
                     let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
-                    Some((owner, open, row.try_get::<Option<i64>, _>(13)?))
+                    Some((owner, open, row.try_get::<Option<i64>, _>(14)?))
                 }
             };
-            let closing = match exit_rules(barrier, read, at_ms).map_err(StoreError::Refused)? {
+            let mut closing = match exit_rules(barrier, read, time).map_err(StoreError::Refused)? {
                 Leaving::Close(closing) => closing,
                 Leaving::Done(owner) => {
                     let done: Option<DoneRow> = sqlx::query_as(DONE)
                         .bind(plate)
                         .bind(barrier.park_id)
-                        .bind(at_ms)
+                        .bind(ms(time.said))
                         .bind(barrier.id)
                         .fetch_optional(&mut *tx)
                         .await?;
@@ -144,11 +147,19 @@ impl Store {
                         return Err(StoreError::Refused(Refusal::NotInside));
                     };
                     let table = table_version!(tx, &self.tables, barrier.park_id, done.to_quote());
-                    return Ok(done.answer(owner, table.as_deref(), tz, at));
+                    return Ok(done.answer(owner, table.as_deref(), tz));
                 }
             };
+            if closing.moved {
+                closing.version = sqlx::query_scalar(VERSION_AT)
+                    .bind(barrier.park_id)
+                    .bind(ms(closing.time.at))
+                    .fetch_one(&mut *tx)
+                    .await?;
+            }
+            let at = closing.time.at;
             let table = table_version!(tx, &self.tables, barrier.park_id, closing.version);
-            let price = closing.price(table.as_deref(), tz, at);
+            let price = closing.price(table.as_deref(), tz);
             let Closing { owner, visit, .. } = &closing;
             // The park's row first, as at the entrance.
             sqlx::query(
@@ -173,12 +184,13 @@ impl Store {
                 .rows_affected()
                     == 1;
             sqlx::query(
-                "UPDATE visits SET left_at_ms = $1, exit_barrier_id = $2, use_coins = $3 WHERE id = $4",
+                "UPDATE visits SET left_at_ms = $1, exit_said_ms = $5, exit_barrier_id = $2, use_coins = $3 WHERE id = $4",
             )
-            .bind(at_ms)
+            .bind(ms(at))
             .bind(barrier.id)
             .bind(i64::from(use_coins))
             .bind(visit.id)
+            .bind(ms(time.said))
             .execute(&mut *tx)
             .await?;
             sqlx::query(count_exit_sql!("VALUES ($1, $2, $3, $4)"))
@@ -194,15 +206,18 @@ impl Store {
                 exit_goodbye(&owner.name, price.as_ref()),
                 now_ms
             );
-            tx.append(&closed_event(&closing, barrier, plate, at, use_coins)?)
+            tx.append(&closed_event(&closing, barrier, plate, use_coins)?)
                 .await?;
-            let Closing { owner, visit, .. } = closing;
+            let Closing {
+                owner, visit, time, ..
+            } = closing;
             Ok::<Passage, StoreError>(Passage::Open {
                 visit_id: visit.id,
                 name: owner.name,
                 spot: visit.spot_number,
                 repeated: false,
                 price,
+                replaced: time.replaced,
             })
         })
     }

@@ -7,7 +7,14 @@
 //! [`super::quotes`]) and appends `visit.closed`. A refusal part-way changes nothing.
 //!
 //! Retries by a barrier are harmless: an entrance or exit repeated with the same plate, barrier
-//! and time answers as the first did and changes nothing.
+//! and time said answers as the first did and changes nothing, while its visit is open and after
+//! it closed.
+//!
+//! Times ([`crate::clock`]): the caller bounds the barrier's time by the server's clock; here it
+//! is bounded by the plate's history. An exit before its visit's entrance is taken at the
+//! server's clock (never before the entrance); an entrance at or before the plate's last exit is
+//! refused by the database (no two stays of a plate overlap, an exclusion constraint on
+//! PostgreSQL, triggers on SQLite) and then, unless it is a retry, taken after that exit.
 //!
 //! The rules are checked here, once, on the plate's read (`entrance_rules`, `exit_rules`);
 //! the writes are made one of two ways, with the same effects:
@@ -37,6 +44,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::{instant, ms, quotes, retry, Store, StoreError};
+use crate::clock::{PassageTime, Replaced};
 use crate::model::{Direction, State};
 use crate::prices::Price;
 use crate::rules::{self, Refusal};
@@ -58,6 +66,8 @@ pub struct Barrier {
     pub state: State,
     /// The park's clock.
     pub time_zone: String,
+    /// The last clock offset its passages showed, ms (positive: ahead of the server).
+    pub clock_offset_ms: Option<i64>,
 }
 
 /// How long a barrier read from the database is used without reading it again.
@@ -98,6 +108,8 @@ pub enum Passage {
         /// At an exit, the price and discount when known: quoted by the exit itself, or on a
         /// repeated exit from the invoice when it came.
         price: Option<(String, String)>,
+        /// Why the passage was recorded at another time than the barrier's, when it was.
+        replaced: Option<Replaced>,
     },
     /// The barrier stays closed.
     Refused(Refusal),
@@ -159,6 +171,8 @@ struct OpenVisit {
     entry_barrier_id: i64,
     entered_at_ms: i64,
     spot_number: String,
+    /// The entrance's time as its barrier said it.
+    entry_said_ms: i64,
 }
 
 /// A plate's owner and open visit, read in one statement at the start of an entrance or exit.
@@ -167,7 +181,7 @@ macro_rules! plate_sql {
     ($($extra:expr),*) => {
         concat!(
             "SELECT v.customer_id, v.vehicle_type, v.energy_source, c.name, c.nif, c.status, c.use_parky_coins, \
-             o.id, o.park_id, o.spot_id, o.entry_barrier_id, o.entered_at_ms, s.spot_number",
+             o.id, o.park_id, o.spot_id, o.entry_barrier_id, o.entered_at_ms, s.spot_number, o.entry_said_ms",
             $($extra,)*
             " FROM vehicles v JOIN customers c ON c.id = v.customer_id \
              LEFT JOIN visits o ON o.plate = v.plate AND o.left_at_ms IS NULL \
@@ -181,8 +195,8 @@ use plate_sql;
 const PLATE: &str = plate_sql!();
 
 /// The plate's read at an exit, and the version of the park's table in force when the car
-/// leaves (column 13, [`super::quotes`]): `$1` plate, `$2` park, `$3` the exit's time (ms).
-const PLATE_AT_EXIT: &str = plate_sql!(", ", super::quotes::in_force_sql!());
+/// leaves (column 14, [`super::quotes`]): `$1` plate, `$2` park, `$3` the exit's time (ms).
+const PLATE_AT_EXIT: &str = plate_sql!(", ", super::quotes::in_force_sql!("$2", "$3"));
 
 type PlateRow = (
     i64,
@@ -198,11 +212,12 @@ type PlateRow = (
     Option<i64>,
     Option<i64>,
     Option<String>,
+    Option<i64>,
 );
 
 fn plate_of(row: PlateRow) -> Result<(Owner, Option<OpenVisit>), StoreError> {
     let bad = |what: &str| StoreError::Internal(format!("stored {what} is not a known name"));
-    let open = match (row.7, row.8, row.9, row.10, row.11, row.12) {
+    let open = match (row.7, row.8, row.9, row.10, row.11, row.12, row.13) {
         (
             Some(id),
             Some(park_id),
@@ -210,6 +225,7 @@ fn plate_of(row: PlateRow) -> Result<(Owner, Option<OpenVisit>), StoreError> {
             Some(entry_barrier_id),
             Some(entered_at_ms),
             Some(spot_number),
+            Some(entry_said_ms),
         ) => Some(OpenVisit {
             id,
             park_id,
@@ -217,6 +233,7 @@ fn plate_of(row: PlateRow) -> Result<(Owner, Option<OpenVisit>), StoreError> {
             entry_barrier_id,
             entered_at_ms,
             spot_number,
+            entry_said_ms,
         }),
         _ => None,
     };
@@ -240,11 +257,12 @@ enum Entering {
     Repeat(Passage),
 }
 
-/// The entrance's rules, on the plate's read (`None`: no such plate).
+/// The entrance's rules, on the plate's read (`None`: no such plate); `said_ms` is the barrier's
+/// time, which a retry repeats.
 fn entrance_rules(
     barrier: &Barrier,
     read: Option<(Owner, Option<OpenVisit>)>,
-    at_ms: i64,
+    said_ms: i64,
 ) -> Result<Entering, Refusal> {
     let (owner, open) = read.ok_or(Refusal::UnknownPlateAtEntrance)?;
     if owner.status == UserStatus::Blocked {
@@ -255,13 +273,14 @@ fn entrance_rules(
     }
     match open {
         None => Ok(Entering::New(owner)),
-        Some(open) if open.entry_barrier_id == barrier.id && open.entered_at_ms == at_ms => {
+        Some(open) if open.entry_barrier_id == barrier.id && open.entry_said_ms == said_ms => {
             Ok(Entering::Repeat(Passage::Open {
                 visit_id: open.id,
                 name: owner.name,
                 spot: open.spot_number,
                 repeated: true,
                 price: None,
+                replaced: None,
             }))
         }
         Some(_) => Err(Refusal::AlreadyInside),
@@ -276,11 +295,13 @@ enum Leaving {
     Done(Owner),
 }
 
-/// The exit's rules, on the plate's read at an exit (`None`: no such plate).
+/// The exit's rules, on the plate's read at an exit (`None`: no such plate). An exit before its
+/// visit's entrance is taken later ([`PassageTime::not_before`]): a device's time never keeps a
+/// car inside.
 fn exit_rules(
     barrier: &Barrier,
     read: Option<(Owner, Option<OpenVisit>, Option<i64>)>,
-    at_ms: i64,
+    time: PassageTime,
 ) -> Result<Leaving, Refusal> {
     let (owner, open, version) = read.ok_or(Refusal::UnknownPlateAtExit)?;
     if barrier.state != State::Active {
@@ -288,22 +309,26 @@ fn exit_rules(
     }
     match open.filter(|v| v.park_id == barrier.park_id) {
         None => Ok(Leaving::Done(owner)),
-        Some(open) if at_ms < open.entered_at_ms => Err(Refusal::ExitBeforeEntrance),
-        Some(visit) => Ok(Leaving::Close(Closing {
-            owner,
-            visit,
-            version,
-        })),
+        Some(visit) => {
+            let time = time.not_before(instant(visit.entered_at_ms), Replaced::BeforeEntrance);
+            Ok(Leaving::Close(Closing {
+                owner,
+                visit,
+                version,
+                moved: time.replaced == Some(Replaced::BeforeEntrance),
+                time,
+            }))
+        }
     }
 }
 
-/// The same exit done before: plate, park, time and barrier (`$1`–`$4`), with what its answer
-/// needs: the invoice's price when it came, else what to quote the stay with again.
+/// The same exit done before: plate, park, time said and barrier (`$1`–`$4`), with what its
+/// answer needs: the invoice's price when it came, else what to quote the stay with again.
 const DONE: &str = concat!(
     "SELECT v.id, s.spot_number, v.price, v.discount, v.use_coins, v.entered_at_ms, v.vehicle_type, ",
-    super::quotes::in_force_sql!(),
-    " FROM visits v JOIN spots s ON s.id = v.spot_id \
-     WHERE v.plate = $1 AND v.park_id = $2 AND v.left_at_ms = $3 AND v.exit_barrier_id = $4"
+    super::quotes::in_force_sql!("$2", "v.left_at_ms"),
+    ", v.left_at_ms FROM visits v JOIN spots s ON s.id = v.spot_id \
+     WHERE v.plate = $1 AND v.park_id = $2 AND v.exit_said_ms = $3 AND v.exit_barrier_id = $4"
 );
 
 /// [`DONE`]'s row.
@@ -315,6 +340,7 @@ type DoneRow = (
     i64,
     i64,
     String,
+    Option<i64>,
     Option<i64>,
 );
 
@@ -329,11 +355,14 @@ struct Done {
     vehicle: VehicleType,
     /// The park's table version in force at the exit.
     version: Option<i64>,
+    /// The exit's time, as taken.
+    left_at_ms: i64,
 }
 
 impl Done {
     fn of(row: DoneRow) -> Result<Self, StoreError> {
-        let (visit_id, spot, price, discount, use_coins, entered_at_ms, vehicle, version) = row;
+        let (visit_id, spot, price, discount, use_coins, entered_at_ms, vehicle, version, left) =
+            row;
         Ok(Self {
             visit_id,
             spot,
@@ -343,6 +372,8 @@ impl Done {
             vehicle: VehicleType::parse(&vehicle)
                 .ok_or_else(|| StoreError::Internal(format!("stored vehicle type {vehicle}")))?,
             version,
+            left_at_ms: left
+                .ok_or_else(|| StoreError::Internal("a done exit has no time".into()))?,
         })
     }
 
@@ -352,19 +383,13 @@ impl Done {
     }
 
     /// The answer, as the first time: the invoice's price, else the stay quoted with `table`.
-    fn answer(
-        self,
-        owner: Owner,
-        table: Option<&PriceTable>,
-        tz: &TimeZone,
-        at: Timestamp,
-    ) -> Passage {
+    fn answer(self, owner: Owner, table: Option<&PriceTable>, tz: &TimeZone) -> Passage {
         let price = self.invoiced.or_else(|| {
             quoted(
                 table?,
                 tz,
                 self.entered_at_ms,
-                at,
+                instant(self.left_at_ms),
                 self.vehicle,
                 self.use_coins,
             )
@@ -375,6 +400,7 @@ impl Done {
             spot: self.spot,
             repeated: true,
             price,
+            replaced: None,
         }
     }
 }
@@ -469,21 +495,27 @@ fn opened_event(
     .map_err(|e| StoreError::Internal(e.to_string()))
 }
 
-/// What an exit closes: the visit, its owner, and the park's table version in force.
+/// What an exit closes: the visit, its owner, the exit's time and the park's table version in
+/// force then.
 struct Closing {
     owner: Owner,
     visit: OpenVisit,
     version: Option<i64>,
+    /// The exit's time, not before the visit's entrance.
+    time: PassageTime,
+    /// True when `time` moved after the plate's read: `version` is to be read again
+    /// ([`quotes::VERSION_AT`]).
+    moved: bool,
 }
 
 impl Closing {
     /// The price the exit says and shows (no discount), when the stay is quoted with `table`.
-    fn price(&self, table: Option<&PriceTable>, tz: &TimeZone, at: Timestamp) -> Option<Price> {
+    fn price(&self, table: Option<&PriceTable>, tz: &TimeZone) -> Option<Price> {
         quoted(
             table?,
             tz,
             self.visit.entered_at_ms,
-            at,
+            self.time.at,
             self.owner.vehicle_type,
             self.owner.use_coins,
         )
@@ -496,12 +528,11 @@ fn exit_goodbye(name: &str, price: Option<&Price>) -> String {
     rules::goodbye(name, shown.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))
 }
 
-/// `visit.closed` for a visit closed at `at`, paid with coins or not.
+/// `visit.closed` for the visit `closing` closes, paid with coins or not.
 fn closed_event(
     closing: &Closing,
     barrier: &Barrier,
     plate: &str,
-    at: Timestamp,
     use_coins: bool,
 ) -> Result<NewEvent, StoreError> {
     let (visit, owner) = (&closing.visit, &closing.owner);
@@ -521,7 +552,7 @@ fn closed_event(
             vehicle_type: owner.vehicle_type,
             energy_source: owner.energy,
             entered_at: instant(visit.entered_at_ms).to_string(),
-            left_at: at.to_string(),
+            left_at: closing.time.at.to_string(),
             use_coins,
             price_table_version: closing.version,
         },
@@ -557,19 +588,18 @@ impl Store {
         if let Some(b) = self.barriers.get(id) {
             return Ok(b);
         }
-        let row: Option<(i64, i64, i64, String, String, String, String)> = repeatable!(
-            self,
-            |conn| {
-                sqlx::query_as(
-            "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, p.time_zone \
-             FROM barriers b JOIN parks p ON p.id = b.park_id WHERE b.id = $1"
-        )
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await
-            }
-        )?;
-        let (id, park_id, park_number, number, direction, state, time_zone) =
+        type Row = (i64, i64, i64, String, String, String, String, Option<i64>);
+        let row: Option<Row> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, \
+                 p.time_zone, b.clock_offset_ms FROM barriers b JOIN parks p ON p.id = b.park_id \
+                 WHERE b.id = $1",
+            )
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+        })?;
+        let (id, park_id, park_number, number, direction, state, time_zone, clock_offset_ms) =
             row.ok_or_else(|| StoreError::not_found("barrier", id))?;
         let barrier = Barrier {
             id,
@@ -580,13 +610,15 @@ impl Store {
                 .ok_or_else(|| StoreError::Internal(direction.clone()))?,
             state: State::parse(&state).ok_or_else(|| StoreError::Internal(state.clone()))?,
             time_zone,
+            clock_offset_ms,
         };
         self.barriers.put(barrier.clone());
         Ok(barrier)
     }
 
-    /// A car with `plate` at `barrier` at `at`: an entrance or an exit by the barrier's
-    /// direction. A refusal changes nothing and is written to the barrier's displays.
+    /// A car with `plate` at `barrier` at `time` (bounded by the server's clock already,
+    /// [`crate::clock::ClockRules::take`]): an entrance or an exit by the barrier's direction. A
+    /// refusal changes nothing and is written to the barrier's displays.
     ///
     /// # Errors
     /// Database failures (refusals are [`Passage::Refused`]).
@@ -594,23 +626,22 @@ impl Store {
         &self,
         barrier: &Barrier,
         plate: &str,
-        at: Timestamp,
+        time: PassageTime,
     ) -> Result<Passage, StoreError> {
         let tz = rules::time_zone(&barrier.time_zone).map_err(StoreError::Internal)?;
-        let outcome = match (self.pools(), barrier.direction) {
-            (Pools::Postgres(pool), Direction::Entrance) => {
-                retry(|| Self::enter_in_one(pool, barrier, plate, at, &tz)).await
-            }
-            (Pools::Postgres(pool), Direction::Exit) => {
-                retry(|| Self::exit_in_one(pool, &self.tables, barrier, plate, at, &tz)).await
-            }
-            (Pools::Sqlite(_), Direction::Entrance) => {
-                retry(|| self.enter_in_steps(barrier, plate, at, &tz)).await
-            }
-            (Pools::Sqlite(_), Direction::Exit) => {
-                retry(|| self.exit_in_steps(barrier, plate, at, &tz)).await
-            }
+        let outcome = match barrier.direction {
+            Direction::Entrance => self.enter(barrier, plate, time, &tz).await,
+            Direction::Exit => match self.pools() {
+                Pools::Postgres(pool) => {
+                    retry(|| Self::exit_in_one(pool, &self.tables, barrier, plate, time, &tz)).await
+                }
+                Pools::Sqlite(_) => retry(|| self.exit_in_steps(barrier, plate, time, &tz)).await,
+            },
         };
+        if let Err(e) = self.note_clock_offset(barrier, &time).await {
+            // What the operator sees of the clock waits for the next passage; the car does not.
+            tracing::warn!(barrier = barrier.id, error = %e, "the barrier's clock offset was not written");
+        }
         match outcome {
             Err(StoreError::Refused(r)) | Ok(Passage::Refused(r)) => {
                 self.show_refusal(barrier, r).await?;
@@ -618,6 +649,113 @@ impl Store {
             }
             other => other,
         }
+    }
+
+    /// An entrance: at `time`, or after the plate's last exit when `time` is not (unless it is
+    /// the same entrance again, which answers as the first did).
+    async fn enter(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        time: PassageTime,
+        tz: &TimeZone,
+    ) -> Result<Passage, StoreError> {
+        let once = |time: PassageTime| async move {
+            match self.pools() {
+                Pools::Postgres(pool) => {
+                    retry(|| Self::enter_in_one(pool, barrier, plate, time, tz)).await
+                }
+                Pools::Sqlite(_) => retry(|| self.enter_in_steps(barrier, plate, time, tz)).await,
+            }
+        };
+        // A time the server's clock replaced does not find an earlier stay to clash with: look
+        // for the same request done before by the time it said.
+        if time.replaced.is_some() {
+            if let Some(answer) = self.entrance_done(barrier, plate, time.said).await? {
+                return Ok(answer);
+            }
+        }
+        match once(time).await {
+            Err(StoreError::Refused(Refusal::OverlapsEarlierStay))
+            | Ok(Passage::Refused(Refusal::OverlapsEarlierStay)) => {}
+            other => return other,
+        }
+        // At or before the plate's last exit: the same entrance again after its visit closed,
+        // or a barrier's clock behind.
+        if let Some(answer) = self.entrance_done(barrier, plate, time.said).await? {
+            return Ok(answer);
+        }
+        let last: Option<i64> = repeatable!(self, |conn| {
+            sqlx::query_scalar("SELECT max(left_at_ms) FROM visits WHERE plate = $1")
+                .bind(plate)
+                .fetch_one(&mut *conn)
+                .await
+        })?;
+        let after = last.map_or(time.at, |ms| instant(ms.saturating_add(1)));
+        once(time.not_before(after, Replaced::BeforeLastExit)).await
+    }
+
+    /// The same entrance done before (plate, barrier and time said), answered as the first
+    /// time, whether its visit is open or closed.
+    async fn entrance_done(
+        &self,
+        barrier: &Barrier,
+        plate: &str,
+        said: Timestamp,
+    ) -> Result<Option<Passage>, StoreError> {
+        let done: Option<(i64, String, String)> = repeatable!(self, |conn| {
+            sqlx::query_as(
+                "SELECT v.id, s.spot_number, c.name FROM visits v \
+                 JOIN spots s ON s.id = v.spot_id JOIN customers c ON c.id = v.customer_id \
+                 WHERE v.plate = $1 AND v.entry_barrier_id = $2 AND v.entry_said_ms = $3",
+            )
+            .bind(plate)
+            .bind(barrier.id)
+            .bind(ms(said))
+            .fetch_optional(&mut *conn)
+            .await
+        })?;
+        Ok(done.map(|(visit_id, spot, name)| Passage::Open {
+            visit_id,
+            name,
+            spot,
+            repeated: true,
+            price: None,
+            replaced: None,
+        }))
+    }
+
+    /// Writes the barrier's clock offset that `time` shows, when it differs from the one
+    /// written by more than [`OFFSET_NOTED_WITHIN`] (the operator's device view shows it).
+    async fn note_clock_offset(
+        &self,
+        barrier: &Barrier,
+        time: &PassageTime,
+    ) -> Result<(), StoreError> {
+        let offset = time.offset().as_millis();
+        let offset = i64::try_from(offset).unwrap_or(if offset < 0 { i64::MIN } else { i64::MAX });
+        if barrier
+            .clock_offset_ms
+            .is_some_and(|was| was.abs_diff(offset) <= OFFSET_NOTED_WITHIN)
+        {
+            return Ok(());
+        }
+        repeatable!(self, |conn| {
+            sqlx::query(
+                "UPDATE barriers SET clock_offset_ms = $1, clock_seen_at_ms = $2 WHERE id = $3",
+            )
+            .bind(offset)
+            .bind(ms(time.now))
+            .bind(barrier.id)
+            .execute(&mut *conn)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        self.barriers.put(Barrier {
+            clock_offset_ms: Some(offset),
+            ..barrier.clone()
+        });
+        Ok(())
     }
 
     /// Writes a refusal's message to the barrier's displays (as the original did).
@@ -633,3 +771,7 @@ impl Store {
         .await
     }
 }
+
+/// A barrier's clock offset is written again when it moved by more than this, ms (network delays
+/// stay well inside).
+pub const OFFSET_NOTED_WITHIN: u64 = 1_000;

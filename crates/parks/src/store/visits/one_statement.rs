@@ -30,7 +30,6 @@
 use std::sync::LazyLock;
 
 use jiff::tz::TimeZone;
-use jiff::Timestamp;
 use pms_events::conn::{bind_pg_append, pg_append_parts};
 use pms_service::repeatable_in;
 use pms_service::store::pool::Pool;
@@ -42,18 +41,20 @@ use super::{
     exit_goodbye, exit_rules, opened_event, plate_of, plate_sql, stay_minutes, Barrier, Closing,
     Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE_AT_EXIT,
 };
+use crate::clock::PassageTime;
 use crate::rules::{self, Refusal};
-use crate::store::quotes::{table_version, Tables};
+use crate::store::quotes::{table_version, Tables, VERSION_AT};
 use crate::store::{ms, Store, StoreError};
 
-/// The plate's read, and an id for the visit the entrance may open (column 13): the event that
+/// The plate's read, and an id for the visit the entrance may open (column 14): the event that
 /// goes out in the same statement as the visit carries it.
 const PLATE_AND_VISIT_ID: &str = plate_sql!(", nextval(pg_get_serial_sequence('visits', 'id'))");
 
 /// The entrance: `$1` park, `$2` vehicle type, `$3` energy source, `$4` visit id, `$5` customer,
 /// `$6` plate, `$7` barrier, `$8` time (ms), `$9` report day, `$10`–`$15` the report's counts,
-/// `$16` the displays' message, `$17` now (ms), `$18` the event's payload, `$19`– the event's
-/// other fields. Returns the spot's number, or no row when no spot fits.
+/// `$16` the displays' message, `$17` now (ms), `$18` the event's payload, `$19` the time said
+/// (ms), `$20`– the event's other fields. Returns the spot's number, or no row when no spot
+/// fits.
 static ENTER: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH spot AS (UPDATE spots SET occupied = 1 WHERE id = (SELECT id FROM spots \
@@ -61,8 +62,8 @@ static ENTER: LazyLock<String> = LazyLock::new(|| {
            AND (SELECT occupied < max_occupancy FROM parks WHERE id = $1) \
            ORDER BY floor_level, spot_number LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, spot_number), \
          raised AS (UPDATE parks SET occupied = occupied + 1, changes = changes + 1 WHERE id = $1 AND EXISTS (SELECT 1 FROM spot) RETURNING id), \
-         visit AS (INSERT INTO visits (id, park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms) \
-           SELECT $4, $1, spot.id, $5, $6, $2, $3, $7, $8 FROM spot, raised RETURNING id), \
+         visit AS (INSERT INTO visits (id, park_id, spot_id, customer_id, plate, vehicle_type, energy_source, entry_barrier_id, entered_at_ms, entry_said_ms) \
+           SELECT $4, $1, spot.id, $5, $6, $2, $3, $7, $8, $19 FROM spot, raised RETURNING id), \
          counted AS ({counted} RETURNING 1), \
          shown AS (UPDATE displays SET message = $16, updated_at_ms = $17, changes = changes + 1 \
            WHERE barrier_id = $7 AND state = 'ACTIVE' AND EXISTS (SELECT 1 FROM counted) RETURNING 1), \
@@ -70,7 +71,7 @@ static ENTER: LazyLock<String> = LazyLock::new(|| {
          {append} \
          SELECT spot.spot_number FROM spot, appended",
         counted = count_entrance_sql!("SELECT $1, $9, 1, $10, $11, $12, $13, $14, $15 FROM visit"),
-        append = pg_append_parts("ready", 19),
+        append = pg_append_parts("ready", 20),
     )
 });
 
@@ -83,14 +84,15 @@ const SPOTS_IN_FLIGHT: &str =
 
 /// The exit: `$1` visit, `$2` customer, `$3` the coin flag as read (0 or 1), `$4` time (ms),
 /// `$5` barrier, `$6` park, `$7` report day, `$8` minutes, `$9` the displays' message, `$10` now
-/// (ms), `$11` and `$12` the event's payload with and without coins, `$13`– the event's other
-/// fields. Returns whether coins pay, or no row when the visit was closed meanwhile.
+/// (ms), `$11` and `$12` the event's payload with and without coins, `$13` the time said (ms),
+/// `$14`– the event's other fields. Returns whether coins pay, or no row when the visit was
+/// closed meanwhile.
 static EXIT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH coins AS (UPDATE customers SET use_parky_coins = 0 \
            WHERE id = $2 AND use_parky_coins = 1 AND $3 = 1 \
            AND EXISTS (SELECT 1 FROM visits WHERE id = $1 AND left_at_ms IS NULL FOR UPDATE) RETURNING id), \
-         closed AS (UPDATE visits SET left_at_ms = $4, exit_barrier_id = $5, use_coins = (SELECT count(*) FROM coins) \
+         closed AS (UPDATE visits SET left_at_ms = $4, exit_said_ms = $13, exit_barrier_id = $5, use_coins = (SELECT count(*) FROM coins) \
            WHERE id = $1 AND left_at_ms IS NULL RETURNING spot_id, use_coins), \
          freed AS (UPDATE spots SET occupied = 0 WHERE id = (SELECT spot_id FROM closed) RETURNING 1), \
          lowered AS (UPDATE parks SET occupied = occupied - 1, changes = changes + 1 WHERE id = $6 AND EXISTS (SELECT 1 FROM freed) RETURNING 1), \
@@ -102,7 +104,7 @@ static EXIT: LazyLock<String> = LazyLock::new(|| {
          {append} \
          SELECT closed.use_coins FROM closed, appended",
         timed = count_exit_sql!("SELECT $6, $7, $2, $8 FROM lowered"),
-        append = pg_append_parts("ready", 13),
+        append = pg_append_parts("ready", 14),
     )
 });
 
@@ -111,11 +113,12 @@ impl Store {
         pool: &Pool<PgConnection>,
         barrier: &Barrier,
         plate: &str,
-        at: Timestamp,
+        time: PassageTime,
         tz: &TimeZone,
     ) -> Result<Passage, StoreError> {
+        let at = time.at;
         let at_ms = ms(at);
-        let now_ms = ms(Timestamp::now());
+        let now_ms = ms(time.now);
         let day = rules::report_day(at, tz);
         repeatable_in!(pool, |conn| async {
             let row = sqlx::query(PLATE_AND_VISIT_ID)
@@ -126,10 +129,10 @@ impl Store {
                 None => (None, 0),
                 Some(row) => (
                     Some(plate_of(PlateRow::from_row(&row)?)?),
-                    row.try_get::<i64, _>(13)?,
+                    row.try_get::<i64, _>(14)?,
                 ),
             };
-            let owner = match entrance_rules(barrier, read, at_ms) {
+            let owner = match entrance_rules(barrier, read, ms(time.said)) {
                 Err(refusal) => return Ok(Passage::Refused(refusal)),
                 Ok(Entering::Repeat(answer)) => return Ok(answer),
                 Ok(Entering::New(owner)) => owner,
@@ -154,7 +157,8 @@ impl Store {
                 .bind(hybrid)
                 .bind(rules::welcome(&owner.name))
                 .bind(now_ms)
-                .bind(&event.payload);
+                .bind(&event.payload)
+                .bind(ms(time.said));
             let spot = bind_pg_append(query, &event)
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -184,6 +188,7 @@ impl Store {
                 spot,
                 repeated: false,
                 price: None,
+                replaced: time.replaced,
             })
         }
         .await)
@@ -194,34 +199,32 @@ impl Store {
         tables: &Tables,
         barrier: &Barrier,
         plate: &str,
-        at: Timestamp,
+        time: PassageTime,
         tz: &TimeZone,
     ) -> Result<Passage, StoreError> {
-        let at_ms = ms(at);
-        let now_ms = ms(Timestamp::now());
-        let day = rules::report_day(at, tz);
+        let now_ms = ms(time.now);
         repeatable_in!(pool, |conn| async {
             let row = sqlx::query(PLATE_AT_EXIT)
                 .bind(plate)
                 .bind(barrier.park_id)
-                .bind(at_ms)
+                .bind(ms(time.at))
                 .fetch_optional(&mut *conn)
                 .await?;
             let read = match row {
                 None => None,
                 Some(row) => {
                     let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
-                    Some((owner, open, row.try_get::<Option<i64>, _>(13)?))
+                    Some((owner, open, row.try_get::<Option<i64>, _>(14)?))
                 }
             };
-            let closing = match exit_rules(barrier, read, at_ms) {
+            let mut closing = match exit_rules(barrier, read, time) {
                 Err(refusal) => return Ok(Passage::Refused(refusal)),
                 Ok(Leaving::Close(closing)) => closing,
                 Ok(Leaving::Done(owner)) => {
                     let done: Option<DoneRow> = sqlx::query_as(DONE)
                         .bind(plate)
                         .bind(barrier.park_id)
-                        .bind(at_ms)
+                        .bind(ms(time.said))
                         .bind(barrier.id)
                         .fetch_optional(&mut *conn)
                         .await?;
@@ -229,31 +232,41 @@ impl Store {
                         return Ok(Passage::Refused(Refusal::NotInside));
                     };
                     let table = table_version!(conn, tables, barrier.park_id, done.to_quote());
-                    return Ok(done.answer(owner, table.as_deref(), tz, at));
+                    return Ok(done.answer(owner, table.as_deref(), tz));
                 }
             };
+            if closing.moved {
+                closing.version = sqlx::query_scalar(VERSION_AT)
+                    .bind(barrier.park_id)
+                    .bind(ms(closing.time.at))
+                    .fetch_one(&mut *conn)
+                    .await?;
+            }
+            let at = closing.time.at;
             let table = table_version!(conn, tables, barrier.park_id, closing.version);
-            let price = closing.price(table.as_deref(), tz, at);
-            let without = closed_event(&closing, barrier, plate, at, false)?;
+            let price = closing.price(table.as_deref(), tz);
+            let without = closed_event(&closing, barrier, plate, false)?;
             let with = if closing.owner.use_coins {
-                closed_event(&closing, barrier, plate, at, true)?
+                closed_event(&closing, barrier, plate, true)?
             } else {
                 without.clone()
             };
+            let replaced = closing.time.replaced;
             let Closing { owner, visit, .. } = closing;
             let query = sqlx::query_as::<_, (i64,)>(&EXIT)
                 .bind(visit.id)
                 .bind(owner.customer_id)
                 .bind(i64::from(owner.use_coins))
-                .bind(at_ms)
+                .bind(ms(at))
                 .bind(barrier.id)
                 .bind(barrier.park_id)
-                .bind(&day)
+                .bind(rules::report_day(at, tz))
                 .bind(stay_minutes(visit.entered_at_ms, at))
                 .bind(exit_goodbye(&owner.name, price.as_ref()))
                 .bind(now_ms)
                 .bind(&with.payload)
-                .bind(&without.payload);
+                .bind(&without.payload)
+                .bind(ms(time.said));
             let closed = bind_pg_append(query, &without)
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -264,6 +277,7 @@ impl Store {
                     spot: visit.spot_number,
                     repeated: false,
                     price,
+                    replaced,
                 }),
                 // Another call closed it between the read and the statement: read again.
                 None => Err(StoreError::Transient(format!(
@@ -285,6 +299,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::Passage;
+    use crate::clock::PassageTime;
     use crate::store::replica::CustomerDoc;
 
     /// An entrance that finds every free spot that fits held by a passage in flight does not
@@ -339,7 +354,11 @@ mod tests {
         let at = "2026-12-04T10:00:00Z".parse().expect("time");
         let waiting = {
             let store = store.clone();
-            tokio::spawn(async move { store.pass(&entrance, "AA-00-01", at).await })
+            tokio::spawn(async move {
+                store
+                    .pass(&entrance, "AA-00-01", PassageTime::as_said(at))
+                    .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(!waiting.is_finished(), "answered while the spots were held");
