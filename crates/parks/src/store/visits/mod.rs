@@ -13,8 +13,8 @@
 //! Times ([`crate::clock`]): the caller bounds the barrier's time by the server's clock; here it
 //! is bounded by the plate's history. An exit before its visit's entrance is taken at the
 //! server's clock (never before the entrance); an entrance at or before the plate's last exit is
-//! refused by the database (no two stays of a plate overlap, an exclusion constraint on
-//! PostgreSQL, triggers on SQLite) and then, unless it is a retry, taken after that exit.
+//! refused by the database (no two stays of a plate overlap: triggers on both backends,
+//! `visits_no_overlap`) and then, unless it is a retry, taken after that exit.
 //!
 //! The rules are checked here, once, on the plate's read (`entrance_rules`, `exit_rules`);
 //! the writes are made one of two ways, with the same effects:
