@@ -415,6 +415,42 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
         "the invoice: {}",
         visits.body
     );
+    // A second, later visit: listed first, as the page and docs/web.md say (it listed the
+    // oldest first).
+    assert!(barrier(
+        data.path(),
+        "1",
+        "entrance",
+        "28-XQ-51",
+        "2024-07-03T08:30:00Z"
+    )
+    .contains("\"success\":true"));
+    assert!(
+        barrier(data.path(), "2", "exit", "28-XQ-51", "2024-07-03T10:30:00Z")
+            .contains("\"success\":true")
+    );
+    let mut visits = get(port, "/app/visits", Some(&session));
+    for _ in 0..500 {
+        if visits.body.matches("ISSUED").count() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        visits = get(port, "/app/visits", Some(&session));
+    }
+    let at = |text: &str| visits.body.find(text).unwrap_or(usize::MAX);
+    assert!(
+        at("2024-07-03 08:30 UTC") < at("2024-07-01 08:30 UTC"),
+        "newest visit first: {}",
+        visits.body
+    );
+    let invoices = &visits.body[visits.body.find("id=\"invoices\"").expect("invoices")..];
+    let at = |text: &str| invoices.find(text).unwrap_or(usize::MAX);
+    assert!(
+        at("2024-07-03 10:30 UTC") < at("2024-07-01 09:30 UTC")
+            && at("2024-07-01 09:30 UTC") != usize::MAX,
+        "newest invoice first: {}",
+        visits.body
+    );
 
     // Someone else's pages are not reachable: a manager sees who they are, no customer forms.
     let manager = sign_in(port, "customermanager@isep.ipp.pt");
@@ -506,6 +542,39 @@ fn staff_screens_open_to_their_roles_only() {
         ],
     );
     assert_eq!(too_much.status, 409, "{}", too_much.body);
+    // The same grant form posted twice at once (a double click): done once. It was done twice.
+    let form = get(port, "/app/users?q=GUPTA", Some(&cm));
+    let (csrf, once) = (form.csrf(), form.hidden("once"));
+    let twice: Vec<_> = (0..2)
+        .map(|_| {
+            let (cm, csrf, once, maya) = (cm.clone(), csrf.clone(), once.clone(), maya_id.clone());
+            std::thread::spawn(move || {
+                post(
+                    port,
+                    "/app/users/grant",
+                    Some(&cm),
+                    &[
+                        ("csrf", &csrf),
+                        ("once", &once),
+                        ("userIds", &maya),
+                        ("amount", "25"),
+                        ("reason", "double click"),
+                    ],
+                )
+                .status
+            })
+        })
+        .collect();
+    for t in twice {
+        assert_eq!(t.join().expect("post"), 303);
+    }
+    let list = get(port, "/app/users?q=isep", Some(&cm));
+    assert!(
+        list.body
+            .contains("Maya Gupta (mayaGupta@isep.ipp.pt): 175"),
+        "150 and one grant of 25: {}",
+        list.body
+    );
 
     // The supervisor reads the list but grants nothing.
     let sup = sign_in(port, "supervisor@isep.ipp.pt");

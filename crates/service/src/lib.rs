@@ -6,6 +6,7 @@
 //! - [`error`]: [`ApiError`], the one JSON error format.
 //! - [`fields`]: reading request JSON into typed values, naming the field at fault.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
+//! - [`idempotency`]: `Idempotency-Key` for requests that move money: the first answer again.
 //! - [`openapi`]: what every service's OpenAPI document shares (error body, bearer scheme, the
 //!   kit's own error answers on every operation).
 //! - [`ready`]: readiness while the database is away, and start-up retried in the background.
@@ -27,6 +28,7 @@ pub mod caller;
 pub mod error;
 pub mod fields;
 pub mod http;
+pub mod idempotency;
 pub mod openapi;
 pub mod ready;
 pub mod store;

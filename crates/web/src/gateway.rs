@@ -85,12 +85,31 @@ impl Gateway {
         token: Option<&str>,
         body: &Value,
     ) -> Result<Reply, GatewayError> {
+        self.call_once(method, path, token, body, None).await
+    }
+
+    /// [`Gateway::call`] with an `Idempotency-Key` when `key` is given: the API answers a
+    /// request sent again under the same key as it did the first time, and does it once.
+    ///
+    /// # Errors
+    /// As [`Gateway::call`].
+    pub async fn call_once(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: &Value,
+        key: Option<&str>,
+    ) -> Result<Reply, GatewayError> {
         let mut req = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base))
             .header(http::header::ACCEPT, "application/json");
         if let Some(t) = token {
             req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        if let Some(k) = key {
+            req = req.header(pms_service::idempotency::HEADER, k);
         }
         let payload = if body.is_null() {
             Bytes::new()

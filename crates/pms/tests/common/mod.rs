@@ -73,7 +73,13 @@ impl Page {
 
     /// The CSRF token of the page's first form.
     pub fn csrf(&self) -> String {
-        let at = self.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        self.hidden("csrf")
+    }
+
+    /// The value of the page's first hidden field `name` (a 64-character token).
+    pub fn hidden(&self, name: &str) -> String {
+        let field = format!("name=\"{name}\" value=\"");
+        let at = self.body.find(&field).expect("a form") + field.len();
         self.body[at..at + 64].to_owned()
     }
 }

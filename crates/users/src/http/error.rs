@@ -25,6 +25,7 @@ impl From<StoreError> for ApiError {
             StoreError::InsufficientBalance(_) => {
                 (StatusCode::CONFLICT, "insufficient_balance", Some("amount"))
             }
+            StoreError::IdempotencyKeyReused => return pms_service::idempotency::reused(),
             StoreError::BadUrl(_) | StoreError::Internal(_) => return ApiError::internal(e),
         };
         let error = ApiError::new(status, code, e.to_string());

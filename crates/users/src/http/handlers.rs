@@ -16,12 +16,12 @@ use http::{HeaderMap, StatusCode};
 
 use pms_service::http::{json, json_bytes, json_object, Answer};
 use pms_service::openapi::ErrorBody;
-use pms_service::{caller, ApiError, Caller};
+use pms_service::{caller, idempotency, ApiError, Caller};
 
 use crate::model::{
     PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
 };
-use crate::store::users::Page;
+use crate::store::users::{Granted, Page, GRANTED};
 use crate::throttle;
 use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange};
 use crate::App;
@@ -350,6 +350,9 @@ pub async fn payment_method(
     post, path = "/users/parkies", tag = TAG, operation_id = "grantParkies",
     summary = "Grant or deduct PARKY coins (customer managers)",
     request_body = Grant,
+    params(("Idempotency-Key" = Option<String>, Header, max_length = 255,
+        description = "Makes the grant once: the same key with the same body again gets the \
+            first answer and grants nothing more; kept for a day, per manager.")),
     security(("bearer" = [])),
     responses(
         (status = 201, description = "Granted to every user named.", body = bool,
@@ -362,6 +365,8 @@ pub async fn payment_method(
             got anything.", body = ErrorBody<'static>),
         (status = 409, description = "A deduction would take a balance below zero \
             (`insufficient_balance`); nobody lost anything.", body = ErrorBody<'static>),
+        (status = 422, description = "The Idempotency-Key was used before with another body \
+            (`idempotency_key_reused`); nothing granted.", body = ErrorBody<'static>),
     )
 )]
 pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -370,14 +375,25 @@ pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
     who.require(&[Role::CustomerManager])?;
     let body = json_object(&s.limits, &headers, body).await?;
     let grant = validate::grant(&body)?;
-    s.store.grant(&grant, who.id).await?;
-    tracing::info!(
-        manager = who.id,
-        users = grant.user_ids.len(),
-        amount = grant.amount,
-        "parkies granted"
-    );
-    Ok(json(StatusCode::CREATED, &true))
+    let once = idempotency::from_request(&headers, &body)?;
+    match s.store.grant(&grant, who.id, once.as_ref()).await? {
+        Granted::Now => {
+            tracing::info!(
+                manager = who.id,
+                users = grant.user_ids.len(),
+                amount = grant.amount,
+                "parkies granted"
+            );
+            Ok(json(GRANTED.0, &true))
+        }
+        Granted::Before { status, body } => {
+            tracing::info!(manager = who.id, "a grant sent again: answered as before");
+            Ok(json_bytes(
+                StatusCode::from_u16(status).map_err(ApiError::internal)?,
+                body.into_bytes(),
+            ))
+        }
+    }
 }
 
 /// `GET /users/parkies/{userId}`: a wallet, for its owner or staff who manage customers.

@@ -52,6 +52,9 @@ pub enum StoreError {
     /// A deduction would take a balance below zero.
     #[error("the balance of user {0} would drop below zero")]
     InsufficientBalance(i64),
+    /// The idempotency key was used before for another request.
+    #[error("this Idempotency-Key was used for another request; send a new key")]
+    IdempotencyKeyReused,
     /// Anything else (a bug or a schema problem); details are logged, not sent to clients.
     #[error("database error: {0}")]
     Internal(String),
@@ -128,7 +131,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0002_events.sql",
     "0003_coins_and_snapshot.sql",
     "0004_login_failures.sql",
-    "0005_broker_positions.sql"
+    "0005_broker_positions.sql",
+    "0006_idempotency_keys.sql"
 );
 
 impl From<pms_service::store::DbError> for StoreError {

@@ -18,6 +18,24 @@ use crate::model::{
 };
 use crate::throttle;
 use crate::validate::{Grant, NewUser};
+use pms_service::idempotency::{self, Earlier, Idempotent};
+
+/// The answer to a grant made: `201 true`, as published.
+pub const GRANTED: (http::StatusCode, &str) = (http::StatusCode::CREATED, "true");
+
+/// How a grant went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Granted {
+    /// Made now; its answer is [`GRANTED`].
+    Now,
+    /// Made before under the same idempotency key: that request's answer, nothing changed.
+    Before {
+        /// Its status.
+        status: u16,
+        /// Its JSON body.
+        body: String,
+    },
+}
 
 /// Which slice of the user list to return (always in id order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -455,24 +473,64 @@ impl Store {
     /// changed in place (`parkies = parkies + amount`), so concurrent grants never lose one
     /// another's update, and the schema's `parkies >= 0` check refuses an overdraft.
     ///
+    /// With an idempotency key (`once`), the key is claimed in the same transaction: a grant
+    /// the manager sent before under that key is not made again, and its answer is returned
+    /// ([`Granted::Before`]).
+    ///
     /// # Errors
-    /// [`StoreError::UsersNotFound`] listing unknown ids, [`StoreError::InsufficientBalance`];
-    /// database failures.
-    pub async fn grant(&self, grant: &Grant, manager_id: i64) -> Result<(), StoreError> {
-        retry_transient(|| self.grant_once(grant, manager_id)).await?
+    /// [`StoreError::UsersNotFound`] listing unknown ids, [`StoreError::InsufficientBalance`],
+    /// [`StoreError::IdempotencyKeyReused`]; database failures.
+    pub async fn grant(
+        &self,
+        grant: &Grant,
+        manager_id: i64,
+        once: Option<&Idempotent>,
+    ) -> Result<Granted, StoreError> {
+        retry_transient(|| self.grant_once(grant, manager_id, once)).await?
     }
 
     async fn grant_once(
         &self,
         grant: &Grant,
         manager_id: i64,
-    ) -> Result<Result<(), StoreError>, sqlx::Error> {
+        once: Option<&Idempotent>,
+    ) -> Result<Result<Granted, StoreError>, sqlx::Error> {
         // Every refusal rolls back explicitly before it returns, so the connection goes back to
         // the pool with no transaction open.
         on_conn!(self, |conn| async {
             let ids = &grant.user_ids;
             let list = placeholders(2, ids.len());
             let mut tx = begin(conn).await?;
+            if let Some(once) = once {
+                let now = now_micros() / 1000;
+                let keep = i64::try_from(idempotency::KEEP.as_millis()).unwrap_or(i64::MAX);
+                sqlx::query(idempotency::FORGET)
+                    .bind(manager_id)
+                    .bind(now - keep)
+                    .execute(&mut *tx)
+                    .await?;
+                let claimed = sqlx::query(idempotency::CLAIM)
+                    .bind(manager_id)
+                    .bind(&once.key)
+                    .bind(&once.fingerprint)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if claimed == 0 {
+                    let row: (String, Option<i64>, Option<String>) =
+                        sqlx::query_as(idempotency::EARLIER)
+                            .bind(manager_id)
+                            .bind(&once.key)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    tx.rollback().await?;
+                    return Ok(match Earlier::of(row, &once.fingerprint) {
+                        Earlier::Answer { status, body } => Ok(Granted::Before { status, body }),
+                        Earlier::OtherRequest => Err(StoreError::IdempotencyKeyReused),
+                    });
+                }
+            }
             if self.backend() == Backend::Postgres {
                 // Lock the rows in id order first. The UPDATE alone locks them in heap order,
                 // which MVCC reshuffles as rows are rewritten, so two grants to the same users
@@ -536,8 +594,17 @@ impl Store {
                 insert = insert.bind(*id);
             }
             insert.execute(&mut *tx).await?;
+            if let Some(once) = once {
+                sqlx::query(idempotency::ANSWER)
+                    .bind(manager_id)
+                    .bind(&once.key)
+                    .bind(i64::from(GRANTED.0.as_u16()))
+                    .bind(GRANTED.1)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
-            Ok(Ok(()))
+            Ok(Ok(Granted::Now))
         }
         .await)
     }

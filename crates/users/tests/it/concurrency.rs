@@ -108,6 +108,90 @@ async fn vehicles_under_contention(db: Db) {
     );
 }
 
+/// Defect: a grant posted twice (a double click) granted twice. Under one `Idempotency-Key` the
+/// same grant is made once, however many copies arrive and however at once, and each copy gets
+/// the first answer; the key with another grant is 422 and changes nothing.
+async fn a_grant_sent_again_moves_money_once(db: Db) {
+    let Some(stack) = Stack::start_with(db, patient).await else {
+        return;
+    };
+    let mut cm = stack.client(Via::Direct).await;
+    cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+    let token = cm.token.clone().unwrap();
+    let store = &stack.users.app.store;
+    let before = store.wallet(4).await.unwrap().unwrap();
+    let body = json!({"userIds": [4], "amount": 25, "reason": "double click"});
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut api = stack.client(Via::Direct).await;
+        api.token = Some(token.clone());
+        let body = body.to_string();
+        tasks.push(tokio::spawn(async move {
+            let r = api
+                .call(
+                    "POST",
+                    "/users/parkies",
+                    &[("idempotency-key", "grant-1")],
+                    body,
+                )
+                .await;
+            (r.status().as_u16(), r.text())
+        }));
+    }
+    for t in tasks {
+        let (status, text) = t.await.expect("request task");
+        assert_eq!((status, text.as_str()), (201, "true"), "{db:?}");
+    }
+    let after = store.wallet(4).await.unwrap().unwrap();
+    assert_eq!(after.parkies, before.parkies + 25, "{db:?}: granted once");
+    assert_eq!(after.parky_events.len(), before.parky_events.len() + 1);
+
+    // The same key with another amount: refused, nothing moves.
+    let other = json!({"userIds": [4], "amount": 50, "reason": "double click"});
+    let r = cm
+        .call(
+            "POST",
+            "/users/parkies",
+            &[("idempotency-key", "grant-1")],
+            other.to_string(),
+        )
+        .await;
+    crate::support::assert_error(&r, 422, "idempotency_key_reused", None);
+    // The same grant under a new key, or without one, is a new grant.
+    let r = cm
+        .call(
+            "POST",
+            "/users/parkies",
+            &[("idempotency-key", "grant-2")],
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = cm.send_json("POST", "/users/parkies", &body).await;
+    assert_eq!(r.status(), 201);
+    let last = store.wallet(4).await.unwrap().unwrap();
+    assert_eq!(last.parkies, before.parkies + 75, "{db:?}");
+    let bad = cm
+        .call(
+            "POST",
+            "/users/parkies",
+            &[("idempotency-key", "")],
+            body.to_string(),
+        )
+        .await;
+    crate::support::assert_error(&bad, 400, "invalid_idempotency_key", None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_sent_again_moves_money_once_on_sqlite() {
+    a_grant_sent_again_moves_money_once(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_sent_again_moves_money_once_on_postgres() {
+    a_grant_sent_again_moves_money_once(Db::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_grants_lose_nothing_on_sqlite() {
     grants_under_contention(Db::Sqlite).await;

@@ -256,10 +256,14 @@ async fn refused_writes_leave_no_transaction_open() {
         amount,
         reason: "test".into(),
     };
-    let missing = store.grant(&grant(vec![someone.id, 999_999], 5), 1).await;
+    let missing = store
+        .grant(&grant(vec![someone.id, 999_999], 5), 1, None)
+        .await;
     assert_eq!(missing, Err(StoreError::UsersNotFound(vec![999_999])));
     assert_eq!(open_transactions(&mut watcher).await, 0, "unknown user");
-    let overdraft = store.grant(&grant(vec![someone.id], -1_000_000), 1).await;
+    let overdraft = store
+        .grant(&grant(vec![someone.id], -1_000_000), 1, None)
+        .await;
     assert_eq!(overdraft, Err(StoreError::InsufficientBalance(someone.id)));
     assert_eq!(open_transactions(&mut watcher).await, 0, "overdraft");
     let taken = users[1].vehicles[0].clone();

@@ -369,7 +369,8 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
         .into_iter()
         .find(|r| r.status != StatusCode::OK)
         .map(Reply::message);
-    let mut visits: Vec<VisitRow> = history
+    // Both APIs answer newest first.
+    let visits: Vec<VisitRow> = history
         .body
         .as_array()
         .into_iter()
@@ -391,8 +392,7 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
             },
         })
         .collect();
-    visits.reverse();
-    let mut invoices: Vec<InvoiceRow> = invoices
+    let invoices: Vec<InvoiceRow> = invoices
         .body
         .as_array()
         .into_iter()
@@ -408,7 +408,6 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
             status: text(&i["status"]),
         })
         .collect();
-    invoices.reverse();
     let html = Visits {
         chrome: Chrome::of("Your visits and invoices", &s),
         visits,

@@ -205,9 +205,27 @@ pub async fn call_as(
     path: &str,
     body: &Value,
 ) -> Result<Reply, Response> {
+    call_as_once(app, s, user, method, path, body, None).await
+}
+
+/// [`call_as`] under an idempotency key (a form's one-time token, [`once_key`]): a form
+/// submitted twice is done once.
+///
+/// # Errors
+/// The response to send instead.
+#[allow(clippy::result_large_err)] // the error is the response itself
+pub async fn call_as_once(
+    app: &App,
+    s: &Session,
+    user: &User,
+    method: Method,
+    path: &str,
+    body: &Value,
+    key: Option<&str>,
+) -> Result<Reply, Response> {
     match app
         .gateway
-        .call(method, path, Some(&user.token), body)
+        .call_once(method, path, Some(&user.token), body, key)
         .await
     {
         Ok(r) if r.status == StatusCode::UNAUTHORIZED => {
@@ -223,6 +241,21 @@ pub async fn call_as(
         Ok(r) => Ok(r),
         Err(e) => Err(unreachable(app, s, &e)),
     }
+}
+
+/// The idempotency key of a form that moves money: its one-time token (field `once`, a fresh
+/// [`session::random_token`] in every form rendered), so the same form posted twice (a double
+/// click, a resubmission) is done once. `None` when the form has none.
+pub fn once_key(form: &std::collections::HashMap<String, String>) -> Option<String> {
+    form.get("once")
+        .map(|t| t.trim())
+        .filter(|t| {
+            !t.is_empty()
+                && t.len() <= 128
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map(|t| format!("form-{t}"))
 }
 
 /// A Portuguese plate as an HTML `pattern` (anchored by the browser, spaces around allowed, any

@@ -46,6 +46,8 @@ struct Users {
     page: usize,
     pages: usize,
     can_grant: bool,
+    /// The grant form's one-time token ([`super::once_key`]).
+    once: String,
     top: Vec<(String, String, i64)>,
     notice: Option<&'static str>,
     error: Option<String>,
@@ -152,6 +154,7 @@ async fn users_page(
         page: page_no,
         pages,
         can_grant: GRANTERS.contains(&user.role.as_str()),
+        once: crate::session::random_token(),
         top,
         notice: (query.done.as_deref() == Some("grant")).then_some("Coins updated."),
         error,
@@ -195,7 +198,18 @@ pub async fn grant(
         "amount": amount.parse::<i64>().map_or_else(|_| json!(amount), |n| json!(n)),
         "reason": form.get("reason").map_or("", String::as_str),
     });
-    let reply: Reply = match call_as(&app, &s, &user, Method::POST, "/users/parkies", &body).await {
+    let key = super::once_key(&form);
+    let reply: Reply = match super::call_as_once(
+        &app,
+        &s,
+        &user,
+        Method::POST,
+        "/users/parkies",
+        &body,
+        key.as_deref(),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(r) => return r,
     };

@@ -1,0 +1,1 @@
+../../../service/src/schema_idempotency.sql
