@@ -99,7 +99,11 @@ fn start() -> (tempfile::TempDir, Up, u16) {
 fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
     let (_data, _up, port) = start();
 
-    // The start page sends a newcomer to sign in.
+    // The site's bare address leads to the front office (it was the API's JSON 404), and the
+    // start page sends a newcomer to sign in.
+    let home = get(port, "/", None);
+    assert_eq!(home.status, 303, "{}", home.body);
+    assert_eq!(home.header("location"), Some("/app/"));
     let start = get(port, "/app/", None);
     assert_eq!(start.status, 303);
     assert_eq!(start.header("location"), Some("/app/signin"));

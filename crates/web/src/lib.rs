@@ -155,9 +155,16 @@ async fn metrics(axum::extract::State(app): axum::extract::State<App>) -> Respon
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
+/// `GET /`: people who open the site's address land on the front office (the gateway routes
+/// `/` here; everything else there is the API).
+async fn home() -> Response {
+    pages::redirect("/app/")
+}
+
 /// The route table.
 pub fn router(app: App) -> Router {
     Router::new()
+        .route("/", get(home))
         .route("/app", get(pages::start))
         .route("/app/", get(pages::start))
         .route(

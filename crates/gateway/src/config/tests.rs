@@ -326,11 +326,14 @@ fn shipped_configs_load() {
         (k == "PMS_JWT_SECRET").then(|| "s3cret".into())
     })
     .unwrap();
-    assert_eq!(gw.routes.len(), 12);
+    assert_eq!(gw.routes.len(), 13);
     assert!(gw.jwt.is_some());
-    // The front office signs people in itself: its pages pass without a token.
-    let front = gw.routes.iter().find(|r| r.name == "frontOffice").unwrap();
-    assert!(!front.jwt);
+    // The front office signs people in itself: its pages pass without a token, and the site's
+    // bare address goes there too.
+    for name in ["frontOffice", "home"] {
+        let front = gw.routes.iter().find(|r| r.name == name).unwrap();
+        assert!(!front.jwt, "{name}");
+    }
     let login = gw.routes.iter().find(|r| r.name == "login").unwrap();
     assert!(!login.jwt);
     assert_eq!(login.methods, vec![Method::POST]);
