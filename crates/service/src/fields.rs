@@ -227,8 +227,14 @@ fn rfc3339(text: &str) -> Option<Timestamp> {
 /// # Errors
 /// When it is not a positive integer.
 pub fn id_param(field: &'static str, text: &str) -> Result<i64, FieldError> {
-    match text.parse::<i64>() {
-        Ok(id) if id > 0 => Ok(id),
+    // A whole number written with a zero fraction (`4.0`) is that id, as in a JSON body
+    // ([`integer`]): an OpenAPI link carries a body's id into a path as it was written.
+    let whole = match text.split_once('.') {
+        Some((digits, zeros)) if !zeros.is_empty() && zeros.bytes().all(|b| b == b'0') => digits,
+        _ => text,
+    };
+    match whole.parse::<i64>().ok() {
+        Some(id) if id > 0 => Ok(id),
         _ => Err(FieldError::new(
             field,
             format!("{text:?} is not a positive id"),
@@ -365,5 +371,9 @@ mod tests {
         assert!(id_param("parkId", "0").is_err());
         assert!(id_param("parkId", "-1").is_err());
         assert!(id_param("parkId", "1e3").is_err());
+        assert_eq!(id_param("parkId", "4.0"), Ok(4), "as a body's 4.0");
+        for bad in ["4.5", "4.", ".0", "4.0x"] {
+            assert!(id_param("parkId", bad).is_err(), "{bad}");
+        }
     }
 }

@@ -356,15 +356,13 @@ pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
     })
 }
 
-/// A user id from a path segment.
+/// A user id from a path segment ([`pms_service::fields::id_param`]: `4.0` is user 4, as in a
+/// body).
 ///
 /// # Errors
 /// When it is not a positive integer.
 pub fn user_id_param(text: &str) -> Result<i64, FieldError> {
-    match text.parse::<i64>() {
-        Ok(id) if id > 0 => Ok(id),
-        _ => Err(bad("userId", format!("{text:?} is not a user id"))),
-    }
+    pms_service::fields::id_param("userId", text)
 }
 
 /// The password policy: 11 to 128 characters, no white space, at least one lower-case letter,

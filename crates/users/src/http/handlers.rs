@@ -350,9 +350,11 @@ pub async fn payment_method(
     post, path = "/users/parkies", tag = TAG, operation_id = "grantParkies",
     summary = "Grant or deduct PARKY coins (customer managers)",
     request_body = Grant,
-    params(("Idempotency-Key" = Option<String>, Header, max_length = 255,
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255,
+        pattern = r"^[!-~]([ -~]*[!-~])?$",
         description = "Makes the grant once: the same key with the same body again gets the \
-            first answer and grants nothing more; kept for a day, per manager.")),
+            first answer and grants nothing more; the same key with another body is 422. \
+            Visible ASCII; kept for a day, per manager.")),
     security(("bearer" = [])),
     responses(
         (status = 201, description = "Granted to every user named.", body = bool,
