@@ -90,6 +90,15 @@ impl BarrierCache {
         let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         cached.insert(barrier.id, (barrier, Instant::now()));
     }
+
+    /// Notes barrier `id`'s clock offset in its cached copy, without making that copy any
+    /// younger: its state (switched off, say) is still read again within the TTL.
+    fn note_offset(&self, id: i64, offset_ms: i64) {
+        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((barrier, _)) = cached.get_mut(&id) {
+            barrier.clock_offset_ms = Some(offset_ms);
+        }
+    }
 }
 
 /// How an entrance or exit went.
@@ -751,10 +760,7 @@ impl Store {
             .await
             .map(|r| r.rows_affected())
         })?;
-        self.barriers.put(Barrier {
-            clock_offset_ms: Some(offset),
-            ..barrier.clone()
-        });
+        self.barriers.note_offset(barrier.id, offset);
         Ok(())
     }
 
@@ -775,3 +781,36 @@ impl Store {
 /// A barrier's clock offset is written again when it moved by more than this, ms (network delays
 /// stay well inside).
 pub const OFFSET_NOTED_WITHIN: u64 = 1_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clock offset noted in the cache does not make the cached barrier younger: its state
+    /// (switched off by an operator) is still read again within the TTL, however often its
+    /// clock moves.
+    #[test]
+    fn an_offset_noted_keeps_the_cached_barriers_age() {
+        let cache = BarrierCache::default();
+        cache.put(Barrier {
+            id: 1,
+            park_id: 1,
+            park_number: 1,
+            number: "B1.1".into(),
+            direction: Direction::Entrance,
+            state: State::Active,
+            time_zone: "Europe/Lisbon".into(),
+            clock_offset_ms: None,
+        });
+        let age = |cache: &BarrierCache| cache.0.lock().expect("cache")[&1].1;
+        let cached_at = age(&cache);
+        cache.note_offset(1, 5_000);
+        assert_eq!(age(&cache), cached_at);
+        assert_eq!(cache.get(1).and_then(|b| b.clock_offset_ms), Some(5_000));
+        cache.note_offset(2, 1);
+        assert!(
+            cache.get(2).is_none(),
+            "a barrier not cached is not made up"
+        );
+    }
+}
