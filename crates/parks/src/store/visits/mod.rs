@@ -324,7 +324,6 @@ fn exit_rules(
                 owner,
                 visit,
                 version,
-                moved: time.replaced == Some(Replaced::BeforeEntrance),
                 time,
             }))
         }
@@ -512,12 +511,15 @@ struct Closing {
     version: Option<i64>,
     /// The exit's time, not before the visit's entrance.
     time: PassageTime,
-    /// True when `time` moved after the plate's read: `version` is to be read again
-    /// ([`quotes::VERSION_AT`]).
-    moved: bool,
 }
 
 impl Closing {
+    /// True when the exit's time moved after the plate's read (it was before the entrance), so
+    /// `version`, read for the time said, is to be read again ([`quotes::VERSION_AT`]).
+    fn moved(&self) -> bool {
+        self.time.replaced == Some(Replaced::BeforeEntrance)
+    }
+
     /// The price the exit says and shows (no discount), when the stay is quoted with `table`.
     fn price(&self, table: Option<&PriceTable>, tz: &TimeZone) -> Option<Price> {
         quoted(

@@ -235,7 +235,7 @@ impl Store {
                     return Ok(done.answer(owner, table.as_deref(), tz));
                 }
             };
-            if closing.moved {
+            if closing.moved() {
                 closing.version = sqlx::query_scalar(VERSION_AT)
                     .bind(barrier.park_id)
                     .bind(ms(closing.time.at))
