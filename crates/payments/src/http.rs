@@ -329,8 +329,7 @@ async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderM
 
 fn fee_error(e: FeeError) -> ApiError {
     match e {
-        FeeError::ExitBeforeEntry => FieldError::new("leftPark", e.to_string()).into(),
-        FeeError::TooLong | FeeError::OutOfRange => {
+        FeeError::ExitBeforeEntry | FeeError::OutOfRange => {
             FieldError::new("leftPark", e.to_string()).into()
         }
     }

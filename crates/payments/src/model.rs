@@ -38,12 +38,34 @@ pub struct RowDto {
     /// The vehicle type priced.
     #[schema(value_type = VehicleType)]
     pub vehicle_type: String,
-    /// The amount in euros (a JSON number, as published).
+    /// The amount in euros (a JSON number, as published): `blocks` × `unitPrice`.
     #[schema(value_type = f64)]
     pub price: serde_json::Value,
     /// What the line charges for (PMS).
     #[schema(value_type = RowKind)]
     pub kind: String,
+    /// How many blocks of one length and price the line charges for, one after another (PMS):
+    /// 1, except for the repeats of a period's last block, which are one line per stretch of the
+    /// period within a day.
+    #[schema(minimum = 1)]
+    pub blocks: u32,
+    /// The price of one of them (PMS).
+    #[schema(value_type = f64)]
+    pub unit_price: serde_json::Value,
+}
+
+impl RowDto {
+    /// The line's `price` and `unitPrice` from its amount and blocks.
+    pub fn amounts(
+        price: rust_decimal::Decimal,
+        blocks: u32,
+    ) -> (serde_json::Value, serde_json::Value) {
+        let unit = price / rust_decimal::Decimal::from(blocks.max(1));
+        (
+            pms_tariff::json::money(price),
+            pms_tariff::json::money(unit),
+        )
+    }
 }
 
 /// An invoice as published, plus PMS's fields after the published ones.

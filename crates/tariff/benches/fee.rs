@@ -1,5 +1,5 @@
-//! The fee engine's cost for one visit of an hour, a day and thirty days on the seed table with
-//! the overnight fee, read in Europe/Lisbon: `cargo bench -p pms-tariff`.
+//! The fee engine's cost for one visit of an hour, a day, thirty days, a year and fifty years on
+//! the seed table with the overnight fee, read in Europe/Lisbon: `cargo bench -p pms-tariff`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use jiff::tz::TimeZone;
@@ -14,7 +14,13 @@ fn bench(c: &mut Criterion) {
         .expect("valid");
     let tz = TimeZone::get("Europe/Lisbon").expect("zone");
     let entry: Timestamp = "2024-03-20T08:30:00Z".parse().expect("instant");
-    for (name, hours) in [("1 hour", 1), ("1 day", 24), ("30 days", 30 * 24)] {
+    for (name, hours) in [
+        ("1 hour", 1),
+        ("1 day", 24),
+        ("30 days", 30 * 24),
+        ("365 days", 365 * 24),
+        ("50 years", 50 * 8766),
+    ] {
         let stay = fee::Stay {
             entry,
             exit: entry + SignedDuration::from_hours(hours),

@@ -11,17 +11,18 @@
 //!   elapsed minutes, so a day when clocks change is priced by the time actually parked (no
 //!   charge for the hour that does not exist, the repeated hour charged once per pass);
 //! - the overnight fee, grace minutes, daily maximum and minimum charge are applied when the
-//!   table has them (the original stored the overnight fee and never charged it).
+//!   table has them (the original stored the overnight fee and never charged it);
+//! - a stay of any length is priced, in time and rows that grow with its days: the repeats of a
+//!   period's last block are one row per stretch of the period within a day (the original wrote
+//!   a row per block, 35,040 for a year of 15-minute blocks).
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ZonedDateTime};
 use pms_service::vocab::VehicleType;
 use rust_decimal::{Decimal, RoundingStrategy};
 
-use crate::table::{PriceTable, TimeOfDay};
+use crate::table::{Period, PriceTable, TimeOfDay, MINUTES_PER_DAY};
 
-/// Longest stay priced: a year. Longer ones are refused as absurd rather than priced.
-pub const MAX_STAY: SignedDuration = SignedDuration::from_hours(366 * 24);
 /// PARKY coins worth one euro (spec §5.5).
 pub const COINS_PER_EURO: i64 = 100;
 
@@ -62,7 +63,11 @@ pub struct Row {
     pub end: Timestamp,
     /// The period of the table the block was priced in (blocks only).
     pub period: Option<usize>,
-    /// The amount, exact as the table gives it (negative only for a daily maximum).
+    /// How many blocks of one length and price the row charges for, one after another (1 for
+    /// anything but the repeats of a period's last block).
+    pub blocks: u32,
+    /// The amount of the row, exact as the table gives it, `blocks` times the block's price
+    /// (negative only for a daily maximum).
     pub price: Decimal,
 }
 
@@ -94,9 +99,6 @@ pub enum FeeError {
     /// The exit is before the entry.
     #[error("leftPark is before enterPark")]
     ExitBeforeEntry,
-    /// Longer than [`MAX_STAY`].
-    #[error("a stay of more than {} days is not priced", MAX_STAY.as_hours() / 24)]
-    TooLong,
     /// Time arithmetic left jiff's range (instants near year 9999).
     #[error("the stay's instants are out of range")]
     OutOfRange,
@@ -105,7 +107,7 @@ pub enum FeeError {
 /// Prices `stay` with `table`, reading times of day in `tz`.
 ///
 /// # Errors
-/// [`FeeError`] for an exit before the entry or an absurd duration.
+/// [`FeeError`] for an exit before the entry, or instants at the end of the representable range.
 pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, FeeError> {
     let entry = to_minute(stay.entry)?;
     let exit = to_minute(stay.exit)?;
@@ -113,9 +115,6 @@ pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, Fee
         return Err(FeeError::ExitBeforeEntry);
     }
     let parked = exit.duration_since(entry);
-    if parked > MAX_STAY {
-        return Err(FeeError::TooLong);
-    }
     let mut rows = Vec::new();
     let mut from = entry;
     if let Some(grace) = table.grace {
@@ -129,7 +128,10 @@ pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, Fee
                 .map_err(|_| FeeError::OutOfRange)?;
         }
     }
-    blocks(table, tz, stay.vehicle, from, exit, &mut rows)?;
+    let day_start = table
+        .daily_max
+        .map_or(TimeOfDay::MIDNIGHT, |cap| cap.resets_at);
+    blocks(table, tz, stay.vehicle, from, exit, day_start, &mut rows)?;
     if let Some(cap) = table.daily_max {
         daily_maximum(cap.amount, cap.resets_at, tz, &mut rows);
     }
@@ -144,6 +146,7 @@ pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, Fee
                 start: entry,
                 end: exit,
                 period: None,
+                blocks: 1,
                 price: min - sum,
             });
         }
@@ -151,46 +154,106 @@ pub fn price(table: &PriceTable, tz: &TimeZone, stay: &Stay) -> Result<Bill, Fee
     Ok(bill(entry, exit, rows))
 }
 
-/// The blocks from `from` until `exit`.
+/// The blocks from `from` until `exit`, a row each, except that the last threshold of a period,
+/// which repeats, is one row per stretch of that period within a charging day (`day_start` on the
+/// park's clock): a bill grows with the days parked, not with the blocks, and is worked out a
+/// stretch at a time. Each block is still priced by the period its first minute falls in, and
+/// a row of `n` blocks costs what `n` rows of one would.
 fn blocks(
     table: &PriceTable,
     tz: &TimeZone,
     vehicle: VehicleType,
     from: Timestamp,
     exit: Timestamp,
+    day_start: TimeOfDay,
     rows: &mut Vec<Row>,
 ) -> Result<(), FeeError> {
     let mut cursor = from;
     let mut current: Option<usize> = None;
     let mut k = 0usize;
     while cursor < exit {
-        let index = table.period_at(time_of_day(cursor, tz));
+        let second = second_of_day(cursor, tz);
+        let index = table
+            .period_at(TimeOfDay::from_minutes(minute_of(second)).unwrap_or(TimeOfDay::MIDNIGHT));
         if current != Some(index) {
             current = Some(index);
             k = 0;
         }
-        let thresholds = &table.periods()[index].thresholds;
+        let period = &table.periods()[index];
         // Valid tables have at least one threshold per period.
-        let Some(block) = thresholds.get(k.min(thresholds.len().saturating_sub(1))) else {
+        let Some(last) = period.thresholds.len().checked_sub(1) else {
             break;
         };
+        let block = &period.thresholds[k.min(last)];
+        let length = i64::from(block.minutes.max(1)) * 60;
+        let count = if k < last {
+            1
+        } else {
+            let until = stretch_end(period, day_start, tz, cursor, second).min(exit);
+            let span = until.as_second() - cursor.as_second();
+            (span + length - 1).div_euclid(length).max(1)
+        };
         let end = cursor
-            .checked_add(SignedDuration::from_mins(i64::from(block.minutes)))
+            .checked_add(SignedDuration::from_secs(count * length))
             .map_err(|_| FeeError::OutOfRange)?;
+        let unit = match vehicle {
+            VehicleType::Automobile => block.automobile,
+            VehicleType::Motorcycle => block.motorcycle,
+        };
+        let blocks = u32::try_from(count).map_err(|_| FeeError::OutOfRange)?;
         rows.push(Row {
             kind: RowKind::Block,
             start: cursor,
             end,
             period: Some(index),
-            price: match vehicle {
-                VehicleType::Automobile => block.automobile,
-                VehicleType::Motorcycle => block.motorcycle,
-            },
+            blocks,
+            price: unit * Decimal::from(blocks),
         });
         cursor = end;
-        k += 1;
+        k = k.saturating_add(blocks as usize);
     }
     Ok(())
+}
+
+/// The first instant after `cursor` (which is `second` seconds into the park's day, inside
+/// `period`) at which the park's clock leaves `period`, starts a new charging day at `day_start`
+/// or changes its offset: until then the clock runs evenly, so every block starting before it
+/// falls in `period` and the same charging day.
+fn stretch_end(
+    period: &Period,
+    day_start: TimeOfDay,
+    tz: &TimeZone,
+    cursor: Timestamp,
+    second: i64,
+) -> Timestamp {
+    let until = |mark: TimeOfDay| match (i64::from(mark.minutes()) * 60 - second).rem_euclid(DAY) {
+        0 => DAY,
+        s => s,
+    };
+    let mut ahead = until(day_start);
+    if period.length() < MINUTES_PER_DAY {
+        ahead = ahead.min(until(period.end));
+    }
+    let even = cursor
+        .checked_add(SignedDuration::from_secs(ahead))
+        .unwrap_or(Timestamp::MAX);
+    match tz.following(cursor).next() {
+        Some(change) if change.timestamp() < even => change.timestamp(),
+        _ => even,
+    }
+}
+
+/// Seconds in a day.
+const DAY: i64 = 86_400;
+
+/// How far into its day `t` is on the park's clock, in seconds.
+fn second_of_day(t: Timestamp, tz: &TimeZone) -> i64 {
+    (t.as_second() + i64::from(tz.to_offset(t).seconds())).rem_euclid(DAY)
+}
+
+/// The minute of the day that second `s` of it falls in.
+fn minute_of(s: i64) -> u16 {
+    u16::try_from(s / 60).unwrap_or_default()
 }
 
 /// Caps each charging day's blocks (days starting at `resets_at`, park time) at `cap`, with one
@@ -221,6 +284,7 @@ fn daily_maximum(cap: Decimal, resets_at: TimeOfDay, tz: &TimeZone, rows: &mut V
                 start: rows[i].start,
                 end: rows[j - 1].end,
                 period: None,
+                blocks: 1,
                 price: cap - sum,
             });
         }
@@ -249,6 +313,7 @@ fn overnight(
             start: midnight.timestamp(),
             end: next.timestamp(),
             period: None,
+            blocks: 1,
             price: fee,
         });
         midnight = next;
@@ -309,10 +374,7 @@ pub fn coin_discount(total: Decimal, balance: i64) -> Discount {
 
 /// The time of day of `t` on the park's clock.
 pub fn time_of_day(t: Timestamp, tz: &TimeZone) -> TimeOfDay {
-    let local = t.to_zoned_datetime(tz.clone());
-    let minutes =
-        u16::try_from(i32::from(local.hour()) * 60 + i32::from(local.minute())).unwrap_or_default();
-    TimeOfDay::from_minutes(minutes).unwrap_or(TimeOfDay::MIDNIGHT)
+    TimeOfDay::from_minutes(minute_of(second_of_day(t, tz))).unwrap_or(TimeOfDay::MIDNIGHT)
 }
 
 /// `H:M` on the park's clock, without zero padding (`9:0`, `10:5`), as the original's invoices

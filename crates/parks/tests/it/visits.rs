@@ -432,9 +432,12 @@ async fn a_parked_customer_gets_a_quote() {
     // 40 or 41 minutes: three blocks, whichever period they fall in (and an overnight row
     // besides when the stay spans the park's midnight, as it does when the test runs just
     // after it).
-    let blocks = q["paymentsTableRowsDTO"]
-        .as_array()
-        .map(|rows| rows.iter().filter(|r| r["kind"] == "BLOCK").count());
+    let blocks = q["paymentsTableRowsDTO"].as_array().map(|rows| {
+        rows.iter()
+            .filter(|r| r["kind"] == "BLOCK")
+            .filter_map(|r| r["blocks"].as_u64())
+            .sum::<u64>()
+    });
     assert_eq!(blocks, Some(3), "{q}");
     // Another customer's car: the same answer whether it is parked (32-VT-07) or not
     // (46-ON-05); it was 403 for a parked one, which told that it was.
@@ -626,4 +629,100 @@ async fn display_message(sys: &System, id: i64) -> serde_json::Value {
     .await
     .json()["message"]
         .clone()
+}
+
+/// Issue 58, defects 2 and 9: a stay from 1970 until now was told "your invoice will follow" and
+/// then set aside by payments ("a stay of more than 366 days is not priced"), never invoiced; a
+/// year's stay made one invoice of 35,040 rows (5.9 MB). Every stay is priced at the exit and
+/// invoiced now, in rows that grow with its days, on both databases.
+#[tokio::test]
+async fn a_stay_of_any_length_is_priced_and_invoiced() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        let now = jiff::Timestamp::now().to_string();
+        let stays = [
+            ("28-XQ-51", "1970-01-01T00:00:00Z", now.as_str()),
+            ("46-ON-05", "2024-07-01T08:30:00Z", "2025-07-01T08:30:00Z"),
+        ];
+        for (plate, entered, left) in stays {
+            let r = dev
+                .barrier(
+                    "entrance",
+                    &sys.barrier_key(1),
+                    &plate_read(1, 1, plate, entered),
+                )
+                .await;
+            assert_eq!(r.json()["success"], true, "{db:?} {plate}: {}", r.text());
+            let r = dev
+                .barrier("exit", &sys.barrier_key(2), &plate_read(2, 1, plate, left))
+                .await;
+            let message = r.json()["message"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                message.contains("Your total will be"),
+                "{db:?} {plate}: priced at the exit, not promised: {message}"
+            );
+        }
+        sys.settled().await;
+        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+        let mine = rui.get("/payments/mine").await;
+        assert_eq!(mine.status(), 200, "{}", mine.text());
+        let mine = mine.json();
+        let invoices = mine.as_array().expect("invoices");
+        assert_eq!(invoices.len(), 2, "{db:?}: both stays invoiced");
+        for invoice in invoices {
+            let entered: jiff::Timestamp = invoice["enterPark"]
+                .as_str()
+                .expect("enterPark")
+                .parse()
+                .expect("time");
+            let left: jiff::Timestamp = invoice["leftPark"]
+                .as_str()
+                .expect("leftPark")
+                .parse()
+                .expect("time");
+            let days = left.duration_since(entered).as_hours() / 24;
+            let rows = invoice["paymentsTableRowsDTO"].as_array().expect("rows");
+            assert_eq!(invoice["status"], "ISSUED", "{db:?}");
+            // Park 1's table: a day is 11 rows of blocks and an overnight row (and a row more at
+            // a change of the clocks).
+            assert!(
+                rows.len() as i64 <= 13 * (days + 1),
+                "{db:?}: {} rows for {days} days",
+                rows.len()
+            );
+            // The rows charge every started 15-minute block, and add up to the total.
+            let blocks: u64 = rows.iter().filter_map(|r| r["blocks"].as_u64()).sum();
+            assert!(
+                blocks as i64 * 15 >= left.duration_since(entered).as_mins(),
+                "{db:?}"
+            );
+            let sum: f64 = rows.iter().filter_map(|r| r["price"].as_f64()).sum();
+            let total = invoice["total"].as_f64().expect("total");
+            assert!(
+                (sum - total).abs() < 0.005 * rows.len() as f64,
+                "{db:?}: {sum} vs {total}"
+            );
+            for row in rows {
+                let (price, unit, n) = (
+                    row["price"].as_f64().expect("price"),
+                    row["unitPrice"].as_f64().expect("unitPrice"),
+                    row["blocks"].as_f64().expect("blocks"),
+                );
+                assert!((price - unit * n).abs() < 1e-6, "{db:?}: {row}");
+            }
+            let id = invoice["invoice"].as_i64().expect("id");
+            let one = rui.get(&format!("/payments/invoice/{id}")).await;
+            assert_eq!(one.json()["total"], invoice["total"]);
+            if days == 365 {
+                assert!(
+                    one.text().len() < 2_000_000,
+                    "{db:?}: {} bytes",
+                    one.text().len()
+                );
+            }
+        }
+    }
 }

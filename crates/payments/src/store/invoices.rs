@@ -361,15 +361,21 @@ impl Store {
                             .fetch_optional(&mut *tx)
                             .await?;
                         if let Some(id) = issued {
-                            for row in &bill.rows {
-                                sqlx::query("INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) VALUES ($1, $2, $3, $4, $5)")
+                            let mut rest = &bill.rows[..];
+                            while !rest.is_empty() {
+                                let (chunk, tail) = rest.split_at(rows_per_insert(rest.len()));
+                                rest = tail;
+                                let mut insert = sqlx::query(rows_insert(chunk.len()));
+                                for row in chunk {
+                                    insert = insert
                                         .bind(id)
                                         .bind(row.kind.as_str())
                                         .bind(row.start.as_millisecond())
                                         .bind(row.end.as_millisecond())
                                         .bind(row.price.to_string())
-                                        .execute(&mut *tx)
-                                        .await?;
+                                        .bind(i64::from(row.blocks));
+                                }
+                                insert.execute(&mut *tx).await?;
                             }
                             tx.append(&invoice_event(id, p)?).await?;
                             appended += 1;
@@ -487,9 +493,9 @@ impl Store {
     async fn with_rows(&self, rows: Vec<InvoiceRow>) -> Result<Vec<PaymentsDto>, StoreError> {
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
-            let lines: Vec<(i64, String, i64, i64, String)> = repeatable!(self, |conn| {
+            let lines: Vec<(i64, String, i64, i64, String, i64)> = repeatable!(self, |conn| {
                 sqlx::query_as(
-                "SELECT id, kind, start_ms, end_ms, price FROM invoice_rows WHERE invoice_id = $1 ORDER BY id"
+                "SELECT id, kind, start_ms, end_ms, price, blocks FROM invoice_rows WHERE invoice_id = $1 ORDER BY id"
             )
             .bind(r.0)
             .fetch_all(&mut *conn)
@@ -501,7 +507,9 @@ impl Store {
             let (total, discount) = (dec(&r.11)?, dec(&r.12)?);
             let rows = lines
                 .into_iter()
-                .map(|(id, kind, s, e, price)| {
+                .map(|(id, kind, s, e, price, blocks)| {
+                    let blocks = u32::try_from(blocks).map_err(StoreError::internal)?;
+                    let (price, unit_price) = RowDto::amounts(dec(&price)?, blocks);
                     Ok(RowDto {
                         payment_table_row_id: id,
                         period_start: fee::hm(entered, &tz),
@@ -509,8 +517,10 @@ impl Store {
                         fraction_start: fee::hm(instant(s), &tz),
                         fraction_end: fee::hm(instant(e), &tz),
                         vehicle_type: r.6.clone(),
-                        price: money(dec(&price)?),
+                        price,
                         kind,
+                        blocks,
+                        unit_price,
                     })
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
@@ -533,6 +543,50 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Most invoice rows one statement writes on SQLite (six parameters each, well under its limit
+/// of 32,766).
+const ROWS_PER_INSERT: usize = 256;
+
+/// How many of `left` rows the next statement writes: the largest power of two up to
+/// [`ROWS_PER_INSERT`], so a long stay's hundreds of rows take a few statements and only nine
+/// distinct ones are ever prepared.
+fn rows_per_insert(left: usize) -> usize {
+    match left.min(ROWS_PER_INSERT) {
+        0 => 0,
+        n => 1 << n.ilog2(),
+    }
+}
+
+/// `INSERT INTO invoice_rows` of `n` rows, `n` a power of two up to [`ROWS_PER_INSERT`].
+fn rows_insert(n: usize) -> &'static str {
+    static BUILT: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        (0..=ROWS_PER_INSERT.ilog2())
+            .map(|k| {
+                let values: Vec<String> = (0..1usize << k)
+                    .map(|i| {
+                        let p = i * 6;
+                        format!(
+                            "(${}, ${}, ${}, ${}, ${}, ${})",
+                            p + 1,
+                            p + 2,
+                            p + 3,
+                            p + 4,
+                            p + 5,
+                            p + 6
+                        )
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price, blocks) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &built[n.max(1).ilog2() as usize]
 }
 
 /// Which invoices to list.
@@ -565,15 +619,20 @@ pub fn quote_dto(
             .rows
             .iter()
             .enumerate()
-            .map(|(i, r)| RowDto {
-                payment_table_row_id: i as i64 + 1,
-                period_start: fee::hm(bill.entry, tz),
-                period_end: fee::hm(bill.exit, tz),
-                fraction_start: fee::hm(r.start, tz),
-                fraction_end: fee::hm(r.end, tz),
-                vehicle_type: vehicle.as_str().to_owned(),
-                price: money(r.price),
-                kind: r.kind.as_str().to_owned(),
+            .map(|(i, r)| {
+                let (price, unit_price) = RowDto::amounts(r.price, r.blocks);
+                RowDto {
+                    payment_table_row_id: i as i64 + 1,
+                    period_start: fee::hm(bill.entry, tz),
+                    period_end: fee::hm(bill.exit, tz),
+                    fraction_start: fee::hm(r.start, tz),
+                    fraction_end: fee::hm(r.end, tz),
+                    vehicle_type: vehicle.as_str().to_owned(),
+                    price,
+                    kind: r.kind.as_str().to_owned(),
+                    blocks: r.blocks,
+                    unit_price,
+                }
             })
             .collect(),
         total: money(bill.total),

@@ -42,7 +42,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0001_payments.sql",
     "0002_events.sql",
     "0003_domains.sql",
-    "0004_broker_positions.sql"
+    "0004_broker_positions.sql",
+    "0005_row_blocks.sql"
 );
 
 impl Store {

@@ -42,11 +42,11 @@ const INVOICE: &str = "WITH gone AS (DELETE FROM open_visits WHERE visit_id = AN
      ORDER BY c.ord \
      ON CONFLICT (visit_id) DO NOTHING RETURNING id, visit_id";
 
-/// The new invoices' rows: invoice, kind, start, end, price.
-const ROWS: &str = "INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price) \
-     SELECT r.invoice_id, r.kind, r.start_ms, r.end_ms, r.price \
-     FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) WITH ORDINALITY \
-       AS r (invoice_id, kind, start_ms, end_ms, price, ord) ORDER BY r.ord";
+/// The new invoices' rows: invoice, kind, start, end, price, blocks.
+const ROWS: &str = "INSERT INTO invoice_rows (invoice_id, kind, start_ms, end_ms, price, blocks) \
+     SELECT r.invoice_id, r.kind, r.start_ms, r.end_ms, r.price, r.blocks \
+     FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[]) \
+       WITH ORDINALITY AS r (invoice_id, kind, start_ms, end_ms, price, blocks, ord) ORDER BY r.ord";
 
 /// One array per column of the rows `items` give.
 fn column<T, U>(items: &[&T], f: impl Fn(&T) -> U) -> Vec<U> {
@@ -141,6 +141,7 @@ impl Store {
                     .bind(column(&rows, |(_, r)| r.start.as_millisecond()))
                     .bind(column(&rows, |(_, r)| r.end.as_millisecond()))
                     .bind(column(&rows, |(_, r)| r.price.to_string()))
+                    .bind(column(&rows, |(_, r)| i64::from(r.blocks)))
                     .execute(&mut *tx)
                     .await?;
             }
@@ -350,7 +351,8 @@ mod tests {
                 ("invoice.issued", 4, "ISSUED", 2),
                 ("invoice.issued", 1, "ISSUED", 4),
                 ("invoice.issued", 3, "ISSUED", 0),
-                ("coins.requested", 5, "AWAITING_COINS", 7),
+                // 95 minutes: four blocks, then the last step's three repeats in one row.
+                ("coins.requested", 5, "AWAITING_COINS", 5),
             ]
         );
         assert!(

@@ -34,6 +34,64 @@ fn eur(cents: i64) -> Decimal {
     Decimal::new(cents, 2)
 }
 
+/// The blocks a bill charges for, however its rows group them.
+fn block_count(bill: &Bill) -> u32 {
+    bill.rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Block)
+        .map(|r| r.blocks)
+        .sum()
+}
+
+/// A bill's block rows as the blocks they stand for: (start, period, price of one).
+fn expand(bill: &Bill) -> Vec<(Timestamp, Option<usize>, Decimal)> {
+    let mut out = Vec::new();
+    for r in bill.rows.iter().filter(|r| r.kind == RowKind::Block) {
+        let each = r.end.duration_since(r.start) / i32::try_from(r.blocks).expect("blocks");
+        let unit = r.price / Decimal::from(r.blocks);
+        for i in 0..r.blocks {
+            out.push((
+                r.start + each * i32::try_from(i).expect("i"),
+                r.period,
+                unit,
+            ));
+        }
+    }
+    out
+}
+
+/// The spec's walk (§5.11) as written, one block at a time, with PMS's half-open periods read on
+/// the park's clock: what [`price`]'s rows must stand for.
+fn block_by_block(
+    table: &PriceTable,
+    tz: &TimeZone,
+    vehicle: VehicleType,
+    from: Timestamp,
+    exit: Timestamp,
+) -> Vec<(Timestamp, Option<usize>, Decimal)> {
+    let mut out = Vec::new();
+    let (mut cursor, mut current, mut k) = (from, None, 0usize);
+    while cursor < exit {
+        let local = cursor.to_zoned_datetime(tz.clone());
+        let minute = u16::from(local.hour() as u8) * 60 + u16::from(local.minute() as u8);
+        let index = table.period_at(TimeOfDay::from_minutes(minute).expect("minute"));
+        if current != Some(index) {
+            current = Some(index);
+            k = 0;
+        }
+        let thresholds = &table.periods()[index].thresholds;
+        let block = &thresholds[k.min(thresholds.len() - 1)];
+        let unit = match vehicle {
+            VehicleType::Automobile => block.automobile,
+            VehicleType::Motorcycle => block.motorcycle,
+        };
+        out.push((cursor, Some(index), unit));
+        cursor += SignedDuration::from_mins(i64::from(block.minutes));
+        k += 1;
+    }
+    out
+}
+
 fn blocks_of(bill: &Bill, tz: &TimeZone) -> Vec<(String, Decimal)> {
     bill.rows
         .iter()
@@ -69,7 +127,7 @@ fn worked_example_1_postman() {
 /// [0.15, 0.15, 0.15, 0.30], 08:30–10:14. The original charged 9:00 in the night period because
 /// it closed both ends of a period and took the first match in database order: 7 rows, €1.20.
 /// With half-open periods 9:00 is day, whatever the order: the counter restarts at 9:00, the
-/// fourth day block (9:45) is the first at €0.30 and 10:00 repeats it: 7 rows, €1.35.
+/// fourth day block (9:45) is the first at €0.30 and 10:00 repeats it: 7 blocks, €1.35.
 #[test]
 fn worked_example_2_half_open_periods() {
     let blocks = |p: &[i64]| {
@@ -113,7 +171,8 @@ fn worked_example_2_half_open_periods() {
         a.total, b.total,
         "the order of the periods never changes a price"
     );
-    assert_eq!(a.rows.len(), 7);
+    // Seven blocks; the fourth day block and its repeat are one row of two.
+    assert_eq!(block_count(&a), 7);
     assert_eq!(
         blocks_of(&a, &utc()),
         vec![
@@ -122,10 +181,10 @@ fn worked_example_2_half_open_periods() {
             ("9:0".into(), eur(15)),
             ("9:15".into(), eur(15)),
             ("9:30".into(), eur(15)),
-            ("9:45".into(), eur(30)),
-            ("10:0".into(), eur(30)),
+            ("9:45".into(), eur(60)),
         ]
     );
+    assert_eq!(hm(a.rows[5].end, &utc()), "10:15");
     assert_eq!(a.total, eur(135));
 }
 
@@ -138,10 +197,22 @@ fn worked_example_3_last_block_repeats_and_coins() {
         &car("2023-11-26T10:00:00Z", "2023-11-26T11:20:00Z"),
     )
     .expect("priced");
+    // The fifth block and its repeat are one row of two blocks at €0.30.
     assert_eq!(
-        bill.rows.iter().map(|r| r.price).collect::<Vec<_>>(),
-        vec![eur(15), eur(15), eur(15), eur(15), eur(30), eur(30)]
+        bill.rows
+            .iter()
+            .map(|r| (r.blocks, r.price))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, eur(15)),
+            (1, eur(15)),
+            (1, eur(15)),
+            (1, eur(15)),
+            (2, eur(60))
+        ]
     );
+    assert_eq!(hm(bill.rows[4].start, &utc()), "11:0");
+    assert_eq!(hm(bill.rows[4].end, &utc()), "11:30");
     assert_eq!(bill.total, eur(120));
     let d = coin_discount(bill.total, 50);
     assert_eq!((d.coins, d.amount), (50, eur(50)));
@@ -162,8 +233,13 @@ fn late_evening_blocks_are_night_blocks() {
     )
     .expect("priced");
     assert!(bill.rows.iter().all(|r| r.period == Some(1)));
-    // 130 minutes: 9 blocks, four at 0.15 and five at 0.30.
-    assert_eq!(bill.rows.len(), 9);
+    // 130 minutes: 9 blocks, four at 0.15 and five at 0.30, the repeats split at midnight.
+    assert_eq!(block_count(&bill), 9);
+    assert_eq!(
+        bill.rows.iter().map(|r| r.blocks).collect::<Vec<_>>(),
+        vec![1, 1, 1, 1, 4, 1]
+    );
+    assert_eq!(hm(bill.rows[5].start, &utc()), "0:10");
     assert_eq!(bill.total, eur(4 * 15 + 5 * 30));
 }
 
@@ -187,7 +263,7 @@ fn the_same_minute_costs_nothing_and_seconds_are_not_charged() {
 }
 
 #[test]
-fn absurd_stays_are_refused() {
+fn an_exit_before_the_entry_is_refused() {
     assert_eq!(
         price(
             &seed::table(),
@@ -196,13 +272,38 @@ fn absurd_stays_are_refused() {
         ),
         Err(FeeError::ExitBeforeEntry)
     );
+}
+
+/// Issue 58, defects 2 and 9: a stay from 1970 was never priced (the original refused more
+/// than 366 days) and a year's stay made 35,040 rows. Any stay is priced now, with a handful of
+/// rows per day: the seed table's night and day periods each charge four single blocks and one
+/// row of repeats, the night's repeats split at midnight (and a stretch at a clock change).
+#[test]
+fn a_stay_of_any_length_is_priced_in_rows_that_grow_with_days() {
+    let tz = lisbon();
+    let stay = car("1970-01-01T00:00:00Z", "2026-12-05T12:00:00Z");
+    let days = stay.exit.duration_since(stay.entry).as_hours() / 24;
+    let bill = price(&seed::table(), &tz, &stay).expect("priced");
+    assert!(
+        bill.rows.len() as i64 <= 12 * (days + 1),
+        "{} rows for {days} days",
+        bill.rows.len()
+    );
+    let minutes = stay.exit.duration_since(stay.entry).as_mins();
+    assert!(i64::from(block_count(&bill)) * 15 >= minutes);
+    // A year in one row of repeats per stretch costs what the spec's walk, block by block, does.
+    let year = car("2024-01-01T10:00:00Z", "2025-01-01T10:00:00Z");
+    let bill = price(&seed::table(), &tz, &year).expect("priced");
+    assert!(bill.rows.len() <= 12 * 366, "{} rows", bill.rows.len());
     assert_eq!(
-        price(
+        expand(&bill),
+        block_by_block(
             &seed::table(),
-            &utc(),
-            &car("2023-01-01T00:00:00Z", "2024-06-01T00:00:00Z")
-        ),
-        Err(FeeError::TooLong)
+            &tz,
+            VehicleType::Automobile,
+            year.entry,
+            year.exit
+        )
     );
 }
 
@@ -237,7 +338,7 @@ fn the_spring_gap_is_not_charged() {
         },
     )
     .expect("priced");
-    assert_eq!(bill.rows.len(), 8, "120 minutes in 15-minute blocks");
+    assert_eq!(block_count(&bill), 8, "120 minutes in 15-minute blocks");
     assert_eq!(
         hm(bill.rows[2].start, &tz),
         "2:0",
@@ -256,7 +357,7 @@ fn the_autumn_hour_is_charged_once_per_pass() {
         &car("2024-10-26T23:30:00Z", "2024-10-27T02:30:00Z"),
     )
     .expect("priced");
-    assert_eq!(bill.rows.len(), 12, "180 minutes in 15-minute blocks");
+    assert_eq!(block_count(&bill), 12, "180 minutes in 15-minute blocks");
 }
 
 #[test]
@@ -576,6 +677,35 @@ proptest! {
         prop_assert!(a.total <= b.total, "{} then {}", a.total, b.total);
     }
 
+    /// Rows of repeats charge exactly the blocks the spec's walk charges one at a time, split
+    /// where a charging day starts, so the daily maximum caps the same amounts.
+    #[test]
+    fn rows_of_repeats_are_the_block_by_block_walk(
+        table in tables(), tz in zones(), (entry, mins, more) in stays(), moto in any::<bool>(),
+    ) {
+        let vehicle = if moto { VehicleType::Motorcycle } else { VehicleType::Automobile };
+        // Up to a fortnight, clock changes included.
+        let exit = entry + SignedDuration::from_mins(mins * 3 + more);
+        let bill = price(&table, &tz, &Stay { entry, exit, vehicle }).expect("priced");
+        let Some(from) = bill.rows.iter().find(|r| r.kind == RowKind::Block).map(|r| r.start) else {
+            return Ok(());
+        };
+        let walked = block_by_block(&table, &tz, vehicle, from, bill.exit);
+        prop_assert_eq!(expand(&bill), walked.clone());
+        if let Some(cap) = table.daily_max {
+            let last_end = bill.rows.iter().rev().find(|r| r.kind == RowKind::Block).map_or(from, |r| r.end);
+            let ends = walked.iter().skip(1).map(|w| w.0).chain([last_end]);
+            let mut one_by_one: Vec<Row> = walked
+                .iter()
+                .zip(ends)
+                .map(|(&(start, period, price), end)| Row { kind: RowKind::Block, start, end, period, blocks: 1, price })
+                .collect();
+            daily_maximum(cap.amount, cap.resets_at, &tz, &mut one_by_one);
+            let caps = |rows: &[Row]| rows.iter().filter(|r| r.kind == RowKind::DailyMaximum).map(|r| r.price).collect::<Vec<_>>();
+            prop_assert_eq!(caps(&bill.rows), caps(&one_by_one));
+        }
+    }
+
     #[test]
     fn the_total_is_the_sum_of_its_rows(
         table in tables(), tz in zones(), (entry, mins, _more) in stays(), moto in any::<bool>(),
@@ -598,7 +728,7 @@ proptest! {
 }
 
 /// The API takes instants from 1970 up to the year 3000 (`pms_service::fields`): a stay at
-/// either end of that range, and a year-long one before its end, are priced in any zone.
+/// either end of that range, short or longer than a year, is priced in any zone.
 #[test]
 fn stays_at_the_ends_of_the_apis_range_are_priced() {
     use pms_service::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
@@ -614,7 +744,8 @@ fn stays_at_the_ends_of_the_apis_range_are_priced() {
         for (entry, exit) in [
             (first, first + SignedDuration::from_hours(30)),
             (last - SignedDuration::from_hours(30), last),
-            (last - MAX_STAY, last),
+            (first, first + SignedDuration::from_hours(400 * 24)),
+            (last - SignedDuration::from_hours(400 * 24), last),
         ] {
             let stay = Stay {
                 entry,
