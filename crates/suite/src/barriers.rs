@@ -311,11 +311,12 @@ async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
                 "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
             });
             let mut r = send(&mut conn, t, &Method::POST, &[], body.clone()).await;
-            // The gateway's limit on registrations per client: wait, as `Retry-After` says.
-            while r
-                .as_ref()
-                .is_ok_and(|r| r.status == http::StatusCode::TOO_MANY_REQUESTS)
-            {
+            // The gateway's limit on registrations per client, or the users service shedding
+            // a burst of password hashing: wait, as `Retry-After` says.
+            while r.as_ref().is_ok_and(|r| {
+                r.status == http::StatusCode::TOO_MANY_REQUESTS
+                    || r.status == http::StatusCode::SERVICE_UNAVAILABLE
+            }) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 r = send(&mut conn, t, &Method::POST, &[], body.clone()).await;
             }

@@ -211,7 +211,9 @@ pub fn config(
             t_cost: opts.argon2_t,
             p_cost: opts.argon2_p,
         },
-        hash_parallelism: std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
+        // Hashing is all CPU: more at once than cores only holds more work areas (each of
+        // --argon2-m-kib) without finishing sooner. A container's CPU limit counts.
+        hash_parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
         signer,
         verifier: VerifierConfig {
             issuers: Some(vec![issuer]),

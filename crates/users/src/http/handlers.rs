@@ -21,6 +21,7 @@ use pms_service::{caller, idempotency, ApiError, Caller};
 use crate::model::{
     PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
 };
+use crate::password::{PasswordError, BUSY_RETRY_AFTER_S};
 use crate::store::users::{Granted, Page, GRANTED};
 use crate::throttle;
 use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange};
@@ -52,6 +53,10 @@ pub const MAX_PAGE: i64 = 1000;
             )),
         (status = 409, description = "The e-mail, tax number or plate is registered already \
             (`already_registered`, naming it in `field`).", body = ErrorBody<'static>),
+        (status = 503, description = "Too many sign-ups and logins at once (`busy`): the \
+            service sheds them rather than queue them; `Retry-After` says when to try again.",
+            body = ErrorBody<'static>,
+            headers(("retry-after" = u64, description = "Seconds to wait."))),
     )
 )]
 pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -62,7 +67,7 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
         .passwords
         .hash(new.password.clone())
         .await
-        .map_err(internal)?;
+        .map_err(password_error)?;
     let user = s.store.create_user(&new, &hash, Role::Customer).await?;
     s.outbox.committed();
     tracing::info!(user = user.id, "user registered");
@@ -96,6 +101,10 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
         (status = 429, description = "Too many failed logins for this address, or over the \
             gateway's rate limit; `Retry-After` says when to try again.", body = ErrorBody<'static>,
             headers(("retry-after" = u64, description = "Seconds to wait."))),
+        (status = 503, description = "Too many sign-ups and logins at once (`busy`): the \
+            service sheds them rather than queue them; `Retry-After` says when to try again.",
+            body = ErrorBody<'static>,
+            headers(("retry-after" = u64, description = "Seconds to wait."))),
     )
 )]
 pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
@@ -114,7 +123,7 @@ pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
             attempt.account.as_ref().map(|r| r.password_hash.clone()),
         )
         .await
-        .map_err(internal)?;
+        .map_err(password_error)?;
     let record = match attempt.account {
         Some(r) if ok => r,
         _ => {
@@ -483,6 +492,20 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(e)
 }
 
+/// 503 `busy` with `Retry-After` when as many passwords are being checked as the service takes
+/// at once (it sheds the rest rather than queueing them without bound); 500 otherwise.
+fn password_error(e: PasswordError) -> ApiError {
+    match e {
+        PasswordError::Busy => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "too many sign-ups and logins at once; try again shortly",
+        )
+        .with_retry_after(BUSY_RETRY_AFTER_S),
+        e => internal(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,5 +534,15 @@ mod tests {
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
             assert!(e.field.is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn shed_hashing_is_a_503_with_retry_after() {
+        let busy = password_error(PasswordError::Busy);
+        assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.code, "busy");
+        assert_eq!(busy.retry_after_s, Some(BUSY_RETRY_AFTER_S));
+        let broken = password_error(PasswordError::Hash("x".into()));
+        assert_eq!(broken.status, StatusCode::INTERNAL_SERVER_ERROR);
     }
 }
