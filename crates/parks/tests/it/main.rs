@@ -7,5 +7,6 @@ mod coins;
 mod concurrency;
 mod devices;
 mod management;
+mod model;
 mod support;
 mod visits;
