@@ -3,16 +3,24 @@
 //! signed in, the user's bearer token and who they are. The token never reaches the browser.
 //! Signing in replaces the session id (no fixation); sessions idle for [`IDLE`] are gone.
 //!
+//! Only signed-in sessions are kept. A visitor who has not signed in has a cookie with a random
+//! id and a CSRF token derived from it ([`Session::anonymous`]), and nothing on the server: page
+//! views cannot fill the table and push signed-in people out of it (until 2026-12-05 every
+//! cookie-less page view stored a session, and 100,400 of them in 15 s evicted signed-in ones).
+//! The token needs no secret: a form from another site cannot carry it without the cookie's
+//! value, which the browser never shows to a page. In memory the table is a least-recently-used
+//! map, so no operation scans it.
+//!
 //! Where the table is kept ([`Sessions`]): in this process's memory (`pms up`, or one `pms web`;
 //! a restart signs everyone out), or with `--nats-url` in a NATS JetStream key-value bucket
 //! ([`BUCKET`]) that every replica of the front office shares, so that a browser's requests may
 //! reach any of them (the gateway balances per request) and a sign-out holds everywhere.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::kv;
+use hashlink::LruCache;
 use http::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 
@@ -20,8 +28,8 @@ use serde::{Deserialize, Serialize};
 pub const COOKIE: &str = "pms_session";
 /// A session unused this long is gone.
 pub const IDLE: Duration = Duration::from_secs(8 * 3600);
-/// Most sessions kept; past it the least recently used go first (in the shared bucket, the
-/// least recently written, whose entries also expire [`IDLE`] after their last write).
+/// Most signed-in sessions kept; past it the least recently used go first (in the shared bucket,
+/// the least recently written, whose entries also expire [`IDLE`] after their last write).
 const MAX_SESSIONS: usize = 100_000;
 /// The key-value bucket of the shared sessions.
 pub const BUCKET: &str = "pms_web_sessions";
@@ -69,6 +77,21 @@ impl Session {
     /// be reached or a form is refused.
     pub fn unsaved() -> Self {
         Self::fresh(None)
+    }
+
+    /// The session of a visitor who has not signed in, with cookie id `id`: nothing about it is
+    /// kept; its CSRF token is derived from the id, the same on every replica.
+    pub fn anonymous(id: String) -> Self {
+        let digest = ring::digest::digest(
+            &ring::digest::SHA256,
+            format!("pms-web anonymous csrf\0{id}").as_bytes(),
+        );
+        Self {
+            csrf: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+            id,
+            user: None,
+            seen_ms: now_ms(),
+        }
     }
 
     fn fresh(user: Option<User>) -> Self {
@@ -119,7 +142,7 @@ pub struct Sessions(Kept);
 
 #[derive(Debug)]
 enum Kept {
-    Memory(Mutex<HashMap<String, Session>>),
+    Memory(Mutex<LruCache<String, Session>>),
     /// The bucket, made on first use (and again after a failure), so the front office starts
     /// and recovers while the broker is away.
     Shared(Box<Shared>),
@@ -186,7 +209,12 @@ impl Default for Sessions {
 impl Sessions {
     /// Sessions in this process's memory.
     pub fn in_memory() -> Self {
-        Self(Kept::Memory(Mutex::default()))
+        Self::in_memory_for(MAX_SESSIONS)
+    }
+
+    /// Sessions in this process's memory, at most `most` of them.
+    fn in_memory_for(most: usize) -> Self {
+        Self(Kept::Memory(Mutex::new(LruCache::new(most))))
     }
 
     /// Sessions in the JetStream key-value bucket [`BUCKET`] of `client`'s server, shared by
@@ -200,7 +228,7 @@ impl Sessions {
         })))
     }
 
-    fn table(m: &Mutex<HashMap<String, Session>>) -> MutexGuard<'_, HashMap<String, Session>> {
+    fn table(m: &Mutex<LruCache<String, Session>>) -> MutexGuard<'_, LruCache<String, Session>> {
         m.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -269,35 +297,18 @@ impl Sessions {
     async fn insert(&self, s: &Session) -> Result<(), Unavailable> {
         match &self.0 {
             Kept::Memory(m) => {
-                let mut table = Self::table(m);
-                if table.len() >= MAX_SESSIONS {
-                    let now = now_ms();
-                    table.retain(|_, s| !s.expired(now));
-                    if table.len() >= MAX_SESSIONS {
-                        if let Some(oldest) = table
-                            .iter()
-                            .min_by_key(|(_, s)| s.seen_ms)
-                            .map(|(k, _)| k.clone())
-                        {
-                            table.remove(&oldest);
-                        }
-                    }
-                }
-                table.insert(s.id.clone(), s.clone());
+                // Full: the least recently used goes (expired ones are the least recent).
+                Self::table(m).insert(s.id.clone(), s.clone());
                 Ok(())
             }
             Kept::Shared(shared) => Self::put(shared.bucket().await?, s).await,
         }
     }
 
-    /// A new anonymous session.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when the shared store does not answer.
-    pub async fn create(&self) -> Result<Session, Unavailable> {
-        let s = Session::fresh(None);
-        self.insert(&s).await?;
-        Ok(s)
+    /// A new visitor's session, with a new random id: nothing is kept
+    /// ([`Session::anonymous`]).
+    pub fn create(&self) -> Session {
+        Session::anonymous(random_token())
     }
 
     /// Signs `user` in on a new session that replaces `old` (new id and CSRF token).
@@ -392,11 +403,11 @@ mod tests {
 
     /// The same rules for a session store, wherever it keeps them.
     async fn keeps_sessions_as_it_should(sessions: &Sessions) {
-        let anon = sessions.create().await.expect("create");
-        assert_eq!(
-            sessions.get(&anon.id).await.expect("get").map(|s| s.csrf),
-            Some(anon.csrf.clone())
-        );
+        // A visitor's session is not kept; its token is its id's, whoever derives it.
+        let anon = sessions.create();
+        assert!(sessions.get(&anon.id).await.expect("get").is_none());
+        assert_eq!(Session::anonymous(anon.id.clone()).csrf, anon.csrf);
+        assert_ne!(sessions.create().csrf, anon.csrf);
         let signed = sessions.sign_in(&anon.id, user()).await.expect("sign in");
         assert_ne!(signed.id, anon.id, "no session fixation");
         assert_ne!(signed.csrf, anon.csrf);
@@ -438,10 +449,8 @@ mod tests {
         let server = pms_testkit::nats::NatsServer::start();
         let (one, other) = (shared(&server.url).await, shared(&server.url).await);
         keeps_sessions_as_it_should(&one).await;
-        // A session made by one front office is the other's too, signing in and out included.
-        let anon = one.create().await.expect("create");
-        let seen = other.get(&anon.id).await.expect("get").expect("shared");
-        assert_eq!(seen.csrf, anon.csrf);
+        // A session signed in at one front office is the other's too, signing out included.
+        let anon = one.create();
         let signed = other.sign_in(&anon.id, user()).await.expect("sign in");
         assert!(one.get(&anon.id).await.expect("get").is_none());
         let there = one.get(&signed.id).await.expect("get").expect("shared");
@@ -475,9 +484,44 @@ mod tests {
         assert!(gone.is_err(), "{gone:?}");
     }
 
+    /// Page views keep nothing, so no number of them pushes a signed-in session out; signed-in
+    /// sessions past the bound push out the least recently used, without scanning the table.
+    #[tokio::test]
+    async fn visitors_never_push_out_signed_in_sessions() {
+        let sessions = Sessions::in_memory_for(3);
+        let kept = sessions
+            .sign_in(&random_token(), user())
+            .await
+            .expect("sign in");
+        for _ in 0..1000 {
+            let visitor = sessions.create();
+            assert!(sessions.get(&visitor.id).await.expect("get").is_none());
+        }
+        assert_eq!(sessions.held(), Some(1));
+        let second = sessions
+            .sign_in(&random_token(), user())
+            .await
+            .expect("sign in");
+        let third = sessions
+            .sign_in(&random_token(), user())
+            .await
+            .expect("sign in");
+        // `kept` used again: now `second` is the least recently used.
+        assert!(sessions.get(&kept.id).await.expect("get").is_some());
+        let fourth = sessions
+            .sign_in(&random_token(), user())
+            .await
+            .expect("sign in");
+        assert_eq!(sessions.held(), Some(3));
+        assert!(sessions.get(&second.id).await.expect("get").is_none());
+        for s in [&kept, &third, &fourth] {
+            assert!(sessions.get(&s.id).await.expect("get").is_some());
+        }
+    }
+
     #[tokio::test]
     async fn csrf_tokens_must_match_exactly() {
-        let s = Sessions::default().create().await.expect("create");
+        let s = Sessions::default().create();
         assert!(s.csrf_matches(&s.csrf.clone()));
         assert!(!s.csrf_matches(""));
         assert!(!s.csrf_matches(&s.csrf[1..]));

@@ -58,8 +58,7 @@ struct Problem {
     message: String,
 }
 
-/// The request's session, or a new anonymous one (then `fresh` is true and the cookie must be
-/// set).
+/// The request's session, or a new visitor's (then `fresh` is true and the cookie must be set).
 ///
 /// # Errors
 /// The "try again" page (503) when the sessions cannot be reached.
@@ -67,14 +66,12 @@ struct Problem {
 pub async fn session_of(app: &App, headers: &HeaderMap) -> Result<(Session, bool), Response> {
     match existing(app, headers).await? {
         Some(s) => Ok((s, false)),
-        None => match app.sessions.create().await {
-            Ok(s) => Ok((s, true)),
-            Err(e) => Err(sessions_unavailable(app, &e)),
-        },
+        None => Ok((app.sessions.create(), true)),
     }
 }
 
-/// The request's session, if its cookie names a live one.
+/// The request's session when it has a session cookie: the signed-in session it names, or else
+/// the visitor's anonymous one ([`Session::anonymous`], nothing kept).
 ///
 /// # Errors
 /// The "try again" page (503) when the sessions cannot be reached.
@@ -83,10 +80,12 @@ pub async fn existing(app: &App, headers: &HeaderMap) -> Result<Option<Session>,
     let Some(id) = session::from_cookies(headers) else {
         return Ok(None);
     };
-    app.sessions
+    let kept = app
+        .sessions
         .get(&id)
         .await
-        .map_err(|e| sessions_unavailable(app, &e))
+        .map_err(|e| sessions_unavailable(app, &e))?;
+    Ok(Some(kept.unwrap_or_else(|| Session::anonymous(id))))
 }
 
 /// The page for a request whose session could not be read or kept: nothing was done.
