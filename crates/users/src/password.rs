@@ -184,14 +184,20 @@ impl Passwords {
         job: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, PasswordError> {
         let _admitted = Admitted::enter(&self.admitted, self.admit)?;
-        let _permit = self
+        let permit = self
             .jobs
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|e| PasswordError::Hash(e.to_string()))?;
-        tokio::task::spawn_blocking(job)
-            .await
-            .map_err(|e| PasswordError::Hash(e.to_string()))
+        // The job holds its permit: a request given up while its hash runs frees the slot only
+        // when the hash is done, so no more run at once (nor work areas exist) than allowed.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            job()
+        })
+        .await
+        .map_err(|e| PasswordError::Hash(e.to_string()))
     }
 }
 
