@@ -10,6 +10,7 @@
 //! - [`position`]: where a consumer stands in a producer's events, moved by compare and set
 //!   ([`Applied`]).
 //! - [`nats`]: the distributed transport (a relay to NATS JetStream, a reader of it).
+//! - [`parked`]: the events a consumer set aside, listed for a person and tried again.
 //! - [`lease`]: one replica of a service works each stream at a time.
 //! - [`metrics`]: the events' gauges on a service's `/metrics`.
 //! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`]: the tables,
@@ -53,6 +54,7 @@ pub mod lease;
 pub mod metrics;
 pub mod nats;
 pub mod outbox;
+pub mod parked;
 pub mod position;
 
 #[cfg(test)]

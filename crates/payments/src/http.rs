@@ -9,6 +9,7 @@
 //! | `GET /payments/mine[?limit&offset]` | the signed-in user's own invoices |
 //! | `GET /payments/quote/{plate}` | what the open visit of one's own vehicle would cost now (staff: any) |
 //! | `POST /payments/createPayment` | PARK_MANAGER, SUPERVISOR: prices a stay, stores nothing |
+//! | `GET /payments/events/parked`, `POST …/{source}/{eventId}/retry` | SUPERVISOR: the events payments set aside, and trying one again |
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
@@ -62,7 +63,9 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(by_nif))
             .routes(routes!(invoice))
             .routes(routes!(mine))
-            .routes(routes!(quote)),
+            .routes(routes!(quote))
+            .routes(routes!(parked_events))
+            .routes(routes!(retry_parked_event)),
     )
 }
 
@@ -93,6 +96,62 @@ async fn metrics(State(s): State<App>) -> axum::response::Response {
 async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
     s.ready.check()?;
     caller(&s.verifier, headers).await
+}
+
+/// `GET /payments/events/parked`: the events payments could not apply and set aside.
+#[utoipa::path(
+    get, path = "/payments/events/parked", tag = TAG, operation_id = "getPaymentsParkedEvents",
+    summary = "The events payments set aside (supervisors)",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Oldest first, at most 500: what, from which service, \
+            why and since when.", body = Vec<pms_events::parked::Parked>),
+        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
+async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
+    signed_in(&s, &headers)
+        .await?
+        .require(&[Role::Supervisor])?;
+    pms_events::parked::listed(s.store.db(), crate::store::replica::CONSUMER).await
+}
+
+/// `POST /payments/events/parked/{source}/{eventId}/retry`: applies a set-aside event again,
+/// and every later one of its producer, in order.
+#[utoipa::path(
+    post, path = "/payments/events/parked/{source}/{eventId}/retry", tag = TAG,
+    operation_id = "retryPaymentsParkedEvent",
+    summary = "Try a set-aside event again (supervisors)",
+    params(
+        ("source" = String, Path, description = "The producing service (`parks`, `users`)."),
+        ("eventId" = i64, Path, minimum = 1, description = "The event's id in its producer's outbox."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Forgotten, and the consumer set back to just before it: \
+            it is applied again with the events after it (set aside again if it still cannot \
+            be).", body = pms_events::parked::RetryStarted),
+        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such event is set aside (`event_not_found`).",
+            body = ErrorBody<'static>),
+    )
+)]
+async fn retry_parked_event(
+    State(s): State<App>,
+    headers: HeaderMap,
+    Path((source, event_id)): Path<(String, String)>,
+) -> Answer {
+    signed_in(&s, &headers)
+        .await?
+        .require(&[Role::Supervisor])?;
+    let event_id = pms_service::fields::id_param("eventId", &event_id)?;
+    pms_events::parked::retried(
+        s.store.db(),
+        crate::store::replica::CONSUMER,
+        &source,
+        event_id,
+    )
+    .await
 }
 
 fn store_error(e: StoreError) -> ApiError {

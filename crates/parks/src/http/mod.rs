@@ -102,7 +102,9 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(d::update_display))
             .routes(routes!(d::get_display))
             .routes(routes!(r::percentages))
-            .routes(routes!(r::parking_time)),
+            .routes(routes!(r::parking_time))
+            .routes(routes!(p::parked_events))
+            .routes(routes!(p::retry_parked_event)),
     )
 }
 

@@ -8,5 +8,6 @@ mod concurrency;
 mod devices;
 mod management;
 mod model;
+mod set_aside;
 mod support;
 mod visits;

@@ -484,6 +484,64 @@ fn page(query: Option<&str>) -> Result<Page, ApiError> {
     })
 }
 
+/// `GET /users/events/parked`: the events users could not apply and set aside.
+#[utoipa::path(
+    get, path = "/users/events/parked", tag = TAG, operation_id = "getUsersParkedEvents",
+    summary = "The events users set aside (supervisors)",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Oldest first, at most 500: what, from which service, \
+            why and since when.", body = Vec<pms_events::parked::Parked>),
+        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
+pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
+    s.ready.check()?;
+    caller(&s.verifier, &headers)
+        .await?
+        .require(&[Role::Supervisor])?;
+    pms_events::parked::listed(s.store.db(), crate::store::coins::CONSUMER).await
+}
+
+/// `POST /users/events/parked/{source}/{eventId}/retry`: applies a set-aside event again,
+/// and every later one of its producer, in order.
+#[utoipa::path(
+    post, path = "/users/events/parked/{source}/{eventId}/retry", tag = TAG,
+    operation_id = "retryUsersParkedEvent",
+    summary = "Try a set-aside event again (supervisors)",
+    params(
+        ("source" = String, Path, description = "The producing service (`payments`)."),
+        ("eventId" = i64, Path, minimum = 1, description = "The event's id in its producer's outbox."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "Forgotten, and the consumer set back to just before it: \
+            it is applied again with the events after it (set aside again if it still cannot \
+            be).", body = pms_events::parked::RetryStarted),
+        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+        (status = 404, description = "No such event is set aside (`event_not_found`).",
+            body = ErrorBody<'static>),
+    )
+)]
+pub async fn retry_parked_event(
+    State(s): State<App>,
+    headers: HeaderMap,
+    Path((source, event_id)): Path<(String, String)>,
+) -> Answer {
+    s.ready.check()?;
+    caller(&s.verifier, &headers)
+        .await?
+        .require(&[Role::Supervisor])?;
+    let event_id = pms_service::fields::id_param("eventId", &event_id)?;
+    pms_events::parked::retried(
+        s.store.db(),
+        crate::store::coins::CONSUMER,
+        &source,
+        event_id,
+    )
+    .await
+}
+
 fn not_found(user_id: i64) -> ApiError {
     crate::store::StoreError::UserNotFound(user_id).into()
 }

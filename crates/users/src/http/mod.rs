@@ -40,6 +40,8 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::grant))
         .routes(routes!(h::wallet))
         .routes(routes!(h::top10))
+        .routes(routes!(h::parked_events))
+        .routes(routes!(h::retry_parked_event))
 }
 
 /// The public endpoints' routes (and `/openapi.json`), and their document.
