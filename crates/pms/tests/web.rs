@@ -468,7 +468,7 @@ fn staff_screens_open_to_their_roles_only() {
 
     // A customer opening a manager's page is told which role it needs.
     let leo = sign_in(port, "leoKim@isep.ipp.pt");
-    for path in ["/app/users", "/app/parks", "/app/parks/1"] {
+    for path in ["/app/users", "/app/parks", "/app/parks/1", "/app/events"] {
         let r = get(port, path, Some(&leo));
         assert_eq!(r.status, 403, "{path}: {}", r.body);
         assert!(
@@ -637,6 +637,43 @@ fn staff_screens_open_to_their_roles_only() {
     );
     assert_eq!(unknown.status, 404, "{}", unknown.body);
     assert_eq!(get(port, "/app/parks/99", Some(&pm)).status, 404);
+    assert_eq!(get(port, "/app/events", Some(&pm)).status, 403);
+
+    // The supervisor: every service's set-aside events (none here), and a retry of one that is
+    // not set aside is refused with the services' words.
+    let sv = sign_in(port, "supervisor@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&sv));
+    assert!(
+        account.body.contains("href=\"/app/events\""),
+        "{}",
+        account.body
+    );
+    let events = get(port, "/app/events", Some(&sv));
+    assert_eq!(events.status, 200, "{}", events.body);
+    assert!(events.body.contains("id=\"no-events\""), "{}", events.body);
+    assert!(
+        !events.body.contains("could not be read"),
+        "{}",
+        events.body
+    );
+    let retry = |csrf: &str, consumer: &str, id: &str| {
+        post(
+            port,
+            "/app/events/retry",
+            Some(&sv),
+            &[
+                ("csrf", csrf),
+                ("consumer", consumer),
+                ("source", "parks"),
+                ("id", id),
+            ],
+        )
+    };
+    let missing = retry(&events.csrf(), "payments", "424242");
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert!(missing.body.contains("is set aside"), "{}", missing.body);
+    assert_eq!(retry(&events.csrf(), "gateway", "1").status, 400);
+    assert_eq!(retry("forged", "payments", "1").status, 403);
 }
 
 /// The value of the page's first `name="NAME" value="…"` input.

@@ -204,6 +204,8 @@ pub fn router(app: App) -> Router {
         )
         .route("/app/parks/{number}/report", get(pages::reports::report))
         .route("/app/parks/{number}/devices", get(pages::devices::devices))
+        .route("/app/events", get(pages::events::events))
+        .route("/app/events/retry", post(pages::events::retry))
         .route("/app/live", get(pages::live::live))
         .route("/app/assets/{name}", get(asset))
         .route("/healthz", get(|| async { "ok" }))

@@ -72,6 +72,9 @@ impl Account {
         if super::PARK_STAFF.contains(&role) {
             out.push(("/app/parks", "Parks and spots"));
         }
+        if super::events::EVENT_STAFF.contains(&role) {
+            out.push(("/app/events", "Set-aside events"));
+        }
         out
     }
 

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod customer;
 pub mod devices;
+pub mod events;
 pub mod live;
 pub mod nearby;
 pub mod parks;
