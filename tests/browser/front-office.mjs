@@ -244,7 +244,7 @@ async function journey(size, viewport) {
   await page.getByRole("link", { name: "My visits and invoices" }).click();
   await page.waitForURL(`${base}/app/visits`);
   const visits = await page.locator("main").textContent();
-  if (!visits.includes(`${day} 08:30 UTC`) || !visits.includes("1 h 00 min")) say("the visit is not on the visits page");
+  if (!visits.includes(`${day} 09:30 WEST`) || !visits.includes("1 h 00 min")) say("the visit is not on the visits page (on the park's clock)");
   if (!visits.includes("ISSUED")) say("the visit's invoice is not on the visits page");
   await check(page, size, "visits");
 

@@ -74,7 +74,7 @@ pub async fn listed(db: &Db, consumer: &str) -> Answer {
     Ok(json(StatusCode::OK, &parked))
 }
 
-/// Tries an event again ([`retry`]) and answers 202 with [`RetryStarted`].
+/// Tries an event again ([`retry`]) and answers 200 with [`RetryStarted`].
 ///
 /// # Errors
 /// 404 `event_not_found` when no such event is set aside; 503 when the database does not
@@ -82,7 +82,7 @@ pub async fn listed(db: &Db, consumer: &str) -> Answer {
 pub async fn retried(db: &Db, consumer: &str, source: &str, event_id: i64) -> Answer {
     match retry(db, consumer, source, event_id).await {
         Ok(from_position) => Ok(json(
-            StatusCode::ACCEPTED,
+            StatusCode::OK,
             &RetryStarted {
                 consumer: consumer.to_owned(),
                 source: source.to_owned(),

@@ -144,6 +144,9 @@ pub struct HistoryItem {
     /// Plate.
     #[schema(value_type = pms_service::openapi::Plate)]
     pub plate_number: String,
+    /// The park's clock (IANA zone), to show the times as the park's (PMS).
+    #[schema(example = "Europe/Lisbon")]
+    pub time_zone: String,
 }
 
 /// What a barrier gets back (spec §3.3.1).

@@ -128,7 +128,7 @@ async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
     ),
     security(("bearer" = [])),
     responses(
-        (status = 202, description = "Forgotten, and the consumer set back to just before it: \
+        (status = 200, description = "Forgotten, and the consumer set back to just before it: \
             it is applied again with the events after it (set aside again if it still cannot \
             be).", body = pms_events::parked::RetryStarted),
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
@@ -374,15 +374,7 @@ async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderM
         .unwrap_or(0);
     Ok(json(
         StatusCode::OK,
-        &quote_dto(
-            &bill,
-            &table.time_zone,
-            vehicle,
-            nif,
-            park,
-            &plate,
-            table.version,
-        ),
+        &quote_dto(&bill, &table, vehicle, nif, park, &plate),
     ))
 }
 
@@ -474,15 +466,7 @@ async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) ->
     .map_err(fee_error)?;
     Ok(json(
         StatusCode::OK,
-        &quote_dto(
-            &bill,
-            &table.time_zone,
-            vehicle,
-            nif,
-            park,
-            &plate,
-            table.version,
-        ),
+        &quote_dto(&bill, &table, vehicle, nif, park, &plate),
     ))
 }
 
@@ -517,7 +501,9 @@ mod tests {
                 "getInvoice",
                 "getMyPayments",
                 "getPaymentsByNif",
-                "getQuote"
+                "getPaymentsParkedEvents",
+                "getQuote",
+                "retryPaymentsParkedEvent"
             ]
         );
     }

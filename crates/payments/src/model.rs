@@ -108,4 +108,7 @@ pub struct PaymentsDto {
     pub left_park: String,
     /// The version of the park's price table it was priced with (PMS).
     pub price_table_version: i64,
+    /// The park's clock (IANA zone) its times of day were read on (PMS).
+    #[schema(example = "Europe/Lisbon")]
+    pub time_zone: String,
 }

@@ -399,7 +399,7 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
             .contains("Your total will be 0.6")
     );
     // The barrier said the price at once; the invoice, and with it the visit's price, follows
-    // through the events.
+    // through the events. Times are the park's (Lisbon, summer time), as its prices are.
     let mut visits = get(port, "/app/visits", Some(&session));
     for _ in 0..500 {
         if visits.body.contains("ISSUED") && visits.body.contains("0.6 €") {
@@ -409,7 +409,7 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
         visits = get(port, "/app/visits", Some(&session));
     }
     assert!(
-        visits.body.contains("2024-07-01 08:30 UTC") && visits.body.contains("1 h 00 min"),
+        visits.body.contains("2024-07-01 09:30 WEST") && visits.body.contains("1 h 00 min"),
         "{}",
         visits.body
     );
@@ -443,15 +443,15 @@ fn a_customer_adds_a_vehicle_chooses_how_to_pay_and_sees_a_visit_and_its_invoice
     }
     let at = |text: &str| visits.body.find(text).unwrap_or(usize::MAX);
     assert!(
-        at("2024-07-03 08:30 UTC") < at("2024-07-01 08:30 UTC"),
+        at("2024-07-03 09:30 WEST") < at("2024-07-01 09:30 WEST"),
         "newest visit first: {}",
         visits.body
     );
     let invoices = &visits.body[visits.body.find("id=\"invoices\"").expect("invoices")..];
     let at = |text: &str| invoices.find(text).unwrap_or(usize::MAX);
     assert!(
-        at("2024-07-03 10:30 UTC") < at("2024-07-01 09:30 UTC")
-            && at("2024-07-01 09:30 UTC") != usize::MAX,
+        at("2024-07-03 11:30 WEST") < at("2024-07-01 10:30 WEST")
+            && at("2024-07-01 10:30 WEST") != usize::MAX,
         "newest invoice first: {}",
         visits.body
     );

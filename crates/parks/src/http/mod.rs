@@ -194,7 +194,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(count, 25, "the parks endpoints");
+        assert_eq!(count, 27, "the parks endpoints");
         assert_eq!(
             doc["components"]["securitySchemes"][DEVICE_KEY]["name"],
             crate::devices::DEVICE_KEY_HEADER

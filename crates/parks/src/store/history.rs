@@ -7,8 +7,17 @@ use super::{instant, Store, StoreError};
 use crate::model::HistoryItem;
 use crate::rules;
 
-/// Visit id, entry, exit, park, price, invoice, plate.
-type HistoryRow = (i64, i64, i64, i64, Option<String>, Option<i64>, String);
+/// Visit id, entry, exit, park, price, invoice, plate, the park's time zone.
+type HistoryRow = (
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Option<i64>,
+    String,
+    String,
+);
 
 impl Store {
     /// Completed visits of `customer_id`, newest first.
@@ -18,8 +27,9 @@ impl Store {
     pub async fn history(&self, customer_id: i64) -> Result<Vec<HistoryItem>, StoreError> {
         let rows: Vec<HistoryRow> = repeatable!(self, |conn| {
             sqlx::query_as(
-            "SELECT id, entered_at_ms, left_at_ms, park_id, price, invoice_id, plate FROM visits \
-             WHERE customer_id = $1 AND left_at_ms IS NOT NULL ORDER BY id DESC"
+            "SELECT v.id, v.entered_at_ms, v.left_at_ms, v.park_id, v.price, v.invoice_id, v.plate, p.time_zone \
+             FROM visits v JOIN parks p ON p.id = v.park_id \
+             WHERE v.customer_id = $1 AND v.left_at_ms IS NOT NULL ORDER BY v.id DESC"
         )
         .bind(customer_id)
         .fetch_all(&mut *conn)
@@ -27,25 +37,28 @@ impl Store {
         })?;
         Ok(rows
             .into_iter()
-            .map(|(id, entered, left, park, price, invoice, plate)| {
-                let (entered, left) = (instant(entered), instant(left));
-                let (h, m) = rules::hours_minutes(entered, left);
-                HistoryItem {
-                    parking_history_id: id,
-                    start_time: entered.to_string(),
-                    end_time: left.to_string(),
-                    hours_between_entrance_exit: h,
-                    minutes_between_entrance_exit: m,
-                    park_id: park,
-                    customer_id,
-                    price: price
-                        .and_then(|p| p.parse::<f64>().ok())
-                        .and_then(serde_json::Number::from_f64)
-                        .map(serde_json::Value::Number),
-                    invoice_id: invoice,
-                    plate_number: plate,
-                }
-            })
+            .map(
+                |(id, entered, left, park, price, invoice, plate, time_zone)| {
+                    let (entered, left) = (instant(entered), instant(left));
+                    let (h, m) = rules::hours_minutes(entered, left);
+                    HistoryItem {
+                        parking_history_id: id,
+                        start_time: entered.to_string(),
+                        end_time: left.to_string(),
+                        hours_between_entrance_exit: h,
+                        minutes_between_entrance_exit: m,
+                        park_id: park,
+                        customer_id,
+                        price: price
+                            .and_then(|p| p.parse::<f64>().ok())
+                            .and_then(serde_json::Number::from_f64)
+                            .map(serde_json::Value::Number),
+                        invoice_id: invoice,
+                        plate_number: plate,
+                        time_zone,
+                    }
+                },
+            )
             .collect())
     }
 

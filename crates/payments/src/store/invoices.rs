@@ -31,7 +31,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sqlx::sqlite::SqliteConnection;
 
-use super::replica::{in_force, TableVersion, VisitOpened, CONSUMER};
+use super::replica::{in_force, StoredTable, TableVersion, VisitOpened, CONSUMER};
 use super::{instant, Store, StoreError};
 use crate::model::{InvoiceStatus, PaymentsDto, RowDto};
 
@@ -539,6 +539,7 @@ impl Store {
                 enter_park: entered.to_string(),
                 left_park: left.to_string(),
                 price_table_version: r.10,
+                time_zone: r.9,
             });
         }
         Ok(out)
@@ -603,13 +604,13 @@ pub enum Filter {
 /// A bill in the published shape, not stored (a quote): `invoice` is `null`.
 pub fn quote_dto(
     bill: &Bill,
-    tz: &jiff::tz::TimeZone,
+    table: &StoredTable,
     vehicle: VehicleType,
     nif: i64,
     park_id: i64,
     plate: &str,
-    version: i64,
 ) -> PaymentsDto {
+    let (tz, version) = (&table.time_zone, table.version);
     PaymentsDto {
         invoice: None,
         discount: money(Decimal::ZERO),
@@ -644,5 +645,6 @@ pub fn quote_dto(
         enter_park: bill.entry.to_string(),
         left_park: bill.exit.to_string(),
         price_table_version: version,
+        time_zone: table.time_zone_name.clone(),
     }
 }

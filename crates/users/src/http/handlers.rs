@@ -515,7 +515,7 @@ pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
     ),
     security(("bearer" = [])),
     responses(
-        (status = 202, description = "Forgotten, and the consumer set back to just before it: \
+        (status = 200, description = "Forgotten, and the consumer set back to just before it: \
             it is applied again with the events after it (set aside again if it still cannot \
             be).", body = pms_events::parked::RetryStarted),
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),

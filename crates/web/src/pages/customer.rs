@@ -13,7 +13,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, checked, field, page, redirect, signed_in_user, text, when, Chrome};
+use super::{call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -379,8 +379,8 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
         .into_iter()
         .flatten()
         .map(|v| VisitRow {
-            start: when(&text(&v["startTime"])),
-            end: when(&text(&v["endTime"])),
+            start: when_in(&text(&v["startTime"]), &text(&v["timeZone"])),
+            end: when_in(&text(&v["endTime"]), &text(&v["timeZone"])),
             duration: format!(
                 "{} h {:02} min",
                 v["hoursBetweenEntranceExit"].as_i64().unwrap_or(0),
@@ -404,7 +404,7 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
             id: text(&i["invoice"]),
             park: text(&i["parkId"]),
             plate: text(&i["licensePlateNumber"]),
-            left: when(&text(&i["leftPark"])),
+            left: when_in(&text(&i["leftPark"]), &text(&i["timeZone"])),
             total: money(&i["total"]),
             discount: money(&i["discount"]),
             paid: money(&i["finalPrice"]),

@@ -391,6 +391,21 @@ pub fn when(rfc3339: &str) -> String {
     }
 }
 
+/// An RFC 3339 instant on a park's clock (IANA `zone`), as people read it: `2024-07-01 09:30
+/// WEST`, the time of day prices follow; in UTC ([`when`]) when the zone is unknown.
+pub fn when_in(rfc3339: &str, zone: &str) -> String {
+    match (
+        rfc3339.parse::<jiff::Timestamp>(),
+        jiff::tz::TimeZone::get(zone),
+    ) {
+        (Ok(t), Ok(tz)) => t
+            .to_zoned_datetime(tz)
+            .strftime("%Y-%m-%d %H:%M %Z")
+            .to_string(),
+        _ => when(rfc3339),
+    }
+}
+
 /// `GET /app/`: the account page when signed in, else the sign-in page.
 pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
     let signed_in = match existing(&app, &headers).await {
@@ -407,6 +422,22 @@ pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_said_on_the_parks_clock_with_its_zone() {
+        assert_eq!(
+            when_in("2024-07-01T08:30:00Z", "Europe/Lisbon"),
+            "2024-07-01 09:30 WEST"
+        );
+        assert_eq!(
+            when_in("2024-01-10T08:30:00Z", "Europe/Lisbon"),
+            "2024-01-10 08:30 WET"
+        );
+        assert_eq!(
+            when_in("2024-07-01T08:30:00Z", "Nowhere/Else"),
+            "2024-07-01 08:30 UTC"
+        );
+    }
 
     proptest::proptest! {
         /// The browser's check of a plate (the pattern, anchored as HTML anchors it) says what
