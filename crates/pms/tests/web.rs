@@ -605,7 +605,7 @@ fn staff_screens_open_to_their_roles_only() {
     assert_eq!(parks.body.matches("href=\"/app/parks/").count(), 5);
     let park = get(port, "/app/parks/1", Some(&pm));
     assert!(
-        park.body.contains("<strong id=\"free\">6</strong> of 10"),
+        park.body.contains("<strong id=\"free\">8</strong> of 12"),
         "{}",
         park.body
     );
@@ -622,7 +622,7 @@ fn staff_screens_open_to_their_roles_only() {
     assert_eq!(out.status, 303, "{}", out.body);
     let park = get(port, "/app/parks/1?done=spot", Some(&pm));
     assert!(
-        park.body.contains("Spot updated.") && park.body.contains("<strong id=\"free\">5</strong>")
+        park.body.contains("Spot updated.") && park.body.contains("<strong id=\"free\">7</strong>")
     );
     assert!(park.body.contains("Put back spot A2"));
     let unknown = post(

@@ -45,7 +45,7 @@ const PARKS: [(i64, f64, f64, i64, bool); 5] = [
     (5, 41.17643631180696, -8.55806931330527, 7, true),
 ];
 
-/// Spot number, floor, energy, occupied, operational (all automobiles).
+/// The published spots: number, floor, energy, occupied, operational (all automobiles).
 const SPOTS: [(&str, &str, &str, bool, bool); 10] = [
     ("A1", "A", "FUEL", false, false),
     ("A2", "A", "FUEL", false, true),
@@ -58,6 +58,10 @@ const SPOTS: [(&str, &str, &str, bool, bool); 10] = [
     ("B4", "B", "GPL", true, true),
     ("B5", "B", "GPL", false, true),
 ];
+
+/// Motorcycle spots PMS adds to the published ten (spot number, floor, energy), free and in
+/// service: the published seed had none, so every motorcycle was told the park was full.
+const MOTORCYCLE_SPOTS: [(&str, &str, &str); 2] = [("M1", "M", "FUEL"), ("M2", "M", "ELECTRIC")];
 
 /// Barrier number, direction, state; ids follow (park 1: 1–6, park 2: 7–12, …).
 const BARRIERS: [(&str, &str, &str); 6] = [
@@ -91,7 +95,7 @@ impl Store {
     pub async fn seed_if_empty(&self, demo: &DemoParks) -> Result<bool, StoreError> {
         let now = Timestamp::now();
         let time_zone = demo.time_zone.as_str();
-        let capacity = SPOTS.len() as i64 + i64::from(demo.extra_spots);
+        let capacity = (SPOTS.len() + MOTORCYCLE_SPOTS.len()) as i64 + i64::from(demo.extra_spots);
         let extra: Vec<(String, &str, &str, bool, bool)> = (1..=demo.extra_spots)
             .map(|n| (format!("C{n}"), "C", "FUEL", false, true))
             .collect();
@@ -125,11 +129,18 @@ impl Store {
                     .bind(capacity)
                     .execute(&mut *tx)
                     .await?;
-                    let published = SPOTS.iter().map(|(n, f, e, o, op)| ((*n).to_owned(), *f, *e, *o, *op));
-                    for (spot, floor, energy, occupied, operational) in published.chain(extra.iter().cloned()) {
+                    let cars = SPOTS
+                        .iter()
+                        .map(|(n, f, e, o, op)| ((*n).to_owned(), *f, *e, *o, *op))
+                        .chain(extra.iter().cloned())
+                        .map(|spot| ("AUTOMOBILE", spot));
+                    let motorcycles = MOTORCYCLE_SPOTS
+                        .iter()
+                        .map(|(n, f, e)| ("MOTORCYCLE", ((*n).to_owned(), *f, *e, false, true)));
+                    for (vehicle, (spot, floor, energy, occupied, operational)) in cars.chain(motorcycles) {
                         sqlx::query(
                             "INSERT INTO spots (park_id, spot_number, spot_type, spot_vehicle_type, floor_level, occupied, operational) \
-                             VALUES ($1, $2, $3, 'AUTOMOBILE', $4, $5, $6)",
+                             VALUES ($1, $2, $3, $7, $4, $5, $6)",
                         )
                         .bind(number)
                         .bind(spot)
@@ -137,6 +148,7 @@ impl Store {
                         .bind(floor)
                         .bind(i64::from(occupied))
                         .bind(i64::from(operational))
+                        .bind(vehicle)
                         .execute(&mut *tx)
                         .await?;
                     }

@@ -77,6 +77,7 @@ async fn parallel_entrances_never_overfill_a_park() {
             .iter()
             .filter(|s| {
                 s.spot_type == pms_service::vocab::EnergySource::Fuel
+                    && s.spot_vehicle_type == pms_service::vocab::VehicleType::Automobile
                     && s.operational
                     && !s.occupied
             })

@@ -192,7 +192,7 @@ async fn displays_stay_in_their_park_and_follow_changes() {
         .await;
     assert_eq!(first.status(), 200, "{}", first.text());
     assert_eq!(first.json()["message"], "Welcome!");
-    assert_eq!(first.json()["occupancy"], 6);
+    assert_eq!(first.json()["occupancy"], 8);
     let version = first.json()["version"].as_i64().expect("version");
     // A long poll waits for the next change.
     let mut follower = sys.client(Via::H1).await;
@@ -219,7 +219,7 @@ async fn displays_stay_in_their_park_and_follow_changes() {
     assert_eq!(r.json()["success"], true);
     let seen = wait.await.expect("long poll");
     assert_eq!(seen["message"], "Welcome to the park Rui Soares!");
-    assert_eq!(seen["occupancy"], 5);
+    assert_eq!(seen["occupancy"], 7);
     // Park 2's same-numbered display (id 10, D1.1 of park 2) was not touched.
     let d10 = sys.display_key(10);
     let other = dev
@@ -409,7 +409,7 @@ async fn long_polls_agree_across_replicas_and_wake_on_changes_made_through_any()
         );
         assert_eq!(entered.json()["success"], true, "{}", entered.text());
         assert_eq!(seen["message"], "Welcome to the park Rui Soares!", "{seen}");
-        assert_eq!(seen["occupancy"], 5, "{seen}");
+        assert_eq!(seen["occupancy"], 7, "{seen}");
         assert_ne!(seen["version"], version, "{seen}");
         let paged = paged.json()["version"].clone();
         assert_ne!(paged, parks);

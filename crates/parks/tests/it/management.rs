@@ -22,7 +22,7 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
     let occ = customer.get("/parks/getAllOccupancies").await.json();
     assert_eq!(
         occ[0],
-        json!({"parkid": 1, "parkNumber": 1, "occupancy": 10, "currentCapacity": 6})
+        json!({"parkid": 1, "parkNumber": 1, "occupancy": 12, "currentCapacity": 8})
     );
     let near = customer
         .get("/parks/real-time/occupancy/41.178496516445534/-8.607637458224238/1500")
@@ -61,7 +61,7 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
             .json()
             .as_array()
             .map(Vec::len),
-        Some(10)
+        Some(12)
     );
     assert_error(
         &customer.get("/parks/getSpotsByParkNumber/9").await,
@@ -110,7 +110,7 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
     assert_eq!(nobody.get("/parks/getAllParks").await.status(), 401);
     assert_eq!(
         nobody.get("/parks/occupancy/1").await.json()["available"],
-        6,
+        8,
         "the open feed"
     );
 
@@ -122,7 +122,7 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
     );
     assert_eq!(
         manager.get("/parks/getAllOccupancies").await.json()[0]["currentCapacity"],
-        5
+        7
     );
     let spots = manager.get("/parks/getSpotsByParkNumber/1").await.json();
     let a3 = spots
@@ -220,7 +220,7 @@ async fn managers_manage_customers_read_and_nobody_else_writes() {
     // The operator's view: each barrier with its displays and what they show.
     let devices = manager.get("/parks/devices/1").await.json();
     assert_eq!(devices["parkNumber"], 1);
-    assert_eq!(devices["freeSpots"], 5, "A3 is out of service");
+    assert_eq!(devices["freeSpots"], 7, "A3 is out of service");
     let barriers = devices["barriers"].as_array().expect("barriers");
     assert_eq!(barriers.len(), 6);
     assert_eq!(barriers[0]["barrierNumber"], "B1.1");
@@ -486,7 +486,7 @@ async fn demo_parks_can_get_extra_spots_for_load_tests() {
     );
     for park in 1..=5 {
         let spots = store.spots(park).await.expect("spots");
-        assert_eq!(spots.len(), 13, "park {park}");
+        assert_eq!(spots.len(), 15, "park {park}");
         let extra: Vec<_> = spots
             .iter()
             .filter(|s| s.spot_number.starts_with('C'))
@@ -495,6 +495,6 @@ async fn demo_parks_can_get_extra_spots_for_load_tests() {
         assert!(extra.iter().all(|s| s.operational
             && !s.occupied
             && s.spot_type == pms_service::vocab::EnergySource::Fuel));
-        assert_eq!(store.park(park).await.expect("park").max_occupancy, 13);
+        assert_eq!(store.park(park).await.expect("park").max_occupancy, 15);
     }
 }

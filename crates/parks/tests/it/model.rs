@@ -31,8 +31,8 @@ use serde_json::{json, Value};
 
 use crate::support::{plate_read, Api, Db, Options, System, Via, BOTH};
 
-/// Customers' and staff's cars (one a motorcycle, which no seeded spot fits), and a plate nobody
-/// registered.
+/// Customers' and staff's cars (one a motorcycle, for the two motorcycle spots), and a plate
+/// nobody registered.
 const CARS: [&str; 8] = [
     "46-ON-05", "32-VT-07", "28-XQ-51", "19-SJ-63", "AH-43-MR", "55-ND-41", "CC-20-CC", "ZZ-99-ZZ",
 ];
@@ -40,7 +40,8 @@ const CARS: [&str; 8] = [
 const STRANGER: &str = "ZZ-99-ZZ";
 /// Park number, its entrance barrier and its exit barrier (seed ids).
 const PARKS: [(i64, i64, i64); 2] = [(1, 1, 2), (2, 7, 8)];
-/// The seeded spots of each park: number, in service, occupied without a visit.
+/// The seeded car spots of each park: number, in service, occupied without a visit (the two
+/// motorcycle spots are free and in service).
 const SPOTS: [(&str, bool, bool); 10] = [
     ("A1", false, false),
     ("A2", true, false),

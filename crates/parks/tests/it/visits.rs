@@ -729,3 +729,39 @@ async fn a_stay_of_any_length_is_priced_and_invoiced() {
         }
     }
 }
+
+/// Issue 58: the seeded parks had no motorcycle spots, so every motorcycle was told the park
+/// was full. The customer manager's motorcycle parks in a motorcycle spot and leaves.
+#[tokio::test]
+async fn a_motorcycle_finds_a_motorcycle_spot() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        let r = dev
+            .barrier(
+                "entrance",
+                &sys.barrier_key(1),
+                &plate_read(1, 1, "CC-20-CC", "2024-07-01T08:30:00Z"),
+            )
+            .await;
+        assert_eq!(r.json()["success"], true, "{db:?}: {}", r.text());
+        let spot: String = pms_service::repeatable!(sys.parks.store, |conn| sqlx::query_scalar(
+            "SELECT s.spot_vehicle_type FROM visits v JOIN spots s ON s.id = v.spot_id \
+             WHERE v.plate = 'CC-20-CC'"
+        )
+        .fetch_one(&mut *conn)
+        .await)
+        .expect("its spot");
+        assert_eq!(spot, "MOTORCYCLE", "{db:?}");
+        let r = dev
+            .barrier(
+                "exit",
+                &sys.barrier_key(2),
+                &plate_read(2, 1, "CC-20-CC", "2024-07-01T09:30:00Z"),
+            )
+            .await;
+        assert_eq!(r.json()["success"], true, "{db:?}: {}", r.text());
+    }
+}
