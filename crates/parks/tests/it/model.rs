@@ -13,7 +13,10 @@
 //!   park's count says so, the spots in service are the ones the model switched on, and the open
 //!   occupancy feed counts the spots both in service and free;
 //! - once the events settle, every closed visit has exactly one invoice, at the price the tariff
-//!   engine gives its stay with the table in force when it left.
+//!   engine gives its stay with the table in force when it left, and issued;
+//! - coins are conserved: with coin grants and "pay with coins" flags among the steps, each
+//!   customer's wallet ends at what it started with, plus what was granted, less the coins their
+//!   invoices spent, and each invoice's discount is its coins ÷ 100, never more than its total.
 //!
 //! CI runs a few cases on each database; a long search:
 //! `PMS_MODEL_CASES=200 cargo test -p pms-parks --test it model -- --nocapture`. A failing
@@ -38,6 +41,12 @@ const CARS: [&str; 8] = [
 ];
 /// The plate nobody registered.
 const STRANGER: &str = "ZZ-99-ZZ";
+/// The customers: user id, e-mail.
+const CUSTOMERS: [(i64, &str); 3] = [
+    (4, "leoKim@isep.ipp.pt"),
+    (5, "mayaGupta@isep.ipp.pt"),
+    (6, "ruiSoares@isep.ipp.pt"),
+];
 /// Park number, its entrance barrier and its exit barrier (seed ids).
 const PARKS: [(i64, i64, i64); 2] = [(1, 1, 2), (2, 7, 8)];
 /// The seeded car spots of each park: number, in service, occupied without a visit (the two
@@ -88,6 +97,16 @@ enum Op {
         spot: usize,
         on: bool,
     },
+    /// The customer manager grants a customer coins.
+    Grant {
+        customer: usize,
+        coins: i64,
+    },
+    /// A customer sets or clears "pay my next visit with coins".
+    Flag {
+        customer: usize,
+        on: bool,
+    },
 }
 
 fn when() -> impl Strategy<Value = When> {
@@ -108,6 +127,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (car, park.clone(), when()).prop_map(|(car, park, when)| Op::Exit { car, park, when }),
         2 => Just(Op::Again),
         1 => (park, 0..SPOTS.len(), any::<bool>()).prop_map(|(park, spot, on)| Op::Spot { park, spot, on }),
+        1 => (0..CUSTOMERS.len(), 1i64..300).prop_map(|(customer, coins)| Op::Grant { customer, coins }),
+        2 => (0..CUSTOMERS.len(), prop::bool::weighted(0.75)).prop_map(|(customer, on)| Op::Flag { customer, on }),
     ]
 }
 
@@ -120,6 +141,8 @@ struct Model {
     off: BTreeSet<(i64, &'static str)>,
     /// The last passage, if nothing else happened since: barrier, body, and the answer it got.
     last: Option<(i64, Value, Value)>,
+    /// Coins granted to each customer (by index in [`CUSTOMERS`]).
+    granted: [i64; CUSTOMERS.len()],
 }
 
 /// The system under test and its clients.
@@ -127,6 +150,10 @@ struct Run {
     sys: System,
     dev: Api,
     manager: Api,
+    coins_manager: Api,
+    customers: Vec<Api>,
+    /// Each customer's wallet at the start.
+    wallets: Vec<i64>,
     model: Model,
     db: Db,
 }
@@ -140,6 +167,19 @@ impl Run {
         let sys = System::start_with(db, options).await?;
         let dev = sys.client(Via::H1).await;
         let manager = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+        let mut coins_manager = sys.as_user(Via::H1, "customermanager@isep.ipp.pt").await;
+        let mut customers = Vec::new();
+        let mut wallets = Vec::new();
+        for (id, email) in CUSTOMERS {
+            // Coins to spend from the first step on.
+            let body = json!({"userIds": [id], "amount": 500, "reason": "model start"});
+            let granted = coins_manager.send("POST", "/users/parkies", &body).await;
+            assert_eq!(granted.status(), 201, "{}", granted.text());
+            let mut api = sys.as_user(Via::H1, email).await;
+            wallets
+                .push(api.get(&format!("/users/parkies/{id}")).await.json()["parkies"].as_i64()?);
+            customers.push(api);
+        }
         let mut model = Model::default();
         for (park, _, _) in PARKS {
             for (spot, on, _) in SPOTS {
@@ -152,6 +192,9 @@ impl Run {
             sys,
             dev,
             manager,
+            coins_manager,
+            customers,
+            wallets,
             model,
             db,
         })
@@ -227,6 +270,21 @@ impl Run {
                 } else {
                     self.model.off.insert((park, spot));
                 }
+            }
+            Op::Grant { customer, coins } => {
+                let (id, _) = CUSTOMERS[customer];
+                let body = json!({"userIds": [id], "amount": coins, "reason": "model"});
+                let r = self
+                    .coins_manager
+                    .send("POST", "/users/parkies", &body)
+                    .await;
+                prop_assert_eq!(r.status(), 201, "{:?}: {}", db, r.text());
+                self.model.granted[customer] += coins;
+            }
+            Op::Flag { customer, on } => {
+                let (id, _) = CUSTOMERS[customer];
+                let r = self.customers[customer].coin_flag(id, on).await;
+                prop_assert_eq!(r.status(), 200, "{:?}: {}", db, r.text());
             }
         }
         self.check().await
@@ -363,12 +421,14 @@ impl Run {
             .await)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let payments = &self.sys.payments.store;
-        let invoices: Vec<(i64, i64, String)> = pms_service::repeatable!(payments, |conn| sqlx::query_as(
-            "SELECT visit_id, COUNT(*), MIN(total) FROM invoices GROUP BY visit_id ORDER BY visit_id"
-        )
-        .fetch_all(&mut *conn)
-        .await)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let invoices: Vec<(i64, i64, String)> =
+            pms_service::repeatable!(payments, |conn| sqlx::query_as(
+                "SELECT visit_id, COUNT(*), MIN(total) FROM invoices WHERE status = 'ISSUED' \
+             GROUP BY visit_id ORDER BY visit_id"
+            )
+            .fetch_all(&mut *conn)
+            .await)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let invoiced: BTreeMap<i64, (i64, String)> =
             invoices.into_iter().map(|(v, n, t)| (v, (n, t))).collect();
         prop_assert_eq!(
@@ -404,6 +464,51 @@ impl Run {
                 "{:?}: visit {}'s invoice",
                 db,
                 visit
+            );
+        }
+        self.coins_conserved().await
+    }
+
+    /// Each customer's wallet is what it was, plus what was granted, less what their invoices
+    /// spent; each discount is its coins ÷ 100 and no more than the total.
+    async fn coins_conserved(&mut self) -> Result<(), TestCaseError> {
+        let db = self.db;
+        let payments = &self.sys.payments.store;
+        let spent: Vec<(i64, i64, String, String)> =
+            pms_service::repeatable!(payments, |conn| sqlx::query_as(
+                "SELECT customer_id, coins, discount, total FROM invoices ORDER BY id"
+            )
+            .fetch_all(&mut *conn)
+            .await)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        for (_, coins, discount, total) in &spent {
+            let (discount, total): (rust_decimal::Decimal, rust_decimal::Decimal) = (
+                discount
+                    .parse()
+                    .map_err(|_| TestCaseError::fail(discount.clone()))?,
+                total
+                    .parse()
+                    .map_err(|_| TestCaseError::fail(total.clone()))?,
+            );
+            prop_assert_eq!(discount, rust_decimal::Decimal::new(*coins, 2), "{:?}", db);
+            prop_assert!(
+                discount <= total && *coins >= 0,
+                "{db:?}: {discount} of {total}"
+            );
+        }
+        for (i, (id, _)) in CUSTOMERS.iter().enumerate() {
+            let wallet = self.customers[i]
+                .get(&format!("/users/parkies/{id}"))
+                .await
+                .json();
+            let used: i64 = spent.iter().filter(|s| s.0 == *id).map(|s| s.1).sum();
+            prop_assert_eq!(
+                wallet["parkies"].as_i64(),
+                Some(self.wallets[i] + self.model.granted[i] - used),
+                "{:?}: customer {}'s coins: {}",
+                db,
+                id,
+                wallet
             );
         }
         Ok(())
