@@ -74,22 +74,32 @@ pub async fn listed(db: &Db, consumer: &str) -> Answer {
     Ok(json(StatusCode::OK, &parked))
 }
 
-/// Tries an event again ([`retry`]) and answers 200 with [`RetryStarted`].
+/// Tries an event again ([`retry`]) for the user `by` and answers 200 with [`RetryStarted`].
 ///
 /// # Errors
 /// 404 `event_not_found` when no such event is set aside; 503 when the database does not
 /// answer.
-pub async fn retried(db: &Db, consumer: &str, source: &str, event_id: i64) -> Answer {
+pub async fn retried(db: &Db, consumer: &str, source: &str, event_id: i64, by: i64) -> Answer {
     match retry(db, consumer, source, event_id).await {
-        Ok(from_position) => Ok(json(
-            StatusCode::OK,
-            &RetryStarted {
-                consumer: consumer.to_owned(),
-                source: source.to_owned(),
+        Ok(from_position) => {
+            tracing::warn!(
+                consumer,
+                source,
                 event_id,
+                by,
                 from_position,
-            },
-        )),
+                "a supervisor tried a set-aside event again: its events are applied again from there"
+            );
+            Ok(json(
+                StatusCode::OK,
+                &RetryStarted {
+                    consumer: consumer.to_owned(),
+                    source: source.to_owned(),
+                    event_id,
+                    from_position,
+                },
+            ))
+        }
         Err(e @ RetryError::NotFound { .. }) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "event_not_found",
@@ -202,13 +212,6 @@ pub async fn retry(
         source_name: source.to_owned(),
         event_id,
     })?;
-    tracing::warn!(
-        consumer,
-        source,
-        event_id,
-        position,
-        "a set-aside event is tried again: its events are applied again from there"
-    );
     Ok(position)
 }
 

@@ -105,7 +105,10 @@ async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Oldest first, at most 500: what, from which service, \
-            why and since when.", body = Vec<pms_events::parked::Parked>),
+            why and since when.", body = Vec<pms_events::parked::Parked>,
+            links(("retryPaymentsParkedEvent" = (operation_id = "retryPaymentsParkedEvent",
+                parameters(("source" = "$response.body#/0/source"),
+                    ("eventId" = "$response.body#/0/eventId")))))),
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
@@ -141,15 +144,15 @@ async fn retry_parked_event(
     headers: HeaderMap,
     Path((source, event_id)): Path<(String, String)>,
 ) -> Answer {
-    signed_in(&s, &headers)
-        .await?
-        .require(&[Role::Supervisor])?;
+    let who = signed_in(&s, &headers).await?;
+    who.require(&[Role::Supervisor])?;
     let event_id = pms_service::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
         crate::store::replica::CONSUMER,
         &source,
         event_id,
+        who.id,
     )
     .await
 }

@@ -64,6 +64,25 @@ async fn supervisors_see_set_aside_events_and_try_them_again() {
         );
         let refused = manager.send("POST", &retry, &serde_json::Value::Null).await;
         assert_error(&refused, 403, "forbidden", None);
+        // On every consuming service: a customer is refused, a malformed id is named, and no
+        // token is 401 at the gateway.
+        let mut customer = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+        let mut nobody = sys.client(Via::H1).await;
+        for service in ["users", "parks", "payments"] {
+            let list = format!("/{service}/events/parked");
+            let retry = format!("/{service}/events/parked/payments/{id}/retry");
+            assert_error(&customer.get(&list).await, 403, "forbidden", None);
+            let r = customer
+                .send("POST", &retry, &serde_json::Value::Null)
+                .await;
+            assert_error(&r, 403, "forbidden", None);
+            assert_eq!(nobody.get(&list).await.status(), 401, "{service}");
+            let bad = format!("/{service}/events/parked/parks/x1/retry");
+            let r = supervisor
+                .send("POST", &bad, &serde_json::Value::Null)
+                .await;
+            assert_error(&r, 400, "invalid_field", Some("eventId"));
+        }
 
         // Tried again: the consumer applies it (and what came after) again; payments still
         // cannot read version 9, so it is set aside again, nothing else changes.

@@ -491,7 +491,10 @@ fn page(query: Option<&str>) -> Result<Page, ApiError> {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Oldest first, at most 500: what, from which service, \
-            why and since when.", body = Vec<pms_events::parked::Parked>),
+            why and since when.", body = Vec<pms_events::parked::Parked>,
+            links(("retryUsersParkedEvent" = (operation_id = "retryUsersParkedEvent",
+                parameters(("source" = "$response.body#/0/source"),
+                    ("eventId" = "$response.body#/0/eventId")))))),
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
@@ -529,15 +532,15 @@ pub async fn retry_parked_event(
     Path((source, event_id)): Path<(String, String)>,
 ) -> Answer {
     s.ready.check()?;
-    caller(&s.verifier, &headers)
-        .await?
-        .require(&[Role::Supervisor])?;
+    let who = caller(&s.verifier, &headers).await?;
+    who.require(&[Role::Supervisor])?;
     let event_id = pms_service::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
         crate::store::coins::CONSUMER,
         &source,
         event_id,
+        who.id,
     )
     .await
 }
