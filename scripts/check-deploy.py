@@ -164,7 +164,7 @@ def serve_probes(pms: str, where: str, c: dict, ports: dict, probes: list, confi
         for e in c.get("env", []):
             if "value" in e and e["name"] != "PMS_NATS_URL":
                 env[e["name"]] = e["value"]
-            elif e["name"] in ("PMS_JWT_SECRET", "PMS_DEVICE_SECRET"):
+            elif e["name"] in ("PMS_JWT_SECRET", "PMS_DEVICE_SECRET", "PMS_FORWARDER_KEY"):
                 env[e["name"]] = secrets.token_hex(32)
             # Database and broker URLs stay unset: SQLite in the temporary directory, no broker.
         proc = subprocess.Popen([pms, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

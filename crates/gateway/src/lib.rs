@@ -5,6 +5,8 @@
 //!   [`Settings`].
 //! - [`router`]: which route takes a request (exact beats prefix, longest prefix wins).
 //! - [`jwt`]: bearer tokens, roles, identity headers (stripped on every route, set from claims).
+//! - [`forwarder`]: the trusted forwarder (the front office), whose key lets it name the person
+//!   a request is for, so per-client rate limits count people and not the front office.
 //! - [`headers`]: request ids, `traceparent`, the values the gateway reads and writes, and the
 //!   header rules both front ends apply (hop-by-hop removal, `X-Forwarded-*`, `Via`, identity).
 //! - [`transform`]: the streaming JSON→XML converter.
@@ -45,6 +47,7 @@ pub mod body;
 pub mod config;
 mod discovery;
 mod fast;
+pub mod forwarder;
 mod h1pool;
 pub mod headers;
 mod health;

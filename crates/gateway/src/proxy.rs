@@ -124,10 +124,11 @@ async fn forward(
     let backend = shared.backends.get(route.upstream);
     let upstream = &backend.upstream;
 
+    let client = shared
+        .rate_limits
+        .client(route_index, conn.peer.ip(), &parts.headers)?;
     let authorization = parts.headers.get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    let claims = shared
-        .admit(route_index, conn.peer.ip(), authorization)
-        .await?;
+    let claims = shared.admit(route_index, client, authorization).await?;
 
     let declared = parts
         .headers

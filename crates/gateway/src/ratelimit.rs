@@ -17,6 +17,7 @@ use pms_auth::verify::Claims;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::config::{LimitBy, RateLimitSettings, RouteSettings};
+use crate::forwarder::{self, Forwarder};
 use crate::metrics::Metrics;
 use crate::respond::GatewayError;
 
@@ -113,15 +114,24 @@ fn whole_seconds(wait: Duration) -> u64 {
     s.max(1)
 }
 
-/// Every route's limit, by route index; shared by the workers.
+/// Every route's limit, by route index, and the forwarder trusted to name its clients; shared
+/// by the workers.
 #[derive(Debug, Default)]
-pub(crate) struct RateLimits(Vec<Option<RouteLimit>>);
+pub(crate) struct RateLimits {
+    routes: Vec<Option<RouteLimit>>,
+    forwarder: Option<Forwarder>,
+}
 
 impl RateLimits {
-    /// Buckets for the routes that have a limit, counting refusals in `metrics`.
-    pub(crate) fn new(routes: &[RouteSettings], metrics: &Metrics) -> Self {
-        Self(
-            routes
+    /// Buckets for the routes that have a limit, counting refusals in `metrics`; the clients
+    /// `forwarder` names count as themselves.
+    pub(crate) fn new(
+        routes: &[RouteSettings],
+        forwarder: Option<Forwarder>,
+        metrics: &Metrics,
+    ) -> Self {
+        Self {
+            routes: routes
                 .iter()
                 .map(|r| {
                     r.rate_limit
@@ -129,22 +139,43 @@ impl RateLimits {
                         .map(|l| RouteLimit::new(l, metrics.rate_limited(&r.name)))
                 })
                 .collect(),
-        )
+            forwarder,
+        }
     }
 
     /// Route `index`'s limit, if it has one.
     pub(crate) fn route(&self, index: usize) -> Option<&RouteLimit> {
-        self.0.get(index).and_then(Option::as_ref)
+        self.routes.get(index).and_then(Option::as_ref)
+    }
+
+    /// Whom a request from `peer` on route `index` counts as: on a route limited by client, the
+    /// person the trusted forwarder names in `headers` ([`forwarder::client`]); elsewhere the
+    /// peer, whatever the headers say.
+    ///
+    /// # Errors
+    /// As [`forwarder::client`], on a route limited by client.
+    pub(crate) fn client(
+        &self,
+        index: usize,
+        peer: IpAddr,
+        headers: &http::HeaderMap,
+    ) -> Result<IpAddr, GatewayError> {
+        match self.route(index) {
+            Some(limit) if limit.by == LimitBy::Client => {
+                forwarder::client(self.forwarder.as_ref(), peer, headers)
+            }
+            _ => Ok(peer),
+        }
     }
 
     /// Whether any route has a limit.
     pub(crate) fn any(&self) -> bool {
-        self.0.iter().any(Option::is_some)
+        self.routes.iter().any(Option::is_some)
     }
 
     /// Drops the buckets that have filled up again.
     pub(crate) fn prune(&self) {
-        for limit in self.0.iter().flatten() {
+        for limit in self.routes.iter().flatten() {
             limit.buckets.retain_recent();
             limit.buckets.shrink_to_fit();
         }
@@ -153,7 +184,7 @@ impl RateLimits {
     /// Buckets held now, all routes together.
     #[cfg(test)]
     fn keys(&self) -> usize {
-        self.0.iter().flatten().map(|l| l.buckets.len()).sum()
+        self.routes.iter().flatten().map(|l| l.buckets.len()).sum()
     }
 }
 
@@ -168,10 +199,10 @@ mod tests {
             period: per,
             burst: NonZeroU32::new(burst).expect("burst ≥ 1"),
         };
-        RateLimits(vec![
-            None,
-            Some(RouteLimit::new(&settings, Counter::default())),
-        ])
+        RateLimits {
+            routes: vec![None, Some(RouteLimit::new(&settings, Counter::default()))],
+            forwarder: None,
+        }
     }
 
     fn claims(json: serde_json::Value) -> Claims {

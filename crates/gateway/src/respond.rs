@@ -113,6 +113,9 @@ pub enum GatewayError {
         /// What happened.
         reason: String,
     },
+    /// A key in `X-PMS-Forwarder-Key` that is not the trusted forwarder's.
+    #[error("the X-PMS-Forwarder-Key is not this gateway's forwarder key")]
+    ForwarderRefused,
     /// The caller used up the route's rate limit.
     #[error("too many requests; try again in {retry_after_s} s")]
     RateLimited {
@@ -144,7 +147,7 @@ impl GatewayError {
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::Forbidden { .. } | Self::ForwarderRefused => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody { .. } | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
@@ -168,6 +171,7 @@ impl GatewayError {
             Self::MissingToken => "missing_token",
             Self::InvalidToken(_) => "invalid_token",
             Self::Forbidden { .. } => "forbidden",
+            Self::ForwarderRefused => "forwarder_refused",
             Self::RateLimited { .. } => "too_many_requests",
             Self::TooLarge { .. } => "payload_too_large",
             Self::SlowBody { .. } | Self::BodyStalled(_) => "request_timeout",

@@ -113,7 +113,11 @@ pub async fn run(
     }
     // Readiness checks, resolvers and pruning, stopped when this returns, however it returns.
     let (upstreams, mut beside) = watch_upstreams(&settings, &metrics).await?;
-    let rate_limits = Arc::new(ratelimit::RateLimits::new(&settings.routes, &metrics));
+    let rate_limits = Arc::new(ratelimit::RateLimits::new(
+        &settings.routes,
+        settings.forwarder.clone(),
+        &metrics,
+    ));
     beside.extend(prune(&rate_limits));
     let admin_listener = TcpListener::from_std(bound.admin).map_err(StartError::Worker)?;
     let (access_log, access_writer) = start_access_log(bound.access_log, &metrics)?;

@@ -50,6 +50,8 @@ const SERVICES: [&str; 3] = ["users", "parks", "payments"];
 /// The front office, two replicas behind the gateway too, sharing their sessions in NATS.
 const WEB: &str = "web";
 const PASSWORD: &str = "Cluster#Seed2026";
+/// The key the gateway trusts the front offices with (`[auth.forwarder]`).
+const FORWARDER_KEY: &str = "cluster-forwarder-key-0123456789";
 /// What must be 0 once every event went through: the proof that none was lost or applied
 /// twice.
 const SETTLED: [(&str, &str); 6] = [
@@ -210,6 +212,7 @@ impl Cluster {
             .arg("--gateway-url")
             .arg(format!("http://127.0.0.1:{}", self.gateway))
             .args(["--nats-url", &self.nats])
+            .env("PMS_FORWARDER_KEY", FORWARDER_KEY)
             .env("PMS_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)
@@ -260,6 +263,7 @@ impl Cluster {
             .arg("--config")
             .arg(&config)
             .env("PMS_JWT_SECRET", "cluster-jwt-secret-0123456789abcdef")
+            .env("PMS_FORWARDER_KEY", FORWARDER_KEY)
             .env("PMS_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)

@@ -7,7 +7,9 @@ mod common;
 
 use std::process::{Child, Command, Stdio};
 
-use common::{free_port, get, post, wait_for_port, Page};
+use std::net::Ipv4Addr;
+
+use common::{free_port, get, get_from, post, post_from, wait_for_port, Page};
 
 const PMS: &str = env!("CARGO_BIN_EXE_pms");
 
@@ -1019,6 +1021,63 @@ fn a_customer_finds_parks_near_a_place_and_sees_their_coins_history() {
     assert!(off_earth.body.contains("id=\"where-error\""));
     let sneaky = get(port, "/app/nearby?lat=41&lon=-8&km=1%2F..%2F..", Some(&leo));
     assert_eq!(sneaky.status, 400, "only numbers reach the path");
+}
+
+/// Issue 59: the front office signs everyone in through the gateway, which limits sign-ins per
+/// client. One visitor (127.0.0.2) posting made-up e-mails until the gateway refuses them must
+/// not lock out a person at another address (127.0.0.3): the front office names each person to
+/// the gateway, which trusts it by its key. Before, all sign-ins came from the front office's
+/// one address and drew from one bucket.
+#[test]
+fn one_noisy_visitor_does_not_lock_others_out_of_signing_in() {
+    let (_data, _up, port) = start();
+    let noisy = Ipv4Addr::new(127, 0, 0, 2);
+    let form = get_from(noisy, port, "/app/signin", None);
+    let (session, csrf) = (form.session(), form.csrf());
+    let mut refused = None;
+    // The login route's burst is 100, refilled at 10 a second: far fewer than 1,000 tries
+    // empty it, however slow the machine.
+    for i in 0..1000 {
+        let email = format!("nobody{i}@example.com");
+        let r = post_from(
+            noisy,
+            port,
+            "/app/signin",
+            session.as_deref(),
+            &[
+                ("csrf", &csrf),
+                ("email", &email),
+                ("password", "Wrong#Guess1"),
+            ],
+        );
+        if r.status == 429 {
+            assert!(r.body.contains("try again"), "{}", r.body);
+            refused = Some(i);
+            break;
+        }
+        assert_eq!(r.status, 401, "try {i}: {}", r.body);
+    }
+    let refused = refused.expect("the gateway stops the noisy visitor");
+    assert!(
+        refused >= 100,
+        "the whole burst first: refused at try {refused}"
+    );
+    // Someone else, at once: their own bucket is full.
+    let quiet = Ipv4Addr::new(127, 0, 0, 3);
+    let form = get_from(quiet, port, "/app/signin", None);
+    let r = post_from(
+        quiet,
+        port,
+        "/app/signin",
+        form.session().as_deref(),
+        &[
+            ("csrf", &form.csrf()),
+            ("email", "leoKim@isep.ipp.pt"),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/app/account"));
 }
 
 #[test]

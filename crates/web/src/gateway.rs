@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use serde_json::Value;
+use std::net::IpAddr;
 
 /// Longest wait for the gateway's answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,20 +60,43 @@ impl Reply {
     }
 }
 
+/// Where the gateway names the client, and a forwarder the person it calls for.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// The header the gateway's trusted forwarder proves itself with (the gateway's
+/// `forwarder::FORWARDER_KEY`).
+const FORWARDER_KEY: &str = "x-pms-forwarder-key";
+
 /// A client of one gateway.
 #[derive(Debug, Clone)]
 pub struct Gateway {
     base: String,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// The key the gateway trusts this front office's `X-Forwarded-For` with, if it has one.
+    forwarder_key: Option<HeaderValue>,
 }
 
 impl Gateway {
-    /// A client of the gateway at `base` (`http://127.0.0.1:8080`).
-    pub fn new(base: &str) -> Self {
-        Self {
+    /// A client of the gateway at `base` (`http://127.0.0.1:8080`), which trusts it as its
+    /// forwarder when `forwarder_key` is the gateway's `[auth.forwarder]` key.
+    ///
+    /// # Errors
+    /// [`GatewayError::Request`] for a key that cannot be a header value.
+    pub fn new(base: &str, forwarder_key: Option<&str>) -> Result<Self, GatewayError> {
+        let forwarder_key = forwarder_key
+            .map(|k| {
+                let mut v = HeaderValue::from_str(k).map_err(|_| {
+                    GatewayError::Request("the forwarder key is not header text".into())
+                })?;
+                v.set_sensitive(true);
+                Ok(v)
+            })
+            .transpose()?;
+        Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             client: Client::builder(hyper_util::rt::TokioExecutor::new()).build_http(),
-        }
+            forwarder_key,
+        })
     }
 
     /// `method path` with `body` as JSON (none for `Null`) and `token` as the bearer.
@@ -101,16 +126,51 @@ impl Gateway {
         body: &Value,
         key: Option<&str>,
     ) -> Result<Reply, GatewayError> {
-        let mut req = http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header(http::header::ACCEPT, "application/json");
+        let mut req = self.request(method, path);
         if let Some(t) = token {
             req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
         }
         if let Some(k) = key {
             req = req.header(pms_service::idempotency::HEADER, k);
         }
+        self.send(req, body).await
+    }
+
+    /// `method path` on an open route (signing in, registering) for the person at `person`: the
+    /// gateway, which trusts this front office by its key, counts the request against that
+    /// person's rate limit rather than against everyone this front office serves. Without a
+    /// key or an address, the front office's own.
+    ///
+    /// # Errors
+    /// As [`Gateway::call`].
+    pub async fn call_for(
+        &self,
+        person: Option<IpAddr>,
+        method: Method,
+        path: &str,
+        body: &Value,
+    ) -> Result<Reply, GatewayError> {
+        let mut req = self.request(method, path);
+        if let (Some(ip), Some(key)) = (person, &self.forwarder_key) {
+            req = req
+                .header(X_FORWARDED_FOR, ip.to_string())
+                .header(FORWARDER_KEY, key.clone());
+        }
+        self.send(req, body).await
+    }
+
+    fn request(&self, method: Method, path: &str) -> http::request::Builder {
+        http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header(http::header::ACCEPT, "application/json")
+    }
+
+    async fn send(
+        &self,
+        mut req: http::request::Builder,
+        body: &Value,
+    ) -> Result<Reply, GatewayError> {
         let payload = if body.is_null() {
             Bytes::new()
         } else {
@@ -142,6 +202,24 @@ impl Gateway {
             .await
             .map_err(|_| GatewayError::Unreachable(format!("no answer within {TIMEOUT:?}")))?
     }
+}
+
+/// The address of the person a request to the front office came from, as the gateway in front
+/// of it wrote it: the last entry of `X-Forwarded-For`. The front office is reached only
+/// through the gateway (it listens on loopback or a cluster-internal address), so the last
+/// entry is the gateway's; the entries before it are whatever the client claimed.
+pub fn person(headers: &HeaderMap) -> Option<IpAddr> {
+    headers
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .next_back()?
+        .to_str()
+        .ok()?
+        .rsplit(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The subject and role in a token's claims. The front office got the token from the gateway
@@ -179,6 +257,20 @@ mod tests {
         assert_eq!(claims(&token), Some((12, "CUSTOMER".into())));
         assert_eq!(claims("not-a-token"), None);
         assert_eq!(claims("a.e30.c"), None, "no subject");
+    }
+
+    #[test]
+    fn the_person_is_the_last_address_the_gateway_wrote() {
+        let mut h = HeaderMap::new();
+        assert_eq!(person(&h), None);
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.9.9.9"));
+        h.append(
+            X_FORWARDED_FOR,
+            HeaderValue::from_static("made-up, 192.0.2.4"),
+        );
+        assert_eq!(person(&h), Some(IpAddr::from([192, 0, 2, 4])));
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("::1 , nonsense"));
+        assert_eq!(person(&h), None, "not an address: nobody");
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct WebConfig {
     /// Mark the session cookie `Secure` (browsers still send it to `http://localhost` and
     /// `http://127.0.0.1`, which they treat as secure contexts).
     pub secure_cookies: bool,
+    /// The key the gateway trusts this front office with (its `[auth.forwarder]`): with it,
+    /// each person's sign-ins and registrations count against their own rate limit at the
+    /// gateway; without it, everyone's against the front office's one address.
+    pub forwarder_key: Option<String>,
     /// Keep the sessions in the NATS server of this client, shared with every other front
     /// office using it (replicas behind one gateway), instead of in this process.
     pub shared_sessions: Option<async_nats::Client>,
@@ -76,16 +80,20 @@ impl std::ops::Deref for App {
 
 impl App {
     /// The front office for `config`. Call it inside a Tokio runtime.
-    pub fn new(config: &WebConfig) -> Self {
-        Self(Arc::new(Inner {
+    ///
+    /// # Errors
+    /// [`GatewayError::Request`](gateway::GatewayError::Request) for a forwarder key that
+    /// cannot be sent in a header.
+    pub fn new(config: &WebConfig) -> Result<Self, gateway::GatewayError> {
+        Ok(Self(Arc::new(Inner {
             sessions: config
                 .shared_sessions
                 .clone()
                 .map_or_else(Sessions::in_memory, Sessions::shared),
-            gateway: Gateway::new(&config.gateway),
+            gateway: Gateway::new(&config.gateway, config.forwarder_key.as_deref())?,
             secure_cookies: config.secure_cookies,
             metrics: metrics::Metrics::new(config.shared_sessions.is_none()),
-        }))
+        })))
     }
 }
 

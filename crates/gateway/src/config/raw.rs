@@ -163,6 +163,18 @@ pub struct RawServerTls {
 pub struct RawAuth {
     /// `[auth.jwt]`.
     pub jwt: Option<RawJwt>,
+    /// `[auth.forwarder]`.
+    pub forwarder: Option<RawForwarder>,
+}
+
+/// `[auth.forwarder]`: the client trusted to name the people it calls for (the front office).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawForwarder {
+    /// Environment variable holding its key.
+    pub key_env: Option<String>,
+    /// File holding its key (trailing newline ignored).
+    pub key_file: Option<PathBuf>,
 }
 
 /// `[auth.jwt]`.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::{HeaderName, Method};
 
 use super::*;
+use crate::forwarder::{self, Forwarder};
 use crate::transform::XmlLayout;
 
 struct Problems<'a> {
@@ -170,6 +171,12 @@ impl RawConfig {
             .map(|j| resolve_jwt(&mut p, j, &rel, env))
             .and_then(|j| j);
 
+        let forwarder = self
+            .auth
+            .forwarder
+            .as_ref()
+            .and_then(|f| resolve_forwarder(&mut p, f, &rel, env));
+
         let transform = TransformSettings {
             max_body_bytes: self
                 .transform
@@ -241,6 +248,7 @@ impl RawConfig {
             limits,
             listeners,
             jwt,
+            forwarder,
             transform,
             upstreams,
             routes,
@@ -299,6 +307,67 @@ fn resolve_layout(
     }
 }
 
+/// The secret in environment variable `var`, or a problem at `key` when it is unset or empty.
+fn secret_from_env(
+    p: &mut Problems<'_>,
+    key: &str,
+    var: &str,
+    env: EnvLookup<'_>,
+) -> Option<Vec<u8>> {
+    match env(var) {
+        Some(s) if !s.is_empty() => Some(s.into_bytes()),
+        _ => {
+            p.add(key, format!("environment variable {var} is unset or empty"));
+            None
+        }
+    }
+}
+
+/// The secret in the file at `path` without its trailing line ends, or a problem at `key`.
+fn secret_from_file(p: &mut Problems<'_>, key: &str, path: &Path) -> Option<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(mut s) => {
+            while s.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                s.pop();
+            }
+            Some(s)
+        }
+        Err(e) => {
+            p.add(key, format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// `[auth.forwarder]`: its key, from exactly one of `key_env` and `key_file`, long enough.
+fn resolve_forwarder(
+    p: &mut Problems<'_>,
+    raw: &RawForwarder,
+    rel: &dyn Fn(&Path) -> PathBuf,
+    env: EnvLookup<'_>,
+) -> Option<Forwarder> {
+    let key = match (&raw.key_env, &raw.key_file) {
+        (Some(var), None) => secret_from_env(p, "auth.forwarder.key_env", var, env)?,
+        (None, Some(path)) => secret_from_file(p, "auth.forwarder.key_file", &rel(path))?,
+        _ => {
+            p.add("auth.forwarder", "set exactly one of key_env, key_file");
+            return None;
+        }
+    };
+    if key.len() < forwarder::MIN_KEY_LEN {
+        p.add(
+            "auth.forwarder",
+            format!(
+                "the key has {} bytes; a key needs at least {}",
+                key.len(),
+                forwarder::MIN_KEY_LEN
+            ),
+        );
+        return None;
+    }
+    Some(Forwarder::new(&key))
+}
+
 fn resolve_jwt(
     p: &mut Problems<'_>,
     raw: RawJwt,
@@ -332,29 +401,9 @@ fn resolve_jwt(
         );
     }
     let keys = if let Some(var) = &raw.secret_env {
-        match env(var) {
-            Some(s) if !s.is_empty() => Some(pms_auth::KeySource::Secret(s.into_bytes())),
-            _ => {
-                p.add(
-                    "auth.jwt.secret_env",
-                    format!("environment variable {var} is unset or empty"),
-                );
-                None
-            }
-        }
+        secret_from_env(p, "auth.jwt.secret_env", var, env).map(pms_auth::KeySource::Secret)
     } else if let Some(path) = &raw.secret_file {
-        match std::fs::read(rel(path)) {
-            Ok(mut s) => {
-                while s.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    s.pop();
-                }
-                Some(pms_auth::KeySource::Secret(s))
-            }
-            Err(e) => {
-                p.add("auth.jwt.secret_file", format!("{}: {e}", path.display()));
-                None
-            }
-        }
+        secret_from_file(p, "auth.jwt.secret_file", &rel(path)).map(pms_auth::KeySource::Secret)
     } else if let Some(path) = &raw.public_key_file {
         match std::fs::read(rel(path)) {
             Ok(pem) => Some(pms_auth::KeySource::PublicKeyPem(pem)),

@@ -36,6 +36,8 @@ pub struct Settings {
     pub listeners: Vec<ListenerSettings>,
     /// JWT verification, when configured.
     pub jwt: Option<JwtSettings>,
+    /// The trusted forwarder, when configured (`[auth.forwarder]`).
+    pub forwarder: Option<crate::forwarder::Forwarder>,
     /// Transform settings.
     pub transform: TransformSettings,
     /// Upstreams, in file order; routes refer to them by index.

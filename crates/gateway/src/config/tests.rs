@@ -322,12 +322,15 @@ fn transform_layouts() {
 #[test]
 fn shipped_configs_load() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let gw = load(&root.join("gateway.toml"), &|k| {
-        (k == "PMS_JWT_SECRET").then(|| "s3cret".into())
+    let gw = load(&root.join("gateway.toml"), &|k| match k {
+        "PMS_JWT_SECRET" => Some("s3cret".into()),
+        "PMS_FORWARDER_KEY" => Some("the-front-office-key".into()),
+        _ => None,
     })
     .unwrap();
     assert_eq!(gw.routes.len(), 13);
     assert!(gw.jwt.is_some());
+    assert!(gw.forwarder.is_some(), "the front office names its people");
     // The front office signs people in itself: its pages pass without a token, and the site's
     // bare address goes there too.
     for name in ["frontOffice", "home"] {

@@ -10,7 +10,7 @@
 //!   the names that are hop-by-hop by definition.
 //! - A request also loses what the gateway sets itself, whatever the client sent: `Host` (the
 //!   endpoint's is sent), `X-Forwarded-*`, `Via`, `X-Request-Id`, `traceparent`, and the
-//!   identity headers (set from verified claims only). `X-Forwarded-For` and `Via` extend the
+//!   identity headers (set from verified claims only); the forwarder's key goes no further. `X-Forwarded-For` and `Via` extend the
 //!   client's first value when it is text; a client's valid `traceparent` goes on.
 //! - A response gets `Via` extended, and the request id unless the upstream sent one.
 
@@ -45,6 +45,8 @@ pub(crate) enum Kind {
     XForwardedHost,
     Via,
     XRequestId,
+    /// `X-PMS-Forwarder-Key`: the trusted forwarder's proof, for this gateway only.
+    ForwarderKey,
     Traceparent,
 }
 
@@ -71,6 +73,7 @@ impl Kind {
             16 if is(b"x-forwarded-host") => Kind::XForwardedHost,
             17 if is(b"x-forwarded-proto") => Kind::XForwardedProto,
             17 if is(b"transfer-encoding") => Kind::TransferEncoding,
+            19 if is(b"x-pms-forwarder-key") => Kind::ForwarderKey,
             _ => Kind::Other,
         }
     }
@@ -89,11 +92,13 @@ impl Kind {
         )
     }
 
-    /// Set by the gateway on every request, whatever the client sent (`Host` is the endpoint's).
+    /// Set by the gateway on every request, whatever the client sent (`Host` is the endpoint's),
+    /// or for the gateway alone (the forwarder's key).
     fn replaced(self) -> bool {
         matches!(
             self,
             Kind::Host
+                | Kind::ForwarderKey
                 | Kind::XForwardedFor
                 | Kind::XForwardedProto
                 | Kind::XForwardedHost
@@ -417,6 +422,7 @@ mod tests {
             ("x-forwarded-host", Kind::XForwardedHost),
             ("x-forwarded-proto", Kind::XForwardedProto),
             ("transfer-encoding", Kind::TransferEncoding),
+            ("x-pms-forwarder-key", Kind::ForwarderKey),
         ];
         for (name, kind) in known {
             let upper = name.to_ascii_uppercase();
@@ -548,8 +554,10 @@ mod tests {
             ("host", "gw.example:8080"),
             ("via", "1.1 edge"),
             ("x-request-id", "forged"),
+            ("x-pms-forwarder-key", "for the gateway alone"),
         ]);
         forward(false, None).apply(&mut h);
+        assert!(!h.contains_key("x-pms-forwarder-key"));
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "gw.example:8080");

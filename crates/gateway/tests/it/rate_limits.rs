@@ -146,6 +146,116 @@ async fn a_subject_limit_counts_per_token_subject_and_answers_401_before_countin
     );
 }
 
+/// The front office signs everyone in from its one address: with its key, the person it names in
+/// `X-Forwarded-For` has a bucket of their own, so one noisy person cannot use up everyone's.
+/// Without the key a client's `X-Forwarded-For` changes nothing; a wrong key is refused; the key
+/// never reaches the upstream, on the limited route or any other.
+#[tokio::test]
+async fn a_trusted_forwarder_names_whose_bucket_a_request_draws_from() {
+    const KEY: &str = "the-front-offices-own-key";
+    let back = inspector().await;
+    let gw = simple(
+        &endpoint(back.addr),
+        "",
+        &format!(
+            "{}[auth.forwarder]\nkey_env = \"TEST_FORWARDER_KEY\"\n",
+            limited_route("{ by = \"client\", per_minute = 1, burst = 2 }", "")
+        ),
+        &[("TEST_FORWARDER_KEY", KEY)],
+    )
+    .await;
+    let mut c = TestClient::connect(gw.addr(), Proto::H1c).await.unwrap();
+    let mut call = async |path: &str, headers: &[(&str, &str)]| {
+        let r = c.call("GET", path, headers, "").await.unwrap();
+        (r.status().as_u16(), r.json())
+    };
+    let noisy = [
+        ("x-forwarded-for", "192.0.2.66"),
+        ("x-pms-forwarder-key", KEY),
+    ];
+    let (status, seen) = call("/limited/a", &noisy).await;
+    assert_eq!(status, 200);
+    assert!(
+        seen["headers"].get("x-pms-forwarder-key").is_none(),
+        "the key stays at the gateway: {seen}"
+    );
+    assert_eq!(
+        seen["headers"]["x-forwarded-for"][0],
+        "192.0.2.66, 127.0.0.1"
+    );
+    assert_eq!(call("/limited/a", &noisy).await.0, 200);
+    assert_eq!(
+        call("/limited/a", &noisy).await.0,
+        429,
+        "192.0.2.66's burst is used"
+    );
+    // Another person through the same forwarder, same connection: their own bucket.
+    let quiet = [
+        ("x-forwarded-for", "192.0.2.7"),
+        ("x-pms-forwarder-key", KEY),
+    ];
+    assert_eq!(call("/limited/a", &quiet).await.0, 200);
+    // Without the key, naming someone else changes nothing: the peer's own bucket, used twice.
+    let forged = [("x-forwarded-for", "198.51.100.1")];
+    assert_eq!(call("/limited/a", &forged).await.0, 200);
+    assert_eq!(call("/limited/a", &forged).await.0, 200);
+    assert_eq!(
+        call("/limited/a", &[("x-forwarded-for", "198.51.100.2")])
+            .await
+            .0,
+        429
+    );
+    // A wrong key is refused, not ignored.
+    let (status, body) = call(
+        "/limited/a",
+        &[
+            ("x-forwarded-for", "192.0.2.8"),
+            ("x-pms-forwarder-key", "guessed-key-0000000"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "forwarder_refused");
+    // Elsewhere the key is only dropped.
+    let (status, seen) = call("/other", &[("x-pms-forwarder-key", "anything")]).await;
+    assert_eq!(status, 200);
+    assert!(
+        seen["headers"].get("x-pms-forwarder-key").is_none(),
+        "{seen}"
+    );
+}
+
+/// A forwarder's key must come from exactly one place and be long enough to be a secret.
+#[tokio::test]
+async fn a_forwarder_key_that_is_missing_or_short_is_a_config_error() {
+    use pms_gateway::config::RawConfig;
+    let base = "[[listeners]]\nlisten = \"127.0.0.1:0\"\n[[upstreams]]\nname = \"up\"\n\
+                endpoints = [\"http://127.0.0.1:1\"]\n[[routes]]\nname = \"r\"\n\
+                match = { path_prefix = \"/\" }\nupstream = \"up\"\n[auth.forwarder]\n";
+    let problems = |forwarder: &str, env: &[(&str, &str)]| {
+        let raw: RawConfig = toml::from_str(&format!("{base}{forwarder}")).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        match raw.resolve("gw.toml", std::path::Path::new("."), &lookup) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert!(problems("key_env = \"K\"\n", &[])
+        .contains("auth.forwarder.key_env: environment variable K is unset"));
+    assert!(problems("key_env = \"K\"\n", &[("K", "short")]).contains("a key needs at least 16"));
+    assert!(problems("", &[]).contains("set exactly one of key_env, key_file"));
+    assert!(problems("key_file = \"/nonexistent/key\"\n", &[])
+        .contains("auth.forwarder.key_file: /nonexistent/key"));
+    assert_eq!(
+        problems("key_env = \"K\"\n", &[("K", "sixteen-bytes-ok")]),
+        ""
+    );
+}
+
 /// `GET /limited/me` with `authorization`, if any: the status.
 async fn me(c: &mut TestClient, authorization: Option<&str>) -> u16 {
     let headers: Vec<(&str, &str)> = authorization

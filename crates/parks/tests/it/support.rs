@@ -434,8 +434,10 @@ fn gateway(
     ];
     let secret = String::from_utf8(SECRET.to_vec()).expect("utf-8 secret");
     let settings = raw
-        .resolve("gateway.toml", std::path::Path::new("."), &|k| {
-            (k == "PMS_JWT_SECRET").then(|| secret.clone())
+        .resolve("gateway.toml", std::path::Path::new("."), &|k| match k {
+            "PMS_JWT_SECRET" => Some(secret.clone()),
+            "PMS_FORWARDER_KEY" => Some("a-forwarder-key-for-tests".into()),
+            _ => None,
         })
         .unwrap_or_else(|e| panic!("shipped config rejected:\n{e}"));
     let bound = pms_gateway::Bound::bind(&settings).expect("bind gateway");

@@ -24,6 +24,8 @@ use super::{device, UsageError};
 
 /// The JWT secret's file name in the data directory.
 const SECRET_FILE: &str = "jwt-secret";
+/// The file of the key the gateway trusts the front office with (`[auth.forwarder]`).
+const FORWARDER_KEY_FILE: &str = "forwarder-key";
 
 /// Arguments of `pms up`.
 #[derive(Debug, clap::Args)]
@@ -72,6 +74,8 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         TokenKeys::hs256(secret.as_bytes())?,
     )?;
     let device_secret = ensure_secret(&args.data_dir.join(device::SECRET_FILE))?;
+    let forwarder_path = args.data_dir.join(FORWARDER_KEY_FILE);
+    let forwarder_key = ensure_secret(&forwarder_path)?;
     let services = ServiceArgs {
         data_dir: args.data_dir.clone(),
         database_url: args.users.database_url.clone(),
@@ -118,7 +122,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             payments: payments_addr,
             web: web_addr,
         };
-        let toml = gateway_config(&args, &upstreams, &certs, &secret_path);
+        let toml = gateway_config(&args, &upstreams, &certs, &secret_path, &forwarder_path);
         let config_path = args.data_dir.join("gateway.toml");
         std::fs::write(&config_path, &toml)
             .with_context(|| format!("writing {}", config_path.display()))?;
@@ -185,9 +189,11 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let web = pms_web::App::new(&pms_web::WebConfig {
             gateway: format!("http://{}", args.listen),
             secure_cookies: true,
+            forwarder_key: Some(forwarder_key),
             // One process: its sessions are its own.
             shared_sessions: None,
-        });
+        })
+        .map_err(|e| UsageError(format!("front office: {e}")))?;
         let web_task = tokio::spawn(pms_web::run(
             web_listener,
             web,
@@ -274,7 +280,13 @@ fn ensure_secret(path: &Path) -> anyhow::Result<String> {
 
 /// The gateway config for this run: listeners, upstreams and secret from the flags, then the
 /// route table exactly as shipped in `config/gateway.toml`, then the echo routes.
-fn gateway_config(args: &Args, up: &Upstreams, certs: &Certs, secret: &Path) -> String {
+fn gateway_config(
+    args: &Args,
+    up: &Upstreams,
+    certs: &Certs,
+    secret: &Path,
+    forwarder: &Path,
+) -> String {
     let table = pms_gateway::config::PMS_ROUTE_TABLE;
     let routes = table.find("[[routes]]").map_or("", |i| &table[i..]);
     format!(
@@ -297,6 +309,10 @@ secret_file = {secret:?}
 require_exp = true
 leeway_s = 30
 claims_to_headers = {{ sub = "X-UserId", role = "X-UserRole" }}
+
+# The front office signs people in through this gateway and names each one's address.
+[auth.forwarder]
+key_file = {forwarder:?}
 
 [[upstreams]]
 name = "users"
@@ -338,6 +354,7 @@ xml_layout = "ballerina-compat"
         cert = certs.cert.display().to_string(),
         key = certs.key.display().to_string(),
         secret = secret.display().to_string(),
+        forwarder = forwarder.display().to_string(),
         users = up.users,
         parks = up.parks,
         payments = up.payments,

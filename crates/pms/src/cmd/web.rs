@@ -1,7 +1,8 @@
 //! `pms web`: the front office on its own, in front of a gateway (`pms up` runs it in-process).
 //! It calls the gateway as any client does, so it needs no secret and no database: only where
 //! to listen and where the gateway is, and, when several run behind one gateway, the NATS server
-//! their sessions are shared in.
+//! their sessions are shared in. With the gateway's forwarder key (its `[auth.forwarder]`) in
+//! `PMS_FORWARDER_KEY`, each person's sign-ins count against their own rate limit there.
 
 use std::net::SocketAddr;
 
@@ -28,6 +29,10 @@ pub struct Args {
     /// uses it: needed when more than one runs behind the gateway. Without it, in this process.
     #[arg(long, env = "PMS_NATS_URL")]
     nats_url: Option<String>,
+    /// The environment variable holding the key the gateway trusts this front office with (its
+    /// `[auth.forwarder]`): each person's sign-ins then count against their own rate limit.
+    #[arg(long, default_value = "PMS_FORWARDER_KEY", value_name = "NAME")]
+    forwarder_key_env: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -54,11 +59,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
             None => None,
         };
+        let var = &args.forwarder_key_env;
+        let forwarder_key = std::env::var(var).ok().filter(|k| !k.is_empty());
+        if forwarder_key.is_none() {
+            tracing::warn!(
+                "{var} is not set: the gateway counts every sign-in and registration through \
+                 this front office against one client's rate limit"
+            );
+        }
         let app = pms_web::App::new(&pms_web::WebConfig {
             gateway: gateway.to_owned(),
             secure_cookies: !args.insecure_cookies,
+            forwarder_key,
             shared_sessions,
-        });
+        })
+        .map_err(|e| UsageError(format!("{var}: {e}")))?;
         let shutdown = super::shutdown_signal();
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

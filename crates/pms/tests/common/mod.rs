@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::Read;
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// A port that was free a moment ago, away from the ports the kernel hands out by itself.
@@ -23,7 +23,19 @@ pub fn wait_for_port(port: u16) {
 
 /// One HTTP/1.1 exchange on a fresh connection (the request must say `connection: close`).
 pub fn exchange(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    exchange_from(Ipv4Addr::LOCALHOST, port, request)
+}
+
+/// [`exchange`] from the loopback address `source` (any of 127.0.0.0/8): another client, as
+/// the gateway sees it.
+pub fn exchange_from(source: Ipv4Addr, port: u16, request: &str) -> String {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::from((source, 0)).into()).unwrap();
+    socket
+        .connect(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into())
+        .unwrap();
+    let mut s: TcpStream = socket.into();
     std::io::Write::write_all(&mut s, request.as_bytes()).unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
@@ -86,8 +98,14 @@ impl Page {
 
 /// `GET path` on `port`, with session cookie `session`.
 pub fn get(port: u16, path: &str, session: Option<&str>) -> Page {
+    get_from(Ipv4Addr::LOCALHOST, port, path, session)
+}
+
+/// [`get`] from the loopback address `source`.
+pub fn get_from(source: Ipv4Addr, port: u16, path: &str, session: Option<&str>) -> Page {
     let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
-    Page::parse(&exchange(
+    Page::parse(&exchange_from(
+        source,
         port,
         &format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}connection: close\r\n\r\n"),
     ))
@@ -95,13 +113,25 @@ pub fn get(port: u16, path: &str, session: Option<&str>) -> Page {
 
 /// A form posted to `path` on `port`, with session cookie `session`.
 pub fn post(port: u16, path: &str, session: Option<&str>, form: &[(&str, &str)]) -> Page {
+    post_from(Ipv4Addr::LOCALHOST, port, path, session, form)
+}
+
+/// [`post`] from the loopback address `source`.
+pub fn post_from(
+    source: Ipv4Addr,
+    port: u16,
+    path: &str,
+    session: Option<&str>,
+    form: &[(&str, &str)],
+) -> Page {
     let cookie = session.map_or(String::new(), |s| format!("cookie: pms_session={s}\r\n"));
     let body: Vec<String> = form
         .iter()
         .map(|(k, v)| format!("{k}={}", encode(v)))
         .collect();
     let body = body.join("&");
-    Page::parse(&exchange(
+    Page::parse(&exchange_from(
+        source,
         port,
         &format!(
             "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{cookie}content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

@@ -14,7 +14,7 @@ use super::{
     checked, field, page, problem, redirect, redirect_with_cookie, session_of,
     sessions_unavailable, unreachable, Chrome,
 };
-use crate::gateway::{claims, Reply};
+use crate::gateway::{claims, person, Reply};
 use crate::session::{self, Session, User};
 use crate::App;
 
@@ -94,7 +94,7 @@ pub async fn signin(
     let body = json!({"email": email, "password": field(&form, "password")});
     match app
         .gateway
-        .call(Method::POST, "/users/login", None, &body)
+        .call_for(person(&headers), Method::POST, "/users/login", &body)
         .await
     {
         Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {
@@ -294,7 +294,7 @@ pub async fn register(
     });
     let created = match app
         .gateway
-        .call(Method::POST, "/users/createUser", None, &body)
+        .call_for(person(&headers), Method::POST, "/users/createUser", &body)
         .await
     {
         Ok(r) => r,
@@ -312,7 +312,7 @@ pub async fn register(
     let login = json!({"email": body["email"], "password": body["password"]});
     match app
         .gateway
-        .call(Method::POST, "/users/login", None, &login)
+        .call_for(person(&headers), Method::POST, "/users/login", &login)
         .await
     {
         Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {

@@ -86,6 +86,10 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- if eq .component "parks" }}
 {{ include "pms.secretEnv" (dict "root" .root "name" "PMS_DEVICE_SECRET" "key" "device-secret") }}
 {{- end }}
+{{- if has .component (list "gateway" "web") }}
+{{- /* The front office names the people it signs in; the gateway trusts it by this key. */}}
+{{ include "pms.secretEnv" (dict "root" .root "name" "PMS_FORWARDER_KEY" "key" "forwarder-key") }}
+{{- end }}
 {{- if and $v.otlp.endpoint (has .component (list "users" "parks" "payments")) }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ $v.otlp.endpoint | quote }}
