@@ -61,6 +61,7 @@ fn store(db: Db, dir: &std::path::Path, pg_url: &str, name: &str) -> StoreConfig
 }
 
 /// What [`System::start_with`] may change.
+#[derive(Clone)]
 pub struct Options {
     /// Start the payments service's consumers (off: payments is "down" for events).
     pub payments_consumers: bool,
@@ -110,10 +111,24 @@ pub struct System {
     pub gw_tls: SocketAddr,
     pub keys: DeviceKeys,
     stop: tokio::sync::watch::Sender<bool>,
+    /// The in-process consumers, stopped by `stop`.
+    consumers: Vec<tokio::task::JoinHandle<()>>,
     _broker: Option<pms_testkit::nats::NatsServer>,
     _spawned: Vec<Spawned<Drain>>,
-    _gateway: Spawned<Result<Drain, pms_gateway::StartError>>,
-    _dir: tempfile::TempDir,
+    gateway: Option<Spawned<Result<Drain, pms_gateway::StartError>>>,
+    /// What a restart starts again on.
+    data: Data,
+}
+
+/// Where a system keeps its data, and how it was started: what [`System::restart`] reuses.
+#[derive(Clone)]
+struct Data {
+    db: Db,
+    options: Options,
+    /// The PostgreSQL database (empty on SQLite).
+    pg_url: String,
+    /// The SQLite files, and the front office's.
+    dir: std::sync::Arc<tempfile::TempDir>,
 }
 
 impl Drop for System {
@@ -134,14 +149,57 @@ impl System {
             eprintln!("PMS_TEST_SKIP_PG=1: skipping the PostgreSQL variant");
             return None;
         }
-        let dir = tempfile::tempdir().expect("temp dir");
+        if options.nats && pms_testkit::nats::skipped() {
+            eprintln!("PMS_TEST_SKIP_NATS=1: skipping the broker variant");
+            return None;
+        }
         let pg_url = match (db, &options.pg_url) {
             (Db::Postgres, Some(url)) => url.clone(),
             (Db::Postgres, None) => pg::shared().fresh_database(),
             (Db::Sqlite, _) => String::new(),
         };
+        let data = Data {
+            db,
+            options,
+            pg_url,
+            dir: std::sync::Arc::new(tempfile::tempdir().expect("temp dir")),
+        };
+        Some(Self::boot(data).await)
+    }
+
+    /// Stops every component (servers, consumers, gateway) and starts them again on the same
+    /// databases, as a restart of `pms up` does: what was written survives, what was only in
+    /// memory does not. The gateway comes back on new ports: clients connect again. The
+    /// in-process mode only (a broker would outlive its clients).
+    pub async fn restart(&mut self) {
+        assert!(
+            !self.data.options.nats,
+            "restarts are of the in-process mode"
+        );
+        let _ = self.stop.send(true);
+        for task in std::mem::take(&mut self.consumers) {
+            let _ = task.await;
+        }
+        for served in std::mem::take(&mut self._spawned) {
+            served.shutdown().await;
+        }
+        if let Some(gateway) = self.gateway.take() {
+            let _ = gateway.shutdown().await;
+        }
+        *self = Self::boot(self.data.clone()).await;
+    }
+
+    /// Starts the system on `data`'s databases (creating and seeding them the first time).
+    async fn boot(data: Data) -> System {
+        let (db, options, pg_url, dir) = (
+            data.db,
+            data.options.clone(),
+            data.pg_url.clone(),
+            data.dir.clone(),
+        );
+        let pg_url = pg_url.as_str();
         let users = pms_users::App::new(pms_users::UsersConfig {
-            store: store(db, dir.path(), &pg_url, "users"),
+            store: store(db, dir.path(), pg_url, "users"),
             hash: pms_users::password::HashParams::cheapest(),
             hash_parallelism: 4,
             signer: pms_auth::Signer::hmac(pms_auth::Algorithm::HS256, SECRET).expect("signer"),
@@ -152,7 +210,7 @@ impl System {
         })
         .expect("users");
         let parks_config = || pms_parks::ParksConfig {
-            store: store(db, dir.path(), &pg_url, "parks"),
+            store: store(db, dir.path(), pg_url, "parks"),
             verifier: verifier(),
             device_secret: DEVICE_SECRET.to_vec(),
             seed: Some(DemoParks {
@@ -165,7 +223,7 @@ impl System {
         };
         let parks = pms_parks::App::new(parks_config()).expect("parks");
         let payments = pms_payments::App::new(pms_payments::PaymentsConfig {
-            store: store(db, dir.path(), &pg_url, "payments"),
+            store: store(db, dir.path(), pg_url, "payments"),
             verifier: verifier(),
             limits: pms_service::http::BodyLimits::default(),
         })
@@ -175,11 +233,8 @@ impl System {
         payments.init().await.expect("payments init");
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut replica = None;
+        let mut consumers = Vec::new();
         let broker = if options.nats {
-            if pms_testkit::nats::skipped() {
-                eprintln!("PMS_TEST_SKIP_NATS=1: skipping the broker variant");
-                return None;
-            }
             let server = pms_testkit::nats::NatsServer::start();
             let nats = pms_events::nats::Nats::connect(&server.url)
                 .await
@@ -206,21 +261,25 @@ impl System {
             pms_payments::events::spawn_nats(&payments, nats, stop_rx);
             Some(server)
         } else {
-            pms_parks::events::spawn_consumers(
+            consumers.extend(pms_parks::events::spawn_consumers(
                 &parks,
                 users.outbox.clone(),
                 payments.outbox.clone(),
                 stop_rx.clone(),
-            );
+            ));
             if options.payments_consumers {
-                pms_payments::events::spawn_consumers(
+                consumers.extend(pms_payments::events::spawn_consumers(
                     &payments,
                     parks.outbox.clone(),
                     users.outbox.clone(),
                     stop_rx.clone(),
-                );
+                ));
             }
-            pms_users::events::spawn_consumer(&users, payments.outbox.clone(), stop_rx);
+            consumers.push(pms_users::events::spawn_consumer(
+                &users,
+                payments.outbox.clone(),
+                stop_rx,
+            ));
             None
         };
         let (u, p, m) = (users.clone(), parks.clone(), payments.clone());
@@ -255,8 +314,9 @@ impl System {
             stop,
             _broker: broker,
             _spawned: spawned,
-            _gateway: gateway,
-            _dir: dir,
+            consumers,
+            gateway: Some(gateway),
+            data,
         };
         // The demo customers reach parks through the users service's events.
         let parks_app = system.parks.clone();
@@ -274,7 +334,7 @@ impl System {
             })
             .await;
         }
-        Some(system)
+        system
     }
 
     /// A client through the gateway.
