@@ -2,13 +2,16 @@
 # A throwaway PostgreSQL for tests and benchmarks: Debian's `postgresql` package, a cluster in a
 # directory of your choice, loopback only, trust auth, a free port. No system service, no Docker.
 #
-#   scripts/pg.sh start DIR [--watch PID]   init DIR when new, start, print the database URL
+#   scripts/pg.sh start DIR [--watch PID] [--durable]
+#                                           init DIR when new, start, print the database URL
 #   scripts/pg.sh stop DIR                  stop (the data stays; `start DIR` again reuses port)
 #   scripts/pg.sh remove DIR                stop and delete DIR
 #   scripts/pg.sh url DIR                   print the URL of DIR's cluster
 #
 # --watch PID: stop the server and delete DIR once process PID has exited (test harnesses that
 # cannot run clean-up code on exit pass their own pid).
+# --durable: fsync, full-page writes and synchronous commits on, as an operator runs PostgreSQL
+# (benchmarks). Without it they are off: a commit costs the CPU only, which tests want.
 #
 # initdb and postgres refuse to run as root; as root this runs them as the `postgres` user.
 set -euo pipefail
@@ -50,7 +53,7 @@ free_port() {
 url_of() { echo "postgres://postgres@127.0.0.1:$(cat "$1/port")/postgres"; }
 
 start() {
-  local dir=$1 watch=${2:-}
+  local dir=$1 watch=${2:-} durable=${3:-}
   local bin; bin=$(bindir)
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
@@ -67,9 +70,11 @@ start() {
     free_port >"$dir/port"
   fi
   local port; port=$(cat "$dir/port")
-  # Sockets in DIR, TCP on loopback only; fsync off: this cluster is disposable.
+  # Sockets in DIR, TCP on loopback only; unless durable, fsync off: the cluster is disposable.
+  local sync="-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+  [ -n "$durable" ] && sync="-c fsync=on -c full_page_writes=on -c synchronous_commit=on"
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-h 127.0.0.1 -p $port -k $dir -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" \
+    -o "-h 127.0.0.1 -p $port -k $dir $sync -c max_connections=200" \
     start >/dev/null || { tail -20 "$dir/server.log" >&2; die "postgres did not start"; }
   if [ -n "$watch" ]; then
     # The watch removes only the cluster it was started with: once the watched process is
@@ -96,9 +101,16 @@ cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || die "usage: pg.sh start|stop|remove|url DIR [--watch PID]"
 case $cmd in
   start)
-    watch=""
-    if [ "${3:-}" = "--watch" ]; then watch=${4:?--watch needs a pid}; fi
-    start "$dir" "$watch" ;;
+    watch="" durable=""
+    shift 2
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --watch) watch=${2:?--watch needs a pid}; shift 2 ;;
+        --durable) durable=1; shift ;;
+        *) die "unknown option $1" ;;
+      esac
+    done
+    start "$dir" "$watch" "$durable" ;;
   stop) stop "$dir" ;;
   remove) stop "$dir"; rm -rf "$dir" ;;
   url) url_of "$dir" ;;

@@ -358,6 +358,69 @@ fn a_database_left_by_a_killed_run_is_replaced_not_reused() {
     assert_eq!(res.cells.len(), 1);
     assert_eq!(res.cells[0].runs[0].status, Status::Ok);
     assert!(!pg.exists(), "the run removes its cluster at the end");
+    // Durable by default, as an operator runs it, and the report says so.
+    let db = res.database.as_deref().unwrap_or_default();
+    assert!(db.contains("durable"), "{db}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("- Database: throwaway PostgreSQL, durable"),
+        "{md}"
+    );
+}
+
+/// `pg.sh start --durable` runs PostgreSQL with fsync and synchronous commits on; without it,
+/// off (the tests' cluster).
+#[test]
+fn pg_sh_starts_a_durable_cluster_when_asked() {
+    if pms_testkit::pg::skipped() {
+        eprintln!("skipped: PostgreSQL tests are switched off");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg.sh");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), {
+        let mut p = perms(dir.path());
+        std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+        p
+    })
+    .unwrap();
+    let pg = dir.path().join("pg");
+    for (flags, fsync) in [(&["--durable"][..], "on"), (&[][..], "off")] {
+        let o = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(&pg)
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let _cluster = Cluster(&script, pg.clone());
+        let opts = std::fs::read_to_string(pg.join("data/postmaster.opts")).unwrap();
+        for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
+            assert!(
+                opts.contains(&format!("{setting}={fsync}")),
+                "{flags:?}: {opts}"
+            );
+        }
+        let o = Command::new("bash")
+            .arg(&script)
+            .arg("stop")
+            .arg(&pg)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = Command::new("bash")
+        .arg(&script)
+        .args(["start", pg.to_str().unwrap(), "--sideways"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("unknown option --sideways"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -22,6 +22,17 @@ use super::results::{RunOutput, RunRecord};
 use super::spec::Hop;
 use super::{Ctx, SuiteError};
 
+/// How a throwaway database was run, as the report says it.
+fn describe_database(fast: bool) -> String {
+    if fast {
+        "throwaway PostgreSQL, fast: fsync, full-page writes and synchronous commits off \
+         (--fast-database)"
+            .into()
+    } else {
+        "throwaway PostgreSQL, durable: fsync, full-page writes and synchronous commits on".into()
+    }
+}
+
 /// The seeded supervisor (spec §6.1), whose token every load carries.
 const LOGIN_EMAIL: &str = "supervisor@isep.ipp.pt";
 
@@ -34,6 +45,8 @@ pub struct Shared {
     pg_dir: Option<PathBuf>,
     /// `scripts/pg.sh`, to remove the cluster at the end.
     pg_script: Option<PathBuf>,
+    /// What the database was, for the report, once one was used.
+    pub(super) database: Option<String>,
     /// HS256 secret shared by the gateway and the users service.
     secret: String,
     /// The seeded accounts' password.
@@ -54,6 +67,8 @@ impl Shared {
         };
         if let Some(url) = &ctx.opts.database_url {
             self.database_url = Some(url.clone());
+            self.database =
+                Some("PostgreSQL given by --database-url (its settings its own)".into());
             return Ok(());
         }
         let script = &ctx.opts.pg_script;
@@ -83,12 +98,17 @@ impl Shared {
                 )));
             }
         }
-        let out = std::process::Command::new("bash")
+        let mut start = std::process::Command::new("bash");
+        start
             .arg(script)
             .arg("start")
             .arg(&dir)
             .arg("--watch")
-            .arg(std::process::id().to_string())
+            .arg(std::process::id().to_string());
+        if !ctx.opts.fast_database {
+            start.arg("--durable");
+        }
+        let out = start
             .output()
             .map_err(|e| SuiteError::io(&format!("running {}", script.display()), e))?;
         if !out.status.success() {
@@ -105,6 +125,7 @@ impl Shared {
             .map(str::to_owned)
             .ok_or_else(|| SuiteError::Failed(format!("{} printed no URL", script.display())))?;
         self.database_url = Some(url);
+        self.database = Some(describe_database(ctx.opts.fast_database));
         self.pg_dir = Some(dir);
         self.pg_script = Some(script.clone());
         Ok(())

@@ -119,7 +119,7 @@ pub fn render(res: &SuiteResults) -> String {
     );
     let _ = write!(
         out,
-        "<li>Suite <code>{}</code>, profile <code>{}</code>: {}</li>\n<li>Run {}{} for {}, commit <code>{}</code>, pms {}</li>\n<li>Host: {} CPUs{}, kernel {}; load generator and systems under test on this one host</li>\n<li>Envelope: {}</li>\n<li>Command: <code>{}</code></li>\n</ul>\n",
+        "<li>Suite <code>{}</code>, profile <code>{}</code>: {}</li>\n<li>Run {}{} for {}, commit <code>{}</code>, pms {}</li>\n<li>Host: {} CPUs{}, kernel {}; load generator and systems under test on this one host</li>\n<li>Envelope: {}</li>\n{}<li>Command: <code>{}</code></li>\n</ul>\n",
         escape(&res.suite),
         escape(&res.profile),
         escape(&profile_about(res)),
@@ -132,6 +132,10 @@ pub fn render(res: &SuiteResults) -> String {
         escape(&e.cpu_model.as_ref().map(|m| format!(" ({m})")).unwrap_or_default()),
         escape(e.kernel.as_deref().unwrap_or("unknown")),
         escape(&super::envelope::describe(res.envelope.as_ref())),
+        res.database
+            .as_ref()
+            .map(|db| format!("<li>Database: {}</li>\n", escape(db)))
+            .unwrap_or_default(),
         escape(&res.command),
     );
     out.push_str("<h2>Throughput</h2>\n");

@@ -156,6 +156,9 @@ pub struct Options {
     pub database_url: Option<String>,
     /// `scripts/pg.sh`.
     pub pg_script: PathBuf,
+    /// Start the throwaway PostgreSQL with fsync and synchronous commits off: figures of the
+    /// CPU rather than of the disk. Default: durable, as an operator runs it.
+    pub fast_database: bool,
     /// The command line that started the suite, for the report.
     pub command: String,
     /// Keep the cells that `out/results.json` already holds without a failed run, and run the
@@ -246,6 +249,7 @@ pub fn run(
         spec: spec.clone(),
         repeats: opts.repeats.max(1),
         envelope: None,
+        database: None,
         cells: Vec::new(),
     };
     // Dropped (its groups removed) when the run ends, however it ends.
@@ -328,6 +332,9 @@ pub fn run(
         }
         result.runs = per_server.into_iter().map(rounds::fold).collect();
         results.cells.push(result);
+        if shared.database.is_some() {
+            results.database.clone_from(&shared.database);
+        }
         results.elapsed_s = elapsed_before + started_at.elapsed().as_secs_f64();
         results.write(&opts.out)?;
     }

@@ -109,6 +109,9 @@ pub fn render(res: &SuiteResults) -> String {
         "- Envelope: {}",
         super::envelope::describe(res.envelope.as_ref())
     );
+    if let Some(db) = &res.database {
+        let _ = writeln!(out, "- Database: {db}");
+    }
     let _ = writeln!(out, "- Command: `{}`\n", res.command);
     let _ = writeln!(
         out,

@@ -279,6 +279,7 @@ mod tests {
             peers: true,
             database_url: None,
             pg_script: "scripts/pg.sh".into(),
+            fast_database: false,
             command: String::new(),
             resume: false,
             repeats: 1,

@@ -43,6 +43,9 @@ pub struct SuiteResults {
     /// The resource envelope the systems ran in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<super::envelope::Record>,
+    /// The database the services ran on, when a cell used one (durable or fast, or given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
     /// Every cell, in plan order.
     pub cells: Vec<CellResult>,
 }

@@ -44,6 +44,10 @@ pub struct Args {
     /// The script that starts a throwaway PostgreSQL.
     #[arg(long, default_value = "scripts/pg.sh")]
     pg_script: PathBuf,
+    /// Run the throwaway PostgreSQL with fsync and synchronous commits off (figures of the CPU
+    /// rather than the disk). Default: durable, as an operator runs it; the report says which.
+    #[arg(long)]
+    fast_database: bool,
     /// The `pms` binary to run components and loads from (default: this one).
     #[arg(long)]
     pms: Option<PathBuf>,
@@ -164,6 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         peers: !args.no_peers,
         database_url: args.database_url.clone(),
         pg_script: args.pg_script.clone(),
+        fast_database: args.fast_database,
         command: command_line(),
         resume: args.resume,
         repeats,
