@@ -84,6 +84,7 @@ impl ApiError {
             "database_unavailable",
             "the database is unavailable; try again shortly",
         )
+        .with_retry_after(1)
     }
 
     /// A bug or an unexpected failure: 500, and the details go to the log, not the client.
@@ -180,9 +181,12 @@ mod tests {
 
     #[test]
     fn an_absent_database_is_503_and_a_bug_500() {
+        let away = ApiError::from(DbError::Unavailable("down".into()));
+        assert_eq!(away.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
-            ApiError::from(DbError::Unavailable("down".into())).status,
-            StatusCode::SERVICE_UNAVAILABLE
+            away.retry_after_s,
+            Some(1),
+            "a client is told when to come back"
         );
         let e = ApiError::from(DbError::Internal("syntax error at SELECT".into()));
         assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);

@@ -34,8 +34,15 @@
 //! busy handler. That handler sleeps and tries again in growing steps (up to 100 ms a try), so
 //! under load a writer that kept losing the race to the ones that did not sleep waited seconds: a
 //! barrier's call, at 100 barriers, up to 2.6 s.
+//!
+//! Overload is shed, not queued ([`Queue`]): the pool keeps how long a loan lasts (a moving
+//! average) and how many wait, and a request that would wait longer than the acquire timeout —
+//! the waiters ahead of it, times a loan, over the connections serving them — is refused at once
+//! with `PoolTimedOut` (the services answer 503) instead of waiting the whole timeout to be
+//! refused then. The queue stays as long as the database can serve within the timeout, and a
+//! client past the knee hears so at once; when the load drops, the next request is served.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -125,6 +132,59 @@ struct Shared<C: Pooled> {
     /// The turn to write, on a [`Pooled::ONE_WRITER`] database (a fair lock: first come, first
     /// served).
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// Requests for a connection: how many wait, how long a loan lasts.
+    conns: Queue,
+    /// Requests for the turn to write, likewise (one writer at a time).
+    turns: Queue,
+}
+
+/// A queue the pool serves, as far as shedding needs to know it: how many wait now, and how long
+/// each of its loans lasted lately (an exponentially weighted moving average, 1/8 of each new
+/// loan: a few slow ones move it, one does not).
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: AtomicUsize,
+    /// Microseconds; 0 until a loan has ended, so nothing is shed before the pool knows.
+    loan_us: AtomicU64,
+}
+
+impl Queue {
+    /// Counts a loan that lasted `held`.
+    fn loan_ended(&self, held: Duration) {
+        let sample = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
+        // Racing updates may lose one sample to another; the average is a hint, not a count.
+        let old = self.loan_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.loan_us.store(new, Ordering::Relaxed);
+    }
+
+    /// Whether one more waiter, behind those waiting now, would be served by `servers` loans at
+    /// a time later than `timeout`.
+    fn would_overrun(&self, servers: u32, timeout: Duration) -> bool {
+        let ahead = self.waiting.load(Ordering::Relaxed) as u64 + 1;
+        let wait_us =
+            ahead.saturating_mul(self.loan_us.load(Ordering::Relaxed)) / u64::from(servers.max(1));
+        u128::from(wait_us) > timeout.as_micros()
+    }
+
+    /// Counts a waiter until the guard goes.
+    fn wait(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(self)
+    }
+}
+
+/// One waiter in a [`Queue`], for as long as it exists.
+struct Waiting<'a>(&'a Queue);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 struct Idle<C> {
@@ -177,6 +237,8 @@ impl<C: Pooled> Pool<C> {
             open: Arc::new(AtomicU32::new(0)),
             closed: AtomicBool::new(false),
             writer: Arc::new(tokio::sync::Mutex::new(())),
+            conns: Queue::default(),
+            turns: Queue::default(),
         }))
     }
 
@@ -194,6 +256,15 @@ impl<C: Pooled> Pool<C> {
         if self.0.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
+        let shared = &*self.0;
+        if shared.permits.available_permits() == 0
+            && shared
+                .conns
+                .would_overrun(shared.options.max, shared.options.acquire_timeout)
+        {
+            return Err(shed("a connection"));
+        }
+        let _waiting = shared.conns.wait();
         self.within_acquire_timeout(self.get_unbounded()).await
     }
 
@@ -211,6 +282,15 @@ impl<C: Pooled> Pool<C> {
         if self.0.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
+        let shared = &*self.0;
+        if shared.writer.try_lock().is_err()
+            && shared
+                .turns
+                .would_overrun(1, shared.options.acquire_timeout)
+        {
+            return Err(shed("the turn to write"));
+        }
+        let _waiting = shared.turns.wait();
         self.within_acquire_timeout(async {
             let turn = Arc::clone(&self.0.writer).lock_owned().await;
             let mut conn = self.get_unbounded().await?;
@@ -326,6 +406,15 @@ impl<C: Pooled> Pool<C> {
     }
 }
 
+/// The refusal of a request shed at once: the error a timed-out wait gives (503 from the
+/// services), without the wait.
+fn shed(what: &str) -> sqlx::Error {
+    tracing::debug!(
+        "shedding a request for {what}: the waiters ahead would outlast the acquire timeout"
+    );
+    sqlx::Error::PoolTimedOut
+}
+
 impl<C: Pooled> Shared<C> {
     fn lock_idle(&self) -> MutexGuard<'_, Vec<Idle<C>>> {
         // The lock guards plain pushes and pops; a panic cannot leave the list half-changed.
@@ -387,6 +476,8 @@ pub struct Conn<C: Pooled> {
     pool: Arc<Shared<C>>,
     on_return: Return,
     reused: bool,
+    /// When it was lent, for the loans' average ([`Queue`]).
+    lent: tokio::time::Instant,
 }
 
 impl<C: Pooled> Conn<C> {
@@ -403,6 +494,7 @@ impl<C: Pooled> Conn<C> {
             pool: Arc::clone(pool),
             on_return: Return::Check,
             reused,
+            lent: tokio::time::Instant::now(),
         }
     }
 
@@ -482,6 +574,11 @@ impl<C: Pooled> Drop for Conn<C> {
         let (Some(conn), Some(permit)) = (self.conn.take(), self.permit.take()) else {
             return;
         };
+        let held = self.lent.elapsed();
+        self.pool.conns.loan_ended(held);
+        if turn.is_some() {
+            self.pool.turns.loan_ended(held);
+        }
         match self.on_return {
             Return::Reuse => {
                 self.pool.put_back(conn);
@@ -508,5 +605,107 @@ impl<C: Pooled> Drop for Conn<C> {
             }
             Return::Close => self.pool.evict_idle(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt as _;
+    use sqlx::sqlite::SqliteConnectOptions;
+
+    fn pool(dir: &std::path::Path, max: u32) -> Pool<sqlx::SqliteConnection> {
+        Pool::new(PoolOptions {
+            connect: SqliteConnectOptions::new()
+                .filename(dir.join("shed.db"))
+                .create_if_missing(true),
+            max,
+            min: 0,
+            acquire_timeout: Duration::from_secs(60),
+        })
+    }
+
+    #[test]
+    fn the_loans_average_follows_new_loans_an_eighth_at_a_time() {
+        let q = Queue::default();
+        assert!(
+            !q.would_overrun(1, Duration::ZERO),
+            "nothing known: no shedding"
+        );
+        q.loan_ended(Duration::from_millis(80));
+        assert_eq!(
+            q.loan_us.load(Ordering::Relaxed),
+            80_000,
+            "the first loan sets it"
+        );
+        q.loan_ended(Duration::ZERO);
+        assert_eq!(q.loan_us.load(Ordering::Relaxed), 70_000);
+        // One waiter ahead at 70 ms a loan, two connections: the next waits 70 ms in all.
+        let _ahead = q.wait();
+        assert!(q.would_overrun(2, Duration::from_millis(69)));
+        assert!(!q.would_overrun(2, Duration::from_millis(70)));
+    }
+
+    /// With every connection lent, a request that would wait past the acquire timeout behind the
+    /// waiters ahead of it is refused at once (the future is ready without waiting); one that
+    /// would be served in time waits and is served; and once the load is gone, the next request
+    /// gets a connection at once.
+    #[tokio::test]
+    async fn a_request_that_would_wait_past_the_timeout_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = pool(dir.path(), 1);
+        let held = pool.get().await.expect("the one connection");
+        // Loans have lasted 40 s lately: one waiter is served within the 60 s, two are not.
+        pool.0.conns.loan_us.store(40_000_000, Ordering::Relaxed);
+        let first = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.get().await.map(Conn::keep) }
+        });
+        while pool.0.conns.waiting.load(Ordering::Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        match pool.get().now_or_never() {
+            Some(Err(sqlx::Error::PoolTimedOut)) => {}
+            other => panic!(
+                "the second waiter is refused at once: {:?}",
+                other.map(|r| r.map(|_| "a connection"))
+            ),
+        }
+        assert!(!first.is_finished(), "the first still waits its turn");
+        held.keep();
+        first
+            .await
+            .expect("joined")
+            .expect("the first waiter is served");
+        pool.get()
+            .await
+            .expect("no one waits: served at once")
+            .keep();
+    }
+
+    /// A turn to write on SQLite is shed the same way, one writer at a time.
+    #[tokio::test]
+    async fn a_writer_that_would_wait_past_the_timeout_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pool = pool(dir.path(), 4);
+        let writing = pool.get_to_write().await.expect("the turn to write");
+        pool.0.turns.loan_us.store(40_000_000, Ordering::Relaxed);
+        let next = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.get_to_write().await.map(Conn::keep) }
+        });
+        while pool.0.turns.waiting.load(Ordering::Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(matches!(
+            pool.get_to_write().now_or_never(),
+            Some(Err(sqlx::Error::PoolTimedOut))
+        ));
+        // Readers are not behind the writers.
+        pool.get().await.expect("a reader's connection").keep();
+        writing.keep();
+        next.await
+            .expect("joined")
+            .expect("the next writer is served");
     }
 }
