@@ -552,6 +552,54 @@ fn the_parking_suite_drives_cars_in_and_out_without_a_failed_call() {
     );
 }
 
+/// The soak cell, in seconds: barriers on a schedule, a customer signing in and a person using
+/// the front office beside them, figures per window and the memory of `pms up` read through the
+/// run, and the report's table of them.
+#[test]
+fn the_soak_reports_people_and_memory_window_by_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("soak");
+    let o = suite(&[
+        "pms-parking",
+        "--profile",
+        "quick",
+        "--only",
+        "soak/sqlite",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let res = SuiteResults::read(&out).unwrap();
+    assert_eq!(res.cells.len(), 1);
+    let run = &res.cells[0].runs[0];
+    assert_eq!(run.status, Status::Ok);
+    let extra = run.extra.as_ref().unwrap();
+    let windows = extra["soak_windows"].as_array().expect("windows");
+    assert!(windows.len() >= 2, "{extra}");
+    let sum = |series: &str, field: &str| -> u64 {
+        windows
+            .iter()
+            .map(|w| w[series][field].as_u64().unwrap())
+            .sum()
+    };
+    assert!(sum("barriers", "ok") > 0, "{extra}");
+    assert_eq!(sum("barriers", "failed"), 0, "{extra}");
+    assert!(sum("sign_ins", "ok") > 0, "{extra}");
+    assert_eq!(sum("sign_ins", "failed"), 0, "{extra}");
+    // The sign-in form, signing in, the account and the visits pages.
+    assert!(sum("pages", "ok") >= 4, "{extra}");
+    assert_eq!(sum("pages", "failed"), 0, "{extra}");
+    let rss = extra["soak_rss"].as_array().expect("memory readings");
+    assert!(
+        rss.iter()
+            .any(|s| s["process"] == "pms up" && s["mb"].as_f64().unwrap() > 1.0),
+        "{extra}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Soak: "), "{md}");
+    assert!(md.contains("pms up RSS (MB)"), "{md}");
+}
+
 /// The distributed cell: users, parks, payments and the gateway as processes of their own, their
 /// events through a nats-server, loaded like `pms up`: no failed call, every invoice settled,
 /// the lag sampled.

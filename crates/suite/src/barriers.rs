@@ -23,6 +23,7 @@ use pms_bench::collect::{CollectConfig, Collected, Collector, StopReason};
 use pms_bench::stats::{ErrorKind, Sample};
 use pms_bench::target::{Conn, HttpVersion, Target};
 
+use super::soak::{self, Series, Windows};
 use super::SuiteError;
 
 /// Parks of the demo seed.
@@ -81,6 +82,10 @@ pub struct Outcome {
     pub window: Duration,
     /// The first few failures, for the report.
     pub failure_samples: Vec<String>,
+    /// A soak's figures per window of time (empty otherwise).
+    pub windows: Vec<crate::soak::WindowRow>,
+    /// A soak's readings of the processes' resident memory (empty otherwise).
+    pub rss: Vec<crate::soak::RssSample>,
 }
 
 /// The barrier pair a client uses: park, entrance id, exit id.
@@ -141,6 +146,17 @@ pub struct Load {
     /// (a call that is late is measured from when it was due); `None`: each client calls again
     /// as soon as it has its answer.
     pub rate: Option<f64>,
+    /// A soak, when this is one.
+    pub soak: Option<SoakLoad>,
+}
+
+/// What a soak adds to the load ([`crate::soak`]).
+#[derive(Debug, Clone)]
+pub struct SoakLoad {
+    /// The figures are kept per window of this length.
+    pub window: Duration,
+    /// The system's processes whose resident memory is read: name, pid.
+    pub processes: Vec<(String, u32)>,
 }
 
 /// When a client's calls are due: every `every`, from `first`.
@@ -180,7 +196,8 @@ pub fn run(ports: Ports, load: &Load) -> Result<Outcome, SuiteError> {
         .map_err(|e| SuiteError::io("starting the load's runtime", e))?;
     rt.block_on(async {
         let api = Api::new(ports.gateway)?;
-        register(&api, load.clients + 1).await?;
+        // With a soak, one more customer: the person signing in beside the barriers.
+        register(&api, load.clients + 1 + usize::from(load.soak.is_some())).await?;
         caught_up(ports).await?;
         let token = api.login(&load.password).await?;
         let measured = Instant::now() + load.warmup;
@@ -292,6 +309,14 @@ async fn send(
 }
 
 /// Registers `n` customers, each with car `plate(i)`, through the public `createUser`.
+/// The password of every registered driver.
+const DRIVER_PASSWORD: &str = "Bench#Driver2026";
+
+/// The e-mail address of driver `i`.
+fn customer(i: usize) -> String {
+    format!("driver{i}@bench.pms.test")
+}
+
 async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
     let t = target(api.gateway, "/users/createUser")?;
     let t = &t;
@@ -306,7 +331,7 @@ async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
             }
             let body = json!({
                 "firstName": "Bench", "lastName": format!("Driver {i}"),
-                "email": format!("driver{i}@bench.pms.test"), "password": "Bench#Driver2026",
+                "email": customer(i), "password": DRIVER_PASSWORD,
                 "nif": 300_000_000 + i, "licensePlateNumber": plate(i),
                 "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL",
             });
@@ -478,6 +503,10 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
     }
     let clients = load.clients as f64;
     let ticker = tokio::spawn(collector.clone().tick(move |_| clients, |_| {}));
+    let windows = load
+        .soak
+        .as_ref()
+        .map(|soak| Arc::new(Windows::new(measure_from, soak.window)));
     let mut tasks = Vec::new();
     for c in 0..load.clients {
         let (park, entrance, exit) = barriers_of(c);
@@ -487,6 +516,7 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         let schedule = load
             .rate
             .map(|rate| Schedule::of(c, load.clients, rate, start));
+        let windows = windows.clone();
         tasks.push(tokio::spawn(async move {
             let _active = collector.enter();
             car(
@@ -498,10 +528,30 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
                 &collector,
                 (measure_from, end),
                 schedule,
+                windows.as_deref(),
             )
             .await
         }));
     }
+    // A soak's people and memory readings, beside the barriers.
+    let people = match (&load.soak, &windows) {
+        (Some(soak), Some(windows)) => {
+            let (gateway, customer) = (api.gateway, customer(load.clients + 1));
+            let password = DRIVER_PASSWORD.to_owned();
+            let w = windows.clone();
+            let signing = tokio::spawn({
+                let (customer, password) = (customer.clone(), password.clone());
+                async move { soak::sign_ins(gateway, customer, password, &w, end).await }
+            });
+            let w = windows.clone();
+            let visiting = tokio::spawn(async move {
+                soak::front_office(gateway, customer, password, &w, end).await;
+            });
+            let reading = tokio::spawn(soak::sample_rss(soak.processes.clone(), measure_from, end));
+            Some((signing, visiting, reading))
+        }
+        _ => None,
+    };
     let auth = HeaderValue::try_from(format!("Bearer {token}"))
         .map_err(|e| SuiteError::Failed(format!("token header: {e}")))?;
     let quoter = tokio::spawn(quotes(api.clone(), parked, auth, measure_from, end));
@@ -558,6 +608,12 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
             .map_err(|e| SuiteError::Failed(format!("display delays: {e}")))?;
         display_failures += failed;
     }
+    let mut rss = Vec::new();
+    if let Some((signing, visiting, reading)) = people {
+        let _ = signing.await;
+        let _ = visiting.await;
+        rss = reading.await.unwrap_or_default();
+    }
     Ok(Outcome {
         calls,
         exits: all.exits,
@@ -570,6 +626,8 @@ async fn drive(api: Arc<Api>, load: &Load, token: String) -> Result<Outcome, Sui
         display_failures,
         window: load.duration - load.warmup,
         failure_samples: all.samples,
+        windows: windows.map(|w| w.rows()).unwrap_or_default(),
+        rss,
     })
 }
 
@@ -589,6 +647,7 @@ async fn car(
     collector: &Collector,
     (measure_from, end): (Instant, Instant),
     schedule: Option<Schedule>,
+    windows: Option<&Windows>,
 ) -> Tally {
     let start = collector.start().into_std();
     let mut tally = Tally {
@@ -650,6 +709,15 @@ async fn car(
                 (Some(e.clone()), None, Some(ErrorKind::Reset))
             }
         };
+        if let Some(w) = windows {
+            // From when it was due, as the collector counts it.
+            w.record(
+                Series::Barriers,
+                due.unwrap_or(began),
+                elapsed + lag,
+                failure.is_none(),
+            );
+        }
         collector.record(
             i,
             &Sample {

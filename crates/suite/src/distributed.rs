@@ -1,9 +1,10 @@
 //! The parking suite's distributed system: PMS as an operator runs it across machines, on one
 //! here — `pms users`, `pms parks` and `pms payments` as processes of their own on the cell's
 //! PostgreSQL database (a schema each), their events through a `nats-server -js` of the cell's,
-//! and `pms gateway` in front with the shipped route table. The barrier load is the same as
-//! for `pms up` ([`super::barriers`]); what differs is every event crossing the broker, and the
-//! gateway and the services talking over sockets between processes.
+//! and `pms gateway` in front with the shipped route table (and `pms web` behind it, for a soak's
+//! people). The barrier load is the same as for `pms up` ([`super::barriers`]); what differs is
+//! every event crossing the broker, and the gateway and the services talking over sockets
+//! between processes.
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +22,7 @@ const ROUTE_TABLE: &str = include_str!("../../../config/gateway.toml");
 
 /// The services of a running distributed system, stopped when dropped.
 pub struct System {
-    /// nats-server, the three services, the gateway.
+    /// nats-server, the three services, the gateway, the front office.
     pub procs: Vec<Proc>,
     /// The device secret's file (`pms device key … --device-secret-file`).
     pub device_secret: PathBuf,
@@ -125,23 +126,41 @@ pub fn start(
         system.procs.push(proc);
     }
 
+    let web_port = free_port()?;
+    let forwarder_key = random_hex(32)?;
     let config = dir.join("gateway.toml");
-    std::fs::write(&config, gateway_config(ports, users_port, free_port()?)?)
+    std::fs::write(&config, gateway_config(ports, users_port, web_port)?)
         .map_err(|e| SuiteError::io(&format!("writing {}", config.display()), e))?;
     let gateway = ctx
         .pms("pms gateway", &["gateway", "--config"])
         .args([config.display().to_string()])
-        .env("PMS_JWT_SECRET", &secret);
+        .env("PMS_JWT_SECRET", &secret)
+        .env("PMS_FORWARDER_KEY", &forwarder_key);
     record.commands.push(gateway.shell_line());
     let mut proc = gateway.start(&dir.join("gateway.log"))?;
     proc.wait_ready(&Ready::Port(loopback(ports.gateway)), READY_TIMEOUT)?;
     system.procs.push(proc);
+
+    // The front office, for the people of a soak; the barriers do not use it.
+    let web = ctx
+        .pms("pms web", &["web", "--listen"])
+        .args([
+            loopback(web_port).to_string(),
+            "--gateway-url".into(),
+            format!("http://{}", loopback(ports.gateway)),
+        ])
+        .env("PMS_FORWARDER_KEY", &forwarder_key);
+    record.commands.push(web.shell_line());
+    let mut proc = web.start(&dir.join("web.log"))?;
+    let ready =
+        Ready::url(&format!("http://127.0.0.1:{web_port}/readyz")).map_err(SuiteError::Failed)?;
+    proc.wait_ready(&ready, READY_TIMEOUT)?;
+    system.procs.push(proc);
     Ok(system)
 }
 
-/// The gateway's config: its listener and the services' addresses, then the routes of the
-/// shipped table as they are (the front office's upstream points at `web`, where nothing
-/// listens: the load does not use it).
+/// The gateway's config: its listener, the services' and the front office's addresses, the
+/// front office as its trusted forwarder, then the routes of the shipped table as they are.
 fn gateway_config(ports: Ports, users: u16, web: u16) -> Result<String, SuiteError> {
     let routes = ROUTE_TABLE
         .find("[[routes]]")
@@ -157,6 +176,7 @@ fn gateway_config(ports: Ports, users: u16, web: u16) -> Result<String, SuiteErr
          [[listeners]]\nname = \"public\"\nlisten = \"127.0.0.1:{gateway}\"\n\n\
          [auth.jwt]\nalgorithms = [\"HS256\"]\nsecret_env = \"PMS_JWT_SECRET\"\nrequire_exp = true\n\
          leeway_s = 30\nclaims_to_headers = {{ sub = \"X-UserId\", role = \"X-UserRole\" }}\n\n\
+         [auth.forwarder]\nkey_env = \"PMS_FORWARDER_KEY\"\n\n\
          {users}{parks}{payments}{web}{routes}",
         gateway = ports.gateway,
         users = upstream("users", users),

@@ -5,7 +5,8 @@
 //! [`proxy`] for the reverse-proxy matrix (with nginx and haproxy as [`peers`]), [`gateway`] for
 //! the users service behind the gateway, [`delay`] for the slow back-end, [`parking`] for cars
 //! at the barriers of `pms up` or of the services apart over NATS ([`distributed`]) beside
-//! `pgbench` (its load in [`barriers`]). The outcome
+//! `pgbench` (its load in [`barriers`], and a soak's people and per-window figures in [`soak`]).
+//! The outcome
 //! ([`results`]) becomes `results.json`, `report.md` ([`markdown`]) and `report.html`
 //! ([`html`], charts from [`charts`]); with an envelope ([`envelope`]) each system under test
 //! runs under the published container's limits, the load generator on cores of its own; both reports share their tables ([`tables`]), the
@@ -33,6 +34,7 @@ pub mod procs;
 pub mod proxy;
 pub mod results;
 pub mod rounds;
+pub mod soak;
 pub mod spec;
 pub mod tables;
 

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 
 use pms_bench::startup::Ready;
 
-use super::barriers::{self, Load, Outcome, Ports, PARKS};
+use super::barriers::{self, Load, Outcome, Ports, SoakLoad, PARKS};
 use super::distributed;
 use super::gateway::{random_hex, Shared};
 use super::metrics;
@@ -362,6 +362,13 @@ fn barriers(
             keys,
             display_keys,
             rate: job.rate,
+            soak: job.soak_window.map(|window| SoakLoad {
+                window,
+                processes: procs
+                    .iter()
+                    .map(|p| (p.name().to_owned(), p.pid()))
+                    .collect(),
+            }),
         };
         barriers::run(ports, &load)
     })();
@@ -464,6 +471,12 @@ fn figures(record: &mut RunRecord, o: &Outcome) {
         "display_failures": o.display_failures,
         "window_s": window,
     }));
+    if !o.windows.is_empty() {
+        if let Some(extra) = record.extra.as_mut().and_then(|e| e.as_object_mut()) {
+            extra.insert("soak_windows".into(), serde_json::json!(o.windows));
+            extra.insert("soak_rss".into(), serde_json::json!(o.rss));
+        }
+    }
 }
 
 #[cfg(test)]

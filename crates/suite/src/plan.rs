@@ -125,6 +125,9 @@ pub struct ParkingJob {
     /// Barrier calls per second offered on a fixed schedule; `None`: each client calls again
     /// as soon as it has its answer.
     pub rate: Option<f64>,
+    /// A soak ([`crate::soak`]): people beside the barriers, and the figures per window of
+    /// this length.
+    pub soak_window: Option<Duration>,
 }
 
 /// `h1`/`h2` as the reports name them.
@@ -344,6 +347,7 @@ pub fn plan(
                 warmup: p.warmup,
                 pgbench_scale: p.pgbench_scale,
                 rate,
+                soak_window: None,
             })
         };
         let params = |database: &str, clients: usize| {
@@ -401,6 +405,37 @@ pub fn plan(
                     servers: vec!["pms".into()],
                     job: job(ParkingLoad::Barriers(b), paced.barriers, Some(paced.rate)),
                     expected: p.duration + barrier_setup(paced.barriers),
+                });
+            }
+        }
+        if let Some(soak) = &p.soak {
+            for &b in &p.backends {
+                cells.push(Cell {
+                    id: format!("soak/{}/{}c/{}ps", b.id(), soak.barriers, soak.rate),
+                    part: "parking".into(),
+                    name: format!(
+                        "Soak: barriers at {} calls/s, quotes, displays, sign-ins and front-office pages",
+                        soak.rate
+                    ),
+                    params: [
+                        params(b.label(), soak.barriers),
+                        vec![
+                            ("Offered".into(), format!("{}/s", soak.rate)),
+                            ("Window".into(), pms_bench::duration::show(soak.window)),
+                        ],
+                    ]
+                    .concat(),
+                    servers: vec!["pms".into()],
+                    job: Job::Parking(ParkingJob {
+                        load: ParkingLoad::Barriers(b),
+                        clients: soak.barriers,
+                        duration: p.duration,
+                        warmup: p.warmup,
+                        pgbench_scale: p.pgbench_scale,
+                        rate: Some(soak.rate),
+                        soak_window: Some(soak.window),
+                    }),
+                    expected: p.duration + barrier_setup(soak.barriers),
                 });
             }
         }

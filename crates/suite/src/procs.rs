@@ -276,6 +276,11 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// The name the suite gave it (`pms up`, `pms parks`, …).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Its pid.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)

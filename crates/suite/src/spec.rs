@@ -346,6 +346,24 @@ pub struct ParkingProfile {
     /// closed-loop ones: latency at a given load rather than at saturation.
     #[serde(default)]
     pub paced: Vec<Paced>,
+    /// A soak cell per database: barriers on a fixed schedule with people beside them (sign-ins
+    /// and front-office pages), for a long run reported window by window, with the memory of
+    /// every process of the system over time.
+    #[serde(default)]
+    pub soak: Option<Soak>,
+}
+
+/// A soak: barrier clients on a fixed schedule, people beside them, figures per window.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Soak {
+    /// Barrier clients.
+    pub barriers: usize,
+    /// Barrier calls per second offered by all of them together.
+    pub rate: f64,
+    /// The figures are reported per window of this length.
+    #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
+    pub window: Duration,
 }
 
 /// Barrier clients calling on a fixed schedule.
@@ -470,10 +488,25 @@ impl SuiteSpec {
         }
         if let Some(k) = &self.parking {
             for (name, p) in &k.profiles {
-                if p.barriers.is_empty() || p.barriers.contains(&0) || p.backends.is_empty() {
+                let cells = !p.barriers.is_empty() || !p.paced.is_empty() || p.soak.is_some();
+                if !cells || p.barriers.contains(&0) || p.backends.is_empty() {
                     return bad(format!(
-                        "parking.profiles.{name}: barriers and backends must be given, barriers > 0"
+                        "parking.profiles.{name}: backends and barriers (or paced, or soak) must \
+                         be given, barriers > 0"
                     ));
+                }
+                if let Some(soak) = &p.soak {
+                    if soak.barriers == 0
+                        || !soak.rate.is_finite()
+                        || soak.rate <= 0.0
+                        || soak.window.is_zero()
+                        || soak.window > p.duration.saturating_sub(p.warmup)
+                    {
+                        return bad(format!(
+                            "parking.profiles.{name}.soak: barriers > 0, a rate above 0, and a \
+                             window no longer than the measured time"
+                        ));
+                    }
                 }
                 if p.warmup >= p.duration {
                     return bad(format!(

@@ -155,6 +155,7 @@ pub fn all(res: &SuiteResults) -> (Vec<Table>, Vec<Table>) {
     }
     if res.cells.iter().any(|c| c.part == "parking") {
         out.push(parking(res));
+        out.extend(soak(res));
     }
     out.extend(super::rounds::table(res));
     out.extend(super::hypothesis::table(res));
@@ -537,6 +538,111 @@ fn parking(res: &SuiteResults) -> Table {
         Some(row)
     });
     t
+}
+
+/// Each soak cell's figures window by window, with every process's resident memory at the
+/// window's end: what drifts over a long run shows as a trend down the rows.
+fn soak(res: &SuiteResults) -> Vec<Table> {
+    let mut out = Vec::new();
+    for c in cells(res, "parking").filter(|c| c.id.starts_with("soak/")) {
+        for r in &c.runs {
+            let Some(extra) = r.extra.as_ref() else {
+                continue;
+            };
+            let (Some(windows), rss) = (
+                extra["soak_windows"].as_array(),
+                extra["soak_rss"].as_array().cloned().unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            let mut processes: Vec<&str> =
+                rss.iter().filter_map(|s| s["process"].as_str()).collect();
+            processes.sort_unstable();
+            processes.dedup();
+            let width = windows
+                .get(1)
+                .and_then(|w| w["from_s"].as_f64())
+                .unwrap_or_else(|| extra["window_s"].as_f64().unwrap_or(0.0));
+            let mut headers = vec![
+                "From (s)".to_owned(),
+                "Barrier calls".into(),
+                "Failed".into(),
+                "p50 (ms)".into(),
+                "p99 (ms)".into(),
+                "Max (ms)".into(),
+                "Sign-ins".into(),
+                "Failed".into(),
+                "p99 (ms)".into(),
+                "Pages".into(),
+                "Failed".into(),
+                "p99 (ms)".into(),
+            ];
+            headers.extend(processes.iter().map(|p| format!("{p} RSS (MB)")));
+            let header_refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+            let mut t = table(
+                &format!(
+                    "{} ({})",
+                    c.name,
+                    c.params
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "The run cut into windows of equal length, each with its barrier calls (latency from when each was due), a customer's sign-ins through the API (one a second) and a person's front-office pages (the sign-in form, signing in, the account and visits pages, every two seconds); then each process's resident memory (VmRSS) as last read in the window (read every 10 s). Steady latency and flat memory down the rows is the soak passed.",
+                &header_refs,
+            );
+            for w in windows {
+                // Latencies only where there were answers.
+                let series = |name: &str| {
+                    let s = &w[name];
+                    let n = s["ok"].as_u64().unwrap_or(0) + s["failed"].as_u64().unwrap_or(0);
+                    let ms = |k: &str| s[k].as_f64().filter(|_| n > 0);
+                    (
+                        n,
+                        s["failed"].as_u64().unwrap_or(0),
+                        ms("p50_ms"),
+                        ms("p99_ms"),
+                        ms("max_ms"),
+                    )
+                };
+                let from = w["from_s"].as_f64().unwrap_or(0.0);
+                let (b, bf, b50, b99, bmax) = series("barriers");
+                let (si, sif, _, si99, _) = series("sign_ins");
+                let (pg, pgf, _, pg99, _) = series("pages");
+                let mut row = vec![
+                    num(Some(from), 0),
+                    b.to_string(),
+                    bf.to_string(),
+                    num(b50, 2),
+                    num(b99, 2),
+                    num(bmax, 2),
+                    si.to_string(),
+                    sif.to_string(),
+                    num(si99, 2),
+                    pg.to_string(),
+                    pgf.to_string(),
+                    num(pg99, 2),
+                ];
+                for p in &processes {
+                    let last = rss
+                        .iter()
+                        .filter(|s| s["process"].as_str() == Some(p))
+                        .filter(|s| {
+                            s["at_s"]
+                                .as_f64()
+                                .is_some_and(|at| at < from + width + 1e-9)
+                        })
+                        .filter_map(|s| s["mb"].as_f64())
+                        .next_back();
+                    row.push(num(last, 1));
+                }
+                t.rows.push(row);
+            }
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// A part's metric names and its (cell, PMS run, published row) triples.
