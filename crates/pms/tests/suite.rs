@@ -434,6 +434,17 @@ fn unknown_suites_profiles_and_filters_are_usage_errors() {
     );
     let o = suite(&["ballerina-rest", "--only", "nothing-matches", "--dry-run"]);
     assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    // A profile the suite does not have: named with the ones it has.
+    let o = suite(&["pms-parking", "--profile", "nope", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(
+        text(&o).contains("quick, standard, published, soak"),
+        "{}",
+        text(&o)
+    );
+    let o = suite(&["pms-parking", "--profile", "soak", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("1 cells"), "{}", text(&o));
     let o = suite(&["ballerina-rest", "--profile", "standard", "--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("96 cells"), "{}", text(&o));

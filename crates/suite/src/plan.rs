@@ -173,7 +173,7 @@ pub fn plan(
         SuiteError::Usage(format!(
             "suite {} has no profile {profile:?} (profiles: {})",
             spec.name,
-            super::PROFILES.join(", ")
+            spec.profiles().join(", ")
         ))
     };
     let mut cells = Vec::new();

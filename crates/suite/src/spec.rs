@@ -397,6 +397,25 @@ pub enum SpecError {
 }
 
 impl SuiteSpec {
+    /// Its profiles: `quick`, `standard` and `published`, first, then any others it defines
+    /// (the parking suite's `soak`), by name.
+    pub fn profiles(&self) -> Vec<&str> {
+        let names: Vec<&str> = match (&self.proxy, &self.gateway, &self.delay, &self.parking) {
+            (Some(p), ..) => p.profiles.keys().map(String::as_str).collect(),
+            (_, Some(g), ..) => g.profiles.keys().map(String::as_str).collect(),
+            (_, _, Some(d), _) => d.profiles.keys().map(String::as_str).collect(),
+            (.., Some(k)) => k.profiles.keys().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let mut ordered: Vec<&str> = super::PROFILES
+            .iter()
+            .copied()
+            .filter(|p| names.contains(p))
+            .collect();
+        ordered.extend(names.into_iter().filter(|n| !super::PROFILES.contains(n)));
+        ordered
+    }
+
     /// Parses and checks a suite file's text.
     ///
     /// # Errors
@@ -418,16 +437,9 @@ impl SuiteSpec {
         if kinds.iter().filter(|k| **k).count() != 1 {
             return bad("a suite has exactly one of [proxy], [gateway], [delay], [parking]".into());
         }
-        let profiles: Vec<&String> = match (&self.proxy, &self.gateway, &self.delay, &self.parking)
-        {
-            (Some(p), ..) => p.profiles.keys().collect(),
-            (_, Some(g), ..) => g.profiles.keys().collect(),
-            (_, _, Some(d), _) => d.profiles.keys().collect(),
-            (.., Some(k)) => k.profiles.keys().collect(),
-            _ => Vec::new(),
-        };
+        let profiles = self.profiles();
         for needed in super::PROFILES {
-            if !profiles.iter().any(|p| p.as_str() == *needed) {
+            if !profiles.contains(needed) {
                 return bad(format!("profile {needed:?} is missing"));
             }
         }
