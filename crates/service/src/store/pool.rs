@@ -35,12 +35,15 @@
 //! under load a writer that kept losing the race to the ones that did not sleep waited seconds: a
 //! barrier's call, at 100 barriers, up to 2.6 s.
 //!
-//! Overload is shed, not queued ([`Queue`]): the pool keeps how long a loan lasts (a moving
-//! average) and how many wait, and a request that would wait longer than the acquire timeout —
-//! the waiters ahead of it, times a loan, over the connections serving them — is refused at once
-//! with `PoolTimedOut` (the services answer 503) instead of waiting the whole timeout to be
-//! refused then. The queue stays as long as the database can serve within the timeout, and a
-//! client past the knee hears so at once; when the load drops, the next request is served.
+//! Overload is shed, not queued ([`Queue`]): the pool keeps how long a loan lasts and how long
+//! the last requests waited for one (moving averages), and how many wait now. A request that
+//! would wait longer than the acquire timeout — the waiters ahead of it, times a loan, over the
+//! connections serving them — while the recent ones already waited half of it, is refused at
+//! once with `PoolTimedOut` (the services answer 503) instead of waiting the whole timeout to be
+//! refused then. Both must hold: loans that lasted through a short stall of the database (its
+//! disk flushing, say) predict long waits that the end of the stall cuts short, and a soak at
+//! 80 % of capacity shed five calls on the prediction alone. When the load drops, the next
+//! request is served.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -144,31 +147,46 @@ struct Shared<C: Pooled> {
 #[derive(Debug, Default)]
 struct Queue {
     waiting: AtomicUsize,
-    /// Microseconds; 0 until a loan has ended, so nothing is shed before the pool knows.
+    /// How long a loan lasts, µs; 0 until a loan has ended, so nothing is shed before the pool
+    /// knows.
     loan_us: AtomicU64,
+    /// How long the last requests waited for their turn, µs (a timed-out one counts the timeout).
+    wait_us: AtomicU64,
+}
+
+/// Adds `sample` to the moving average in `average`, 1/8 of it (the first sets it).
+fn average_in(average: &AtomicU64, sample: Duration) {
+    let sample = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX);
+    // Racing updates may lose one sample to another; the average is a hint, not a count.
+    let old = average.load(Ordering::Relaxed);
+    let new = if old == 0 {
+        sample
+    } else {
+        old - old / 8 + sample / 8
+    };
+    average.store(new, Ordering::Relaxed);
 }
 
 impl Queue {
     /// Counts a loan that lasted `held`.
     fn loan_ended(&self, held: Duration) {
-        let sample = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
-        // Racing updates may lose one sample to another; the average is a hint, not a count.
-        let old = self.loan_us.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            sample
-        } else {
-            old - old / 8 + sample / 8
-        };
-        self.loan_us.store(new, Ordering::Relaxed);
+        average_in(&self.loan_us, held);
+    }
+
+    /// Counts a request that waited `waited` for its turn (or gave up after it).
+    fn waited(&self, waited: Duration) {
+        average_in(&self.wait_us, waited);
     }
 
     /// Whether one more waiter, behind those waiting now, would be served by `servers` loans at
-    /// a time later than `timeout`.
+    /// a time later than `timeout`, while the recent waiters already waited half of it.
     fn would_overrun(&self, servers: u32, timeout: Duration) -> bool {
         let ahead = self.waiting.load(Ordering::Relaxed) as u64 + 1;
         let wait_us =
             ahead.saturating_mul(self.loan_us.load(Ordering::Relaxed)) / u64::from(servers.max(1));
-        u128::from(wait_us) > timeout.as_micros()
+        let timeout_us = timeout.as_micros();
+        u128::from(wait_us) > timeout_us
+            && u128::from(self.wait_us.load(Ordering::Relaxed)) * 2 >= timeout_us
     }
 
     /// Counts a waiter until the guard goes.
@@ -265,7 +283,10 @@ impl<C: Pooled> Pool<C> {
             return Err(shed("a connection"));
         }
         let _waiting = shared.conns.wait();
-        self.within_acquire_timeout(self.get_unbounded()).await
+        let asked = tokio::time::Instant::now();
+        let got = self.within_acquire_timeout(self.get_unbounded()).await;
+        shared.conns.waited(asked.elapsed());
+        got
     }
 
     /// A connection for a write transaction. On a [`Pooled::ONE_WRITER`] database it comes
@@ -291,13 +312,17 @@ impl<C: Pooled> Pool<C> {
             return Err(shed("the turn to write"));
         }
         let _waiting = shared.turns.wait();
-        self.within_acquire_timeout(async {
-            let turn = Arc::clone(&self.0.writer).lock_owned().await;
-            let mut conn = self.get_unbounded().await?;
-            conn.turn = Some(turn);
-            Ok(conn)
-        })
-        .await
+        let asked = tokio::time::Instant::now();
+        let got = self
+            .within_acquire_timeout(async {
+                let turn = Arc::clone(&self.0.writer).lock_owned().await;
+                let mut conn = self.get_unbounded().await?;
+                conn.turn = Some(turn);
+                Ok(conn)
+            })
+            .await;
+        shared.turns.waited(asked.elapsed());
+        got
     }
 
     async fn get_unbounded(&self) -> Result<Conn<C>, sqlx::Error> {
@@ -642,8 +667,13 @@ mod tests {
         assert_eq!(q.loan_us.load(Ordering::Relaxed), 70_000);
         // One waiter ahead at 70 ms a loan, two connections: the next waits 70 ms in all.
         let _ahead = q.wait();
+        // Loans that long, but nobody has waited yet: a stall, not yet an overload.
+        assert!(!q.would_overrun(2, Duration::from_millis(69)));
+        q.waited(Duration::from_millis(40));
         assert!(q.would_overrun(2, Duration::from_millis(69)));
         assert!(!q.would_overrun(2, Duration::from_millis(70)));
+        // Recent waits under half the timeout: not shed, whatever the loans predict.
+        assert!(!q.would_overrun(2, Duration::from_millis(81)));
     }
 
     /// With every connection lent, a request that would wait past the acquire timeout behind the
@@ -657,6 +687,7 @@ mod tests {
         let held = pool.get().await.expect("the one connection");
         // Loans have lasted 40 s lately: one waiter is served within the 60 s, two are not.
         pool.0.conns.loan_us.store(40_000_000, Ordering::Relaxed);
+        pool.0.conns.wait_us.store(35_000_000, Ordering::Relaxed);
         let first = tokio::spawn({
             let pool = pool.clone();
             async move { pool.get().await.map(Conn::keep) }
@@ -690,6 +721,7 @@ mod tests {
         let pool = pool(dir.path(), 4);
         let writing = pool.get_to_write().await.expect("the turn to write");
         pool.0.turns.loan_us.store(40_000_000, Ordering::Relaxed);
+        pool.0.turns.wait_us.store(35_000_000, Ordering::Relaxed);
         let next = tokio::spawn({
             let pool = pool.clone();
             async move { pool.get_to_write().await.map(Conn::keep) }
