@@ -1,8 +1,9 @@
 //! `pms web`: the front office on its own, in front of a gateway (`pms up` runs it in-process).
-//! It calls the gateway as any client does, so it needs no secret and no database: only where
+//! It calls the gateway as any client does, so it needs no database and no token key: only where
 //! to listen and where the gateway is, and, when several run behind one gateway, the NATS server
-//! their sessions are shared in. With the gateway's forwarder key (its `[auth.forwarder]`) in
-//! `PMS_FORWARDER_KEY`, each person's sign-ins count against their own rate limit there.
+//! their sessions are shared in. Its one secret is the gateway's forwarder key (its
+//! `[auth.forwarder]`) in `PMS_FORWARDER_KEY`, with which each person's sign-ins count against
+//! their own rate limit there.
 
 use std::net::SocketAddr;
 
