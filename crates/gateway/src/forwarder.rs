@@ -8,7 +8,7 @@
 //! `X-Forwarded-For` counts for nothing (anyone can write one), and a wrong key is refused
 //! rather than ignored: a forwarder with a stale key would otherwise put everyone it serves in
 //! one bucket again, unnoticed. The key header never goes upstream (see
-//! [`headers::rules`](crate::headers::rules)).
+//! `headers::rules`).
 //!
 //! Trust by key and not by address: in a cluster the front office's address changes with every
 //! pod, and on one host every process shares loopback.

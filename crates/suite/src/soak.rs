@@ -288,7 +288,7 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
-/// A customer signing in through the API every [`SIGN_IN_EVERY`] until `end`.
+/// A customer signing in through the API once a second until `end`.
 pub async fn sign_ins(port: u16, email: String, password: String, windows: &Windows, end: Instant) {
     let body = serde_json::json!({"email": email, "password": password}).to_string();
     while Instant::now() < end {
@@ -300,7 +300,7 @@ pub async fn sign_ins(port: u16, email: String, password: String, windows: &Wind
     }
 }
 
-/// A person using the front office every [`PAGES_EVERY`] until `end`: the sign-in form, signing
+/// A person using the front office every two seconds until `end`: the sign-in form, signing
 /// in, the account page and the visits page, each a page counted on its own.
 pub async fn front_office(
     port: u16,

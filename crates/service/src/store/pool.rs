@@ -35,7 +35,7 @@
 //! under load a writer that kept losing the race to the ones that did not sleep waited seconds: a
 //! barrier's call, at 100 barriers, up to 2.6 s.
 //!
-//! Overload is shed, not queued ([`Queue`]): the pool keeps how long a loan lasts and how long
+//! Overload is shed, not queued (`Queue`): the pool keeps how long a loan lasts and how long
 //! the last requests waited for one (moving averages), and how many wait now. A request that
 //! would wait longer than the acquire timeout — the waiters ahead of it, times a loan, over the
 //! connections serving them — while the recent ones already waited half of it, is refused at
