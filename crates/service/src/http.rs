@@ -67,17 +67,7 @@ pub fn finish(router: Router) -> Router {
 /// `traceparent` (W3C Trace Context, which the gateway always sends), so every log line written
 /// while handling it names both.
 async fn request_id(mut req: Request, next: Next) -> Response {
-    let id = req
-        .headers()
-        .get(X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| {
-            !v.is_empty()
-                && v.len() <= 128
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-        })
-        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let id = request_id_of(req.headers());
     let traceparent = req.headers().get(pms_net::trace::TRACEPARENT);
     let trace = traceparent
         .and_then(|v| pms_net::trace::trace_id(v.as_bytes()))
@@ -113,6 +103,21 @@ async fn request_id(mut req: Request, next: Next) -> Response {
         resp.headers_mut().insert(X_REQUEST_ID, v);
     }
     resp
+}
+
+/// The caller's `X-Request-Id` when it is sane (up to 128 letters, digits and `-_.:`), else a
+/// new one.
+pub(crate) fn request_id_of(headers: &HeaderMap) -> String {
+    headers
+        .get(X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        })
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
 }
 
 /// Reads a JSON object body within `limits`.
@@ -295,7 +300,7 @@ mod tests {
         let server = tokio::spawn(crate::serve(
             listener,
             app,
-            pms_net::serve::ServeConfig::default(),
+            crate::Serving::default(),
             std::future::pending(),
         ));
         let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -7,13 +7,15 @@
 //! - [`fields`]: reading request JSON into typed values, naming the field at fault.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
 //! - [`idempotency`]: `Idempotency-Key` for requests that move money: the first answer again.
+//! - [`in_flight`]: the bound on requests handled at once, past which a request gets 503 `busy`.
 //! - [`openapi`]: what every service's OpenAPI document shares (error body, bearer scheme, the
 //!   kit's own error answers on every operation).
 //! - [`ready`]: readiness while the database is away, and start-up retried in the background.
 //! - [`store`]: the database handle ([`store::Db`]): pool, migrations, failure classes, retries.
 //! - [`telemetry`]: request spans exported over OTLP, when the environment asks for it.
 //! - [`vocab`]: roles, statuses, vehicle types, energy sources, plates.
-//! - [`serve`]: a service's router on a listener until shutdown, then drained.
+//! - [`serve`]: a service's router on a listener, behind its [`in_flight`] bound, until
+//!   shutdown, then drained ([`Serving`] says how).
 //!
 //! Why services verify tokens themselves: the original trusted `X-UserId`/`X-UserRole` headers,
 //! so anyone who reached a service past the gateway could be anyone (spec §9 item 2). Every
@@ -29,6 +31,7 @@ pub mod error;
 pub mod fields;
 pub mod http;
 pub mod idempotency;
+pub mod in_flight;
 pub mod openapi;
 pub mod ready;
 pub mod store;
@@ -52,18 +55,43 @@ use hyper_util::service::TowerToHyperService;
 use pms_net::serve::{Drain, NoObserver, ServeConfig};
 use tokio::net::TcpListener;
 
-/// Serves `router` (HTTP/1.1 and h2c, or TLS per `config`) on `listener` until `shutdown`, then
-/// drains the connections.
+/// How a service is served: its connections, and how many requests it handles at once.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    /// Listening: TLS, protocols, connection limits and timeouts.
+    pub net: ServeConfig,
+    /// Most requests handled at once; past it, 503 `busy` at once (see [`in_flight`]).
+    pub max_in_flight: usize,
+}
+
+impl Default for Serving {
+    fn default() -> Self {
+        ServeConfig::default().into()
+    }
+}
+
+impl From<ServeConfig> for Serving {
+    fn from(net: ServeConfig) -> Self {
+        Self {
+            net,
+            max_in_flight: in_flight::DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+/// Serves `router` (HTTP/1.1 and h2c, or TLS per `serving`) on `listener`, at most
+/// `serving.max_in_flight` requests at once, until `shutdown`, then drains the connections.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
-    config: ServeConfig,
+    serving: Serving,
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
+    let router = in_flight::InFlight::new(serving.max_in_flight).around(router);
     let service = TowerToHyperService::new(router);
     pms_net::serve::serve(
         listener,
-        config,
+        serving.net,
         move |_| service.clone(),
         Arc::new(NoObserver),
         shutdown,

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pms_auth::{Signer, Verifier, VerifierConfig};
-use pms_net::serve::{Drain, ServeConfig};
+use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
 use pms_service::Readiness;
 use tokio::net::TcpListener;
@@ -203,10 +203,11 @@ impl App {
 pub async fn run(
     listener: TcpListener,
     app: App,
-    serve: ServeConfig,
+    serving: impl Into<pms_service::Serving>,
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
-    let drain = pms_service::serve(listener, http::router(app.clone()), serve, shutdown).await;
+    let router = http::router(app.clone());
+    let drain = pms_service::serve(listener, router, serving.into(), shutdown).await;
     app.store.close().await;
     drain
 }

@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use pms_net::serve::ServeConfig;
 use pms_parks::store::seed::DemoParks;
 use pms_parks::{App, ParksConfig};
 
@@ -109,7 +108,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pms_parks::events::spawn_nats(&app, nats, stop);
         }
         tracing::info!(addr = %args.listen, "parks service listening");
-        let drain = pms_parks::run(listener, app, ServeConfig::default(), stopped).await;
+        let drain = pms_parks::run(
+            listener,
+            app,
+            super::service::serving(args.service.max_in_flight),
+            stopped,
+        )
+        .await;
         tracing::info!(?drain, "parks service stopped");
         Ok(())
     })

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 
-use pms_net::serve::ServeConfig;
 use pms_payments::{App, PaymentsConfig};
 
 use super::service::{bind, ServiceArgs};
@@ -45,7 +44,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pms_payments::events::spawn_nats(&app, nats, stop);
         }
         tracing::info!(addr = %args.listen, "payments service listening");
-        let drain = pms_payments::run(listener, app, ServeConfig::default(), stopped).await;
+        let drain = pms_payments::run(
+            listener,
+            app,
+            super::service::serving(args.service.max_in_flight),
+            stopped,
+        )
+        .await;
         tracing::info!(?drain, "payments service stopped");
         Ok(())
     })

@@ -25,6 +25,11 @@ pub struct ServiceArgs {
     /// Most database connections.
     #[arg(long, default_value_t = pms_service::store::DEFAULT_POOL_SIZE)]
     pub pool_size: u32,
+    /// Most requests handled at once; past it a request is answered 503 `busy` with
+    /// `Retry-After: 1` at once instead of waiting behind the others.
+    #[arg(long, default_value_t = pms_service::in_flight::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_in_flight: usize,
     /// Environment variable holding the HS256 secret the users service signs tokens with.
     #[arg(long, default_value = "PMS_JWT_SECRET")]
     pub jwt_secret_env: String,
@@ -92,6 +97,14 @@ impl ServiceArgs {
         config.pool_size = self.pool_size;
         config.statement_timeout = Duration::from_secs(5);
         Ok(config)
+    }
+}
+
+/// Serving with the default connection settings and a bound of `max_in_flight` requests.
+pub fn serving(max_in_flight: usize) -> pms_service::Serving {
+    pms_service::Serving {
+        max_in_flight,
+        ..pms_service::Serving::default()
     }
 }
 

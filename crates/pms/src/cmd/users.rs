@@ -32,6 +32,11 @@ pub struct ServiceOptions {
     /// Database connections opened at start and kept open (at most --pool-size); more open on demand.
     #[arg(long, default_value_t = store::DEFAULT_MIN_CONNECTIONS)]
     pub pool_min: u32,
+    /// Most requests each service handles at once; past it a request is answered 503 `busy`
+    /// with `Retry-After: 1` at once instead of waiting behind the others.
+    #[arg(long, default_value_t = pms_service::in_flight::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_in_flight: usize,
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).
     #[arg(long, default_value_t = 5000)]
     pub statement_timeout_ms: u64,
@@ -137,9 +142,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             print_seeded(generated.as_deref());
         }
         tracing::info!(addr = %args.listen, tls = tls.is_some(), database = ?app.store.backend(), "users service listening");
-        let serve = ServeConfig {
-            tls,
-            ..ServeConfig::default()
+        let serve = pms_service::Serving {
+            net: ServeConfig {
+                tls,
+                ..ServeConfig::default()
+            },
+            max_in_flight: args.service.max_in_flight,
         };
         let (stop, stopped) = super::service::stop_on(shutdown);
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {

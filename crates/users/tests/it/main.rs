@@ -4,6 +4,7 @@
 mod api;
 mod concurrency;
 mod outage;
+mod overload;
 mod pool;
 mod security;
 mod support;

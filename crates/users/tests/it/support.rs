@@ -104,6 +104,20 @@ pub async fn users_with(config: UsersConfig) -> Users {
     start_users(config, true).await
 }
 
+/// Starts the service with `config`, taking at most `max_in_flight` requests at once, and
+/// waits until it is ready.
+pub async fn users_serving(config: UsersConfig, max_in_flight: usize) -> Users {
+    let app = App::new(config).expect("users config");
+    app.init().await.expect("migrate and seed");
+    let a = app.clone();
+    let serving = pms_service::Serving {
+        max_in_flight,
+        ..pms_service::Serving::default()
+    };
+    let spawned = Spawned::start(move |l, stop| pms_users::run(l, a, serving, stop)).await;
+    Users { app, spawned }
+}
+
 async fn start_users(config: UsersConfig, wait_ready: bool) -> Users {
     let app = App::new(config).expect("users config");
     if wait_ready {
