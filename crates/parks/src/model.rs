@@ -2,8 +2,8 @@
 //! period) and the JSON shapes of the published API (spec §3.2, §3.3), field for field,
 //! including the original's spellings (`parkid`, `customerID`). No I/O and no rules here.
 
-use pms_service::names;
-use pms_service::vocab::{EnergySource, VehicleType};
+use pms_vocab::names;
+use pms_vocab::{EnergySource, VehicleType};
 use serde::Serialize;
 use utoipa::ToSchema;
 

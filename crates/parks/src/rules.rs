@@ -4,7 +4,7 @@
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
-use pms_service::vocab::{EnergySource, VehicleType};
+use pms_vocab::{EnergySource, VehicleType};
 
 /// Why a barrier stays closed. The message is what the driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

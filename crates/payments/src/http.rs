@@ -16,12 +16,12 @@ use axum::extract::{Path, RawQuery, State};
 use axum::routing::get;
 use axum::Router;
 use http::{HeaderMap, StatusCode};
-use pms_service::fields::{required_instant, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, Answer};
 use pms_service::openapi::{ErrorBody, Instant, Plate};
-use pms_service::vocab::Role;
 use pms_service::{caller, ApiError, Caller};
 use pms_tariff::fee::{self, FeeError, Stay};
+use pms_vocab::fields::{required_instant, required_int, required_str, FieldError};
+use pms_vocab::Role;
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -146,7 +146,7 @@ async fn retry_parked_event(
 ) -> Answer {
     let who = signed_in(&s, &headers).await?;
     who.require(&[Role::Supervisor])?;
-    let event_id = pms_service::fields::id_param("eventId", &event_id)?;
+    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
         crate::store::replica::CONSUMER,
@@ -174,8 +174,8 @@ fn store_error(e: StoreError) -> ApiError {
 
 /// `limit`/`offset` from the query string, each at most once.
 fn page(query: Option<&str>) -> Result<(i64, i64), ApiError> {
-    use pms_service::fields::query_int;
-    let [limit, offset] = pms_service::fields::query(query, ["limit", "offset"])?;
+    use pms_vocab::fields::query_int;
+    let [limit, offset] = pms_vocab::fields::query(query, ["limit", "offset"])?;
     Ok((
         query_int("limit", limit.as_deref(), 1..=MAX_PAGE)?.unwrap_or(DEFAULT_PAGE),
         query_int("offset", offset.as_deref(), 0..=i64::MAX)?.unwrap_or(0),
@@ -284,7 +284,7 @@ async fn by_nif(
 )]
 async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMap) -> Answer {
     let who = signed_in(&s, &headers).await?;
-    let id = pms_service::fields::id_param("invoice", &id)?;
+    let id = pms_vocab::fields::id_param("invoice", &id)?;
     let (dto, customer) = s.store.invoice(id).await.map_err(store_error)?;
     who.require_self_or(customer, STAFF)?;
     Ok(json(StatusCode::OK, &dto))
@@ -334,8 +334,7 @@ async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -
 )]
 async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderMap) -> Answer {
     let who = signed_in(&s, &headers).await?;
-    let plate =
-        pms_service::vocab::plate(&plate).map_err(|m| FieldError::new("licensePlateNumber", m))?;
+    let plate = pms_vocab::plate(&plate).map_err(|m| FieldError::new("licensePlateNumber", m))?;
     // Another customer's car is "not parked" to a customer, whether it is or not: the answer
     // must not tell.
     let open = s.store.open_visit(&plate).await.map_err(store_error)?;
@@ -433,7 +432,7 @@ async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) ->
     let entry = required_instant(&body, "enterPark")?;
     let exit = required_instant(&body, "leftPark")?;
     let park = required_int(&body, "parkID")?;
-    let plate = pms_service::vocab::plate(required_str(&body, "licensePlateNumber")?)
+    let plate = pms_vocab::plate(required_str(&body, "licensePlateNumber")?)
         .map_err(|m| FieldError::new("licensePlateNumber", m))?;
     if exit < entry {
         return Err(FieldError::new("leftPark", "leftPark is before enterPark").into());

@@ -2,9 +2,9 @@
 //! field, with what PMS adds after it (the visit, the park, the table version, the coins, the
 //! status). No I/O here.
 
-use pms_service::names;
-use pms_service::vocab::VehicleType;
 use pms_tariff::fee::RowKind;
+use pms_vocab::names;
+use pms_vocab::VehicleType;
 use serde::Serialize;
 use utoipa::ToSchema;
 

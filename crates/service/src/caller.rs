@@ -8,7 +8,7 @@ use http::HeaderMap;
 use pms_auth::Verifier;
 
 use crate::error::ApiError;
-use crate::vocab::Role;
+use pms_vocab::Role;
 
 /// A verified caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

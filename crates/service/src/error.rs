@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Response};
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::StatusCode;
 
-use crate::fields::FieldError;
 use crate::openapi::{ErrorBody, ErrorDetail};
 use crate::store::DbError;
+use pms_vocab::fields::FieldError;
 
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

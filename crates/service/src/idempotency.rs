@@ -19,7 +19,7 @@ use crate::ApiError;
 use http::{HeaderMap, StatusCode};
 
 /// The request header.
-pub const HEADER: &str = "idempotency-key";
+pub const HEADER: &str = pms_vocab::IDEMPOTENCY_KEY;
 /// Longest key, in characters.
 pub const MAX_KEY_CHARS: usize = 255;
 /// How long a key is remembered.

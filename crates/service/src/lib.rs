@@ -4,7 +4,6 @@
 //! Layout:
 //! - [`mod@caller`]: who is calling, from the bearer token, verified here.
 //! - [`error`]: [`ApiError`], the one JSON error format.
-//! - [`fields`]: reading request JSON into typed values, naming the field at fault.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
 //! - [`idempotency`]: `Idempotency-Key` for requests that move money: the first answer again.
 //! - [`in_flight`]: the bound on requests handled at once, past which a request gets 503 `busy`.
@@ -13,7 +12,6 @@
 //! - [`ready`]: readiness while the database is away, and start-up retried in the background.
 //! - [`store`]: the database handle ([`store::Db`]): pool, migrations, failure classes, retries.
 //! - [`telemetry`]: request spans exported over OTLP, when the environment asks for it.
-//! - [`vocab`]: roles, statuses, vehicle types, energy sources, plates.
 //! - [`serve`]: a service's router on a listener, behind its [`in_flight`] bound, until
 //!   shutdown, then drained ([`Serving`] says how).
 //!
@@ -28,7 +26,6 @@
 
 pub mod caller;
 pub mod error;
-pub mod fields;
 pub mod http;
 pub mod idempotency;
 pub mod in_flight;
@@ -36,16 +33,9 @@ pub mod openapi;
 pub mod ready;
 pub mod store;
 pub mod telemetry;
-pub mod vocab;
-
-#[doc(hidden)]
-pub use serde as __serde;
-#[doc(hidden)]
-pub use utoipa as __utoipa;
 
 pub use crate::caller::{caller, Caller};
 pub use crate::error::ApiError;
-pub use crate::fields::FieldError;
 pub use crate::ready::Readiness;
 
 use std::future::Future;

@@ -48,7 +48,7 @@ pub struct ErrorDetail<'a> {
 }
 
 /// A vehicle's plate as the API takes it (`#[schema(value_type = Plate)]`, or as a parameter's
-/// type): one of the four Portuguese shapes, any case, with dashes ([`crate::vocab::plate`]).
+/// type): one of the four Portuguese shapes, any case, with dashes ([`pms_vocab::plate`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Plate;
 
@@ -56,7 +56,7 @@ impl PartialSchema for Plate {
     fn schema() -> RefOr<Schema> {
         ObjectBuilder::new()
             .schema_type(Type::String)
-            .pattern(Some(crate::vocab::PLATE_PATTERN))
+            .pattern(Some(pms_vocab::PLATE_PATTERN))
             .description(Some(
                 "Portuguese plate: AA-00-00, 00-AA-00, 00-00-AA or AA-00-AA.",
             ))
@@ -67,13 +67,13 @@ impl PartialSchema for Plate {
 
 impl ToSchema for Plate {}
 
-/// The epoch milliseconds [`crate::fields::instant`] takes, as the document states them.
+/// The epoch milliseconds [`pms_vocab::fields::instant`] takes, as the document states them.
 pub fn instant_range() -> (i64, i64) {
-    use crate::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
+    use pms_vocab::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
     (FIRST_INSTANT_MS, END_INSTANT_MS - 1)
 }
 
-/// An instant as the API takes it ([`crate::fields::instant`]): RFC 3339 with an offset, or
+/// An instant as the API takes it ([`pms_vocab::fields::instant`]): RFC 3339 with an offset, or
 /// epoch milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Instant;
@@ -247,4 +247,21 @@ fn add_kit_errors(op: &mut Operation) {
         "The service's database is away, or the service is still starting \
          (`database_unavailable`, `not_ready`); retry shortly.",
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// The documents state the range of instants the API takes, no wider and no narrower.
+    #[test]
+    fn the_documented_instants_are_the_ones_taken() {
+        let (min, max) = super::instant_range();
+        for ms in [min, max] {
+            assert!(pms_vocab::fields::instant(&json!(ms)).is_some(), "{ms}");
+        }
+        for ms in [min - 1, max + 1] {
+            assert!(pms_vocab::fields::instant(&json!(ms)).is_none(), "{ms}");
+        }
+    }
 }

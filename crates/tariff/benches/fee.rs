@@ -4,8 +4,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use pms_service::vocab::VehicleType;
 use pms_tariff::{fee, seed};
+use pms_vocab::VehicleType;
 use rust_decimal::Decimal;
 
 fn bench(c: &mut Criterion) {

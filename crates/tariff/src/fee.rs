@@ -18,7 +18,7 @@
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ZonedDateTime};
-use pms_service::vocab::VehicleType;
+use pms_vocab::VehicleType;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::table::{Period, PriceTable, TimeOfDay, MINUTES_PER_DAY};
@@ -37,7 +37,7 @@ pub struct Stay {
     pub vehicle: VehicleType,
 }
 
-pms_service::names! {
+pms_vocab::names! {
     /// What a line of a bill charges for.
     RowKind {
         /// One started block of a period.

@@ -157,7 +157,7 @@ fn time(v: &Value, path: &str) -> Result<TimeOfDay, TableError> {
 }
 
 fn whole(v: &Value, path: &str) -> Result<u32, TableError> {
-    pms_service::fields::integer(v)
+    pms_vocab::fields::integer(v)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| TableError::new(path, "must be a whole number of minutes"))
 }

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use pms_service::names;
-pub use pms_service::vocab::{EnergySource, Role, UserStatus, VehicleType};
+use pms_vocab::names;
+pub use pms_vocab::{EnergySource, Role, UserStatus, VehicleType};
 
 names! {
     /// How a customer pays (a label only; nothing is charged against it).

@@ -6,7 +6,7 @@
 //! Numbers are accepted as JSON numbers or numeric strings (`"123456789"`), as the original
 //! service's JSON mapper accepted them; enumerations only by their exact names.
 
-use pms_service::fields::{enumeration, integer, required_int, required_str};
+use pms_vocab::fields::{enumeration, integer, required_int, required_str};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
@@ -27,7 +27,7 @@ pub const MAX_GRANT_USERS: usize = 1000;
 /// Largest absolute PARKY amount in one grant.
 pub const MAX_GRANT_AMOUNT: i64 = 1_000_000;
 
-pub use pms_service::FieldError;
+pub use pms_vocab::FieldError;
 
 fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
     FieldError::new(field, message)
@@ -356,13 +356,13 @@ pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
     })
 }
 
-/// A user id from a path segment ([`pms_service::fields::id_param`]: `4.0` is user 4, as in a
+/// A user id from a path segment ([`pms_vocab::fields::id_param`]: `4.0` is user 4, as in a
 /// body).
 ///
 /// # Errors
 /// When it is not a positive integer.
 pub fn user_id_param(text: &str) -> Result<i64, FieldError> {
-    pms_service::fields::id_param("userId", text)
+    pms_vocab::fields::id_param("userId", text)
 }
 
 /// The password policy: 11 to 128 characters, no white space, at least one lower-case letter,
@@ -432,12 +432,12 @@ pub fn email(text: &str) -> Result<String, FieldError> {
     }
 }
 
-/// A Portuguese plate (the kit's [`pms_service::vocab::plate`]), upper-cased.
+/// A Portuguese plate (the kit's [`pms_vocab::plate`]), upper-cased.
 ///
 /// # Errors
 /// When it has another shape.
 pub fn plate(text: &str) -> Result<String, FieldError> {
-    pms_service::vocab::plate(text).map_err(|m| bad("licensePlateNumber", m))
+    pms_vocab::plate(text).map_err(|m| bad("licensePlateNumber", m))
 }
 
 fn nif(body: &Map<String, Value>) -> Result<i64, FieldError> {

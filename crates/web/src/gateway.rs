@@ -131,7 +131,7 @@ impl Gateway {
             req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
         }
         if let Some(k) = key {
-            req = req.header(pms_service::idempotency::HEADER, k);
+            req = req.header(pms_vocab::IDEMPOTENCY_KEY, k);
         }
         self.send(req, body).await
     }

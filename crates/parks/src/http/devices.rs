@@ -6,9 +6,9 @@
 use axum::body::Body;
 use axum::extract::State;
 use http::{HeaderMap, StatusCode};
-use pms_service::fields::{optional_int, required_instant, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, Answer};
 use pms_service::ApiError;
+use pms_vocab::fields::{optional_int, required_instant, required_int, required_str, FieldError};
 
 use pms_service::openapi::{ErrorBody, Instant, Plate};
 use utoipa::ToSchema;
@@ -53,7 +53,7 @@ fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(),
 async fn barrier(
     s: &App,
     headers: &HeaderMap,
-    body: &pms_service::fields::Body,
+    body: &pms_vocab::fields::Body,
     direction: Option<Direction>,
 ) -> Result<(i64, Option<Barrier>), ApiError> {
     let id = required_int(body, "barrierID")?;
@@ -165,7 +165,7 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
     s.ready.check()?;
     let body = json_object(&s.limits, &headers, body).await?;
     let (id, barrier) = barrier(&s, &headers, &body, Some(direction)).await?;
-    let plate = pms_service::vocab::plate(required_str(&body, "plateNumber")?)
+    let plate = pms_vocab::plate(required_str(&body, "plateNumber")?)
         .map_err(|m| FieldError::new("plateNumber", m))?;
     let at = required_instant(&body, "date")?;
     let dir = if direction == Direction::Entrance {

@@ -4,10 +4,10 @@
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
-use pms_service::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
 use pms_service::http::{json, json_object, json_value, Answer};
-use pms_service::vocab::Role;
 use pms_service::{caller, ApiError, Caller};
+use pms_vocab::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
+use pms_vocab::Role;
 
 use pms_service::openapi::ErrorBody;
 use pms_tariff::json::{ApiPeriod, ApiTable};
@@ -827,7 +827,7 @@ pub async fn retry_parked_event(
 ) -> Answer {
     let who = signed_in(&s, &headers).await?;
     who.require(&[Role::Supervisor])?;
-    let event_id = pms_service::fields::id_param("eventId", &event_id)?;
+    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
         crate::store::replica::CONSUMER,

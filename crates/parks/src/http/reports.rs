@@ -3,8 +3,8 @@
 use axum::extract::{Path, State};
 use http::{HeaderMap, StatusCode};
 use pms_service::caller;
-use pms_service::fields::{id_param, FieldError};
 use pms_service::http::{json, Answer};
+use pms_vocab::fields::{id_param, FieldError};
 
 use pms_service::openapi::ErrorBody;
 

@@ -6,10 +6,10 @@
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_events::NewEvent;
-use pms_service::vocab::{EnergySource, VehicleType};
 use pms_service::{repeatable, transaction};
 use pms_tariff::json::TableDoc;
 use pms_tariff::PriceTable;
+use pms_vocab::{EnergySource, VehicleType};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::Row;

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
-use pms_service::vocab::VehicleType;
 use pms_tariff::cache::Versions;
 use pms_tariff::json::TableDoc;
 use pms_tariff::{fee, PriceTable, Stay};
+use pms_vocab::VehicleType;
 use rust_decimal::Decimal;
 
 /// The version of park `$park`'s table in force at `$at` (epoch ms; SQL expressions), as a

@@ -76,8 +76,8 @@ async fn parallel_entrances_never_overfill_a_park() {
         let fuel_free = spots
             .iter()
             .filter(|s| {
-                s.spot_type == pms_service::vocab::EnergySource::Fuel
-                    && s.spot_vehicle_type == pms_service::vocab::VehicleType::Automobile
+                s.spot_type == pms_vocab::EnergySource::Fuel
+                    && s.spot_vehicle_type == pms_vocab::VehicleType::Automobile
                     && s.operational
                     && !s.occupied
             })

@@ -492,9 +492,9 @@ async fn demo_parks_can_get_extra_spots_for_load_tests() {
             .filter(|s| s.spot_number.starts_with('C'))
             .collect();
         assert_eq!(extra.len(), 3);
-        assert!(extra.iter().all(|s| s.operational
-            && !s.occupied
-            && s.spot_type == pms_service::vocab::EnergySource::Fuel));
+        assert!(extra
+            .iter()
+            .all(|s| s.operational && !s.occupied && s.spot_type == pms_vocab::EnergySource::Fuel));
         assert_eq!(store.park(park).await.expect("park").max_occupancy, 15);
     }
 }

@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use pms_parks::clock::ClockRules;
-use pms_service::vocab::VehicleType;
 use pms_tariff::fee::{self, Stay};
+use pms_vocab::VehicleType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};

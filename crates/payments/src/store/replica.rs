@@ -11,10 +11,10 @@ use jiff::tz::TimeZone;
 use pms_events::conn::EventConn;
 use pms_events::{Applied, Event};
 use pms_service::store::retry;
-use pms_service::vocab::VehicleType;
 use pms_service::{repeatable, transaction};
 use pms_tariff::json::TableDoc;
 use pms_tariff::PriceTable;
+use pms_vocab::VehicleType;
 use serde::Deserialize;
 
 use super::{Store, StoreError};

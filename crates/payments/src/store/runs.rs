@@ -160,8 +160,8 @@ impl Store {
 mod tests {
     use jiff::{Timestamp, ToSpan};
     use pms_events::{Applied, Event, Outbox};
-    use pms_service::vocab::VehicleType;
     use pms_tariff::json::TableDoc;
+    use pms_vocab::VehicleType;
 
     use super::super::invoices::{ParksChange, Tables, VisitClosed};
     use super::super::replica::{PriceTableDoc, VisitOpened, CONSUMER};

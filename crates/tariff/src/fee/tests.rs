@@ -727,11 +727,11 @@ proptest! {
     }
 }
 
-/// The API takes instants from 1970 up to the year 3000 (`pms_service::fields`): a stay at
+/// The API takes instants from 1970 up to the year 3000 (`pms_vocab::fields`): a stay at
 /// either end of that range, short or longer than a year, is priced in any zone.
 #[test]
 fn stays_at_the_ends_of_the_apis_range_are_priced() {
-    use pms_service::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
+    use pms_vocab::fields::{END_INSTANT_MS, FIRST_INSTANT_MS};
     let first = Timestamp::from_millisecond(FIRST_INSTANT_MS).expect("first");
     let last = Timestamp::from_millisecond(END_INSTANT_MS - 1).expect("last");
     for tz in [

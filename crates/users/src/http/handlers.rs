@@ -476,8 +476,8 @@ async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Resul
 /// `limit`/`offset` from the query string; without them, everything. Each at most once: which
 /// of two would count is a guess the caller should not have to make.
 fn page(query: Option<&str>) -> Result<Page, ApiError> {
-    use pms_service::fields::query_int;
-    let [limit, offset] = pms_service::fields::query(query, ["limit", "offset"])?;
+    use pms_vocab::fields::query_int;
+    let [limit, offset] = pms_vocab::fields::query(query, ["limit", "offset"])?;
     Ok(Page {
         limit: query_int("limit", limit.as_deref(), 1..=MAX_PAGE)?,
         offset: query_int("offset", offset.as_deref(), 0..=i64::MAX)?.unwrap_or(0),
@@ -534,7 +534,7 @@ pub async fn retry_parked_event(
     s.ready.check()?;
     let who = caller(&s.verifier, &headers).await?;
     who.require(&[Role::Supervisor])?;
-    let event_id = pms_service::fields::id_param("eventId", &event_id)?;
+    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
         crate::store::coins::CONSUMER,

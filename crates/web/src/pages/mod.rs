@@ -449,7 +449,7 @@ mod tests {
             let browser = regex::Regex::new(&format!("^(?:{PLATE_PATTERN})$")).expect("pattern");
             proptest::prop_assert_eq!(
                 browser.is_match(&plate),
-                pms_service::vocab::plate(&plate).is_ok(),
+                pms_vocab::plate(&plate).is_ok(),
                 "{:?}", plate
             );
         }

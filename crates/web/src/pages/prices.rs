@@ -17,8 +17,8 @@ use http::{HeaderMap, Method, StatusCode};
 use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use pms_service::vocab::VehicleType;
 use pms_tariff::{fee, Bill, PriceTable, RowKind, Stay, TableError};
+use pms_vocab::VehicleType;
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
