@@ -23,10 +23,10 @@ use pms_events::{Applied, Event, NewEvent};
 use pms_service::store::pool::Pool;
 use pms_service::store::retry;
 use pms_service::store::Pools;
-use pms_service::vocab::VehicleType;
 use pms_service::{repeatable, transaction, transaction_in};
 use pms_tariff::fee::{self, Bill, Stay};
 use pms_tariff::json::money;
+use pms_vocab::VehicleType;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sqlx::sqlite::SqliteConnection;
@@ -646,5 +646,124 @@ pub fn quote_dto(
         left_park: bill.exit.to_string(),
         price_table_version: version,
         time_zone: table.time_zone_name.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::ToSpan;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// A visit of `hours` in park 1, paid with coins when `use_coins`, priced with the published
+    /// table.
+    fn priced(hours: i64, use_coins: bool) -> Priced {
+        let entered: Timestamp = "2024-07-01T08:30:00Z".parse().expect("time");
+        let visit = VisitClosed {
+            visit_id: 40,
+            park_id: 1,
+            customer_id: 3,
+            nif: 123_456_789,
+            plate: "28-XQ-51".into(),
+            vehicle_type: VehicleType::Automobile,
+            entered_at: entered,
+            left_at: entered + hours.hours(),
+            use_coins,
+            price_table_version: Some(1),
+        };
+        let tz = jiff::tz::TimeZone::get("Europe/Lisbon").expect("zone");
+        let stay = Stay {
+            entry: visit.entered_at,
+            exit: visit.left_at,
+            vehicle: visit.vehicle_type,
+        };
+        let bill = fee::price(&pms_tariff::seed::table(), &tz, &stay).expect("priced");
+        Priced {
+            visit,
+            version: 1,
+            time_zone_name: "Europe/Lisbon".into(),
+            bill,
+        }
+    }
+
+    fn payload(e: &NewEvent) -> Value {
+        serde_json::from_str(&e.payload).expect("json")
+    }
+
+    /// A new invoice's event, by the coin flag and the price: coins are asked for only when the
+    /// customer wants to pay with them and there is something to pay; otherwise the invoice is
+    /// issued at once at its total.
+    #[test]
+    fn a_new_invoice_asks_for_coins_or_is_issued_at_once() {
+        for (case, hours, use_coins, expected) in [
+            ("priced, coin flag", 3, true, "coins.requested"),
+            ("priced, no flag", 3, false, "invoice.issued"),
+            (
+                "free (within the grace period), coin flag",
+                0,
+                true,
+                "invoice.issued",
+            ),
+            ("free, no flag", 0, false, "invoice.issued"),
+        ] {
+            let p = priced(hours, use_coins);
+            let e = invoice_event(7, &p).expect("event");
+            assert_eq!(
+                (e.event_type, e.aggregate_id.as_str()),
+                (expected, "7"),
+                "{case}"
+            );
+            let body = payload(&e);
+            assert_eq!(
+                (&body["invoiceId"], &body["visitId"]),
+                (&7.into(), &40.into()),
+                "{case}"
+            );
+            let cents = (p.bill.total * Decimal::from(100)).trunc().to_string();
+            if expected == "coins.requested" {
+                assert!(p.bill.total > Decimal::ZERO, "{case}");
+                assert_eq!(
+                    body["maxCoins"].to_string(),
+                    cents,
+                    "{case}: at most the price"
+                );
+            } else {
+                let total = p.bill.total.to_string();
+                assert_eq!(body["total"], total.as_str(), "{case}");
+                assert_eq!(body["finalPrice"], total.as_str(), "{case}");
+                assert_eq!(
+                    (&body["discount"], &body["coins"]),
+                    (&"0".into(), &0.into()),
+                    "{case}"
+                );
+                assert_eq!(body["priceTableVersion"], 1, "{case}");
+            }
+        }
+    }
+
+    /// A long stay's rows go out in a few statements of a power of two rows each, never more
+    /// than [`ROWS_PER_INSERT`], and every row exactly once.
+    #[test]
+    fn rows_are_written_in_powers_of_two() {
+        for (rows, statements) in [(0, 0), (1, 1), (3, 2), (256, 1), (257, 2), (1_000, 7)] {
+            let mut left = rows;
+            let mut sizes = Vec::new();
+            while left > 0 {
+                let n = rows_per_insert(left);
+                assert!(
+                    n.is_power_of_two() && n <= ROWS_PER_INSERT && n <= left,
+                    "{rows}: {n}"
+                );
+                assert_eq!(
+                    rows_insert(n).matches("($").count(),
+                    n,
+                    "{rows}: {n} rows bound"
+                );
+                sizes.push(n);
+                left -= n;
+            }
+            assert_eq!(sizes.len(), statements, "{rows}: {sizes:?}");
+        }
     }
 }

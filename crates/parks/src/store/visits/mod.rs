@@ -37,9 +37,9 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use pms_events::NewEvent;
 use pms_service::store::Pools;
-use pms_service::vocab::{EnergySource, UserStatus, VehicleType};
 use pms_service::{repeatable, transaction};
 use pms_tariff::PriceTable;
+use pms_vocab::{EnergySource, UserStatus, VehicleType};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
@@ -785,34 +785,4 @@ impl Store {
 pub const OFFSET_NOTED_WITHIN: u64 = 1_000;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A clock offset noted in the cache does not make the cached barrier younger: its state
-    /// (switched off by an operator) is still read again within the TTL, however often its
-    /// clock moves.
-    #[test]
-    fn an_offset_noted_keeps_the_cached_barriers_age() {
-        let cache = BarrierCache::default();
-        cache.put(Barrier {
-            id: 1,
-            park_id: 1,
-            park_number: 1,
-            number: "B1.1".into(),
-            direction: Direction::Entrance,
-            state: State::Active,
-            time_zone: "Europe/Lisbon".into(),
-            clock_offset_ms: None,
-        });
-        let age = |cache: &BarrierCache| cache.0.lock().expect("cache")[&1].1;
-        let cached_at = age(&cache);
-        cache.note_offset(1, 5_000);
-        assert_eq!(age(&cache), cached_at);
-        assert_eq!(cache.get(1).and_then(|b| b.clock_offset_ms), Some(5_000));
-        cache.note_offset(2, 1);
-        assert!(
-            cache.get(2).is_none(),
-            "a barrier not cached is not made up"
-        );
-    }
-}
+mod tests;
