@@ -18,10 +18,9 @@ use axum::Router;
 use http::{HeaderMap, StatusCode};
 use pms_service::http::{json, json_object, Answer};
 use pms_service::openapi::{ErrorBody, Instant, Plate};
-use pms_service::{caller, ApiError, Caller};
+use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff, Supervisors};
 use pms_tariff::fee::{self, FeeError, Stay};
 use pms_vocab::fields::{required_instant, required_int, required_str, FieldError};
-use pms_vocab::Role;
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -31,10 +30,6 @@ use crate::store::invoices::{quote_dto, Filter};
 use crate::store::StoreError;
 use crate::App;
 
-/// Staff who read every invoice.
-pub const STAFF: &[Role] = &[Role::CustomerManager, Role::ParkManager, Role::Supervisor];
-/// Staff who price stays.
-pub const MANAGERS: &[Role] = &[Role::ParkManager, Role::Supervisor];
 /// Default page size of a listing.
 pub const DEFAULT_PAGE: i64 = 100;
 /// Largest page.
@@ -93,11 +88,6 @@ async fn metrics(State(s): State<App>) -> axum::response::Response {
     pms_service::http::metrics_text(s.metrics.render(&s.outbox, s.store.db()).await)
 }
 
-async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    s.ready.check()?;
-    caller(&s.verifier, headers).await
-}
-
 /// `GET /payments/events/parked`: the events payments could not apply and set aside.
 #[utoipa::path(
     get, path = "/payments/events/parked", tag = TAG, operation_id = "getPaymentsParkedEvents",
@@ -112,10 +102,7 @@ async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
-    signed_in(&s, &headers)
-        .await?
-        .require(&[Role::Supervisor])?;
+async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
     pms_events::parked::listed(s.store.db(), crate::store::replica::CONSUMER).await
 }
 
@@ -141,11 +128,9 @@ async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
 )]
 async fn retry_parked_event(
     State(s): State<App>,
-    headers: HeaderMap,
+    who: Allowed<Supervisors>,
     Path((source, event_id)): Path<(String, String)>,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
-    who.require(&[Role::Supervisor])?;
     let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
@@ -155,21 +140,6 @@ async fn retry_parked_event(
         who.id,
     )
     .await
-}
-
-fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Unavailable(_) | StoreError::Transient(_) => ApiError::unavailable(e),
-        StoreError::NotFound { what, ref id } => ApiError::not_found(
-            match what {
-                "invoice" => "invoice_not_found",
-                _ => "not_found",
-            },
-            format!("{what} {id} not found"),
-        ),
-        StoreError::Refused(never) => match never {},
-        StoreError::BadUrl(_) | StoreError::Internal(_) => ApiError::internal(e),
-    }
 }
 
 /// `limit`/`offset` from the query string, each at most once.
@@ -202,15 +172,11 @@ fn page(query: Option<&str>) -> Result<(i64, i64), ApiError> {
             list every invoice (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-async fn all(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
-    signed_in(&s, &headers).await?.require(STAFF)?;
+async fn all(State(s): State<App>, _: Allowed<Staff>, RawQuery(q): RawQuery) -> Answer {
     let (limit, offset) = page(q.as_deref())?;
     Ok(json(
         StatusCode::OK,
-        &s.store
-            .invoices(Filter::All, limit, offset)
-            .await
-            .map_err(store_error)?,
+        &s.store.invoices(Filter::All, limit, offset).await?,
     ))
 }
 
@@ -235,11 +201,10 @@ async fn all(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) ->
 )]
 async fn by_nif(
     State(s): State<App>,
+    who: Caller,
     Path(nif): Path<String>,
-    headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
     let nif = match nif.parse::<i64>() {
         Ok(n) if (100_000_000..=999_999_999).contains(&n) => n,
         _ => {
@@ -248,8 +213,8 @@ async fn by_nif(
             )
         }
     };
-    if !STAFF.contains(&who.role) {
-        let own = s.store.customer_nif(who.id).await.map_err(store_error)?;
+    if !Staff::ALLOWED.contains(&who.role) {
+        let own = s.store.customer_nif(who.id).await?;
         if own != Some(nif) {
             return Err(ApiError::forbidden(
                 "these invoices belong to another customer",
@@ -259,10 +224,7 @@ async fn by_nif(
     let (limit, offset) = page(q.as_deref())?;
     Ok(json(
         StatusCode::OK,
-        &s.store
-            .invoices(Filter::Nif(nif), limit, offset)
-            .await
-            .map_err(store_error)?,
+        &s.store.invoices(Filter::Nif(nif), limit, offset).await?,
     ))
 }
 
@@ -282,11 +244,10 @@ async fn by_nif(
             body = ErrorBody<'static>),
     )
 )]
-async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMap) -> Answer {
-    let who = signed_in(&s, &headers).await?;
+async fn invoice(State(s): State<App>, who: Caller, Path(id): Path<String>) -> Answer {
     let id = pms_vocab::fields::id_param("invoice", &id)?;
-    let (dto, customer) = s.store.invoice(id).await.map_err(store_error)?;
-    who.require_self_or(customer, STAFF)?;
+    let (dto, customer) = s.store.invoice(id).await?;
+    who.require_self_or(customer, Staff::ALLOWED)?;
     Ok(json(StatusCode::OK, &dto))
 }
 
@@ -304,15 +265,13 @@ async fn invoice(State(s): State<App>, Path(id): Path<String>, headers: HeaderMa
         links(("getInvoice" = (operation_id = "getInvoice",
                 parameters(("id" = "$response.body#/0/invoice")))))))
 )]
-async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
-    let who = signed_in(&s, &headers).await?;
+async fn mine(State(s): State<App>, who: Caller, RawQuery(q): RawQuery) -> Answer {
     let (limit, offset) = page(q.as_deref())?;
     Ok(json(
         StatusCode::OK,
         &s.store
             .invoices(Filter::Customer(who.id), limit, offset)
-            .await
-            .map_err(store_error)?,
+            .await?,
     ))
 }
 
@@ -332,16 +291,15 @@ async fn mine(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -
             body = ErrorBody<'static>),
     )
 )]
-async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderMap) -> Answer {
-    let who = signed_in(&s, &headers).await?;
+async fn quote(State(s): State<App>, who: Caller, Path(plate): Path<String>) -> Answer {
     let plate = pms_vocab::plate(&plate).map_err(|m| FieldError::new("licensePlateNumber", m))?;
     // Another customer's car is "not parked" to a customer, whether it is or not: the answer
     // must not tell.
-    let open = s.store.open_visit(&plate).await.map_err(store_error)?;
+    let open = s.store.open_visit(&plate).await?;
     let Some((_visit, park, customer, vehicle, entered)) =
-        open.filter(|open| who.require_self_or(open.2, STAFF).is_ok())
+        open.filter(|open| who.require_self_or(open.2, Staff::ALLOWED).is_ok())
     else {
-        let whose = if STAFF.contains(&who.role) {
+        let whose = if Staff::ALLOWED.contains(&who.role) {
             ""
         } else {
             ", or not yours"
@@ -352,11 +310,7 @@ async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderM
         ));
     };
     let now = jiff::Timestamp::now();
-    let table = s
-        .store
-        .table_at(park, now.as_millisecond())
-        .await
-        .map_err(store_error)?;
+    let table = s.store.table_at(park, now.as_millisecond()).await?;
     let entry = jiff::Timestamp::from_millisecond(entered).map_err(ApiError::internal)?;
     let bill = fee::price(
         &table.table,
@@ -368,12 +322,7 @@ async fn quote(State(s): State<App>, Path(plate): Path<String>, headers: HeaderM
         },
     )
     .map_err(fee_error)?;
-    let nif = s
-        .store
-        .customer_nif(customer)
-        .await
-        .map_err(store_error)?
-        .unwrap_or(0);
+    let nif = s.store.customer_nif(customer).await?.unwrap_or(0);
     Ok(json(
         StatusCode::OK,
         &quote_dto(&bill, &table, vehicle, nif, park, &plate),
@@ -426,8 +375,12 @@ pub struct StayBody {
             the park has no price table (`park_not_found`).", body = ErrorBody<'static>),
     )
 )]
-async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    signed_in(&s, &headers).await?.require(MANAGERS)?;
+async fn create_payment(
+    State(s): State<App>,
+    _: Allowed<ParkManagers>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let body = json_object(&s.limits, &headers, body).await?;
     let entry = required_instant(&body, "enterPark")?;
     let exit = required_instant(&body, "leftPark")?;
@@ -437,8 +390,7 @@ async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) ->
     if exit < entry {
         return Err(FieldError::new("leftPark", "leftPark is before enterPark").into());
     }
-    let Some((_customer, nif, vehicle)) = s.store.vehicle(&plate).await.map_err(store_error)?
-    else {
+    let Some((_customer, nif, vehicle)) = s.store.vehicle(&plate).await? else {
         return Err(ApiError::not_found(
             "vehicle_not_found",
             format!("vehicle {plate} is not registered"),
@@ -454,7 +406,7 @@ async fn create_payment(State(s): State<App>, headers: HeaderMap, body: Body) ->
             )
             .with_field("parkID"))
         }
-        Err(e) => return Err(store_error(e)),
+        Err(e) => return Err(e.into()),
     };
     let bill = fee::price(
         &table.table,

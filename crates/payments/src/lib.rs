@@ -96,6 +96,17 @@ impl std::ops::Deref for App {
     }
 }
 
+/// The caller extractors' view of the service: its readiness and its token verifier.
+impl pms_service::Guarded for App {
+    fn readiness(&self) -> &Readiness {
+        &self.ready
+    }
+
+    fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+}
+
 impl App {
     /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///

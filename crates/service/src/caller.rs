@@ -2,13 +2,25 @@
 //! verifier on every protected endpoint. Identity headers (`X-UserId`, `X-UserRole`) are never
 //! read: a request that reaches a service directly, past the gateway, proves who it is the same
 //! way (spec §9 items 2–4).
+//!
+//! A handler names who may call it in its signature: a [`Caller`] parameter (any verified
+//! caller) or an [`Allowed<R>`] one (a caller with one of the roles `R` lists). Both are axum
+//! extractors over any service state that is [`Guarded`]: the service must be ready, then the
+//! token must verify, then the role must be one of those allowed, each refusal in the one error
+//! format. Rules that need the request's data (a customer's own records) stay in the handler,
+//! with [`Caller::require_self`] and [`Caller::require_self_or`].
 
+use std::marker::PhantomData;
+
+use axum::extract::FromRequestParts;
 use http::header::AUTHORIZATION;
+use http::request::Parts;
 use http::HeaderMap;
 use pms_auth::Verifier;
+use pms_vocab::Role;
 
 use crate::error::ApiError;
-use pms_vocab::Role;
+use crate::ready::Readiness;
 
 /// A verified caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +70,89 @@ impl Caller {
         } else {
             Err(ApiError::forbidden("this belongs to another user"))
         }
+    }
+}
+
+/// What a service's state gives the caller extractors.
+pub trait Guarded: Send + Sync {
+    /// Whether the service has started: checked first, so a service still starting answers
+    /// 503 before it looks at a token.
+    fn readiness(&self) -> &Readiness;
+    /// How the service verifies tokens.
+    fn verifier(&self) -> &Verifier;
+}
+
+impl<S: Guarded> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        state.readiness().check()?;
+        caller(state.verifier(), &parts.headers).await
+    }
+}
+
+/// The roles an endpoint admits, named as a type for [`Allowed`].
+pub trait Roles: Send + Sync + 'static {
+    /// The roles.
+    const ALLOWED: &'static [Role];
+}
+
+/// Staff: every role but CUSTOMER.
+#[derive(Debug)]
+pub struct Staff;
+
+impl Roles for Staff {
+    const ALLOWED: &'static [Role] = &[Role::CustomerManager, Role::ParkManager, Role::Supervisor];
+}
+
+/// Who runs parks: PARK_MANAGER and SUPERVISOR.
+#[derive(Debug)]
+pub struct ParkManagers;
+
+impl Roles for ParkManagers {
+    const ALLOWED: &'static [Role] = &[Role::ParkManager, Role::Supervisor];
+}
+
+/// Who looks after customers: CUSTOMER_MANAGER and SUPERVISOR.
+#[derive(Debug)]
+pub struct CustomerManagers;
+
+impl Roles for CustomerManagers {
+    const ALLOWED: &'static [Role] = &[Role::CustomerManager, Role::Supervisor];
+}
+
+/// SUPERVISOR alone.
+#[derive(Debug)]
+pub struct Supervisors;
+
+impl Roles for Supervisors {
+    const ALLOWED: &'static [Role] = &[Role::Supervisor];
+}
+
+/// A verified caller with one of the roles `R` lists; anyone else gets 403 naming their role.
+pub struct Allowed<R>(pub Caller, PhantomData<R>);
+
+impl<R> std::ops::Deref for Allowed<R> {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl<R> std::fmt::Debug for Allowed<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Allowed").field(&self.0).finish()
+    }
+}
+
+impl<S: Guarded, R: Roles> FromRequestParts<S> for Allowed<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let who = Caller::from_request_parts(parts, state).await?;
+        who.require(R::ALLOWED)?;
+        Ok(Self(who, PhantomData))
     }
 }
 

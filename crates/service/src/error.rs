@@ -159,6 +159,35 @@ impl From<DbError> for ApiError {
     }
 }
 
+impl<R: crate::store::Refusal> From<crate::store::StoreError<R>> for ApiError {
+    /// The one mapping of a store's failures to the wire: every handler's `?`.
+    fn from(e: crate::store::StoreError<R>) -> Self {
+        use crate::store::StoreError;
+        match e {
+            StoreError::Unavailable(_) | StoreError::Transient(_) => Self::unavailable(e),
+            StoreError::NotFound { what, ref id } => {
+                Self::not_found(not_found_code(what), format!("{what} {id} not found"))
+            }
+            StoreError::Refused(r) => r.answer(),
+            StoreError::BadUrl(_) | StoreError::Internal(_) => Self::internal(e),
+        }
+    }
+}
+
+/// The code of a 404 for each thing the API names (`park_not_found`, …); `not_found` for others.
+fn not_found_code(what: &str) -> &'static str {
+    match what {
+        "park" => "park_not_found",
+        "spot" => "spot_not_found",
+        "customer" => "customer_not_found",
+        "display" => "display_not_found",
+        "barrier" => "barrier_not_found",
+        "invoice" => "invoice_not_found",
+        "user" => "user_not_found",
+        _ => "not_found",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,8 @@
 //! service is handlers, rules and SQL on top of it.
 //!
 //! Layout:
-//! - [`mod@caller`]: who is calling, from the bearer token, verified here.
+//! - [`mod@caller`]: who is calling, from the bearer token, verified here; extractors that say
+//!   it in a handler's signature.
 //! - [`error`]: [`ApiError`], the one JSON error format.
 //! - [`http`]: the request-id layer, JSON bodies under limits, JSON answers, health endpoints.
 //! - [`idempotency`]: `Idempotency-Key` for requests that move money: the first answer again.
@@ -34,7 +35,9 @@ pub mod ready;
 pub mod store;
 pub mod telemetry;
 
-pub use crate::caller::{caller, Caller};
+pub use crate::caller::{
+    caller, Allowed, Caller, CustomerManagers, Guarded, ParkManagers, Roles, Staff, Supervisors,
+};
 pub use crate::error::ApiError;
 pub use crate::ready::Readiness;
 

@@ -13,7 +13,7 @@ use pms_vocab::fields::{optional_int, required_instant, required_int, required_s
 use pms_service::openapi::{ErrorBody, Instant, Plate};
 use utoipa::ToSchema;
 
-use super::{store_error, TAG};
+use super::TAG;
 use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
 use crate::metrics::PriceSource;
 use crate::model::{BarrierAnswer, Direction, DisplayAnswer, State as DeviceState};
@@ -61,7 +61,7 @@ async fn barrier(
     let barrier = match s.store.barrier(id).await {
         Ok(b) => b,
         Err(StoreError::NotFound { .. }) => return Ok((id, None)),
-        Err(e) => return Err(store_error(e)),
+        Err(e) => return Err(e.into()),
     };
     for (field, expected) in [
         ("parkID", barrier.park_id),
@@ -183,11 +183,7 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
     };
     let time = s.clock.take(at, jiff::Timestamp::now());
     s.metrics.clock_offset(barrier.id, time.offset());
-    let passage = s
-        .store
-        .pass(&barrier, &plate, time)
-        .await
-        .map_err(store_error)?;
+    let passage = s.store.pass(&barrier, &plate, time).await?;
     s.committed_in(barrier.park_id);
     let message = match passage {
         Passage::Refused(r) => {
@@ -343,7 +339,7 @@ pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body
         Some(b) if b.state != DeviceState::Active => {
             (false, Refusal::BarrierDisabled.message().to_owned())
         }
-        Some(b) => match s.store.show(b.id, &message).await.map_err(store_error)? {
+        Some(b) => match s.store.show(b.id, &message).await? {
             0 => (false, "No displays found!".to_owned()),
             _ => (true, message),
         },
@@ -395,18 +391,18 @@ where
     // Subscribed before the first read, so a change committed after it is not missed while
     // the value's own bell is chosen.
     let any = s.bells.any();
-    let mut value = read().await.map_err(store_error)?;
+    let mut value = read().await?;
     let Some(after) = after else {
         return Ok(value);
     };
     let mut rung = bell(&value);
     if any.has_changed().unwrap_or(true) {
-        value = read().await.map_err(store_error)?;
+        value = read().await?;
     }
     drop(any);
     while i64::try_from(version(&value)).ok() == Some(after) {
         match tokio::time::timeout_at(deadline, rung.changed()).await {
-            Ok(Ok(())) => value = read().await.map_err(store_error)?,
+            Ok(Ok(())) => value = read().await?,
             // The wait is over (or the service is going away): the version is as it was.
             Ok(Err(_)) | Err(_) => break,
         }

@@ -22,21 +22,14 @@ pub mod reports;
 use axum::routing::get;
 use axum::Router;
 use http::StatusCode;
-use pms_service::ApiError;
-use pms_vocab::Role;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::model::ResponseText;
-use crate::store::StoreError;
 use crate::App;
 
-/// Roles that manage parks.
-pub const MANAGERS: &[Role] = &[Role::ParkManager, Role::Supervisor];
-/// Roles that may read any customer's parking data.
-pub const STAFF: &[Role] = &[Role::ParkManager, Role::Supervisor, Role::CustomerManager];
 /// The OpenAPI tag of every parks endpoint.
 pub const TAG: &str = "parks";
 /// Name of the device-key security scheme (`security(("deviceKey" = []))` on a path).
@@ -130,26 +123,6 @@ async fn readyz(axum::extract::State(s): axum::extract::State<App>) -> pms_servi
 
 async fn metrics(axum::extract::State(s): axum::extract::State<App>) -> axum::response::Response {
     pms_service::http::metrics_text(s.metrics.events.render(&s.outbox, s.store.db()).await)
-}
-
-/// The API's word for a store failure.
-pub fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Unavailable(_) | StoreError::Transient(_) => ApiError::unavailable(e),
-        StoreError::NotFound { what, ref id } => ApiError::not_found(
-            match what {
-                "park" => "park_not_found",
-                "spot" => "spot_not_found",
-                "customer" => "customer_not_found",
-                "display" => "display_not_found",
-                "barrier" => "barrier_not_found",
-                _ => "not_found",
-            },
-            format!("{what} {id} not found"),
-        ),
-        StoreError::Refused(r) => ApiError::new(StatusCode::CONFLICT, r.reason(), r.message()),
-        StoreError::BadUrl(_) | StoreError::Internal(_) => ApiError::internal(e),
-    }
 }
 
 /// `{"response": text}`, the B services' answer to a write.

@@ -1,11 +1,13 @@
-//! `/parks/...`: one function per endpoint — verify the caller, parse the input, apply the
-//! role/ownership rule, call the store, shape the answer (spec §3.2).
+//! `/parks/...`: one function per endpoint. Who may call it is in its signature (a kit
+//! [`Caller`] or [`Allowed`] parameter: verified before the body runs); the body parses the
+//! input, applies an ownership rule where there is one, calls the store and shapes the answer
+//! (spec §3.2).
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
 use pms_service::http::{json, json_object, json_value, Answer};
-use pms_service::{caller, ApiError, Caller};
+use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff, Supervisors};
 use pms_vocab::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
 use pms_vocab::Role;
 
@@ -13,7 +15,7 @@ use pms_service::openapi::ErrorBody;
 use pms_tariff::json::{ApiPeriod, ApiTable};
 use utoipa::ToSchema;
 
-use super::{response_text, store_error, MANAGERS, STAFF, TAG};
+use super::{response_text, TAG};
 use crate::model::{
     ChangeVersion, Coordinates, HistoryItem, NearbyPark, Occupancy, OccupancyFeed, OvernightConfig,
     ParkDevices, ResponseText, Spot, Thresholds,
@@ -23,28 +25,14 @@ use crate::App;
 /// Longest spot number.
 pub const MAX_SPOT_CHARS: usize = 16;
 
-/// Ready, and a verified caller.
-async fn signed_in(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    s.ready.check()?;
-    caller(&s.verifier, headers).await
-}
-
-/// Ready, and a park manager or supervisor.
-async fn manager(s: &App, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let who = signed_in(s, headers).await?;
-    who.require(MANAGERS)?;
-    Ok(who)
-}
-
 fn park_param(text: &str) -> Result<i64, ApiError> {
     Ok(id_param("parkNumber", text)?)
 }
 
-/// Ready, a verified caller, a valid `{customerID}`, and the caller is that customer or staff.
-async fn own_or_staff(s: &App, headers: &HeaderMap, customer: &str) -> Result<i64, ApiError> {
-    let who = signed_in(s, headers).await?;
+/// A valid `{customerID}` that is the caller's own, or any for staff.
+fn own_or_staff(who: &Caller, customer: &str) -> Result<i64, ApiError> {
     let customer = id_param("customerID", customer)?;
-    who.require_self_or(customer, STAFF)?;
+    who.require_self_or(customer, Staff::ALLOWED)?;
     Ok(customer)
 }
 
@@ -88,12 +76,8 @@ fn number_param(
             parameters(("parkNumber" = "$response.body#/0/parkNumber")))),
     )))
 )]
-pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
-    signed_in(&s, &headers).await?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.occupancies().await.map_err(store_error)?,
-    ))
+pub async fn occupancies(State(s): State<App>, _: Caller) -> Answer {
+    Ok(json(StatusCode::OK, &s.store.occupancies().await?))
 }
 
 /// `GET /parks/real-time/occupancy/{lat}/{lon}/{km}`.
@@ -114,17 +98,13 @@ pub async fn occupancies(State(s): State<App>, headers: HeaderMap) -> Answer {
 )]
 pub async fn nearby(
     State(s): State<App>,
+    _: Caller,
     Path((lat, lon, km)): Path<(String, String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    signed_in(&s, &headers).await?;
     let lat = number_param("userLatitude", &lat, -90.0..=90.0)?;
     let lon = number_param("userLongitude", &lon, -180.0..=180.0)?;
     let km = number_param("maxDistanceKm", &km, 0.0..=20_100.0)?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.nearby(lat, lon, km).await.map_err(store_error)?,
-    ))
+    Ok(json(StatusCode::OK, &s.store.nearby(lat, lon, km).await?))
 }
 
 /// `GET /parks/parkingHistory/{customerID}`: completed visits, for the customer or staff.
@@ -140,16 +120,9 @@ pub async fn nearby(
             (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn history(
-    State(s): State<App>,
-    Path(customer): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    let customer = own_or_staff(&s, &headers, &customer).await?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.history(customer).await.map_err(store_error)?,
-    ))
+pub async fn history(State(s): State<App>, who: Caller, Path(customer): Path<String>) -> Answer {
+    let customer = own_or_staff(&who, &customer)?;
+    Ok(json(StatusCode::OK, &s.store.history(customer).await?))
 }
 
 /// `GET /parks/getQuantityOfHistoryByCustomerID/{customerID}`.
@@ -169,13 +142,13 @@ pub async fn history(
 )]
 pub async fn history_count(
     State(s): State<App>,
+    who: Caller,
     Path(customer): Path<String>,
-    headers: HeaderMap,
 ) -> Answer {
-    let customer = own_or_staff(&s, &headers, &customer).await?;
+    let customer = own_or_staff(&who, &customer)?;
     Ok(json(
         StatusCode::OK,
-        &s.store.history_count(customer).await.map_err(store_error)?,
+        &s.store.history_count(customer).await?,
     ))
 }
 
@@ -215,8 +188,12 @@ pub struct SpotSwitch {
             `spot_not_found`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    let who = manager(&s, &headers).await?;
+pub async fn set_spot(
+    State(s): State<App>,
+    who: Allowed<ParkManagers>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let body = json_object(&s.limits, &headers, body).await?;
     let park = required_int(&body, "parkNumber")?;
     let spot = required_str(&body, "spotNumber")?.trim();
@@ -242,8 +219,7 @@ pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> A
     let message = s
         .store
         .set_spot(park, spot, operational, &name, who.id)
-        .await
-        .map_err(store_error)?;
+        .await?;
     s.committed();
     Ok(response_text(message))
 }
@@ -256,9 +232,8 @@ pub async fn set_spot(State(s): State<App>, headers: HeaderMap, body: Body) -> A
     responses((status = 200, description = "Park numbers, as strings (as published).",
         body = Vec<String>, example = json!(["1", "2", "3", "4", "5"])))
 )]
-pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
-    signed_in(&s, &headers).await?;
-    let parks = s.store.parks().await.map_err(store_error)?;
+pub async fn all_parks(State(s): State<App>, _: Caller) -> Answer {
+    let parks = s.store.parks().await?;
     let numbers: Vec<String> = parks.iter().map(|p| p.number.to_string()).collect();
     Ok(json(StatusCode::OK, &numbers))
 }
@@ -276,13 +251,9 @@ pub async fn all_parks(State(s): State<App>, headers: HeaderMap) -> Answer {
             body = ErrorBody<'static>),
     )
 )]
-pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
-    signed_in(&s, &headers).await?;
+pub async fn spots(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
     let park = park_param(&park)?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.spots(park).await.map_err(store_error)?,
-    ))
+    Ok(json(StatusCode::OK, &s.store.spots(park).await?))
 }
 
 /// `PUT /parks/changeParkyThresholds/{parkNumber}` `{parkiesPerHour, parkiesPerMinute}`.
@@ -303,19 +274,16 @@ pub async fn spots(State(s): State<App>, Path(park): Path<String>, headers: Head
 )]
 pub async fn set_thresholds(
     State(s): State<App>,
+    _: Allowed<ParkManagers>,
     Path(park): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    manager(&s, &headers).await?;
     let park = park_param(&park)?;
     let body = json_object(&s.limits, &headers, body).await?;
     let per_hour = non_negative(&body, "parkiesPerHour")?;
     let per_minute = non_negative(&body, "parkiesPerMinute")?;
-    s.store
-        .set_thresholds(park, per_hour, per_minute)
-        .await
-        .map_err(store_error)?;
+    s.store.set_thresholds(park, per_hour, per_minute).await?;
     Ok(response_text(format!("Park {park} thresholds changed")))
 }
 
@@ -341,17 +309,8 @@ fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiErro
             body = ErrorBody<'static>),
     )
 )]
-pub async fn thresholds(
-    State(s): State<App>,
-    Path(park): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    signed_in(&s, &headers).await?;
-    let park = s
-        .store
-        .park(park_param(&park)?)
-        .await
-        .map_err(store_error)?;
+pub async fn thresholds(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
+    let park = s.store.park(park_param(&park)?).await?;
     Ok(json(
         StatusCode::OK,
         &Thresholds {
@@ -374,17 +333,8 @@ pub async fn thresholds(
             body = ErrorBody<'static>),
     )
 )]
-pub async fn overnight(
-    State(s): State<App>,
-    Path(park): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    signed_in(&s, &headers).await?;
-    let park = s
-        .store
-        .park(park_param(&park)?)
-        .await
-        .map_err(store_error)?;
+pub async fn overnight(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
+    let park = s.store.park(park_param(&park)?).await?;
     Ok(json(
         StatusCode::OK,
         &OvernightConfig {
@@ -419,15 +369,16 @@ pub struct OvernightSwitch {
             body = ErrorBody<'static>),
     )
 )]
-pub async fn set_overnight_enabled(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    let who = manager(&s, &headers).await?;
+pub async fn set_overnight_enabled(
+    State(s): State<App>,
+    who: Allowed<ParkManagers>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let body = json_object(&s.limits, &headers, body).await?;
     let park = required_int(&body, "parkNumber")?;
     let on = required_bool(&body, "status")?;
-    s.store
-        .set_overnight(park, Some(on), None, who.id)
-        .await
-        .map_err(store_error)?;
+    s.store.set_overnight(park, Some(on), None, who.id).await?;
     s.committed();
     Ok(response_text(format!("Park {park} overnight fee {on}")))
 }
@@ -458,8 +409,12 @@ pub struct OvernightPrice {
             body = ErrorBody<'static>),
     )
 )]
-pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    let who = manager(&s, &headers).await?;
+pub async fn set_overnight_fee(
+    State(s): State<App>,
+    who: Allowed<ParkManagers>,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let body = json_object(&s.limits, &headers, body).await?;
     let park = required_int(&body, "parkNumber")?;
     let price = required_int(&body, "price")?;
@@ -468,8 +423,7 @@ pub async fn set_overnight_fee(State(s): State<App>, headers: HeaderMap, body: B
     }
     s.store
         .set_overnight(park, None, Some(price), who.id)
-        .await
-        .map_err(store_error)?;
+        .await?;
     s.committed();
     Ok(response_text(format!(
         "Park {park} overnight fee changed to {price}"
@@ -501,16 +455,17 @@ pub struct CoinFlag {
             (`customer_not_found`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    let who = signed_in(&s, &headers).await?;
+pub async fn set_coin_flag(
+    State(s): State<App>,
+    who: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let body = json_object(&s.limits, &headers, body).await?;
     let customer = required_int(&body, "customerID")?;
     let on = required_bool(&body, "parkyFlag")?;
     who.require_self(customer, &[Role::Customer])?;
-    s.store
-        .set_coin_flag(customer, on)
-        .await
-        .map_err(store_error)?;
+    s.store.set_coin_flag(customer, on).await?;
     Ok(response_text("Success"))
 }
 
@@ -530,16 +485,9 @@ pub async fn set_coin_flag(State(s): State<App>, headers: HeaderMap, body: Body)
             (`customer_not_found`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn coin_flag(
-    State(s): State<App>,
-    Path(customer): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    let customer = own_or_staff(&s, &headers, &customer).await?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.coin_flag(customer).await.map_err(store_error)?,
-    ))
+pub async fn coin_flag(State(s): State<App>, who: Caller, Path(customer): Path<String>) -> Answer {
+    let customer = own_or_staff(&who, &customer)?;
+    Ok(json(StatusCode::OK, &s.store.coin_flag(customer).await?))
 }
 
 /// A price table in either of the API's forms (for the document).
@@ -577,11 +525,10 @@ pub enum PriceTableForm {
 )]
 pub async fn price_table(
     State(s): State<App>,
+    _: Caller,
     Path(park): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
 ) -> Answer {
-    signed_in(&s, &headers).await?;
     let [form] = fields::query(query.as_deref(), ["form"])?;
     let object = match form.as_deref() {
         None | Some("array") => false,
@@ -592,12 +539,8 @@ pub async fn price_table(
             )
         }
     };
-    let park = s
-        .store
-        .park(park_param(&park)?)
-        .await
-        .map_err(store_error)?;
-    let (_, table) = s.store.price_table(park.id).await.map_err(store_error)?;
+    let park = s.store.park(park_param(&park)?).await?;
+    let (_, table) = s.store.price_table(park.id).await?;
     let body = if object {
         let mut body = pms_tariff::json::api_object(&table, park.id);
         // Periods are read on the park's clock; an editor previewing a stay needs it.
@@ -633,11 +576,11 @@ pub async fn price_table(
 )]
 pub async fn replace_price_table(
     State(s): State<App>,
+    who: Allowed<ParkManagers>,
     Path(park): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let who = manager(&s, &headers).await?;
     let number = park_param(&park)?;
     let body = json_value(&s.limits, &headers, body).await?;
     let table = pms_tariff::json::parse_api(&body).map_err(|e| {
@@ -648,12 +591,8 @@ pub async fn replace_price_table(
         )
         .with_field("periods")
     })?;
-    let park = s.store.park(number).await.map_err(store_error)?;
-    let version = s
-        .store
-        .replace_price_table(number, table, who.id)
-        .await
-        .map_err(store_error)?;
+    let park = s.store.park(number).await?;
+    let version = s.store.replace_price_table(number, table, who.id).await?;
     s.committed();
     tracing::info!(
         park = number,
@@ -661,7 +600,7 @@ pub async fn replace_price_table(
         manager = who.id,
         "price table replaced"
     );
-    let (_, stored) = s.store.price_table(park.id).await.map_err(store_error)?;
+    let (_, stored) = s.store.price_table(park.id).await?;
     Ok(json(
         StatusCode::OK,
         &pms_tariff::json::api_entries(&stored, park.id),
@@ -683,16 +622,8 @@ pub async fn replace_price_table(
 )]
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
     s.ready.check()?;
-    let park = s
-        .store
-        .park(park_param(&park)?)
-        .await
-        .map_err(store_error)?;
-    let nearby = s
-        .store
-        .nearby(park.latitude, park.longitude, 0.0)
-        .await
-        .map_err(store_error)?;
+    let park = s.store.park(park_param(&park)?).await?;
+    let nearby = s.store.nearby(park.latitude, park.longitude, 0.0).await?;
     let types = nearby
         .into_iter()
         .find(|n| n.park_id == park.id)
@@ -733,13 +664,13 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
             body = ErrorBody<'static>),
     )
 )]
-pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: HeaderMap) -> Answer {
-    manager(&s, &headers).await?;
+pub async fn devices(
+    State(s): State<App>,
+    _: Allowed<ParkManagers>,
+    Path(park): Path<String>,
+) -> Answer {
     let park = park_param(&park)?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.devices(park).await.map_err(store_error)?,
-    ))
+    Ok(json(StatusCode::OK, &s.store.devices(park).await?))
 }
 
 /// `GET /parks/changes[?after=V&waitMs=N]`: `{"version"}`, the counter that moves whenever an
@@ -758,12 +689,7 @@ pub async fn devices(State(s): State<App>, Path(park): Path<String>, headers: He
     security(("bearer" = [])),
     responses((status = 200, description = "The counter now.", body = ChangeVersion))
 )]
-pub async fn changes(
-    State(s): State<App>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Answer {
-    signed_in(&s, &headers).await?;
+pub async fn changes(State(s): State<App>, _: Caller, RawQuery(query): RawQuery) -> Answer {
     let [after, wait] = fields::query(query.as_deref(), ["after", "waitMs"])?;
     let after = fields::query_int("after", after.as_deref(), i64::MIN..=i64::MAX)?;
     let wait = fields::query_int("waitMs", wait.as_deref(), 0..=super::devices::MAX_WAIT_MS)?;
@@ -793,10 +719,7 @@ pub async fn changes(
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
-    signed_in(&s, &headers)
-        .await?
-        .require(&[Role::Supervisor])?;
+pub async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
     pms_events::parked::listed(s.store.db(), crate::store::replica::CONSUMER).await
 }
 
@@ -822,11 +745,9 @@ pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
 )]
 pub async fn retry_parked_event(
     State(s): State<App>,
-    headers: HeaderMap,
+    who: Allowed<Supervisors>,
     Path((source, event_id)): Path<(String, String)>,
 ) -> Answer {
-    let who = signed_in(&s, &headers).await?;
-    who.require(&[Role::Supervisor])?;
     let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),

@@ -1,14 +1,14 @@
 //! `/parkReport/...`: the usage reports, for park managers and supervisors.
 
 use axum::extract::{Path, State};
-use http::{HeaderMap, StatusCode};
-use pms_service::caller;
+use http::StatusCode;
 use pms_service::http::{json, Answer};
+use pms_service::{Allowed, ParkManagers};
 use pms_vocab::fields::{id_param, FieldError};
 
 use pms_service::openapi::ErrorBody;
 
-use super::{store_error, MANAGERS, TAG};
+use super::TAG;
 use crate::model::ReportPeriod;
 use crate::store::reports::{ParkingTime, Percentages};
 use crate::App;
@@ -28,16 +28,11 @@ use crate::App;
 )]
 pub async fn percentages(
     State(s): State<App>,
+    _: Allowed<ParkManagers>,
     Path(park): Path<String>,
-    headers: HeaderMap,
 ) -> Answer {
-    s.ready.check()?;
-    caller(&s.verifier, &headers).await?.require(MANAGERS)?;
     let park = id_param("parkId", &park)?;
-    Ok(json(
-        StatusCode::OK,
-        &s.store.percentages(park).await.map_err(store_error)?,
-    ))
+    Ok(json(StatusCode::OK, &s.store.percentages(park).await?))
 }
 
 /// `GET /parkReport/parkingTime/{parkId}/{day|month|year}`.
@@ -59,11 +54,9 @@ pub async fn percentages(
 )]
 pub async fn parking_time(
     State(s): State<App>,
+    _: Allowed<ParkManagers>,
     Path((park, period)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    s.ready.check()?;
-    caller(&s.verifier, &headers).await?.require(MANAGERS)?;
     let park = id_param("parkId", &park)?;
     let period = ReportPeriod::parse(&period).ok_or_else(|| {
         FieldError::new(
@@ -73,9 +66,6 @@ pub async fn parking_time(
     })?;
     Ok(json(
         StatusCode::OK,
-        &s.store
-            .parking_time(park, period)
-            .await
-            .map_err(store_error)?,
+        &s.store.parking_time(park, period).await?,
     ))
 }

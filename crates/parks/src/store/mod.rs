@@ -53,6 +53,10 @@ impl pms_service::store::Refusal for Refusal {
             None
         }
     }
+
+    fn answer(&self) -> pms_service::ApiError {
+        pms_service::ApiError::new(http::StatusCode::CONFLICT, self.reason(), self.message())
+    }
 }
 
 /// The parks service's database. Cheap to clone.

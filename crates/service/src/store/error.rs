@@ -15,6 +15,9 @@ pub trait Refusal: std::fmt::Debug + Clone + PartialEq + Eq + Send + Sync + 'sta
     /// The refusal a violated unique, exclusion or CHECK constraint stands for (its name and
     /// the server's message are in `what`), if it stands for one.
     fn from_constraint(what: &str) -> Option<Self>;
+
+    /// How the API states this refusal (409 with the refusal's code and message, usually).
+    fn answer(&self) -> crate::ApiError;
 }
 
 /// For services without refusals of their own.
@@ -24,6 +27,10 @@ pub enum NoRefusal {}
 impl Refusal for NoRefusal {
     fn from_constraint(_: &str) -> Option<Self> {
         None
+    }
+
+    fn answer(&self) -> crate::ApiError {
+        match *self {}
     }
 }
 

@@ -1,5 +1,7 @@
-//! One function per endpoint: verify the caller, parse the input, apply the role/ownership rule,
-//! call the store, shape the answer. Rules (spec §5.3 plus what the original forgot):
+//! One function per endpoint. Who may call it is in its signature (a kit [`Caller`] or
+//! [`Allowed`] parameter: verified before the body runs); the body parses the input, applies an
+//! ownership rule where there is one, calls the store and shapes the answer. Rules (spec §5.3
+//! plus what the original forgot):
 //!
 //! | endpoint | who |
 //! |---|---|
@@ -16,7 +18,7 @@ use http::{HeaderMap, StatusCode};
 
 use pms_service::http::{json, json_bytes, json_object, Answer};
 use pms_service::openapi::ErrorBody;
-use pms_service::{caller, idempotency, ApiError, Caller};
+use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers, Supervisors};
 
 use crate::model::{
     PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
@@ -202,10 +204,11 @@ fn now_ms() -> i64 {
             (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): RawQuery) -> Answer {
-    s.ready.check()?;
-    let who = caller(&s.verifier, &headers).await?;
-    who.require(&[Role::Supervisor, Role::CustomerManager])?;
+pub async fn all_users(
+    State(s): State<App>,
+    _: Allowed<CustomerManagers>,
+    RawQuery(q): RawQuery,
+) -> Answer {
     let page = page(q.as_deref())?;
     let mut out = Vec::with_capacity(4096);
     out.push(b'[');
@@ -248,11 +251,12 @@ pub async fn all_users(State(s): State<App>, headers: HeaderMap, RawQuery(q): Ra
 )]
 pub async fn add_vehicle(
     State(s): State<App>,
+    who: Caller,
     Path(user_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let user_id = own_customer_data(&s, &headers, &user_id).await?;
+    let user_id = own_customer_data(&who, &user_id)?;
     let body = json_object(&s.limits, &headers, body).await?;
     let vehicle = validate::vehicle(&body)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
@@ -273,12 +277,8 @@ pub async fn add_vehicle(
         (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn vehicles(
-    State(s): State<App>,
-    Path(user_id): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    let user_id = own_customer_data(&s, &headers, &user_id).await?;
+pub async fn vehicles(State(s): State<App>, who: Caller, Path(user_id): Path<String>) -> Answer {
+    let user_id = own_customer_data(&who, &user_id)?;
     let list = s
         .store
         .vehicles(user_id)
@@ -305,11 +305,12 @@ pub async fn vehicles(
 )]
 pub async fn set_payment_method(
     State(s): State<App>,
+    who: Caller,
     Path(user_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
-    let user_id = own_customer_data(&s, &headers, &user_id).await?;
+    let user_id = own_customer_data(&who, &user_id)?;
     let body = json_object(&s.limits, &headers, body).await?;
     let method = validate::payment_change(&body)?.payment_method;
     s.store.set_payment_method(user_id, method).await?;
@@ -337,10 +338,10 @@ pub async fn set_payment_method(
 )]
 pub async fn payment_method(
     State(s): State<App>,
+    who: Caller,
     Path(user_id): Path<String>,
-    headers: HeaderMap,
 ) -> Answer {
-    let user_id = own_customer_data(&s, &headers, &user_id).await?;
+    let user_id = own_customer_data(&who, &user_id)?;
     let method = s
         .store
         .payment_method(user_id)
@@ -380,9 +381,7 @@ pub async fn payment_method(
             (`idempotency_key_reused`); nothing granted.", body = ErrorBody<'static>),
     )
 )]
-pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready.check()?;
-    let who = caller(&s.verifier, &headers).await?;
+pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: Body) -> Answer {
     who.require(&[Role::CustomerManager])?;
     let body = json_object(&s.limits, &headers, body).await?;
     let grant = validate::grant(&body)?;
@@ -420,13 +419,7 @@ pub async fn grant(State(s): State<App>, headers: HeaderMap, body: Body) -> Answ
         (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn wallet(
-    State(s): State<App>,
-    Path(user_id): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    s.ready.check()?;
-    let who = caller(&s.verifier, &headers).await?;
+pub async fn wallet(State(s): State<App>, who: Caller, Path(user_id): Path<String>) -> Answer {
     let user_id = validate::user_id_param(&user_id)?;
     if who.id != user_id {
         who.require(&[Role::Supervisor, Role::CustomerManager])
@@ -447,9 +440,7 @@ pub async fn wallet(
     security(("bearer" = [])),
     responses((status = 200, description = "Most coins first.", body = Vec<TopParky>))
 )]
-pub async fn top10(State(s): State<App>, headers: HeaderMap) -> Answer {
-    s.ready.check()?;
-    let _who: Caller = caller(&s.verifier, &headers).await?;
+pub async fn top10(State(s): State<App>, _: Caller) -> Answer {
     Ok(json(StatusCode::OK, &s.store.top10().await?))
 }
 
@@ -463,11 +454,9 @@ pub async fn readyz(State(s): State<App>) -> Answer {
     pms_service::http::readyz(&s.ready, &s.store).await
 }
 
-/// The prologue of the endpoints for a customer's own data: ready, a verified caller, a valid
-/// `{userId}`, and the caller is that CUSTOMER. Returns the user id.
-async fn own_customer_data(s: &App, headers: &HeaderMap, user_id: &str) -> Result<i64, ApiError> {
-    s.ready.check()?;
-    let who = caller(&s.verifier, headers).await?;
+/// The rule of the endpoints for a customer's own data: a valid `{userId}`, and the caller is
+/// that CUSTOMER. Returns the user id.
+fn own_customer_data(who: &Caller, user_id: &str) -> Result<i64, ApiError> {
     let user_id = validate::user_id_param(user_id)?;
     who.require_self(user_id, &[Role::Customer])?;
     Ok(user_id)
@@ -498,11 +487,7 @@ fn page(query: Option<&str>) -> Result<Page, ApiError> {
         (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
-    s.ready.check()?;
-    caller(&s.verifier, &headers)
-        .await?
-        .require(&[Role::Supervisor])?;
+pub async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
     pms_events::parked::listed(s.store.db(), crate::store::coins::CONSUMER).await
 }
 
@@ -528,12 +513,9 @@ pub async fn parked_events(State(s): State<App>, headers: HeaderMap) -> Answer {
 )]
 pub async fn retry_parked_event(
     State(s): State<App>,
-    headers: HeaderMap,
+    who: Allowed<Supervisors>,
     Path((source, event_id)): Path<(String, String)>,
 ) -> Answer {
-    s.ready.check()?;
-    let who = caller(&s.verifier, &headers).await?;
-    who.require(&[Role::Supervisor])?;
     let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
     pms_events::parked::retried(
         s.store.db(),
