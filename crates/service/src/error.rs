@@ -2,7 +2,9 @@
 //! `{"error":{"code":"…","message":"…","request_id":"…","field":"…"}}` with the right status
 //! (`field` only when one input is at fault). Handlers return [`ApiError`]; the request-id layer
 //! ([`crate::http::finish`]) renders it once the request id is known, so no handler builds an
-//! error body. Services map their own store errors into it; this module knows none of them.
+//! error body. A kit store's failures ([`crate::store::StoreError`]) map into it here, once, a
+//! service's own refusals answering for themselves ([`crate::store::Refusal::answer`]); a service
+//! with a store error of its own maps that itself.
 
 use axum::response::{IntoResponse, Response};
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
