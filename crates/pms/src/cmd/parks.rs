@@ -108,13 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pms_parks::events::spawn_nats(&app, nats, stop);
         }
         tracing::info!(addr = %args.listen, "parks service listening");
-        let drain = pms_parks::run(
-            listener,
-            app,
-            super::service::serving(args.service.max_in_flight),
-            stopped,
-        )
-        .await;
+        let drain = pms_parks::run(listener, app, args.service.in_flight.serving(), stopped).await;
         tracing::info!(?drain, "parks service stopped");
         Ok(())
     })

@@ -44,13 +44,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pms_payments::events::spawn_nats(&app, nats, stop);
         }
         tracing::info!(addr = %args.listen, "payments service listening");
-        let drain = pms_payments::run(
-            listener,
-            app,
-            super::service::serving(args.service.max_in_flight),
-            stopped,
-        )
-        .await;
+        let drain =
+            pms_payments::run(listener, app, args.service.in_flight.serving(), stopped).await;
         tracing::info!(?drain, "payments service stopped");
         Ok(())
     })

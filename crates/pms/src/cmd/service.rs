@@ -25,11 +25,8 @@ pub struct ServiceArgs {
     /// Most database connections.
     #[arg(long, default_value_t = pms_service::store::DEFAULT_POOL_SIZE)]
     pub pool_size: u32,
-    /// Most requests handled at once; past it a request is answered 503 `busy` with
-    /// `Retry-After: 1` at once instead of waiting behind the others.
-    #[arg(long, default_value_t = pms_service::in_flight::DEFAULT_MAX_IN_FLIGHT,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    pub max_in_flight: usize,
+    #[command(flatten)]
+    pub in_flight: InFlight,
     /// Environment variable holding the HS256 secret the users service signs tokens with.
     #[arg(long, default_value = "PMS_JWT_SECRET")]
     pub jwt_secret_env: String,
@@ -100,11 +97,24 @@ impl ServiceArgs {
     }
 }
 
-/// Serving with the default connection settings and a bound of `max_in_flight` requests.
-pub fn serving(max_in_flight: usize) -> pms_service::Serving {
-    pms_service::Serving {
-        max_in_flight,
-        ..pms_service::Serving::default()
+/// How many requests each service takes at once: the one `--max-in-flight` of every service
+/// command and of `pms up`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct InFlight {
+    /// Most requests each service handles at once; past it a request is answered 503 `busy`
+    /// with `Retry-After: 1` at once instead of waiting behind the others.
+    #[arg(long, default_value_t = pms_service::in_flight::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_in_flight: usize,
+}
+
+impl InFlight {
+    /// Serving with the default connection settings and this bound.
+    pub fn serving(self) -> pms_service::Serving {
+        pms_service::Serving {
+            max_in_flight: self.max_in_flight,
+            ..pms_service::Serving::default()
+        }
     }
 }
 

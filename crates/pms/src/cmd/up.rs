@@ -80,7 +80,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         database_url: args.users.database_url.clone(),
         pool_size: args.users.pool_size,
-        max_in_flight: args.users.max_in_flight,
+        in_flight: args.users.in_flight,
         jwt_secret_env: String::new(),
         jwt_secret_file: None,
         jwt_public_key: None,
@@ -172,19 +172,19 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let users = tokio::spawn(pms_users::run(
             users_listener,
             app,
-            super::service::serving(args.users.max_in_flight),
+            args.users.in_flight.serving(),
             stopped(stop_rx.clone()),
         ));
         let parks_task = tokio::spawn(pms_parks::run(
             parks_listener,
             parks,
-            super::service::serving(args.users.max_in_flight),
+            args.users.in_flight.serving(),
             stopped(stop_rx.clone()),
         ));
         let payments_task = tokio::spawn(pms_payments::run(
             payments_listener,
             payments,
-            super::service::serving(args.users.max_in_flight),
+            args.users.in_flight.serving(),
             stopped(stop_rx.clone()),
         ));
         let web = pms_web::App::new(&pms_web::WebConfig {

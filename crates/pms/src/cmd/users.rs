@@ -32,11 +32,8 @@ pub struct ServiceOptions {
     /// Database connections opened at start and kept open (at most --pool-size); more open on demand.
     #[arg(long, default_value_t = store::DEFAULT_MIN_CONNECTIONS)]
     pub pool_min: u32,
-    /// Most requests each service handles at once; past it a request is answered 503 `busy`
-    /// with `Retry-After: 1` at once instead of waiting behind the others.
-    #[arg(long, default_value_t = pms_service::in_flight::DEFAULT_MAX_IN_FLIGHT,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    pub max_in_flight: usize,
+    #[command(flatten)]
+    pub in_flight: super::service::InFlight,
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).
     #[arg(long, default_value_t = 5000)]
     pub statement_timeout_ms: u64,
@@ -147,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 tls,
                 ..ServeConfig::default()
             },
-            max_in_flight: args.service.max_in_flight,
+            ..args.service.in_flight.serving()
         };
         let (stop, stopped) = super::service::stop_on(shutdown);
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
