@@ -11,9 +11,10 @@
 //! reason and time. An entry for events that never came sets the position back to before the
 //! first of them, so they are fetched again.
 //!
-//! Each consuming service shows its own to supervisors ([`listed`], [`retried`]:
-//! `GET /{service}/events/parked`, `POST /{service}/events/parked/{source}/{eventId}/retry`),
-//! and the front office gathers them on one page.
+//! Each consuming service shows its own to supervisors with the same two endpoints
+//! ([`SetAside`]: `GET /{service}/events/parked`,
+//! `POST /{service}/events/parked/{source}/{eventId}/retry`), and the front office gathers them
+//! on one page.
 
 use http::StatusCode;
 use pms_service::http::{json, Answer};
@@ -23,6 +24,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::position::MISSING;
+
+pub mod endpoints;
+
+pub use self::endpoints::SetAside;
 
 /// Most entries [`list`] returns.
 pub const MOST_LISTED: i64 = 500;

@@ -13,12 +13,11 @@
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::routing::get;
 use axum::Router;
 use http::{HeaderMap, StatusCode};
 use pms_service::http::{json, json_object, Answer};
 use pms_service::openapi::{ErrorBody, Instant, Plate};
-use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff, Supervisors};
+use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff};
 use pms_tariff::fee::{self, FeeError, Stay};
 use pms_vocab::fields::{required_instant, required_int, required_str, FieldError};
 use utoipa::{OpenApi, ToSchema};
@@ -59,8 +58,14 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(invoice))
             .routes(routes!(mine))
             .routes(routes!(quote))
-            .routes(routes!(parked_events))
-            .routes(routes!(retry_parked_event)),
+            .merge(
+                pms_events::parked::SetAside {
+                    service: "payments",
+                    consumer: crate::store::replica::CONSUMER,
+                    sources: &["parks", "users"],
+                }
+                .routes(),
+            ),
     )
 }
 
@@ -71,75 +76,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let routes = parts()
-        .0
-        .route("/healthz", get(pms_service::http::healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state);
-    pms_service::http::finish(routes)
-}
-
-async fn readyz(State(s): State<App>) -> Answer {
-    pms_service::http::readyz(&s.ready, &s.store).await
-}
-
-async fn metrics(State(s): State<App>) -> axum::response::Response {
-    pms_service::http::metrics_text(s.metrics.render(&s.outbox, s.store.db()).await)
-}
-
-/// `GET /payments/events/parked`: the events payments could not apply and set aside.
-#[utoipa::path(
-    get, path = "/payments/events/parked", tag = TAG, operation_id = "getPaymentsParkedEvents",
-    summary = "The events payments set aside (supervisors)",
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Oldest first, at most 500: what, from which service, \
-            why and since when.", body = Vec<pms_events::parked::Parked>,
-            links(("retryPaymentsParkedEvent" = (operation_id = "retryPaymentsParkedEvent",
-                parameters(("source" = "$response.body#/0/source"),
-                    ("eventId" = "$response.body#/0/eventId")))))),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-    )
-)]
-async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
-    pms_events::parked::listed(s.store.db(), crate::store::replica::CONSUMER).await
-}
-
-/// `POST /payments/events/parked/{source}/{eventId}/retry`: applies a set-aside event again,
-/// and every later one of its producer, in order.
-#[utoipa::path(
-    post, path = "/payments/events/parked/{source}/{eventId}/retry", tag = TAG,
-    operation_id = "retryPaymentsParkedEvent",
-    summary = "Try a set-aside event again (supervisors)",
-    params(
-        ("source" = String, Path, description = "The producing service (`parks`, `users`)."),
-        ("eventId" = i64, Path, minimum = 1, description = "The event's id in its producer's outbox."),
-    ),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Forgotten, and the consumer set back to just before it: \
-            it is applied again with the events after it (set aside again if it still cannot \
-            be).", body = pms_events::parked::RetryStarted),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such event is set aside (`event_not_found`).",
-            body = ErrorBody<'static>),
-    )
-)]
-async fn retry_parked_event(
-    State(s): State<App>,
-    who: Allowed<Supervisors>,
-    Path((source, event_id)): Path<(String, String)>,
-) -> Answer {
-    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
-    pms_events::parked::retried(
-        s.store.db(),
-        crate::store::replica::CONSUMER,
-        &source,
-        event_id,
-        who.id,
-    )
-    .await
+    pms_service::chassis::router(parts().0, state)
 }
 
 /// `limit`/`offset` from the query string, each at most once.

@@ -107,6 +107,17 @@ impl pms_service::Guarded for App {
     }
 }
 
+/// The kit's view of the service: its database, and the event gauges `/metrics` shows.
+impl pms_service::Service for App {
+    fn db(&self) -> &pms_service::store::Db {
+        self.store.db()
+    }
+
+    async fn metrics_text(&self) -> String {
+        self.metrics.render(&self.outbox, self.store.db()).await
+    }
+}
+
 impl App {
     /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///
@@ -146,7 +157,7 @@ impl App {
     }
 }
 
-/// Serves the payments API on `listener` until `shutdown`, then drains.
+/// Serves the payments API on `listener` until `shutdown`, then drains and closes the database.
 pub async fn run(
     listener: TcpListener,
     app: App,
@@ -154,7 +165,5 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
     let router = http::router(app.clone());
-    let drain = pms_service::serve(listener, router, serving.into(), shutdown).await;
-    app.store.close().await;
-    drain
+    pms_service::chassis::run(listener, app, router, serving, shutdown).await
 }

@@ -2,6 +2,8 @@
 //! service is handlers, rules and SQL on top of it.
 //!
 //! Layout:
+//! - [`chassis`]: the shell of every service: the state's view the kit needs ([`Service`]),
+//!   the probes and `/metrics` around its own routes, served until shutdown.
 //! - [`mod@caller`]: who is calling, from the bearer token, verified here; extractors that say
 //!   it in a handler's signature.
 //! - [`error`]: [`ApiError`], the one JSON error format.
@@ -26,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod caller;
+pub mod chassis;
 pub mod error;
 pub mod http;
 pub mod idempotency;
@@ -38,6 +41,7 @@ pub mod telemetry;
 pub use crate::caller::{
     caller, Allowed, Caller, CustomerManagers, Guarded, ParkManagers, Roles, Staff, Supervisors,
 };
+pub use crate::chassis::Service;
 pub use crate::error::ApiError;
 pub use crate::ready::Readiness;
 

@@ -19,7 +19,6 @@ pub mod devices;
 pub mod parks;
 pub mod reports;
 
-use axum::routing::get;
 use axum::Router;
 use http::StatusCode;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
@@ -96,8 +95,14 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(d::get_display))
             .routes(routes!(r::percentages))
             .routes(routes!(r::parking_time))
-            .routes(routes!(p::parked_events))
-            .routes(routes!(p::retry_parked_event)),
+            .merge(
+                pms_events::parked::SetAside {
+                    service: "parks",
+                    consumer: crate::store::replica::CONSUMER,
+                    sources: &["payments", "users"],
+                }
+                .routes(),
+            ),
     )
 }
 
@@ -108,21 +113,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let routes = parts()
-        .0
-        .route("/healthz", get(pms_service::http::healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state);
-    pms_service::http::finish(routes)
-}
-
-async fn readyz(axum::extract::State(s): axum::extract::State<App>) -> pms_service::http::Answer {
-    pms_service::http::readyz(&s.ready, &s.store).await
-}
-
-async fn metrics(axum::extract::State(s): axum::extract::State<App>) -> axum::response::Response {
-    pms_service::http::metrics_text(s.metrics.events.render(&s.outbox, s.store.db()).await)
+    pms_service::chassis::router(parts().0, state)
 }
 
 /// `{"response": text}`, the B services' answer to a write.

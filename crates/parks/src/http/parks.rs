@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
 use pms_service::http::{json, json_object, json_value, Answer};
-use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff, Supervisors};
+use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff};
 use pms_vocab::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
 use pms_vocab::Role;
 
@@ -703,58 +703,4 @@ pub async fn changes(State(s): State<App>, _: Caller, RawQuery(query): RawQuery)
     )
     .await?;
     Ok(json(StatusCode::OK, &ChangeVersion { version }))
-}
-
-/// `GET /parks/events/parked`: the events parks could not apply and set aside.
-#[utoipa::path(
-    get, path = "/parks/events/parked", tag = TAG, operation_id = "getParksParkedEvents",
-    summary = "The events parks set aside (supervisors)",
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Oldest first, at most 500: what, from which service, \
-            why and since when.", body = Vec<pms_events::parked::Parked>,
-            links(("retryParksParkedEvent" = (operation_id = "retryParksParkedEvent",
-                parameters(("source" = "$response.body#/0/source"),
-                    ("eventId" = "$response.body#/0/eventId")))))),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-    )
-)]
-pub async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
-    pms_events::parked::listed(s.store.db(), crate::store::replica::CONSUMER).await
-}
-
-/// `POST /parks/events/parked/{source}/{eventId}/retry`: applies a set-aside event again,
-/// and every later one of its producer, in order.
-#[utoipa::path(
-    post, path = "/parks/events/parked/{source}/{eventId}/retry", tag = TAG,
-    operation_id = "retryParksParkedEvent",
-    summary = "Try a set-aside event again (supervisors)",
-    params(
-        ("source" = String, Path, description = "The producing service (`payments`, `users`)."),
-        ("eventId" = i64, Path, minimum = 1, description = "The event's id in its producer's outbox."),
-    ),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Forgotten, and the consumer set back to just before it: \
-            it is applied again with the events after it (set aside again if it still cannot \
-            be).", body = pms_events::parked::RetryStarted),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such event is set aside (`event_not_found`).",
-            body = ErrorBody<'static>),
-    )
-)]
-pub async fn retry_parked_event(
-    State(s): State<App>,
-    who: Allowed<Supervisors>,
-    Path((source, event_id)): Path<(String, String)>,
-) -> Answer {
-    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
-    pms_events::parked::retried(
-        s.store.db(),
-        crate::store::replica::CONSUMER,
-        &source,
-        event_id,
-        who.id,
-    )
-    .await
 }

@@ -18,7 +18,7 @@ use http::{HeaderMap, StatusCode};
 
 use pms_service::http::{json, json_bytes, json_object, Answer};
 use pms_service::openapi::ErrorBody;
-use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers, Supervisors};
+use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers};
 
 use crate::model::{
     PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
@@ -444,16 +444,6 @@ pub async fn top10(State(s): State<App>, _: Caller) -> Answer {
     Ok(json(StatusCode::OK, &s.store.top10().await?))
 }
 
-/// `GET /metrics`: the event gauges (outbox size, consumer lag).
-pub async fn metrics(State(s): State<App>) -> axum::response::Response {
-    pms_service::http::metrics_text(s.metrics.render(&s.outbox, s.store.db()).await)
-}
-
-/// `GET /readyz`: migrated and the database answers.
-pub async fn readyz(State(s): State<App>) -> Answer {
-    pms_service::http::readyz(&s.ready, &s.store).await
-}
-
 /// The rule of the endpoints for a customer's own data: a valid `{userId}`, and the caller is
 /// that CUSTOMER. Returns the user id.
 fn own_customer_data(who: &Caller, user_id: &str) -> Result<i64, ApiError> {
@@ -471,60 +461,6 @@ fn page(query: Option<&str>) -> Result<Page, ApiError> {
         limit: query_int("limit", limit.as_deref(), 1..=MAX_PAGE)?,
         offset: query_int("offset", offset.as_deref(), 0..=i64::MAX)?.unwrap_or(0),
     })
-}
-
-/// `GET /users/events/parked`: the events users could not apply and set aside.
-#[utoipa::path(
-    get, path = "/users/events/parked", tag = TAG, operation_id = "getUsersParkedEvents",
-    summary = "The events users set aside (supervisors)",
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Oldest first, at most 500: what, from which service, \
-            why and since when.", body = Vec<pms_events::parked::Parked>,
-            links(("retryUsersParkedEvent" = (operation_id = "retryUsersParkedEvent",
-                parameters(("source" = "$response.body#/0/source"),
-                    ("eventId" = "$response.body#/0/eventId")))))),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-    )
-)]
-pub async fn parked_events(State(s): State<App>, _: Allowed<Supervisors>) -> Answer {
-    pms_events::parked::listed(s.store.db(), crate::store::coins::CONSUMER).await
-}
-
-/// `POST /users/events/parked/{source}/{eventId}/retry`: applies a set-aside event again,
-/// and every later one of its producer, in order.
-#[utoipa::path(
-    post, path = "/users/events/parked/{source}/{eventId}/retry", tag = TAG,
-    operation_id = "retryUsersParkedEvent",
-    summary = "Try a set-aside event again (supervisors)",
-    params(
-        ("source" = String, Path, description = "The producing service (`payments`)."),
-        ("eventId" = i64, Path, minimum = 1, description = "The event's id in its producer's outbox."),
-    ),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Forgotten, and the consumer set back to just before it: \
-            it is applied again with the events after it (set aside again if it still cannot \
-            be).", body = pms_events::parked::RetryStarted),
-        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such event is set aside (`event_not_found`).",
-            body = ErrorBody<'static>),
-    )
-)]
-pub async fn retry_parked_event(
-    State(s): State<App>,
-    who: Allowed<Supervisors>,
-    Path((source, event_id)): Path<(String, String)>,
-) -> Answer {
-    let event_id = pms_vocab::fields::id_param("eventId", &event_id)?;
-    pms_events::parked::retried(
-        s.store.db(),
-        crate::store::coins::CONSUMER,
-        &source,
-        event_id,
-        who.id,
-    )
-    .await
 }
 
 fn not_found(user_id: i64) -> ApiError {

@@ -6,7 +6,6 @@
 pub mod error;
 pub mod handlers;
 
-use axum::routing::get;
 use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -40,8 +39,14 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::grant))
         .routes(routes!(h::wallet))
         .routes(routes!(h::top10))
-        .routes(routes!(h::parked_events))
-        .routes(routes!(h::retry_parked_event))
+        .merge(
+            pms_events::parked::SetAside {
+                service: "users",
+                consumer: crate::store::coins::CONSUMER,
+                sources: &["payments"],
+            }
+            .routes(),
+        )
 }
 
 /// The public endpoints' routes (and `/openapi.json`), and their document.
@@ -56,13 +61,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The route table: the public endpoints, `/openapi.json`, and health and metrics.
 pub fn router(state: App) -> Router {
-    let routes = parts()
-        .0
-        .route("/healthz", get(pms_service::http::healthz))
-        .route("/readyz", get(handlers::readyz))
-        .route("/metrics", get(handlers::metrics))
-        .with_state(state);
-    pms_service::http::finish(routes)
+    pms_service::chassis::router(parts().0, state)
 }
 
 #[cfg(test)]
