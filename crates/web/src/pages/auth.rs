@@ -5,14 +5,13 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::State;
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::json;
 
 use super::{
     checked, field, page, problem, redirect, redirect_with_cookie, session_of,
-    sessions_unavailable, unreachable, Chrome,
+    sessions_unavailable, unreachable, Chrome, Page, PageError,
 };
 use crate::gateway::{claims, person, Reply};
 use crate::session::{self, Session, User};
@@ -62,13 +61,10 @@ struct Register {
 }
 
 /// `GET /app/signin`.
-pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, fresh) = match session_of(&app, &headers).await {
-        Ok(found) => found,
-        Err(r) => return r,
-    };
+pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Page {
+    let (s, fresh) = session_of(&app, &headers).await?;
     if s.user.is_some() {
-        return redirect("/app/account");
+        return Ok(redirect("/app/account"));
     }
     let html = SignIn {
         chrome: Chrome::of("Sign in", &s),
@@ -77,7 +73,12 @@ pub async fn signin_form(State(app): State<App>, headers: HeaderMap) -> Response
         notice: None,
     }
     .render();
-    page(&app, StatusCode::OK, html, fresh.then_some(s.id.as_str()))
+    Ok(page(
+        &app,
+        StatusCode::OK,
+        html,
+        fresh.then_some(s.id.as_str()),
+    ))
 }
 
 /// `POST /app/signin`.
@@ -85,41 +86,39 @@ pub async fn signin(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let s = match checked(&app, &headers, &form).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+) -> Page {
+    let s = checked(&app, &headers, &form).await?;
     let email = field(&form, "email").trim().to_owned();
     let body = json!({"email": email, "password": field(&form, "password")});
-    match app
-        .gateway
-        .call_for(person(&headers), Method::POST, "/users/login", &body)
-        .await
-    {
-        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {
-            Ok(Some(cookie)) => redirect_with_cookie("/app/account", cookie),
-            Ok(None) => problem(
-                &app,
-                &s,
-                StatusCode::BAD_GATEWAY,
-                "The sign-in answer could not be read.".into(),
-            ),
-            Err(r) => r,
-        },
-        Ok(r) => {
-            let html = SignIn {
-                chrome: Chrome::of("Sign in", &s),
-                email,
-                error: Some(r.message()),
-                notice: None,
+    Ok(
+        match app
+            .gateway
+            .call_for(person(&headers), Method::POST, "/users/login", &body)
+            .await
+        {
+            Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await? {
+                Some(cookie) => redirect_with_cookie("/app/account", cookie),
+                None => problem(
+                    &app,
+                    &s,
+                    StatusCode::BAD_GATEWAY,
+                    "The sign-in answer could not be read.".into(),
+                ),
+            },
+            Ok(r) => {
+                let html = SignIn {
+                    chrome: Chrome::of("Sign in", &s),
+                    email,
+                    error: Some(r.message()),
+                    notice: None,
+                }
+                .render();
+                let status = r.refused_status();
+                page(&app, status, html, None)
             }
-            .render();
-            let status = r.refused_status();
-            page(&app, status, html, None)
-        }
-        Err(e) => unreachable(&app, &s, &e),
-    }
+            Err(e) => unreachable(&app, &s, &e),
+        },
+    )
 }
 
 /// Signs the session in with a login answer; returns the new session's cookie, or `None` when
@@ -127,8 +126,11 @@ pub async fn signin(
 ///
 /// # Errors
 /// The "try again" page when the sessions cannot be reached (nobody is signed in then).
-#[allow(clippy::result_large_err)] // the error is the response itself
-async fn signed_in(app: &App, s: &Session, login: &Reply) -> Result<Option<HeaderValue>, Response> {
+async fn signed_in(
+    app: &App,
+    s: &Session,
+    login: &Reply,
+) -> Result<Option<HeaderValue>, PageError> {
     let Some(token) = login.body["token"].as_str().map(str::to_owned) else {
         return Ok(None);
     };
@@ -144,7 +146,7 @@ async fn signed_in(app: &App, s: &Session, login: &Reply) -> Result<Option<Heade
     };
     match app.sessions.sign_in(&s.id, user).await {
         Ok(new) => Ok(Some(session::set_cookie(&new.id, app.secure_cookies))),
-        Err(e) => Err(sessions_unavailable(app, &e)),
+        Err(e) => Err(sessions_unavailable(app, &e).into()),
     }
 }
 
@@ -153,16 +155,16 @@ pub async fn signout(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let s = match checked(&app, &headers, &form).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+) -> Page {
+    let s = checked(&app, &headers, &form).await?;
     // Ended where it is kept, or not at all: the cookie stays until it has been.
     if let Err(e) = app.sessions.remove(&s.id).await {
-        return sessions_unavailable(&app, &e);
+        return Err(sessions_unavailable(&app, &e).into());
     }
-    redirect_with_cookie("/app/signin", session::clear_cookie(app.secure_cookies))
+    Ok(redirect_with_cookie(
+        "/app/signin",
+        session::clear_cookie(app.secure_cookies),
+    ))
 }
 
 /// The registration form's inputs, with the values and errors to show.
@@ -263,13 +265,15 @@ fn register_form(s: &Session, form: &HashMap<String, String>, reply: Option<&Rep
 }
 
 /// `GET /app/register`.
-pub async fn register_page(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, fresh) = match session_of(&app, &headers).await {
-        Ok(found) => found,
-        Err(r) => return r,
-    };
+pub async fn register_page(State(app): State<App>, headers: HeaderMap) -> Page {
+    let (s, fresh) = session_of(&app, &headers).await?;
     let html = register_form(&s, &HashMap::new(), None).render();
-    page(&app, StatusCode::OK, html, fresh.then_some(s.id.as_str()))
+    Ok(page(
+        &app,
+        StatusCode::OK,
+        html,
+        fresh.then_some(s.id.as_str()),
+    ))
 }
 
 /// `POST /app/register`: creates the account, then signs it in.
@@ -277,11 +281,8 @@ pub async fn register(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let s = match checked(&app, &headers, &form).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+) -> Page {
+    let s = checked(&app, &headers, &form).await?;
     let body = json!({
         "firstName": field(&form, "firstName"),
         "lastName": field(&form, "lastName"),
@@ -298,29 +299,30 @@ pub async fn register(
         .await
     {
         Ok(r) => r,
-        Err(e) => return unreachable(&app, &s, &e),
+        Err(e) => return Err(unreachable(&app, &s, &e).into()),
     };
     if created.status != StatusCode::CREATED {
         let status = created.refused_status();
-        return page(
+        return Ok(page(
             &app,
             status,
             register_form(&s, &form, Some(&created)).render(),
             None,
-        );
+        ));
     }
     let login = json!({"email": body["email"], "password": body["password"]});
-    match app
-        .gateway
-        .call_for(person(&headers), Method::POST, "/users/login", &login)
-        .await
-    {
-        Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await {
-            Ok(Some(cookie)) => redirect_with_cookie("/app/account", cookie),
-            Ok(None) => redirect("/app/signin"),
-            Err(r) => r,
+    Ok(
+        match app
+            .gateway
+            .call_for(person(&headers), Method::POST, "/users/login", &login)
+            .await
+        {
+            Ok(r) if r.status == StatusCode::OK => match signed_in(&app, &s, &r).await? {
+                Some(cookie) => redirect_with_cookie("/app/account", cookie),
+                None => redirect("/app/signin"),
+            },
+            // Created, but not signed in (the login failed): the sign-in page says what to do.
+            _ => redirect("/app/signin"),
         },
-        // Created, but not signed in (the login failed): the sign-in page says what to do.
-        _ => redirect("/app/signin"),
-    }
+    )
 }

@@ -8,12 +8,14 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::{call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome};
+use super::{
+    call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome, Page,
+    PageError,
+};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -148,7 +150,7 @@ async fn customer_view(
     app: &App,
     s: &Session,
     user: &User,
-) -> Result<(CustomerView, Option<String>), Response> {
+) -> Result<(CustomerView, Option<String>), PageError> {
     let paths = [
         format!("/users/vehicles/{}", user.id),
         format!("/users/parkies/{}", user.id),
@@ -219,12 +221,10 @@ async fn account_page(
     refusals: Refusals,
     plate: String,
     done: Option<&str>,
-) -> Response {
+) -> Page {
     let (customer, problem) = if user.role == "CUSTOMER" {
-        match customer_view(app, s, user).await {
-            Ok((view, problem)) => (Some(view), problem),
-            Err(response) => return response,
-        }
+        let (view, problem) = customer_view(app, s, user).await?;
+        (Some(view), problem)
     } else {
         (None, None)
     };
@@ -238,19 +238,12 @@ async fn account_page(
         problem,
     }
     .render();
-    page(app, status, html, None)
+    Ok(page(app, status, html, None))
 }
 
 /// `GET /app/account`.
-pub async fn account(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(done): Query<Done>,
-) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+pub async fn account(State(app): State<App>, headers: HeaderMap, Query(done): Query<Done>) -> Page {
+    let (s, user) = signed_in_user(&app, &headers).await?;
     account_page(
         &app,
         &s,
@@ -270,18 +263,10 @@ enum Change {
     Coins,
 }
 
-async fn change(
-    app: App,
-    headers: HeaderMap,
-    form: HashMap<String, String>,
-    what: Change,
-) -> Response {
-    let s = match checked(&app, &headers, &form).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+async fn change(app: App, headers: HeaderMap, form: HashMap<String, String>, what: Change) -> Page {
+    let s = checked(&app, &headers, &form).await?;
     let Some(user) = s.user.clone() else {
-        return redirect("/app/signin");
+        return Ok(redirect("/app/signin"));
     };
     let (method, path, body, done) = match what {
         Change::Vehicle => (
@@ -307,12 +292,9 @@ async fn change(
             "/app/account?done=coins",
         ),
     };
-    let reply = match call_as(&app, &s, &user, method, &path, &body).await {
-        Ok(r) => r,
-        Err(response) => return response,
-    };
+    let reply = call_as(&app, &s, &user, method, &path, &body).await?;
     if reply.status.is_success() {
-        return redirect(done);
+        return Ok(redirect(done));
     }
     let mut refusals = Refusals::default();
     let message = Some(reply.message());
@@ -331,7 +313,7 @@ pub async fn add_vehicle(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     change(app, headers, form, Change::Vehicle).await
 }
 
@@ -340,7 +322,7 @@ pub async fn set_payment_method(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     change(app, headers, form, Change::Payment).await
 }
 
@@ -349,25 +331,19 @@ pub async fn set_coin_flag(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     change(app, headers, form, Change::Coins).await
 }
 
 /// `GET /app/visits`: the customer's visits and invoices, newest first.
-pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Page {
+    let (s, user) = signed_in_user(&app, &headers).await?;
     let history_path = format!("/parks/parkingHistory/{}", user.id);
     let (history, invoices) = tokio::join!(
         call_as(&app, &s, &user, Method::GET, &history_path, &Value::Null),
         call_as(&app, &s, &user, Method::GET, "/payments/mine", &Value::Null),
     );
-    let (history, invoices) = match (history, invoices) {
-        (Ok(h), Ok(i)) => (h, i),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
+    let (history, invoices) = (history?, invoices?);
     let problem = [&history, &invoices]
         .into_iter()
         .find(|r| r.status != StatusCode::OK)
@@ -418,5 +394,5 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Response {
         problem,
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }

@@ -4,10 +4,10 @@
 
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Page;
 use super::{call_as, page, park_answers, staff_page, text, when, Chrome, PARK_STAFF};
 use crate::App;
 
@@ -42,23 +42,11 @@ struct DevicesPage {
 }
 
 /// `GET /app/parks/{number}/devices`.
-pub async fn devices(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Path(number): Path<i64>,
-) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the park's devices").await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+pub async fn devices(State(app): State<App>, headers: HeaderMap, Path(number): Path<i64>) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, "the park's devices").await?;
     let path = format!("/parks/devices/{number}");
-    let r = match call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    if let Err(r) = park_answers(&app, &s, number, &[&r]) {
-        return r;
-    }
+    let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
+    park_answers(&app, &s, number, &[&r])?;
     let barriers = r.body["barriers"]
         .as_array()
         .into_iter()
@@ -88,7 +76,7 @@ pub async fn devices(
         barriers,
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }
 
 /// A barrier's clock offset for people, when it is a second or more: "3 s ahead",

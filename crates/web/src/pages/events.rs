@@ -7,12 +7,12 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::Page;
 use super::{call_as, field, page, redirect, staff_form, staff_page, text, when, Chrome};
 use crate::App;
 
@@ -54,19 +54,13 @@ pub async fn events(
     State(app): State<App>,
     headers: HeaderMap,
     Query(q): Query<EventsQuery>,
-) -> Response {
-    let (s, user) = match staff_page(&app, &headers, EVENT_STAFF, "set-aside events").await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_page(&app, &headers, EVENT_STAFF, "set-aside events").await?;
     let mut events = Vec::new();
     let mut unread = Vec::new();
     for consumer in CONSUMERS {
         let path = format!("/{consumer}/events/parked");
-        let r = match call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await {
-            Ok(r) => r,
-            Err(r) => return r,
-        };
+        let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
         if r.status != StatusCode::OK {
             unread.push((consumer, r.message()));
             continue;
@@ -94,7 +88,7 @@ pub async fn events(
         notice,
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }
 
 /// `POST /app/events/retry`: tries one set-aside event again.
@@ -102,12 +96,8 @@ pub async fn retry(
     State(app): State<App>,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let (s, user) =
-        match staff_form(&app, &headers, &form, EVENT_STAFF, "trying events again").await {
-            Ok(x) => x,
-            Err(r) => return r,
-        };
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, EVENT_STAFF, "trying events again").await?;
     let consumer = field(&form, "consumer");
     let (source, id) = (field(&form, "source"), field(&form, "id"));
     let well_formed = CONSUMERS.contains(&consumer)
@@ -115,17 +105,18 @@ pub async fn retry(
         && source.bytes().all(|b| b.is_ascii_lowercase())
         && id.parse::<i64>().is_ok_and(|n| n > 0);
     if !well_formed {
-        return super::problem(
+        return Ok(super::problem(
             &app,
             &s,
             StatusCode::BAD_REQUEST,
             "That is not an event this page listed.".into(),
-        );
+        ));
     }
     let path = format!("/{consumer}/events/parked/{source}/{id}/retry");
-    match call_as(&app, &s, &user, Method::POST, &path, &Value::Null).await {
-        Ok(r) if r.status.is_success() => redirect("/app/events?done=retry"),
-        Ok(r) => super::problem(&app, &s, r.refused_status(), r.message()),
-        Err(r) => r,
-    }
+    let r = call_as(&app, &s, &user, Method::POST, &path, &Value::Null).await?;
+    Ok(if r.status.is_success() {
+        redirect("/app/events?done=retry")
+    } else {
+        super::problem(&app, &s, r.refused_status(), r.message())
+    })
 }

@@ -58,6 +58,6 @@ pub async fn live(State(app): State<App>, headers: HeaderMap, Query(q): Query<Af
             json_answer(StatusCode::OK, &json!({"version": r.body["version"]}))
         }
         Ok(r) => json_answer(r.refused_status(), &json!({"error": r.message()})),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }

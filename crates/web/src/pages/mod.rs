@@ -52,6 +52,27 @@ impl Chrome {
     }
 }
 
+/// What a page handler answers: the page, or the answer that takes its place ([`PageError`]).
+pub type Page = Result<Response, PageError>;
+
+/// The answer a page gives instead of itself — the sign-in redirect, the "not allowed" or "not
+/// answering" page, the refusal of a forged form — so that a handler's steps end in `?`. Boxed:
+/// a response is large, and the error path is the rare one.
+#[derive(Debug)]
+pub struct PageError(Box<Response>);
+
+impl From<Response> for PageError {
+    fn from(r: Response) -> Self {
+        Self(Box::new(r))
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        *self.0
+    }
+}
+
 #[derive(Template)]
 #[template(path = "problem.html")]
 struct Problem {
@@ -63,8 +84,7 @@ struct Problem {
 ///
 /// # Errors
 /// The "try again" page (503) when the sessions cannot be reached.
-#[allow(clippy::result_large_err)] // the error is the response itself
-pub async fn session_of(app: &App, headers: &HeaderMap) -> Result<(Session, bool), Response> {
+pub async fn session_of(app: &App, headers: &HeaderMap) -> Result<(Session, bool), PageError> {
     match existing(app, headers).await? {
         Some(s) => Ok((s, false)),
         None => Ok((app.sessions.create(), true)),
@@ -76,8 +96,7 @@ pub async fn session_of(app: &App, headers: &HeaderMap) -> Result<(Session, bool
 ///
 /// # Errors
 /// The "try again" page (503) when the sessions cannot be reached.
-#[allow(clippy::result_large_err)] // the error is the response itself
-pub async fn existing(app: &App, headers: &HeaderMap) -> Result<Option<Session>, Response> {
+pub async fn existing(app: &App, headers: &HeaderMap) -> Result<Option<Session>, PageError> {
     let Some(id) = session::from_cookies(headers) else {
         return Ok(None);
     };
@@ -183,12 +202,11 @@ pub fn field<'a>(form: &'a HashMap<String, String>, name: &str) -> &'a str {
 ///
 /// # Errors
 /// The redirect to the sign-in page when nobody is signed in.
-#[allow(clippy::result_large_err)] // the error is the response itself
-pub async fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), Response> {
+pub async fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, User), PageError> {
     existing(app, headers)
         .await?
         .and_then(|s| s.user.clone().map(|u| (s, u)))
-        .ok_or_else(|| redirect("/app/signin"))
+        .ok_or_else(|| redirect("/app/signin").into())
 }
 
 /// Calls the gateway as `user`; an expired token ends the session and sends them to sign in,
@@ -196,7 +214,6 @@ pub async fn signed_in_user(app: &App, headers: &HeaderMap) -> Result<(Session, 
 ///
 /// # Errors
 /// The response to send instead.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn call_as(
     app: &App,
     s: &Session,
@@ -204,7 +221,7 @@ pub async fn call_as(
     method: Method,
     path: &str,
     body: &Value,
-) -> Result<Reply, Response> {
+) -> Result<Reply, PageError> {
     call_as_once(app, s, user, method, path, body, None).await
 }
 
@@ -213,7 +230,6 @@ pub async fn call_as(
 ///
 /// # Errors
 /// The response to send instead.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn call_as_once(
     app: &App,
     s: &Session,
@@ -222,7 +238,7 @@ pub async fn call_as_once(
     path: &str,
     body: &Value,
     key: Option<&str>,
-) -> Result<Reply, Response> {
+) -> Result<Reply, PageError> {
     match app
         .gateway
         .call_once(method, path, Some(&user.token), body, key)
@@ -233,13 +249,13 @@ pub async fn call_as_once(
             if let Err(e) = app.sessions.remove(&s.id).await {
                 tracing::warn!(error = %e, "ending a session whose token expired");
             }
-            Err(redirect_with_cookie(
-                "/app/signin",
-                session::clear_cookie(app.secure_cookies),
-            ))
+            Err(
+                redirect_with_cookie("/app/signin", session::clear_cookie(app.secure_cookies))
+                    .into(),
+            )
         }
         Ok(r) => Ok(r),
-        Err(e) => Err(unreachable(app, s, &e)),
+        Err(e) => Err(unreachable(app, s, &e).into()),
     }
 }
 
@@ -267,13 +283,12 @@ pub const PLATE_PATTERN: &str = r"\s*([A-Za-z]{2}-[0-9]{2}-[0-9]{2}|[0-9]{2}-[A-
 ///
 /// # Errors
 /// The page to answer instead.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub fn park_answers(
     app: &App,
     s: &Session,
     number: i64,
     replies: &[&Reply],
-) -> Result<(), Response> {
+) -> Result<(), PageError> {
     if replies
         .first()
         .is_some_and(|r| r.status == StatusCode::NOT_FOUND)
@@ -283,10 +298,11 @@ pub fn park_answers(
             s,
             StatusCode::NOT_FOUND,
             format!("There is no park {number}."),
-        ));
+        )
+        .into());
     }
     match replies.iter().find(|r| r.status != StatusCode::OK) {
-        Some(failed) => Err(problem(app, s, StatusCode::BAD_GATEWAY, failed.message())),
+        Some(failed) => Err(problem(app, s, StatusCode::BAD_GATEWAY, failed.message()).into()),
         None => Ok(()),
     }
 }
@@ -298,14 +314,13 @@ pub const PARK_STAFF: &[&str] = &["PARK_MANAGER", "SUPERVISOR"];
 ///
 /// # Errors
 /// The 403 page naming the roles `what` is for.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub fn allowed(
     app: &App,
     s: &Session,
     user: &User,
     roles: &[&str],
     what: &str,
-) -> Result<(), Response> {
+) -> Result<(), PageError> {
     if roles.contains(&user.role.as_str()) {
         return Ok(());
     }
@@ -318,20 +333,20 @@ pub fn allowed(
             roles.join(" and "),
             user.role
         ),
-    ))
+    )
+    .into())
 }
 
 /// The signed-in user of a page for `roles`.
 ///
 /// # Errors
 /// The redirect to sign in, or the "not allowed" page.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn staff_page(
     app: &App,
     headers: &HeaderMap,
     roles: &[&str],
     what: &str,
-) -> Result<(Session, User), Response> {
+) -> Result<(Session, User), PageError> {
     let (s, user) = signed_in_user(app, headers).await?;
     allowed(app, &s, &user, roles, what)?;
     Ok((s, user))
@@ -341,17 +356,16 @@ pub async fn staff_page(
 ///
 /// # Errors
 /// The refusal of a forged form, the redirect to sign in, or the "not allowed" page.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn staff_form(
     app: &App,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
     roles: &[&str],
     what: &str,
-) -> Result<(Session, User), Response> {
+) -> Result<(Session, User), PageError> {
     let s = checked(app, headers, form).await?;
     let Some(user) = s.user.clone() else {
-        return Err(redirect("/app/signin"));
+        return Err(redirect("/app/signin").into());
     };
     allowed(app, &s, &user, roles, what)?;
     Ok((s, user))
@@ -361,16 +375,15 @@ pub async fn staff_form(
 ///
 /// # Errors
 /// The refusal (403) when the token is missing or wrong, or the browser had no session.
-#[allow(clippy::result_large_err)] // the error is the response itself
 pub async fn checked(
     app: &App,
     headers: &HeaderMap,
     form: &HashMap<String, String>,
-) -> Result<Session, Response> {
+) -> Result<Session, PageError> {
     match existing(app, headers).await? {
         Some(s) if s.csrf_matches(field(form, "csrf")) => Ok(s),
-        Some(s) => Err(forged(app, &s)),
-        None => Err(forged(app, &Session::unsaved())),
+        Some(s) => Err(forged(app, &s).into()),
+        None => Err(forged(app, &Session::unsaved()).into()),
     }
 }
 
@@ -407,16 +420,15 @@ pub fn when_in(rfc3339: &str, zone: &str) -> String {
 }
 
 /// `GET /app/`: the account page when signed in, else the sign-in page.
-pub async fn start(State(app): State<App>, headers: HeaderMap) -> Response {
-    let signed_in = match existing(&app, &headers).await {
-        Ok(s) => s.is_some_and(|s| s.user.is_some()),
-        Err(r) => return r,
-    };
-    redirect(if signed_in {
+pub async fn start(State(app): State<App>, headers: HeaderMap) -> Page {
+    let signed_in = existing(&app, &headers)
+        .await?
+        .is_some_and(|s| s.user.is_some());
+    Ok(redirect(if signed_in {
         "/app/account"
     } else {
         "/app/signin"
-    })
+    }))
 }
 
 #[cfg(test)]

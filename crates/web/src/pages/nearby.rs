@@ -4,10 +4,10 @@
 
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Page;
 use super::{call_as, page, signed_in_user, text, Chrome};
 use crate::map::{self, Marker};
 use crate::App;
@@ -77,15 +77,8 @@ fn free(park: &Value, vehicle: &str) -> Vec<i64> {
 }
 
 /// `GET /app/nearby[?lat=&lon=&km=]`: the form, and the parks when a location was given.
-pub async fn nearby(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(at): Query<Where>,
-) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+pub async fn nearby(State(app): State<App>, headers: HeaderMap, Query(at): Query<Where>) -> Page {
+    let (s, user) = signed_in_user(&app, &headers).await?;
     let lat = at.lat.unwrap_or_default().trim().to_owned();
     let lon = at.lon.unwrap_or_default().trim().to_owned();
     let km = at
@@ -113,10 +106,7 @@ pub async fn nearby(
                 // Numbers only reach the path; the service checks their ranges and says which
                 // one is wrong.
                 let path = format!("/parks/real-time/occupancy/{lat}/{lon}/{km}");
-                let r = match call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await {
-                    Ok(r) => r,
-                    Err(r) => return r,
-                };
+                let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
                 if r.status == StatusCode::OK {
                     let rows: Vec<&Value> = r.body.as_array().into_iter().flatten().collect();
                     let spots: Vec<(String, f64, f64)> = rows
@@ -157,7 +147,7 @@ pub async fn nearby(
             }
         }
     }
-    page(&app, status, view.render(), None)
+    Ok(page(&app, status, view.render(), None))
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
@@ -17,6 +16,7 @@ use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
     Chrome, PARK_STAFF,
 };
+use super::{Page, PageError};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -99,18 +99,12 @@ impl ParkPage {
 }
 
 /// `GET /app/parks`.
-pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let path = "/parks/getAllOccupancies";
-    let r = match call_as(&app, &s, &user, Method::GET, path, &Value::Null).await {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
+    let r = call_as(&app, &s, &user, Method::GET, path, &Value::Null).await?;
     if r.status != StatusCode::OK {
-        return problem(&app, &s, StatusCode::BAD_GATEWAY, r.message());
+        return Ok(problem(&app, &s, StatusCode::BAD_GATEWAY, r.message()));
     }
     let parks = r
         .body
@@ -128,7 +122,7 @@ pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Response {
         parks,
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }
 
 /// The park page's query.
@@ -143,7 +137,7 @@ async fn park_view(
     s: &Session,
     user: &User,
     number: i64,
-) -> Result<(Vec<SpotRow>, Settings), Response> {
+) -> Result<(Vec<SpotRow>, Settings), PageError> {
     let paths = [
         format!("/parks/getSpotsByParkNumber/{number}"),
         format!("/parks/getParkyThresholds/{number}"),
@@ -197,11 +191,8 @@ async fn park_page(
     status: StatusCode,
     notice: Option<&'static str>,
     refused: Option<(Refusal, Option<Settings>)>,
-) -> Response {
-    let (spots, mut settings) = match park_view(app, s, user, number).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (spots, mut settings) = park_view(app, s, user, number).await?;
     let refusal = refused.map(|(refusal, typed)| {
         if let Some(typed) = typed {
             settings = typed;
@@ -222,7 +213,7 @@ async fn park_page(
         refusal,
     }
     .render();
-    page(app, status, html, None)
+    Ok(page(app, status, html, None))
 }
 
 /// `GET /app/parks/{number}`.
@@ -231,11 +222,8 @@ pub async fn park(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Query(query): Query<ParkQuery>,
-) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let notice = match query.done.as_deref() {
         Some("spot") => Some("Spot updated."),
         Some("thresholds") => Some("PARKY thresholds saved."),
@@ -252,7 +240,7 @@ async fn send_all(
     s: &Session,
     user: &User,
     calls: &[(&str, Value)],
-) -> Result<Option<Reply>, Response> {
+) -> Result<Option<Reply>, PageError> {
     for (path, body) in calls {
         let reply = call_as(app, s, user, Method::PUT, path, body).await?;
         if !reply.status.is_success() {
@@ -270,11 +258,8 @@ async fn settle(
     number: i64,
     form: HashMap<String, String>,
     section: Section,
-) -> Response {
-    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
     let typed = Settings {
         per_hour: field(&form, "parkiesPerHour").trim().to_owned(),
         per_minute: field(&form, "parkiesPerMinute").trim().to_owned(),
@@ -319,10 +304,8 @@ async fn settle(
             Some(typed.clone()),
         ),
     };
-    let refused = match send_all(&app, &s, &user, &calls).await {
-        Ok(None) => return redirect(&format!("/app/parks/{number}?done={done}")),
-        Ok(Some(reply)) => reply,
-        Err(r) => return r,
+    let Some(refused) = send_all(&app, &s, &user, &calls).await? else {
+        return Ok(redirect(&format!("/app/parks/{number}?done={done}")));
     };
     let refusal = Refusal {
         section,
@@ -339,7 +322,7 @@ pub async fn set_spot(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     settle(app, headers, number, form, Section::Spots).await
 }
 
@@ -349,7 +332,7 @@ pub async fn set_thresholds(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     settle(app, headers, number, form, Section::Thresholds).await
 }
 
@@ -360,6 +343,6 @@ pub async fn set_overnight(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
+) -> Page {
     settle(app, headers, number, form, Section::Overnight).await
 }

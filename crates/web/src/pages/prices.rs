@@ -11,7 +11,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use jiff::civil::DateTime;
@@ -24,6 +23,7 @@ use serde_json::{json, Map, Value};
 
 use super::PARK_STAFF;
 use super::{call_as, field, page, park_answers, redirect, staff_form, staff_page, text, Chrome};
+use super::{Page, PageError};
 use crate::session::{Session, User};
 use crate::App;
 
@@ -389,7 +389,7 @@ async fn current(
     s: &Session,
     user: &User,
     number: i64,
-) -> Result<(Value, TimeZone, String, Option<Decimal>), Response> {
+) -> Result<(Value, TimeZone, String, Option<Decimal>), PageError> {
     let table_path = format!("/parks/getAllPriceTableEntries/{number}?form=object");
     let overnight_path = format!("/parks/getOvernightConfig/{number}");
     let (table, overnight) = tokio::join!(
@@ -418,15 +418,9 @@ pub async fn prices(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Query(query): Query<PricesQuery>,
-) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, WHAT).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let (table, tz, zone, overnight) = match current(&app, &s, &user, number).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
+    let (table, tz, zone, overnight) = current(&app, &s, &user, number).await?;
     let html = PricesPage {
         chrome: Chrome::of(&format!("Park {number}: price table"), &s),
         number,
@@ -439,7 +433,7 @@ pub async fn prices(
         notice: (query.done.as_deref() == Some("saved")).then_some("Price table saved."),
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }
 
 /// `POST /app/parks/{number}/prices`: `action=preview` prices the stay with the edited table;
@@ -450,15 +444,9 @@ pub async fn edit(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    let (s, user) = match staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let (_, tz, zone, overnight) = match current(&app, &s, &user, number).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let (_, tz, zone, overnight) = current(&app, &s, &user, number).await?;
     let mut table = TableForm::of_post(&form);
     let stay = StayForm::of_post(&form);
     let saving = field(&form, "action") == "save";
@@ -474,16 +462,12 @@ pub async fn edit(
         }
         Ok(_) if saving => {
             let path = format!("/parks/defineTimePeriods/{number}");
-            match call_as(&app, &s, &user, Method::PUT, &path, &body).await {
-                Ok(r) if r.status.is_success() => {
-                    return redirect(&format!("/app/parks/{number}/prices?done=saved"))
-                }
-                Ok(r) => {
-                    status = r.refused_status();
-                    Some(r.message())
-                }
-                Err(r) => return r,
+            let r = call_as(&app, &s, &user, Method::PUT, &path, &body).await?;
+            if r.status.is_success() {
+                return Ok(redirect(&format!("/app/parks/{number}/prices?done=saved")));
             }
+            status = r.refused_status();
+            Some(r.message())
         }
         Ok(mut valid) => {
             valid.overnight = overnight;
@@ -512,7 +496,7 @@ pub async fn edit(
         notice: None,
     }
     .render();
-    page(&app, status, html, None)
+    Ok(page(&app, status, html, None))
 }
 
 #[cfg(test)]

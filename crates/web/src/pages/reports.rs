@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Page;
 use super::{call_as, page, park_answers, problem, staff_page, Chrome, PARK_STAFF};
 use crate::chart::Chart;
 use crate::App;
@@ -112,22 +112,19 @@ pub async fn report(
     headers: HeaderMap,
     Path(number): Path<i64>,
     Query(query): Query<ReportQuery>,
-) -> Response {
-    let (s, user) = match staff_page(&app, &headers, PARK_STAFF, "the usage report").await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, "the usage report").await?;
     let period = match query.period.as_deref() {
         Some("day") => "day",
         Some("year") => "year",
         None | Some("month") => "month",
         Some(_) => {
-            return problem(
+            return Ok(problem(
                 &app,
                 &s,
                 StatusCode::BAD_REQUEST,
                 "The report is per day, month or year.".into(),
-            )
+            ))
         }
     };
     let mix_path = format!("/parkReport/percentageOf/{number}");
@@ -136,13 +133,8 @@ pub async fn report(
         call_as(&app, &s, &user, Method::GET, &mix_path, &Value::Null),
         call_as(&app, &s, &user, Method::GET, &time_path, &Value::Null),
     );
-    let (shares, time) = match (shares, time) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(r), _) | (_, Err(r)) => return r,
-    };
-    if let Err(r) = park_answers(&app, &s, number, &[&shares, &time]) {
-        return r;
-    }
+    let (shares, time) = (shares?, time?);
+    park_answers(&app, &s, number, &[&shares, &time])?;
     let (vehicles, energy) = mix(&shares.body);
     let html = ReportPage {
         chrome: Chrome::of(&format!("Park {number}: usage"), &s),
@@ -154,7 +146,7 @@ pub async fn report(
         time: time_chart(&time.body, period),
     }
     .render();
-    page(&app, StatusCode::OK, html, None)
+    Ok(page(&app, StatusCode::OK, html, None))
 }
 
 #[cfg(test)]

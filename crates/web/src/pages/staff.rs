@@ -6,12 +6,12 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::response::Response;
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{allowed, call_as, page, problem, redirect, signed_in_user, staff_form, text, Chrome};
+use super::{Page, PageError};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -62,13 +62,13 @@ pub struct UsersQuery {
 }
 
 /// Every user, read a thousand at a time.
-async fn all_users(app: &App, s: &Session, user: &User) -> Result<Vec<UserRow>, Response> {
+async fn all_users(app: &App, s: &Session, user: &User) -> Result<Vec<UserRow>, PageError> {
     let mut out = Vec::new();
     for offset in (0..).step_by(BATCH).take(100) {
         let path = format!("/users/getAllUsers?limit={BATCH}&offset={offset}");
         let r = call_as(app, s, user, Method::GET, &path, &Value::Null).await?;
         if r.status != StatusCode::OK {
-            return Err(problem(app, s, StatusCode::BAD_GATEWAY, r.message()));
+            return Err(problem(app, s, StatusCode::BAD_GATEWAY, r.message()).into());
         }
         let batch = r.body.as_array().cloned().unwrap_or_default();
         let n = batch.len();
@@ -94,14 +94,9 @@ async fn users_page(
     query: &UsersQuery,
     status: StatusCode,
     error: Option<String>,
-) -> Response {
-    if let Err(r) = allowed(app, s, user, USER_READERS, "the user list") {
-        return r;
-    }
-    let everyone = match all_users(app, s, user).await {
-        Ok(u) => u,
-        Err(r) => return r,
-    };
+) -> Page {
+    allowed(app, s, user, USER_READERS, "the user list")?;
+    let everyone = all_users(app, s, user).await?;
     let q = query.q.clone().unwrap_or_default();
     let needle = q.trim().to_lowercase();
     let found: Vec<UserRow> = everyone
@@ -128,9 +123,9 @@ async fn users_page(
         "/userReport/top10Parky",
         &Value::Null,
     )
-    .await
+    .await?
     {
-        Ok(r) if r.status == StatusCode::OK => r
+        r if r.status == StatusCode::OK => r
             .body
             .as_array()
             .into_iter()
@@ -143,8 +138,7 @@ async fn users_page(
                 )
             })
             .collect(),
-        Ok(_) => Vec::new(),
-        Err(r) => return r,
+        _ => Vec::new(),
     };
     let html = Users {
         chrome: Chrome::of("Users", s),
@@ -160,7 +154,7 @@ async fn users_page(
         error,
     }
     .render();
-    page(app, status, html, None)
+    Ok(page(app, status, html, None))
 }
 
 /// `GET /app/users[?q=TEXT&page=N]`.
@@ -168,11 +162,8 @@ pub async fn users(
     State(app): State<App>,
     headers: HeaderMap,
     Query(query): Query<UsersQuery>,
-) -> Response {
-    let (s, user) = match signed_in_user(&app, &headers).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+) -> Page {
+    let (s, user) = signed_in_user(&app, &headers).await?;
     users_page(&app, &s, &user, &query, StatusCode::OK, None).await
 }
 
@@ -181,12 +172,9 @@ pub async fn grant(
     State(app): State<App>,
     headers: HeaderMap,
     Form(pairs): Form<Vec<(String, String)>>,
-) -> Response {
+) -> Page {
     let form: HashMap<String, String> = pairs.iter().cloned().collect();
-    let (s, user) = match staff_form(&app, &headers, &form, GRANTERS, "granting coins").await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
+    let (s, user) = staff_form(&app, &headers, &form, GRANTERS, "granting coins").await?;
     let ids: Vec<Value> = pairs
         .iter()
         .filter(|(k, _)| k == "userIds")
@@ -199,7 +187,7 @@ pub async fn grant(
         "reason": form.get("reason").map_or("", String::as_str),
     });
     let key = super::once_key(&form);
-    let reply: Reply = match super::call_as_once(
+    let reply: Reply = super::call_as_once(
         &app,
         &s,
         &user,
@@ -208,13 +196,9 @@ pub async fn grant(
         &body,
         key.as_deref(),
     )
-    .await
-    {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
+    .await?;
     if reply.status.is_success() {
-        return redirect("/app/users?done=grant");
+        return Ok(redirect("/app/users?done=grant"));
     }
     let status = reply.refused_status();
     let query = UsersQuery {
