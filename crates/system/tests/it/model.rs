@@ -20,7 +20,7 @@
 //!   invoices spent, and each invoice's discount is its coins ÷ 100, never more than its total.
 //!
 //! CI runs a few cases on each database; a long search:
-//! `PMS_MODEL_CASES=200 cargo test -p pms-parks --test it model -- --nocapture`. A failing
+//! `PMS_MODEL_CASES=200 cargo test -p pms-system --test it model -- --nocapture`. A failing
 //! sequence is printed shrunk; keep it as a regression test below.
 
 use std::collections::{BTreeMap, BTreeSet};
