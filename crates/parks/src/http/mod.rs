@@ -116,6 +116,20 @@ pub fn router(state: App) -> Router {
     pms_service::chassis::router(parts().0, state)
 }
 
+/// The answer of an endpoint about one park when there is no such park, as its OpenAPI
+/// operation lists it (`responses(NoSuchPark)`).
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such park (`park_not_found`).")]
+pub struct NoSuchPark(pub pms_service::openapi::ErrorBody<'static>);
+
+/// The answer of a park manager's endpoint to anyone else, as its OpenAPI operation lists it.
+#[derive(utoipa::IntoResponses)]
+#[response(
+    status = 403,
+    description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`)."
+)]
+pub struct ParkManagersOnly(pub pms_service::openapi::ErrorBody<'static>);
+
 /// `{"response": text}`, the B services' answer to a write.
 pub fn response_text(text: impl Into<String>) -> axum::response::Response {
     pms_service::http::json(

@@ -16,6 +16,7 @@ use pms_tariff::json::{ApiPeriod, ApiTable};
 use utoipa::ToSchema;
 
 use super::{response_text, TAG};
+use super::{NoSuchPark, ParkManagersOnly};
 use crate::model::{
     ChangeVersion, Coordinates, HistoryItem, NearbyPark, Occupancy, OccupancyFeed, OvernightConfig,
     ParkDevices, ResponseText, Spot, Thresholds,
@@ -182,8 +183,7 @@ pub struct SpotSwitch {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Done; the answer says what changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
         (status = 404, description = "No such park or spot (`park_not_found`, \
             `spot_not_found`).", body = ErrorBody<'static>),
     )
@@ -247,8 +247,7 @@ pub async fn all_parks(State(s): State<App>, _: Caller) -> Answer {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "By spot number.", body = Vec<Spot>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        NoSuchPark,
     )
 )]
 pub async fn spots(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
@@ -266,10 +265,8 @@ pub async fn spots(State(s): State<App>, _: Caller, Path(park): Path<String>) ->
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn set_thresholds(
@@ -305,8 +302,7 @@ fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiErro
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Coins earned per hour and per minute.", body = Thresholds),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        NoSuchPark,
     )
 )]
 pub async fn thresholds(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
@@ -329,8 +325,7 @@ pub async fn thresholds(State(s): State<App>, _: Caller, Path(park): Path<String
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The fee and whether it is charged.", body = OvernightConfig),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        NoSuchPark,
     )
 )]
 pub async fn overnight(State(s): State<App>, _: Caller, Path(park): Path<String>) -> Answer {
@@ -363,10 +358,8 @@ pub struct OvernightSwitch {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Switched.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn set_overnight_enabled(
@@ -403,10 +396,8 @@ pub struct OvernightPrice {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Changed.", body = ResponseText),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn set_overnight_fee(
@@ -519,8 +510,7 @@ pub enum PriceTableForm {
     responses(
         (status = 200, description = "The table, in the form asked for.",
             body = inline(PriceTableForm)),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        NoSuchPark,
     )
 )]
 pub async fn price_table(
@@ -568,10 +558,8 @@ pub async fn price_table(
         (status = 400, description = "The table breaks a rule (`invalid_price_table`, the \
             message naming where), or the body is not JSON (`invalid_json`); the old table \
             stays.", body = ErrorBody<'static>),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn replace_price_table(
@@ -616,8 +604,7 @@ pub async fn replace_price_table(
     params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
     responses(
         (status = 200, description = "Capacity and free spots now.", body = OccupancyFeed),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        NoSuchPark,
     )
 )]
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
@@ -658,10 +645,8 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
     responses(
         (status = 200, description = "Barriers by number, each with its displays.",
             body = ParkDevices),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).",
-            body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn devices(

@@ -6,9 +6,8 @@ use pms_service::http::{json, Answer};
 use pms_service::{Allowed, ParkManagers};
 use pms_vocab::fields::{id_param, FieldError};
 
-use pms_service::openapi::ErrorBody;
-
 use super::TAG;
+use super::{NoSuchPark, ParkManagersOnly};
 use crate::model::ReportPeriod;
 use crate::store::reports::{ParkingTime, Percentages};
 use crate::App;
@@ -21,9 +20,8 @@ use crate::App;
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Percentages of all vehicles counted.", body = Percentages),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn percentages(
@@ -47,9 +45,8 @@ pub async fn percentages(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "One row per customer and period.", body = Vec<ParkingTime>),
-        (status = 403, description = "Only PARK_MANAGER and SUPERVISOR (`forbidden`).",
-            body = ErrorBody<'static>),
-        (status = 404, description = "No such park (`park_not_found`).", body = ErrorBody<'static>),
+        ParkManagersOnly,
+        NoSuchPark,
     )
 )]
 pub async fn parking_time(

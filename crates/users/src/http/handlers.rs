@@ -241,9 +241,8 @@ pub async fn all_users(
         (status = 202, description = "Added; the vehicle as stored.", body = Vehicle,
             links(("getVehicles" = (operation_id = "getVehicles",
                 parameters(("userId" = "$request.path.userId")))))),
-        (status = 403, description = "Not the caller's own data, or the caller is not a \
-            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        NotOwnData,
+        NoSuchUser,
         (status = 409, description = "The plate is registered already (`already_registered`), \
             or the account has three vehicles already (`too_many_vehicles`).",
             body = ErrorBody<'static>),
@@ -272,9 +271,8 @@ pub async fn add_vehicle(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "In the order they were added.", body = Vec<Vehicle>),
-        (status = 403, description = "Not the caller's own data, or the caller is not a \
-            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        NotOwnData,
+        NoSuchUser,
     )
 )]
 pub async fn vehicles(State(s): State<App>, who: Caller, Path(user_id): Path<String>) -> Answer {
@@ -298,9 +296,8 @@ pub async fn vehicles(State(s): State<App>, who: Caller, Path(user_id): Path<Str
         (status = 202, description = "Changed.", body = PaymentMethodBody,
             links(("getPaymentMethod" = (operation_id = "getPaymentMethod",
                 parameters(("userId" = "$request.path.userId")))))),
-        (status = 403, description = "Not the caller's own data, or the caller is not a \
-            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        NotOwnData,
+        NoSuchUser,
     )
 )]
 pub async fn set_payment_method(
@@ -331,9 +328,8 @@ pub async fn set_payment_method(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The method.", body = PaymentMethodBody),
-        (status = 403, description = "Not the caller's own data, or the caller is not a \
-            CUSTOMER (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        NotOwnData,
+        NoSuchUser,
     )
 )]
 pub async fn payment_method(
@@ -416,7 +412,7 @@ pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: 
         (status = 200, description = "Balance and every grant and deduction.", body = Wallet),
         (status = 403, description = "Neither the owner nor SUPERVISOR or CUSTOMER_MANAGER \
             (`forbidden`).", body = ErrorBody<'static>),
-        (status = 404, description = "No such user (`user_not_found`).", body = ErrorBody<'static>),
+        NoSuchUser,
     )
 )]
 pub async fn wallet(State(s): State<App>, who: Caller, Path(user_id): Path<String>) -> Answer {
@@ -443,6 +439,21 @@ pub async fn wallet(State(s): State<App>, who: Caller, Path(user_id): Path<Strin
 pub async fn top10(State(s): State<App>, _: Caller) -> Answer {
     Ok(json(StatusCode::OK, &s.store.top10().await?))
 }
+
+/// The answer of an endpoint about one user when there is no such user, as its OpenAPI
+/// operation lists it (`responses(NoSuchUser)`).
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such user (`user_not_found`).")]
+pub struct NoSuchUser(pub ErrorBody<'static>);
+
+/// The answer of an endpoint for a customer's own data ([`own_customer_data`]) to anyone else,
+/// as its OpenAPI operation lists it.
+#[derive(utoipa::IntoResponses)]
+#[response(
+    status = 403,
+    description = "Not the caller's own data, or the caller is not a CUSTOMER (`forbidden`)."
+)]
+pub struct NotOwnData(pub ErrorBody<'static>);
 
 /// The rule of the endpoints for a customer's own data: a valid `{userId}`, and the caller is
 /// that CUSTOMER. Returns the user id.
