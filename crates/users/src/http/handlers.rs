@@ -446,7 +446,7 @@ pub async fn top10(State(s): State<App>, _: Caller) -> Answer {
 #[response(status = 404, description = "No such user (`user_not_found`).")]
 pub struct NoSuchUser(pub ErrorBody<'static>);
 
-/// The answer of an endpoint for a customer's own data ([`own_customer_data`]) to anyone else,
+/// The answer of an endpoint for a customer's own data (`own_customer_data`) to anyone else,
 /// as its OpenAPI operation lists it.
 #[derive(utoipa::IntoResponses)]
 #[response(
