@@ -255,6 +255,34 @@ where
     .await
 }
 
+/// [`serve`] with the same `service` for every connection and no observer: an application's
+/// router (an axum router wrapped for hyper) on a listener.
+pub async fn serve_cloned<S, B>(
+    listener: TcpListener,
+    config: ServeConfig,
+    service: S,
+    shutdown: impl Future<Output = ()>,
+) -> Drain
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    serve(
+        listener,
+        config,
+        move |_| service.clone(),
+        Arc::new(NoObserver),
+        shutdown,
+    )
+    .await
+}
+
 /// [`serve`], with HTTP/1.1 connections offered to `fast` first.
 pub async fn serve_with<M, S, B, F>(
     listener: TcpListener,

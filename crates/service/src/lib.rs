@@ -46,10 +46,9 @@ pub use crate::error::ApiError;
 pub use crate::ready::Readiness;
 
 use std::future::Future;
-use std::sync::Arc;
 
 use hyper_util::service::TowerToHyperService;
-use pms_net::serve::{Drain, NoObserver, ServeConfig};
+use pms_net::serve::{Drain, ServeConfig};
 use tokio::net::TcpListener;
 
 /// How a service is served: its connections, and how many requests it handles at once.
@@ -85,12 +84,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
     let router = in_flight::InFlight::new(serving.max_in_flight).around(router);
-    let service = TowerToHyperService::new(router);
-    pms_net::serve::serve(
+    pms_net::serve::serve_cloned(
         listener,
         serving.net,
-        move |_| service.clone(),
-        Arc::new(NoObserver),
+        TowerToHyperService::new(router),
         shutdown,
     )
     .await

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::service::TowerToHyperService;
-use pms_net::serve::{Drain, NoObserver, ServeConfig};
+use pms_net::serve::{Drain, ServeConfig};
 use tokio::net::TcpListener;
 
 use crate::gateway::Gateway;
@@ -238,12 +238,10 @@ pub async fn run(
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Drain {
-    let service = TowerToHyperService::new(router(app));
-    pms_net::serve::serve(
+    pms_net::serve::serve_cloned(
         listener,
         config,
-        move |_| service.clone(),
-        Arc::new(NoObserver),
+        TowerToHyperService::new(router(app)),
         shutdown,
     )
     .await
