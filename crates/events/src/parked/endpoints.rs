@@ -31,7 +31,7 @@ use super::{Parked, RetryStarted};
 pub struct SetAside {
     /// The service: the first segment of the paths and the OpenAPI tag (`parks`).
     pub service: &'static str,
-    /// Its consumer's name in `parked_events` and `consumer_positions`.
+    /// Its consumer's name in `parked_events` and `event_positions`.
     pub consumer: &'static str,
     /// The services whose events it consumes, for the `source` parameter's description.
     pub sources: &'static [&'static str],
