@@ -23,6 +23,7 @@ use pms_service::store::Db;
 use crate::event::Event;
 use crate::outbox::Outbox;
 use crate::position::{park, record, Applied};
+use crate::retention::{acknowledge, consumer_floor, Notes};
 
 /// How often a consumer reads when nobody rings (a wake-up after each commit makes it sooner).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(1000);
@@ -101,16 +102,41 @@ impl<H: Handler> Consumer<H> {
         crate::position::position(&self.db, self.name, self.source.source).await
     }
 
-    /// Applies every event the producer has until `shutdown`, waiting for new ones.
+    /// Notes in the producer's database how far this consumer will not read its outbox again
+    /// ([`crate::retention`]), so the events before that can go.
+    ///
+    /// # Errors
+    /// When either database is unavailable.
+    pub async fn acknowledge(&self) -> Result<(), String> {
+        let floor = consumer_floor(&self.db, self.name, self.source.source)
+            .await
+            .map_err(|e| e.to_string())?;
+        acknowledge(&self.source, self.name, floor)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Applies every event the producer has until `shutdown`, waiting for new ones, and notes
+    /// every few seconds how far it got ([`Consumer::acknowledge`]).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let bell = self.source.bell();
         let mut backoff = Duration::from_millis(50);
+        let mut notes = Notes::default();
         loop {
             let rung = bell.notified();
             tokio::pin!(rung);
             rung.as_mut().enable();
-            let pause = match self.step().await {
+            let stepped = self.step().await;
+            if notes.due() {
+                match self.acknowledge().await {
+                    Ok(()) => notes.written(),
+                    Err(e) => {
+                        tracing::debug!(consumer = self.name, source = self.source.source, error = %e, "reader's note not written");
+                    }
+                }
+            }
+            let pause = match stepped {
                 Ok(true) => continue,
                 Ok(false) => {
                     backoff = Duration::from_millis(50);

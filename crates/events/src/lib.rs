@@ -12,8 +12,11 @@
 //! - [`nats`]: the distributed transport (a relay to NATS JetStream, a reader of it).
 //! - [`parked`]: the events a consumer set aside, listed for a person and tried again.
 //! - [`lease`]: one replica of a service works each stream at a time.
+//! - [`retention`]: keeping an outbox bounded: its readers say what they have passed, and the
+//!   passing events every reader has passed are deleted once older than the retention window.
 //! - [`metrics`]: the events' gauges on a service's `/metrics`.
-//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`]: the tables,
+//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`] and
+//!   [`SCHEMA_RETENTION`]: the tables,
 //!   for each service's migrations.
 //!
 //! Why an outbox and not a message sent after the commit: a crash between the two would leave a
@@ -56,6 +59,7 @@ pub mod nats;
 pub mod outbox;
 pub mod parked;
 pub mod position;
+pub mod retention;
 
 #[cfg(test)]
 mod testutil;
@@ -75,3 +79,6 @@ pub const SCHEMA_POSTGRES: &str = include_str!("schema_postgres.sql");
 /// ([`position::broker_position`]). A migration applied once is never edited, so later changes
 /// to the tables come as steps like this one.
 pub const SCHEMA_BROKER_POSITIONS: &str = include_str!("schema_broker_positions.sql");
+/// The third step, on either backend: the outbox's readers and how far it was pruned
+/// ([`retention`]).
+pub const SCHEMA_RETENTION: &str = include_str!("schema_retention.sql");

@@ -6,6 +6,8 @@
 //! | `outbox_unpublished_events` | of which not yet on the broker (only when a relay runs) |
 //! | `outbox_holes_settled_total` | holes in its ids this process's readers settled under the outbox lock |
 //! | `outbox_holes_unsettled_total` | reads that found that lock held too long and stopped at the hole |
+//! | `outbox_pruned_events_total` | events this process's pruner deleted from its outbox ([`crate::retention`]) |
+//! | `outbox_reader_behind_events{reader}` | its outbox's events after each reader's note: what the outbox keeps for it |
 //! | `consumer_lag_events{source}` | that producer's events not applied here yet |
 //! | `consumer_lag_seconds{source}` | how old the oldest of them is (0 when caught up) |
 //! | `parked_events{source}` | that producer's events parked here (unreadable; see `pms events`) |
@@ -28,6 +30,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::outbox::Outbox;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct Reader {
+    reader: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct Source {
@@ -106,6 +113,8 @@ pub struct EventMetrics {
     unpublished: Gauge,
     holes_settled: Counter,
     holes_unsettled: Counter,
+    pruned: Counter,
+    behind: Family<Reader, Gauge>,
     relayed: AtomicBool,
     lag: Family<Source, Gauge>,
     lag_seconds: Family<Source, Seconds>,
@@ -137,6 +146,18 @@ impl EventMetrics {
             "outbox_holes_unsettled",
             "Reads of this service's outbox that found its lock held too long and stopped at a hole",
             holes_unsettled.clone(),
+        );
+        let pruned = Counter::default();
+        registry.register(
+            "outbox_pruned_events",
+            "Events this process deleted from this service's outbox: every reader had passed them and the retention window was over",
+            pruned.clone(),
+        );
+        let behind = Family::<Reader, Gauge>::default();
+        registry.register(
+            "outbox_reader_behind_events",
+            "Events of this service's outbox after each reader's note: what the outbox keeps for it",
+            behind.clone(),
         );
         let lag = Family::<Source, Gauge>::default();
         registry.register(
@@ -175,6 +196,8 @@ impl EventMetrics {
             unpublished,
             holes_settled,
             holes_unsettled,
+            pruned,
+            behind,
             relayed: AtomicBool::new(false),
             lag,
             lag_seconds,
@@ -220,8 +243,19 @@ impl EventMetrics {
     /// Refreshes the gauges from `own` outbox and this service's positions in `db`, then
     /// renders the text exposition.
     pub async fn render(&self, own: &Outbox, db: &Db) -> String {
-        if let Ok(head) = own.head().await {
+        let head = own.head().await;
+        if let Ok(head) = head {
             self.outbox.set(head);
+        }
+        self.pruned
+            .inner()
+            .store(own.pruned_events(), Ordering::Relaxed);
+        if let (Ok(head), Ok(readers)) = (head, crate::retention::readers(own).await) {
+            self.behind.clear();
+            for r in readers {
+                let label = Reader { reader: r.reader };
+                self.behind.get_or_create(&label).set(head - r.through);
+            }
         }
         // The outbox counts as its readers go; the counters show its counts.
         let (settled, unsettled) = own.holes();

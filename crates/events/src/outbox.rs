@@ -2,7 +2,7 @@
 //! what consumers read from it (in order, after a position). Writing is [`crate::conn`]'s
 //! `append`, inside the service's own transaction.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,11 +66,13 @@ fn events_of(source: &str, after: i64, rows: Vec<OutboxRow>) -> Vec<Event> {
 }
 
 /// The first id after `after` that `events` (read in order after it) leave out, if any
-/// event comes after one.
-fn holes_from(after: i64, events: &[Event]) -> Option<i64> {
+/// event comes after one. Ids at or below `pruned` may be missing for good
+/// ([`crate::retention`]): they are no holes.
+fn holes_from(after: i64, pruned: i64, events: &[Event]) -> Option<i64> {
     events
         .iter()
-        .zip(after + 1..)
+        .filter(|e| e.id > pruned)
+        .zip(after.max(pruned) + 1..)
         .find(|(e, expected)| e.id != *expected)
         .map(|(_, expected)| expected)
 }
@@ -88,6 +90,15 @@ pub struct Outbox {
     db: Db,
     wake: Arc<Notify>,
     holes: Arc<Holes>,
+    pruned: Arc<Pruned>,
+}
+
+/// How far this outbox was pruned, as this process last knew it, and how many events this
+/// process's pruner deleted.
+#[derive(Debug, Default)]
+struct Pruned {
+    through: AtomicI64,
+    deleted: AtomicU64,
 }
 
 /// Holes in the ids that this process's readers of one outbox could not wait out and settled
@@ -106,6 +117,7 @@ impl Outbox {
             db,
             wake: Arc::new(Notify::new()),
             holes: Arc::default(),
+            pruned: Arc::default(),
         }
     }
 
@@ -135,6 +147,27 @@ impl Outbox {
         )
     }
 
+    /// The pruner deleted `deleted` events, the last `through`.
+    pub(crate) fn pruned(&self, through: i64, deleted: u64) {
+        self.pruned.through.fetch_max(through, Ordering::Relaxed);
+        self.pruned.deleted.fetch_add(deleted, Ordering::Relaxed);
+    }
+
+    /// How many events this process's pruner deleted from the outbox ([`crate::retention`]).
+    pub fn pruned_events(&self) -> u64 {
+        self.pruned.deleted.load(Ordering::Relaxed)
+    }
+
+    /// How far the outbox was pruned: as known here, or from the database when `fresh`
+    /// (another process may have pruned since).
+    async fn pruned_through(&self, fresh: bool) -> Result<i64, sqlx::Error> {
+        if fresh {
+            let through = crate::retention::pruned_through(&self.db).await?;
+            self.pruned.through.fetch_max(through, Ordering::Relaxed);
+        }
+        Ok(self.pruned.through.load(Ordering::Relaxed))
+    }
+
     /// Up to `limit` events after `after`, oldest first, with no id left out that may still
     /// commit: a consumer can apply them and record the last one's id as its position.
     ///
@@ -146,7 +179,8 @@ impl Outbox {
     /// its transaction ends, so once the reader holds it alone no id it sees can still change.
     /// It waits for the lock at most 100 ms (`SETTLE_LOCK_TIMEOUT`), so appends are never held up
     /// longer than that; without the lock it returns what lies before the first hole.
-    /// SQLite has one writer at a time: what a reader sees there is settled.
+    /// SQLite has one writer at a time: what a reader sees there is settled. Ids the pruner
+    /// deleted are no holes ([`crate::retention`]).
     ///
     /// # Errors
     /// When the producer's database is unavailable.
@@ -155,14 +189,25 @@ impl Outbox {
         if self.db.backend() == Backend::Sqlite {
             return Ok(events);
         }
+        let mut pruned = self
+            .pruned_through(false)
+            .await
+            .map_err(|e| DbError::of(&e))?;
+        if holes_from(after, pruned, &events).is_some() {
+            // Perhaps pruned by another process: ask once before waiting.
+            pruned = self
+                .pruned_through(true)
+                .await
+                .map_err(|e| DbError::of(&e))?;
+        }
         for wait in HOLE_WAITS {
-            if holes_from(after, &events).is_none() {
+            if holes_from(after, pruned, &events).is_none() {
                 return Ok(events);
             }
             tokio::time::sleep(wait).await;
             events = self.read_visible(after, limit).await?;
         }
-        let Some(hole) = holes_from(after, &events) else {
+        let Some(hole) = holes_from(after, pruned, &events) else {
             return Ok(events);
         };
         match self.read_settled(after, limit).await {
@@ -177,7 +222,7 @@ impl Outbox {
                     hole,
                     "outbox hole not settled: appends hold the lock"
                 );
-                events.truncate(usize::try_from(hole - after - 1).unwrap_or(0));
+                events.retain(|e| e.id < hole);
                 Ok(events)
             }
             Err(e) => Err(DbError::of(&e)),
@@ -230,13 +275,18 @@ impl Outbox {
     /// # Errors
     /// When the database is unavailable.
     pub async fn published_through(&self) -> Result<i64, DbError> {
-        repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
+        let published = repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
             "SELECT MAX(id) FROM outbox WHERE published_at IS NOT NULL"
         )
         .fetch_one(&mut *conn)
         .await)
-        .map(|id| id.unwrap_or(0))
-        .map_err(|e| DbError::of(&e))
+        .map_err(|e| DbError::of(&e))?;
+        // The pruner deletes only what the relay noted as published: what it deleted was.
+        let pruned = self
+            .pruned_through(true)
+            .await
+            .map_err(|e| DbError::of(&e))?;
+        Ok(published.unwrap_or(0).max(pruned))
     }
 
     /// How many events are not yet published to the broker (the relay's backlog).
@@ -277,13 +327,18 @@ impl Outbox {
     /// # Errors
     /// When the producer's database is unavailable.
     pub async fn head(&self) -> Result<i64, DbError> {
-        repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
+        let newest = repeatable!(self.db, |conn| sqlx::query_scalar::<_, Option<i64>>(
             "SELECT MAX(id) FROM outbox"
         )
         .fetch_one(&mut *conn)
         .await)
-        .map(|v| v.unwrap_or(0))
-        .map_err(|e| DbError::of(&e))
+        .map_err(|e| DbError::of(&e))?;
+        // Pruning may have deleted the newest events too.
+        let pruned = self
+            .pruned_through(false)
+            .await
+            .map_err(|e| DbError::of(&e))?;
+        Ok(newest.unwrap_or(0).max(pruned))
     }
 }
 

@@ -163,6 +163,21 @@ pub async fn list(db: &Db, consumer: &str) -> Result<Vec<Parked>, sqlx::Error> {
         .collect())
 }
 
+/// Where trying the set-aside entry `event_id` (of type `event_type`, payload `payload`) again
+/// sets its consumer's position back to: just before the event, or for a `missing` entry, which
+/// stands for the events after its `after` up to its own id, to that `after`.
+pub(crate) fn rewinds_to(event_id: i64, event_type: &str, payload: &str) -> i64 {
+    let before = if event_type == MISSING {
+        serde_json::from_str::<serde_json::Value>(payload)
+            .ok()
+            .and_then(|p| p["after"].as_i64())
+            .unwrap_or(event_id - 1)
+    } else {
+        event_id - 1
+    };
+    before.max(0)
+}
+
 /// Tries event `event_id` of `source` again for `consumer`: forgets the entry and sets the
 /// position back to just before it (never forward), in one transaction. Returns the position
 /// the consumer goes on from.
@@ -188,27 +203,19 @@ pub async fn retry(
         match found {
             None => Ok::<_, sqlx::Error>(None),
             Some((event_type, payload)) => {
-                let before = if event_type == MISSING {
-                    // The entry stands for the events after `after`, up to its own id.
-                    serde_json::from_str::<serde_json::Value>(&payload)
-                        .ok()
-                        .and_then(|p| p["after"].as_i64())
-                        .unwrap_or(event_id - 1)
-                } else {
-                    event_id - 1
-                };
+                let before = rewinds_to(event_id, &event_type, &payload);
                 let now = crate::conn::now();
                 let position: i64 = sqlx::query_scalar(
                     "UPDATE event_positions SET position = $1, updated_at = $2, broker_seq = NULL \
                      WHERE consumer = $3 AND source = $4 AND position > $1 RETURNING position",
                 )
-                .bind(before.max(0))
+                .bind(before)
                 .bind(&now)
                 .bind(consumer)
                 .bind(source)
                 .fetch_optional(&mut *tx)
                 .await?
-                .unwrap_or(before.max(0));
+                .unwrap_or(before);
                 Ok(Some(position))
             }
         }

@@ -66,6 +66,9 @@ pub async fn pair(backend: Backend) -> Option<Pair> {
             sqlx::raw_sql(crate::SCHEMA_BROKER_POSITIONS)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::raw_sql(crate::SCHEMA_RETENTION)
+                .execute(&mut *tx)
+                .await?;
             sqlx::raw_sql("CREATE TABLE seen (id BIGINT PRIMARY KEY, name TEXT NOT NULL)")
                 .execute(&mut *tx)
                 .await

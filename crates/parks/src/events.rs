@@ -24,6 +24,11 @@ use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
 use crate::store::StoreError;
 use crate::{rules, App};
 
+/// The parks service's events that tell of something that happened once (a car went in or
+/// out), which its outbox lets go once every reader passed them and the retention window is
+/// over (`pms_events::retention`). Price tables' versions are kept: invoices are priced with them.
+pub const PASSING_EVENTS: &[&str] = &["visit.opened", "visit.closed"];
+
 /// Applies the users service's events.
 #[derive(Debug, Clone)]
 pub struct FromUsers(pub App);

@@ -19,6 +19,11 @@ use crate::store::invoices::{CoinsDebited, IssueError, ParksChange, Tables, Visi
 use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
 use crate::App;
 
+/// The payments service's events, every one of which tells of something that happened once (an
+/// invoice issued, its coins asked for): its outbox lets them go once every reader passed them
+/// and the retention window is over (`pms_events::retention`).
+pub const PASSING_EVENTS: &[&str] = &["coins.requested", "invoice.issued"];
+
 /// Applies the parks service's events.
 #[derive(Debug, Clone)]
 pub struct FromParks(pub App);

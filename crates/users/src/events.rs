@@ -9,6 +9,11 @@ use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
 use crate::store::coins::{CoinsRequested, CONSUMER};
 use crate::App;
 
+/// The users service's events that tell of something that happened once (a wallet paid an
+/// invoice's coins), which its outbox lets go once every reader passed them and the retention
+/// window is over (`pms_events::retention`). Customers' events carry their state and are kept.
+pub const PASSING_EVENTS: &[&str] = &["wallet.coins_debited"];
+
 /// Applies the payments service's events.
 #[derive(Debug, Clone)]
 pub struct FromPayments(pub App);

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{nats_error, wire, Nats, NatsError, MAX_BACKOFF};
 use crate::outbox::Outbox;
+use crate::retention::{acknowledge, Notes, RELAY};
 
 /// Events read from the outbox per relay round (sent in as few messages as their size allows).
 const RELAY_BATCH: i64 = 1000;
@@ -97,11 +98,22 @@ async fn relay_while_leased(nats: &Nats, outbox: &Outbox) {
         through: None,
     };
     let mut backoff = Duration::from_millis(100);
+    let mut notes = Notes::default();
     loop {
         let rung = bell.notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
-        let pause = match relay.round(true).await {
+        let round = relay.round(true).await;
+        if let (Some(through), true) = (relay.through, notes.due()) {
+            // Everything through here is on the broker: the outbox need not keep it for us.
+            match acknowledge(outbox, RELAY, through).await {
+                Ok(()) => notes.written(),
+                Err(e) => {
+                    tracing::debug!(source = outbox.source, error = %e, "relay's note not written")
+                }
+            }
+        }
+        let pause = match round {
             Ok(n) if n as i64 == RELAY_BATCH => continue,
             Ok(_) => {
                 backoff = Duration::from_millis(100);

@@ -18,10 +18,12 @@ async fn outbox() -> Option<(String, Outbox)> {
     }
     let url = pms_testkit::pg::shared().fresh_database();
     let mut setup = PgConnection::connect(&url).await.expect("connect");
-    sqlx::raw_sql(crate::SCHEMA_POSTGRES)
-        .execute(&mut setup)
-        .await
-        .expect("schema");
+    for step in [crate::SCHEMA_POSTGRES, crate::SCHEMA_RETENTION] {
+        sqlx::raw_sql(step)
+            .execute(&mut setup)
+            .await
+            .expect("schema");
+    }
     let db = Db::open(&StoreConfig::new(url.clone())).expect("db");
     Some((url, Outbox::new("p", db)))
 }
@@ -201,8 +203,9 @@ async fn a_reader_of_one_schemas_outbox_holds_up_only_its_appends() {
     let mut setup = PgConnection::connect(&url).await.expect("connect");
     for schema in ["one", "two"] {
         let sql = format!(
-            "CREATE SCHEMA {schema}; SET search_path = {schema}; {}",
-            crate::SCHEMA_POSTGRES
+            "CREATE SCHEMA {schema}; SET search_path = {schema}; {} {}",
+            crate::SCHEMA_POSTGRES,
+            crate::SCHEMA_RETENTION
         );
         sqlx::raw_sql(&sql)
             .execute(&mut setup)

@@ -84,7 +84,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0004_hot_updates.sql",
     "0005_domains.sql",
     "0006_broker_positions.sql",
-    "0007_passage_times.sql"
+    "0007_passage_times.sql",
+    "0008_outbox_retention.sql"
 );
 
 impl Store {

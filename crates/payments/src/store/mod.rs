@@ -43,7 +43,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0002_events.sql",
     "0003_domains.sql",
     "0004_broker_positions.sql",
-    "0005_row_blocks.sql"
+    "0005_row_blocks.sql",
+    "0006_outbox_retention.sql"
 );
 
 impl Store {

@@ -7,12 +7,15 @@
 //!   service (every handler is idempotent per subject, so a replay converges). In the
 //!   distributed mode the running consumer sees its position set back and reads the broker's
 //!   stream again from its start, applying the events from `ID` on.
+//! - `pms events readers --service parks` lists who reads a service's outbox in place and how
+//!   far each got (what the pruner may delete, `pms_events::retention`); `--forget NAME` drops a
+//!   reader that went away for good, whose note would otherwise keep every event after it.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use pms_events::Outbox;
+use pms_events::{retention, Outbox};
 use pms_service::store::{Db, StoreConfig};
 
 use super::UsageError;
@@ -24,6 +27,8 @@ pub enum Command {
     Tail(TailArgs),
     /// Makes a consumer apply a producer's events again from an id on.
     Replay(ReplayArgs),
+    /// Lists the readers of a service's outbox and how far each got.
+    Readers(ReadersArgs),
 }
 
 /// Which service's database.
@@ -82,6 +87,16 @@ pub struct TailArgs {
     follow: bool,
 }
 
+/// `pms events readers`.
+#[derive(Debug, clap::Args)]
+pub struct ReadersArgs {
+    #[command(flatten)]
+    database: Database,
+    /// Forget this reader (one that went away for good) instead of listing.
+    #[arg(long)]
+    forget: Option<String>,
+}
+
 /// `pms events replay`.
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
@@ -107,6 +122,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         match command {
             Command::Tail(a) => tail(a).await,
             Command::Replay(a) => replay(a).await,
+            Command::Readers(a) => readers(a).await,
         }
     })
 }
@@ -140,7 +156,77 @@ async fn tail(args: TailArgs) -> anyhow::Result<()> {
     }
 }
 
+async fn readers(args: ReadersArgs) -> anyhow::Result<()> {
+    let (service, db) = args.database.open()?;
+    let outbox = Outbox::new(service, db);
+    if let Some(name) = &args.forget {
+        let forgotten = retention::forget(&outbox, name)
+            .await
+            .context("forgetting the reader")?;
+        if !forgotten {
+            return Err(UsageError(format!("no reader {name} of the {service} outbox")).into());
+        }
+        println!("forgot {name}: the {service} outbox no longer keeps events for it");
+        return Ok(());
+    }
+    let head = outbox.head().await.context("reading the outbox")?;
+    let pruned = retention::pruned_through(outbox.db())
+        .await
+        .context("reading how far the outbox was pruned")?;
+    for r in retention::readers(&outbox)
+        .await
+        .context("reading the readers")?
+    {
+        println!(
+            "{}",
+            serde_json::json!({
+                "reader": r.reader, "through": r.through, "behind": head - r.through,
+                "notedAt": r.updated_at,
+            })
+        );
+    }
+    println!(
+        "{}",
+        serde_json::json!({"outbox": service, "head": head, "prunedThrough": pruned})
+    );
+    Ok(())
+}
+
+/// In one database set (`pms up`), where `consumer` reads `source`'s outbox in place: lowers
+/// its note there to just before `from`, so the pruner keeps what the replay reads, and says
+/// when events from there on were pruned already. Elsewhere (the distributed mode, where the
+/// consumer reads the broker) nothing to do.
+async fn keep_for_replay(database: &Database, consumer: &str, source: &str, from: i64) {
+    let Ok((source, db)) = (Database {
+        service: source.to_owned(),
+        ..database.clone()
+    })
+    .open() else {
+        return;
+    };
+    let outbox = Outbox::new(source, db);
+    let Ok(readers) = retention::readers(&outbox).await else {
+        return;
+    };
+    if !readers.iter().any(|r| r.reader == consumer) {
+        return;
+    }
+    if let Err(e) = retention::acknowledge(&outbox, consumer, from - 1).await {
+        eprintln!("warning: could not keep the {source} events for the replay: {e}");
+    }
+    if let Ok(pruned) = retention::pruned_through(outbox.db()).await {
+        if from <= pruned {
+            eprintln!(
+                "note: the {source} outbox was pruned through event {pruned}: of the events up to \
+                 there only customers and price tables are kept (visits, invoices and coins older \
+                 than the retention window are gone), so only those are applied again"
+            );
+        }
+    }
+}
+
 async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    keep_for_replay(&args.database, &args.consumer, &args.source, args.from).await;
     let (_, db) = args.database.open()?;
     let before = pms_events::position::position(&db, &args.consumer, &args.source)
         .await

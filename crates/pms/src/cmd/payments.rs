@@ -38,6 +38,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let listener = bind(args.listen, "payments service").await?;
         start(&app).await?;
         let (stop, stopped) = super::service::stop_on(shutdown);
+        args.service.retention.spawn(
+            &app.outbox,
+            pms_payments::events::PASSING_EVENTS,
+            stop.clone(),
+        );
         if let Some(nats) =
             super::service::events_broker(args.service.nats_url.as_deref(), "payments").await?
         {

@@ -27,6 +27,8 @@ pub struct ServiceArgs {
     pub pool_size: u32,
     #[command(flatten)]
     pub in_flight: InFlight,
+    #[command(flatten)]
+    pub retention: OutboxRetention,
     /// Environment variable holding the HS256 secret the users service signs tokens with.
     #[arg(long, default_value = "PMS_JWT_SECRET")]
     pub jwt_secret_env: String,
@@ -116,6 +118,44 @@ impl InFlight {
             ..pms_service::Serving::default()
         }
     }
+}
+
+/// How long each service keeps the events of its outbox that every reader has passed: the one
+/// `--outbox-retention` of every service command and of `pms up`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct OutboxRetention {
+    /// How long a service keeps an event of its outbox once every reader of the outbox has
+    /// passed it, for replays and `pms events tail` (`7d`, `12h`, `30m`). Only events of what
+    /// happened once go (visits, invoices, coins); customers and price tables are kept.
+    #[arg(long, default_value = "7d", value_parser = parse_window)]
+    pub outbox_retention: Duration,
+}
+
+impl OutboxRetention {
+    /// Prunes `outbox`, whose passing events are `passing`, every minute until `stop`.
+    pub fn spawn(
+        self,
+        outbox: &pms_events::Outbox,
+        passing: &'static [&'static str],
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let retention = pms_events::retention::Retention {
+            window: self.outbox_retention,
+            passing,
+        };
+        pms_events::retention::spawn(outbox.clone(), retention, stop);
+    }
+}
+
+/// A span of time as people write it (`7d`, `12h`, `1h 30m`; a day is 24 hours).
+fn parse_window(text: &str) -> Result<Duration, String> {
+    let span: jiff::Span = text
+        .parse()
+        .map_err(|e| format!("{e} (write it as 7d, 12h or 30m)"))?;
+    let signed = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|e| e.to_string())?;
+    Duration::try_from(signed).map_err(|_| "a retention cannot be negative".to_owned())
 }
 
 /// A secret from a file, without its trailing newline.

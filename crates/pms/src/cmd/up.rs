@@ -81,6 +81,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         database_url: args.users.database_url.clone(),
         pool_size: args.users.pool_size,
         in_flight: args.users.in_flight,
+        retention: args.users.retention,
         jwt_secret_env: String::new(),
         jwt_secret_file: None,
         jwt_public_key: None,
@@ -164,6 +165,22 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             app.outbox.clone(),
             stop_rx.clone(),
         ));
+        let retention = args.users.retention;
+        retention.spawn(
+            &app.outbox,
+            pms_users::events::PASSING_EVENTS,
+            stop_rx.clone(),
+        );
+        retention.spawn(
+            &parks.outbox,
+            pms_parks::events::PASSING_EVENTS,
+            stop_rx.clone(),
+        );
+        retention.spawn(
+            &payments.outbox,
+            pms_payments::events::PASSING_EVENTS,
+            stop_rx.clone(),
+        );
         consumers.push(pms_users::events::spawn_consumer(
             &app,
             payments.outbox.clone(),

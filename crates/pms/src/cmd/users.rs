@@ -34,6 +34,8 @@ pub struct ServiceOptions {
     pub pool_min: u32,
     #[command(flatten)]
     pub in_flight: super::service::InFlight,
+    #[command(flatten)]
+    pub retention: super::service::OutboxRetention,
     /// Per-statement time limit, in ms (PostgreSQL statement_timeout; SQLite lock wait).
     #[arg(long, default_value_t = 5000)]
     pub statement_timeout_ms: u64,
@@ -147,6 +149,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..args.service.in_flight.serving()
         };
         let (stop, stopped) = super::service::stop_on(shutdown);
+        args.service
+            .retention
+            .spawn(&app.outbox, pms_users::events::PASSING_EVENTS, stop.clone());
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
             pms_users::events::spawn_nats(&app, nats, stop);
         }

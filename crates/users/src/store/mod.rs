@@ -132,7 +132,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0003_coins_and_snapshot.sql",
     "0004_login_failures.sql",
     "0005_broker_positions.sql",
-    "0006_idempotency_keys.sql"
+    "0006_idempotency_keys.sql",
+    "0007_outbox_retention.sql"
 );
 
 impl From<pms_service::store::DbError> for StoreError {

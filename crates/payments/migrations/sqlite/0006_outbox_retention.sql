@@ -1,0 +1,1 @@
+../../../events/src/schema_retention.sql
