@@ -411,6 +411,12 @@ fn pms_up(
     if let Some(url) = database {
         up = up.args(["--database-url".to_owned(), url.to_owned()]);
     }
+    if let Some(window) = job.outbox_retention {
+        up = up.args([
+            "--outbox-retention".to_owned(),
+            format!("{}s", window.as_secs()),
+        ]);
+    }
     record.commands.push(up.shell_line());
     let mut proc = up.start(&data.with_file_name("up.log"))?;
     // pms up migrates and seeds users before the gateway listens.

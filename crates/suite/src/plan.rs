@@ -128,6 +128,8 @@ pub struct ParkingJob {
     /// A soak ([`crate::soak`]): people beside the barriers, and the figures per window of
     /// this length.
     pub soak_window: Option<Duration>,
+    /// `pms up --outbox-retention` (`None`: its default).
+    pub outbox_retention: Option<Duration>,
 }
 
 /// `h1`/`h2` as the reports name them.
@@ -348,6 +350,7 @@ pub fn plan(
                 pgbench_scale: p.pgbench_scale,
                 rate,
                 soak_window: None,
+                outbox_retention: None,
             })
         };
         let params = |database: &str, clients: usize| {
@@ -434,6 +437,7 @@ pub fn plan(
                         pgbench_scale: p.pgbench_scale,
                         rate: Some(soak.rate),
                         soak_window: Some(soak.window),
+                        outbox_retention: soak.outbox_retention,
                     }),
                     expected: p.duration + barrier_setup(soak.barriers),
                 });

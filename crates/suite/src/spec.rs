@@ -364,6 +364,16 @@ pub struct Soak {
     /// The figures are reported per window of this length.
     #[serde(deserialize_with = "duration", serialize_with = "show_duration")]
     pub window: Duration,
+    /// `pms up --outbox-retention`: how long the outboxes keep what every reader has passed
+    /// (`None`: the default week). A soak writes in minutes what a site writes in weeks, so a
+    /// window scaled down with it holds the outboxes at the size a site's settle at.
+    #[serde(
+        default,
+        deserialize_with = "some_duration",
+        serialize_with = "show_some_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub outbox_retention: Option<Duration>,
 }
 
 /// Barrier clients calling on a fixed schedule.
@@ -383,6 +393,17 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 
 fn show_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&pms_bench::duration::show(*d))
+}
+
+fn some_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+fn show_some_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => show_duration(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// A suite file that does not make sense.
