@@ -539,6 +539,25 @@ async fn the_reports_after_a_day_of_visits() {
         })
         .await;
     }
+    // Every reader of an outbox notes how far it got there, so the pruner knows what it may
+    // delete (docs/events.md, Retention).
+    let outboxes: [(&str, &[&str]); 3] = [
+        ("users", &["parks", "payments"]),
+        ("parks", &["payments"]),
+        ("payments", &["parks", "users"]),
+    ];
+    for (service, readers) in outboxes {
+        let sys = &sys;
+        pms_testkit::assert_eventually("the readers' notes", 300, || async move {
+            let metrics = sys.metrics(service).await;
+            readers.iter().all(|reader| {
+                metrics.contains(&format!(
+                    "pms_{service}_outbox_reader_behind_events{{reader=\"{reader}\"}}"
+                ))
+            })
+        })
+        .await;
+    }
     // Another park's report is its own, and an unknown park is a 404.
     assert_eq!(
         manager.get("/parkReport/percentageOf/2").await.json()["totalVehicles"],
