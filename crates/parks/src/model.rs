@@ -4,7 +4,7 @@
 
 use pms_vocab::names;
 use pms_vocab::{EnergySource, VehicleType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 names! {
@@ -243,14 +243,16 @@ pub struct ResponseText {
 }
 
 /// A park's PARKY thresholds: coins earned per hour and per minute parked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Thresholds {
     /// Coins per hour.
     #[schema(minimum = 0, maximum = 1_000_000)]
+    #[serde(deserialize_with = "pms_vocab::lenient::integer")]
     pub parkies_per_hour: i64,
     /// Coins per minute.
     #[schema(minimum = 0, maximum = 1_000_000)]
+    #[serde(deserialize_with = "pms_vocab::lenient::integer")]
     pub parkies_per_minute: i64,
 }
 

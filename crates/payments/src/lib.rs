@@ -113,6 +113,10 @@ impl pms_service::Service for App {
         self.store.db()
     }
 
+    fn limits(&self) -> &BodyLimits {
+        &self.limits
+    }
+
     async fn metrics_text(&self) -> String {
         self.metrics.render(&self.outbox, self.store.db()).await
     }

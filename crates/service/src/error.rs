@@ -12,6 +12,8 @@ use http::StatusCode;
 
 use crate::openapi::{ErrorBody, ErrorDetail};
 use crate::store::DbError;
+use std::borrow::Cow;
+
 use pms_vocab::fields::FieldError;
 
 /// An error answer.
@@ -24,7 +26,7 @@ pub struct ApiError {
     /// Human-readable explanation (never secrets, never SQL).
     pub message: String,
     /// The input at fault, if one is.
-    pub field: Option<&'static str>,
+    pub field: Option<Cow<'static, str>>,
     /// Seconds after which trying again may succeed (`Retry-After`), when that is known.
     pub retry_after_s: Option<u64>,
 }
@@ -48,8 +50,8 @@ impl ApiError {
     }
 
     /// The same error, naming the input at fault.
-    pub fn with_field(mut self, field: &'static str) -> Self {
-        self.field = Some(field);
+    pub fn with_field(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.field = Some(field.into());
         self
     }
 
@@ -106,7 +108,7 @@ impl ApiError {
                 code: self.code,
                 message: &self.message,
                 request_id,
-                field: self.field,
+                field: self.field.as_deref(),
             },
         };
         // Strings and an option of one: serializing cannot fail.

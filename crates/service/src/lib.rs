@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`chassis`]: the shell of every service: the state's view the kit needs ([`Service`]),
 //!   the probes and `/metrics` around its own routes, served until shutdown.
+//! - [`body`]: a request body read into its type ([`body::JsonBody`]), naming the field at fault.
 //! - [`mod@caller`]: who is calling, from the bearer token, verified here; extractors that say
 //!   it in a handler's signature.
 //! - [`error`]: [`ApiError`], the one JSON error format.
@@ -27,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+pub mod body;
 pub mod caller;
 pub mod chassis;
 pub mod error;

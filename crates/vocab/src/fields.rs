@@ -4,6 +4,8 @@
 //! exact names; instants as RFC 3339 text or epoch milliseconds (spec §3.0). Pure functions: no
 //! rule of any one service lives here, only "is this a value of that kind".
 
+use std::borrow::Cow;
+
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
@@ -14,17 +16,18 @@ pub type Body = Map<String, Value>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct FieldError {
-    /// The JSON field (or path parameter) at fault.
-    pub field: &'static str,
+    /// The JSON field (or path parameter) at fault; a nested one by its path
+    /// (`vehicles[0].plate`).
+    pub field: Cow<'static, str>,
     /// What is wrong with it.
     pub message: String,
 }
 
 impl FieldError {
     /// `field` is wrong because of `message`.
-    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(field: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         Self {
-            field,
+            field: field.into(),
             message: message.into(),
         }
     }

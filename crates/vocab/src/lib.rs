@@ -2,7 +2,8 @@
 //! tariff engine and the front office: roles, account statuses, vehicle types and energy
 //! sources, plates ([`words`], re-exported here), the [`names!`] macro that declares such a
 //! closed set, request headers every side names, and reading JSON values as the original
-//! services read them, naming the field at fault ([`fields`]).
+//! services read them, naming the field at fault ([`fields`]), and the same as serde readers
+//! for request body types ([`lenient`]).
 //!
 //! A leaf: no I/O, no HTTP server, no database, so the pure parts of the house (the tariff
 //! engine) and the front office use these words without the service kit behind them.
@@ -10,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod fields;
+pub mod lenient;
 pub mod words;
 
 pub use crate::fields::FieldError;

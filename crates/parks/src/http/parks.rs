@@ -6,10 +6,12 @@
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use http::{HeaderMap, StatusCode};
-use pms_service::http::{json, json_object, json_value, Answer};
+use pms_service::body::JsonBody;
+use pms_service::http::{json, json_value, Answer};
 use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff};
-use pms_vocab::fields::{self, id_param, required_bool, required_int, required_str, FieldError};
-use pms_vocab::Role;
+use pms_vocab::fields::{self, id_param, FieldError};
+use pms_vocab::{lenient, Role};
+use serde::Deserialize;
 
 use pms_service::openapi::ErrorBody;
 use pms_tariff::json::{ApiPeriod, ApiTable};
@@ -154,17 +156,20 @@ pub async fn history_count(
 }
 
 /// `PUT /parks/enableDisableSpot`'s body.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"parkNumber": 1, "spotNumber": "A1", "operational": false,
     "managerName": "Maria"}))]
 pub struct SpotSwitch {
     /// The park.
+    #[serde(deserialize_with = "lenient::integer")]
     pub park_number: i64,
     /// The spot (`A1`, …).
     #[schema(pattern = r"^\s*[A-Za-z0-9]{1,16}\s*$")]
+    #[serde(deserialize_with = "lenient::string")]
     pub spot_number: String,
     /// In service (`true`) or out (`false`).
+    #[serde(deserialize_with = "lenient::boolean")]
     pub operational: bool,
     /// Who made the change, for the audit (default, or when blank: the caller's user id).
     #[schema(
@@ -172,6 +177,7 @@ pub struct SpotSwitch {
         pattern = r"^[^\x00-\x1f\x7f-\x9f]*$",
         required = false
     )]
+    #[serde(default)]
     pub manager_name: Option<String>,
 }
 
@@ -191,12 +197,10 @@ pub struct SpotSwitch {
 pub async fn set_spot(
     State(s): State<App>,
     who: Allowed<ParkManagers>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<SpotSwitch>,
 ) -> Answer {
-    let body = json_object(&s.limits, &headers, body).await?;
-    let park = required_int(&body, "parkNumber")?;
-    let spot = required_str(&body, "spotNumber")?.trim();
+    let park = body.park_number;
+    let spot = body.spot_number.trim();
     if !(1..=MAX_SPOT_CHARS).contains(&spot.len())
         || !spot.bytes().all(|b| b.is_ascii_alphanumeric())
     {
@@ -206,8 +210,8 @@ pub async fn set_spot(
         )
         .into());
     }
-    let operational = required_bool(&body, "operational")?;
-    let name = match fields::optional_str(&body, "managerName")? {
+    let operational = body.operational;
+    let name = match body.manager_name.as_deref() {
         Some(n) if n.chars().count() > 100 || n.chars().any(char::is_control) => {
             return Err(
                 FieldError::new("managerName", "must be at most 100 printable characters").into(),
@@ -273,23 +277,20 @@ pub async fn set_thresholds(
     State(s): State<App>,
     _: Allowed<ParkManagers>,
     Path(park): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<Thresholds>,
 ) -> Answer {
     let park = park_param(&park)?;
-    let body = json_object(&s.limits, &headers, body).await?;
-    let per_hour = non_negative(&body, "parkiesPerHour")?;
-    let per_minute = non_negative(&body, "parkiesPerMinute")?;
+    let per_hour = non_negative(body.parkies_per_hour, "parkiesPerHour")?;
+    let per_minute = non_negative(body.parkies_per_minute, "parkiesPerMinute")?;
     s.store.set_thresholds(park, per_hour, per_minute).await?;
     Ok(response_text(format!("Park {park} thresholds changed")))
 }
 
-fn non_negative(body: &fields::Body, field: &'static str) -> Result<i64, ApiError> {
-    let v = required_int(body, field)?;
+fn non_negative(v: i64, field: &'static str) -> Result<i64, FieldError> {
     if (0..=1_000_000).contains(&v) {
         Ok(v)
     } else {
-        Err(FieldError::new(field, "must be 0 to 1000000").into())
+        Err(FieldError::new(field, "must be 0 to 1000000"))
     }
 }
 
@@ -340,12 +341,14 @@ pub async fn overnight(State(s): State<App>, _: Caller, Path(park): Path<String>
 }
 
 /// `PUT /parks/enableDisableOvernightFee`'s body.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OvernightSwitch {
     /// The park.
+    #[serde(deserialize_with = "lenient::integer")]
     pub park_number: i64,
     /// Charge it (`true`) or not.
+    #[serde(deserialize_with = "lenient::boolean")]
     pub status: bool,
 }
 
@@ -365,25 +368,24 @@ pub struct OvernightSwitch {
 pub async fn set_overnight_enabled(
     State(s): State<App>,
     who: Allowed<ParkManagers>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<OvernightSwitch>,
 ) -> Answer {
-    let body = json_object(&s.limits, &headers, body).await?;
-    let park = required_int(&body, "parkNumber")?;
-    let on = required_bool(&body, "status")?;
+    let (park, on) = (body.park_number, body.status);
     s.store.set_overnight(park, Some(on), None, who.id).await?;
     s.committed();
     Ok(response_text(format!("Park {park} overnight fee {on}")))
 }
 
 /// `PUT /parks/changeOvernightFeePrice`'s body.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OvernightPrice {
     /// The park.
+    #[serde(deserialize_with = "lenient::integer")]
     pub park_number: i64,
     /// Whole euros per midnight spanned.
     #[schema(minimum = 0, maximum = 10000)]
+    #[serde(deserialize_with = "lenient::integer")]
     pub price: i64,
 }
 
@@ -403,12 +405,9 @@ pub struct OvernightPrice {
 pub async fn set_overnight_fee(
     State(s): State<App>,
     who: Allowed<ParkManagers>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<OvernightPrice>,
 ) -> Answer {
-    let body = json_object(&s.limits, &headers, body).await?;
-    let park = required_int(&body, "parkNumber")?;
-    let price = required_int(&body, "price")?;
+    let (park, price) = (body.park_number, body.price);
     if !(0..=10_000).contains(&price) {
         return Err(FieldError::new("price", "must be 0 to 10000 (whole euros)").into());
     }
@@ -422,13 +421,13 @@ pub async fn set_overnight_fee(
 }
 
 /// `PUT /parks/changeUserParkyFlag`'s body.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CoinFlag {
     /// The caller's own user id.
-    #[serde(rename = "customerID")]
+    #[serde(rename = "customerID", deserialize_with = "lenient::integer")]
     pub customer_id: i64,
     /// Pay the next visit with coins.
-    #[serde(rename = "parkyFlag")]
+    #[serde(rename = "parkyFlag", deserialize_with = "lenient::boolean")]
     pub parky_flag: bool,
 }
 
@@ -449,12 +448,9 @@ pub struct CoinFlag {
 pub async fn set_coin_flag(
     State(s): State<App>,
     who: Caller,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<CoinFlag>,
 ) -> Answer {
-    let body = json_object(&s.limits, &headers, body).await?;
-    let customer = required_int(&body, "customerID")?;
-    let on = required_bool(&body, "parkyFlag")?;
+    let (customer, on) = (body.customer_id, body.parky_flag);
     who.require_self(customer, &[Role::Customer])?;
     s.store.set_coin_flag(customer, on).await?;
     Ok(response_text("Success"))

@@ -19,8 +19,8 @@ fn registration() -> serde_json::Value {
     })
 }
 
-fn field_of(v: serde_json::Value) -> &'static str {
-    new_user(&obj(v)).unwrap_err().field
+fn field_of(v: serde_json::Value) -> String {
+    new_user(&obj(v)).unwrap_err().field.into_owned()
 }
 
 #[test]
