@@ -11,15 +11,17 @@
 //! | `POST /payments/createPayment` | PARK_MANAGER, SUPERVISOR: prices a stay, stores nothing |
 //! | `GET /payments/events/parked`, `POST …/{source}/{eventId}/retry` | SUPERVISOR: the events payments set aside, and trying one again |
 
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::Router;
-use http::{HeaderMap, StatusCode};
-use pms_service::http::{json, json_object, Answer};
+use http::StatusCode;
+use pms_service::body::JsonBody;
+use pms_service::http::{json, Answer};
 use pms_service::openapi::{ErrorBody, Instant, Plate};
 use pms_service::{Allowed, ApiError, Caller, ParkManagers, Roles, Staff};
 use pms_tariff::fee::{self, FeeError, Stay};
-use pms_vocab::fields::{required_instant, required_int, required_str, FieldError};
+use pms_vocab::fields::FieldError;
+use pms_vocab::lenient;
+use serde::Deserialize;
 use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -275,23 +277,26 @@ fn fee_error(e: FeeError) -> ApiError {
 }
 
 /// `POST /payments/createPayment` body: a stay to price.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"enterPark": "2023-11-26T09:00:00Z", "leftPark": "2023-11-26T11:30:00Z",
     "parkID": 1, "licensePlateNumber": "AA-20-CC"}))]
 pub struct StayBody {
     /// When the vehicle came in.
     #[schema(value_type = Instant)]
-    pub enter_park: String,
+    #[serde(deserialize_with = "lenient::instant")]
+    pub enter_park: jiff::Timestamp,
     /// When it left: the park's table in force then prices the stay; not before `enterPark`.
     #[schema(value_type = Instant)]
-    pub left_park: String,
+    #[serde(deserialize_with = "lenient::instant")]
+    pub left_park: jiff::Timestamp,
     /// The park.
-    #[serde(rename = "parkID")]
+    #[serde(rename = "parkID", deserialize_with = "lenient::integer")]
     #[schema(minimum = 1)]
     pub park_id: i64,
     /// A registered vehicle's plate.
     #[schema(value_type = Plate)]
+    #[serde(deserialize_with = "lenient::string")]
     pub license_plate_number: String,
 }
 
@@ -315,14 +320,10 @@ pub struct StayBody {
 async fn create_payment(
     State(s): State<App>,
     _: Allowed<ParkManagers>,
-    headers: HeaderMap,
-    body: Body,
+    JsonBody(body): JsonBody<StayBody>,
 ) -> Answer {
-    let body = json_object(&s.limits, &headers, body).await?;
-    let entry = required_instant(&body, "enterPark")?;
-    let exit = required_instant(&body, "leftPark")?;
-    let park = required_int(&body, "parkID")?;
-    let plate = pms_vocab::plate(required_str(&body, "licensePlateNumber")?)
+    let (entry, exit, park) = (body.enter_park, body.left_park, body.park_id);
+    let plate = pms_vocab::plate(&body.license_plate_number)
         .map_err(|m| FieldError::new("licensePlateNumber", m))?;
     if exit < entry {
         return Err(FieldError::new("leftPark", "leftPark is before enterPark").into());

@@ -180,15 +180,13 @@ pub fn enumeration<T>(
 pub fn required_instant(body: &Body, field: &'static str) -> Result<Timestamp, FieldError> {
     match body.get(field) {
         None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
-        Some(v) => instant(v).ok_or_else(|| {
-            FieldError::new(
-                field,
-                "must be an RFC 3339 date-time with an offset (2023-11-26T12:34:56.789Z) or epoch \
-                 milliseconds, from 1970 up to the year 3000",
-            )
-        }),
+        Some(v) => instant(v).ok_or_else(|| FieldError::new(field, NOT_AN_INSTANT)),
     }
 }
+
+/// What is wrong with a value that is not an instant the API takes.
+pub const NOT_AN_INSTANT: &str = "must be an RFC 3339 date-time with an offset \
+    (2023-11-26T12:34:56.789Z) or epoch milliseconds, from 1970 up to the year 3000";
 
 /// The earliest instant the API takes: the Unix epoch.
 pub const FIRST_INSTANT_MS: i64 = 0;

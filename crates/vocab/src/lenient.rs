@@ -54,6 +54,14 @@ pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     }
 }
 
+/// A required instant: RFC 3339 text with an offset or epoch milliseconds ([`fields::instant`]).
+///
+/// # Errors
+/// When it is null or neither of those, within the API's range.
+pub fn instant<'de, D: Deserializer<'de>>(d: D) -> Result<jiff::Timestamp, D::Error> {
+    fields::instant(&present(d)?).ok_or_else(|| D::Error::custom(fields::NOT_AN_INSTANT))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
@@ -90,6 +98,29 @@ mod tests {
             read(json!({"n": 30.0, "on": true, "name": "x"})).map(|s| s.n),
             Ok(30)
         );
+    }
+
+    #[test]
+    fn instants_as_text_or_milliseconds_within_the_apis_range() {
+        #[derive(Debug, Deserialize)]
+        struct At {
+            #[serde(deserialize_with = "super::instant")]
+            at: jiff::Timestamp,
+        }
+        let read = |v: serde_json::Value| {
+            At::deserialize(v)
+                .map(|a| a.at.as_millisecond())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read(json!({"at": "1970-01-01T00:00:01Z"})), Ok(1000));
+        assert_eq!(read(json!({"at": 1000})), Ok(1000));
+        for bad in [json!("yesterday"), json!(-1), json!("3001-01-01T00:00:00Z")] {
+            assert_eq!(
+                read(json!({ "at": bad })),
+                Err(crate::fields::NOT_AN_INSTANT.to_owned())
+            );
+        }
+        assert_eq!(read(json!({"at": null})), Err(super::REQUIRED.to_owned()));
     }
 
     #[test]
