@@ -35,6 +35,15 @@ impl<S: Service, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// # Errors
 /// The field at fault (by its path: `vehicles[0].plate`) and what is wrong with it.
 pub fn read<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    deserialize(&value)
+}
+
+/// What names an error of the body as a whole (or of a field serde keeps no path for: one of a
+/// flattened part, `#[serde(flatten)]`, which a caller reads alone to name it).
+const BODY: &str = "body";
+
+/// `value` as a `T`, or its first field error (one of the whole body named [`BODY`]).
+fn deserialize<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.inner().to_string();
@@ -60,7 +69,7 @@ pub fn read<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
             }
             _ => message,
         };
-        FieldError::new(if path == "." { "body".to_owned() } else { path }, message)
+        FieldError::new(if path == "." { BODY.to_owned() } else { path }, message)
     })
 }
 

@@ -2,7 +2,7 @@
 //! them, and stored as the same readable text) and the JSON shapes it sends and receives. No I/O
 //! and no validation beyond "is this one of the names" live here (see [`crate::validate`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use pms_vocab::names;
@@ -23,12 +23,14 @@ names! {
 }
 
 /// A vehicle as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+// Also a body's vehicle as read; `crate::validate::vehicle` checks and upper-cases its plate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"licensePlateNumber": "AA-20-CC", "vehicleType": "AUTOMOBILE", "vehicleEnergySource": "FUEL"}))]
 pub struct Vehicle {
     /// Portuguese plate, upper case with dashes (`AA-20-CC`); given in any case.
     #[schema(value_type = pms_service::openapi::Plate)]
+    #[serde(deserialize_with = "pms_vocab::lenient::string")]
     pub license_plate_number: String,
     /// Kind of vehicle.
     pub vehicle_type: VehicleType,

@@ -1,16 +1,19 @@
-//! Request bodies and their rules (spec §4.3, with the original's holes closed). Every function
-//! here is pure: it takes the parsed JSON and returns either a typed request or a [`FieldError`]
-//! naming the offending field. Storage-level rules (uniqueness, at most three vehicles, balances)
+//! Request bodies and their rules (spec §4.3, with the original's holes closed). Each body is a
+//! type read by the kit's `JsonBody` (which names a field of the wrong type); each function
+//! here is pure: it takes a body as read and returns it as the rules want it, or a
+//! [`FieldError`] naming the offending field. Storage-level rules (uniqueness, at most three vehicles, balances)
 //! are the store's; HTTP status codes are [`crate::http::error`]'s.
 //!
 //! Numbers are accepted as JSON numbers or numeric strings (`"123456789"`), as the original
 //! service's JSON mapper accepted them; enumerations only by their exact names.
 
-use pms_vocab::fields::{enumeration, integer, required_int, required_str};
-use serde_json::{Map, Value};
+use pms_vocab::fields::integer;
+use pms_vocab::lenient;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::model::{EnergySource, PaymentMethod, Vehicle, VehicleType};
+use crate::model::{PaymentMethod, Vehicle};
 
 /// Shortest password accepted.
 pub const PASSWORD_MIN_CHARS: usize = 11;
@@ -35,7 +38,7 @@ fn bad(field: &'static str, message: impl Into<String>) -> FieldError {
 
 /// `POST /users/createUser`. Its `Debug` output never shows the password. Its schema is the
 /// JSON body [`new_user`] reads (the vehicle's fields sit beside the user's).
-#[derive(Clone, PartialEq, ToSchema)]
+#[derive(Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(
     description = "A registration: the user and their first vehicle, side by side. Numbers may \
@@ -54,6 +57,7 @@ pub struct NewUser {
         max_length = 100,
         pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub first_name: String,
     /// Last name, trimmed; not blank, no control characters.
     #[schema(
@@ -61,6 +65,7 @@ pub struct NewUser {
         max_length = 100,
         pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub last_name: String,
     /// E-mail as given (trimmed); uniqueness ignores case.
     #[schema(
@@ -68,6 +73,7 @@ pub struct NewUser {
         example = "ana@example.com",
         pattern = r"^(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub email: String,
     /// Plain-text password: 11 to 128 characters, no spaces, with a lower-case and an upper-case
     /// letter and a symbol; hashed before it goes anywhere.
@@ -79,28 +85,33 @@ pub struct NewUser {
         max_length = 128,
         pattern = r"^(?:\S*[a-z]\S*[A-Z]\S*[!-/:-@\[-`{-~]\S*|\S*[a-z]\S*[!-/:-@\[-`{-~]\S*[A-Z]\S*|\S*[A-Z]\S*[a-z]\S*[!-/:-@\[-`{-~]\S*|\S*[A-Z]\S*[!-/:-@\[-`{-~]\S*[a-z]\S*|\S*[!-/:-@\[-`{-~]\S*[a-z]\S*[A-Z]\S*|\S*[!-/:-@\[-`{-~]\S*[A-Z]\S*[a-z]\S*)$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub password: String,
     /// Tax number (nine digits).
     #[schema(exclusive_minimum = 100_000_000, exclusive_maximum = 999_999_999)]
+    #[serde(deserialize_with = "lenient::integer")]
     pub nif: i64,
     /// The first vehicle.
     #[serde(flatten)]
     pub vehicle: Vehicle,
     /// Payment method (`NOT_DEFINED` when absent).
     #[schema(required = false)]
+    #[serde(default = "not_defined", deserialize_with = "method_or_not_defined")]
     pub payment_method: PaymentMethod,
 }
 
 /// `POST /users/login`. Its `Debug` output never shows the password.
-#[derive(Clone, PartialEq, Eq, ToSchema)]
+#[derive(Clone, PartialEq, Eq, Deserialize, ToSchema)]
 #[schema(
     description = "Login credentials.",
     example = json!({"email": "supervisor@isep.ipp.pt", "password": "the demo password"})
 )]
 pub struct Credentials {
     /// E-mail.
+    #[serde(deserialize_with = "lenient::string")]
     pub email: String,
     /// Plain-text password.
+    #[serde(deserialize_with = "lenient::string")]
     pub password: String,
 }
 
@@ -125,7 +136,7 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// `POST /users/parkies`.
-#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(
     description = "A grant (or, with a negative amount, a deduction) of PARKY coins to several \
@@ -135,9 +146,11 @@ impl std::fmt::Debug for Credentials {
 pub struct Grant {
     /// Recipients (user ids), without duplicates, in the order given.
     #[schema(min_items = 1, max_items = 1000, schema_with = user_ids)]
+    #[serde(deserialize_with = "read_user_ids")]
     pub user_ids: Vec<i64>,
     /// Coins per recipient; negative deducts; never zero.
     #[schema(schema_with = grant_amount)]
+    #[serde(deserialize_with = "lenient::integer")]
     pub amount: i64,
     /// Why; not blank, no control characters.
     #[schema(
@@ -145,6 +158,7 @@ pub struct Grant {
         max_length = 500,
         pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub reason: String,
 }
 
@@ -186,76 +200,67 @@ fn grant_amount() -> utoipa::openapi::schema::Schema {
     )
 }
 
-/// Parses and checks a registration.
+/// Reads and checks a registration (a JSON object): names and e-mail trimmed, the password's
+/// policy, the tax number's digits, the plate's shape.
 ///
 /// # Errors
-/// The first field that is missing or invalid.
-pub fn new_user(body: &Map<String, Value>) -> Result<NewUser, FieldError> {
-    let first_name = name(body, "firstName")?;
-    let last_name = name(body, "lastName")?;
-    let email = email(required_str(body, "email")?)?;
-    let password = required_str(body, "password")?.to_owned();
-    password_policy(&password)?;
-    let nif = nif(body)?;
-    let vehicle = vehicle(body)?;
-    let payment_method = match body.get("paymentMethod") {
-        None | Some(Value::Null) => PaymentMethod::NotDefined,
-        Some(_) => enumeration(
-            body,
-            "paymentMethod",
-            PaymentMethod::parse,
-            PaymentMethod::expected,
-        )?,
-    };
+/// The first field that breaks a rule.
+pub fn new_user(body: Value) -> Result<NewUser, FieldError> {
+    // The vehicle's fields sit beside the user's (`#[serde(flatten)]`), where serde keeps no
+    // path to name a bad one by: read alone first, it is named.
+    let _: Vehicle = pms_service::body::read(body.clone())?;
+    let new: NewUser = pms_service::body::read(body)?;
     Ok(NewUser {
-        first_name,
-        last_name,
-        email,
-        password,
-        nif,
-        vehicle,
-        payment_method,
+        first_name: name(&new.first_name, "firstName")?,
+        last_name: name(&new.last_name, "lastName")?,
+        email: email(&new.email)?,
+        password: {
+            password_policy(&new.password)?;
+            new.password
+        },
+        nif: nif(new.nif)?,
+        vehicle: vehicle(new.vehicle)?,
+        payment_method: new.payment_method,
     })
 }
 
-/// Parses login credentials. Formats are not checked: a malformed e-mail simply matches nobody.
-///
-/// # Errors
-/// When a field is missing or not a string.
-pub fn credentials(body: &Map<String, Value>) -> Result<Credentials, FieldError> {
-    Ok(Credentials {
-        email: required_str(body, "email")?.trim().to_owned(),
-        password: required_str(body, "password")?.to_owned(),
-    })
+/// Login credentials as read, the e-mail trimmed. Formats are not checked: a malformed e-mail
+/// simply matches nobody.
+pub fn credentials(given: Credentials) -> Credentials {
+    Credentials {
+        email: given.email.trim().to_owned(),
+        password: given.password,
+    }
 }
 
-/// Parses a vehicle (`licensePlateNumber`, `vehicleType`, `vehicleEnergySource`).
+/// Checks a vehicle read from a body: its plate one of the Portuguese shapes, upper-cased.
 ///
 /// # Errors
-/// The first field that is missing or invalid.
-pub fn vehicle(body: &Map<String, Value>) -> Result<Vehicle, FieldError> {
-    let plate = plate(required_str(body, "licensePlateNumber")?)?;
-    let vehicle_type = enumeration(
-        body,
-        "vehicleType",
-        VehicleType::parse,
-        VehicleType::expected,
-    )?;
-    let energy = enumeration(
-        body,
-        "vehicleEnergySource",
-        EnergySource::parse,
-        EnergySource::expected,
-    )?;
+/// When the plate has another shape.
+pub fn vehicle(given: Vehicle) -> Result<Vehicle, FieldError> {
     Ok(Vehicle {
-        license_plate_number: plate,
-        vehicle_type,
-        vehicle_energy_source: energy,
+        license_plate_number: plate(&given.license_plate_number)?,
+        ..given
     })
+}
+
+/// A payment method a body must give (`null` is "is required").
+fn required_method<'de, D: Deserializer<'de>>(d: D) -> Result<PaymentMethod, D::Error> {
+    Option::<PaymentMethod>::deserialize(d)?
+        .ok_or_else(|| serde::de::Error::custom(pms_vocab::lenient::REQUIRED))
+}
+
+/// A registration's payment method: absent or null is `NOT_DEFINED`.
+fn method_or_not_defined<'de, D: Deserializer<'de>>(d: D) -> Result<PaymentMethod, D::Error> {
+    Ok(Option::<PaymentMethod>::deserialize(d)?.unwrap_or(PaymentMethod::NotDefined))
+}
+
+fn not_defined() -> PaymentMethod {
+    PaymentMethod::NotDefined
 }
 
 /// `PUT /users/paymentMethod/{userId}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(
     description = "A new payment method.",
@@ -264,6 +269,7 @@ pub fn vehicle(body: &Map<String, Value>) -> Result<Vehicle, FieldError> {
 pub struct PaymentChange {
     /// The method; never `NOT_DEFINED` (a user cannot go back to it).
     #[schema(schema_with = chosen_method)]
+    #[serde(deserialize_with = "required_method")]
     pub payment_method: PaymentMethod,
 }
 
@@ -282,50 +288,52 @@ fn chosen_method() -> utoipa::openapi::schema::Object {
         .build()
 }
 
-/// Parses a payment-method change; `NOT_DEFINED` is refused (a user cannot go back to it).
+/// Checks a payment-method change; `NOT_DEFINED` is refused (a user cannot go back to it).
 ///
 /// # Errors
-/// When the field is missing, unknown or `NOT_DEFINED`.
-pub fn payment_change(body: &Map<String, Value>) -> Result<PaymentChange, FieldError> {
-    let method = enumeration(
-        body,
-        "paymentMethod",
-        PaymentMethod::parse,
-        PaymentMethod::expected,
-    )?;
-    if method == PaymentMethod::NotDefined {
+/// When it is `NOT_DEFINED`.
+pub fn payment_change(change: PaymentChange) -> Result<PaymentChange, FieldError> {
+    if change.payment_method == PaymentMethod::NotDefined {
         return Err(bad(
             "paymentMethod",
             "cannot be changed back to NOT_DEFINED",
         ));
     }
-    Ok(PaymentChange {
-        payment_method: method,
-    })
+    Ok(change)
 }
 
-/// Parses a PARKY grant.
+/// A grant's recipients as given: an array of whole numbers (numeric strings too).
+fn read_user_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
+    use serde::de::Error;
+    match Value::deserialize(d)? {
+        Value::Null => Err(D::Error::custom(pms_vocab::lenient::REQUIRED)),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                integer(item).ok_or_else(|| D::Error::custom("every item must be a user id"))
+            })
+            .collect(),
+        _ => Err(D::Error::custom("must be an array of user ids")),
+    }
+}
+
+/// Checks a PARKY grant read from its body: one to [`MAX_GRANT_USERS`] positive ids (kept once
+/// each, in the order given), a non-zero amount within bounds, a printable reason (trimmed).
 ///
 /// # Errors
-/// The first field that is missing or invalid.
-pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
-    let ids = match body.get("userIds") {
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(bad("userIds", "must be an array of user ids")),
-        None => return Err(bad("userIds", "is required")),
-    };
-    if ids.is_empty() {
+/// The first field that breaks a rule.
+pub fn grant(given: Grant) -> Result<Grant, FieldError> {
+    if given.user_ids.is_empty() {
         return Err(bad("userIds", "must name at least one user"));
     }
-    if ids.len() > MAX_GRANT_USERS {
+    if given.user_ids.len() > MAX_GRANT_USERS {
         return Err(bad(
             "userIds",
             format!("at most {MAX_GRANT_USERS} users per grant"),
         ));
     }
-    let mut user_ids = Vec::with_capacity(ids.len());
-    for item in ids {
-        let id = integer(item).ok_or_else(|| bad("userIds", "every item must be a user id"))?;
+    let mut user_ids = Vec::with_capacity(given.user_ids.len());
+    for id in given.user_ids {
         if id <= 0 {
             return Err(bad("userIds", "user ids are positive"));
         }
@@ -333,14 +341,14 @@ pub fn grant(body: &Map<String, Value>) -> Result<Grant, FieldError> {
             user_ids.push(id);
         }
     }
-    let amount = required_int(body, "amount")?;
+    let amount = given.amount;
     if amount == 0 || amount.abs() > MAX_GRANT_AMOUNT {
         return Err(bad(
             "amount",
             format!("must be non-zero and at most {MAX_GRANT_AMOUNT} either way"),
         ));
     }
-    let reason = required_str(body, "reason")?.trim().to_owned();
+    let reason = given.reason.trim().to_owned();
     let chars = reason.chars().count();
     // Control characters refused as in names (a NUL reached the database's length check).
     if chars == 0 || chars > REASON_MAX_CHARS || reason.chars().any(char::is_control) {
@@ -440,8 +448,7 @@ pub fn plate(text: &str) -> Result<String, FieldError> {
     pms_vocab::plate(text).map_err(|m| bad("licensePlateNumber", m))
 }
 
-fn nif(body: &Map<String, Value>) -> Result<i64, FieldError> {
-    let nif = required_int(body, "nif")?;
+fn nif(nif: i64) -> Result<i64, FieldError> {
     if nif > 100_000_000 && nif < 999_999_999 {
         Ok(nif)
     } else {
@@ -449,8 +456,8 @@ fn nif(body: &Map<String, Value>) -> Result<i64, FieldError> {
     }
 }
 
-fn name(body: &Map<String, Value>, field: &'static str) -> Result<String, FieldError> {
-    let text = required_str(body, field)?.trim();
+fn name(given: &str, field: &'static str) -> Result<String, FieldError> {
+    let text = given.trim();
     let chars = text.chars().count();
     if chars == 0 || chars > NAME_MAX_CHARS {
         return Err(bad(

@@ -13,12 +13,15 @@
 //! | `top10Parky` | any authenticated user |
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use http::request::Parts;
 use http::{HeaderMap, StatusCode};
 
+use pms_service::body::JsonBody;
 use pms_service::http::{json, json_bytes, json_object, Answer};
 use pms_service::openapi::ErrorBody;
 use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers};
+use serde_json::Value;
 
 use crate::model::{
     PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
@@ -61,10 +64,9 @@ pub const MAX_PAGE: i64 = 1000;
             headers(("retry-after" = u64, description = "Seconds to wait."))),
     )
 )]
-pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn create_user(State(s): State<App>, JsonBody(body): JsonBody<Value>) -> Answer {
     s.ready.check()?;
-    let body = json_object(&s.limits, &headers, body).await?;
-    let new = validate::new_user(&body)?;
+    let new = validate::new_user(body)?;
     let hash = s
         .passwords
         .hash(new.password.clone())
@@ -109,10 +111,9 @@ pub async fn create_user(State(s): State<App>, headers: HeaderMap, body: Body) -
             headers(("retry-after" = u64, description = "Seconds to wait."))),
     )
 )]
-pub async fn login(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
+pub async fn login(State(s): State<App>, JsonBody(creds): JsonBody<Credentials>) -> Answer {
     s.ready.check()?;
-    let body = json_object(&s.limits, &headers, body).await?;
-    let creds = validate::credentials(&body)?;
+    let creds = validate::credentials(creds);
     let attempt = s.store.login_record(&creds.email).await?;
     let now = now_ms();
     if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
@@ -250,14 +251,10 @@ pub async fn all_users(
 )]
 pub async fn add_vehicle(
     State(s): State<App>,
-    who: Caller,
-    Path(user_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    OwnCustomerData(user_id): OwnCustomerData,
+    JsonBody(vehicle): JsonBody<Vehicle>,
 ) -> Answer {
-    let user_id = own_customer_data(&who, &user_id)?;
-    let body = json_object(&s.limits, &headers, body).await?;
-    let vehicle = validate::vehicle(&body)?;
+    let vehicle = validate::vehicle(vehicle)?;
     s.store.add_vehicle(user_id, &vehicle).await?;
     s.outbox.committed();
     Ok(json(StatusCode::ACCEPTED, &vehicle))
@@ -275,8 +272,7 @@ pub async fn add_vehicle(
         NoSuchUser,
     )
 )]
-pub async fn vehicles(State(s): State<App>, who: Caller, Path(user_id): Path<String>) -> Answer {
-    let user_id = own_customer_data(&who, &user_id)?;
+pub async fn vehicles(State(s): State<App>, OwnCustomerData(user_id): OwnCustomerData) -> Answer {
     let list = s
         .store
         .vehicles(user_id)
@@ -302,14 +298,10 @@ pub async fn vehicles(State(s): State<App>, who: Caller, Path(user_id): Path<Str
 )]
 pub async fn set_payment_method(
     State(s): State<App>,
-    who: Caller,
-    Path(user_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
+    OwnCustomerData(user_id): OwnCustomerData,
+    JsonBody(change): JsonBody<PaymentChange>,
 ) -> Answer {
-    let user_id = own_customer_data(&who, &user_id)?;
-    let body = json_object(&s.limits, &headers, body).await?;
-    let method = validate::payment_change(&body)?.payment_method;
+    let method = validate::payment_change(change)?.payment_method;
     s.store.set_payment_method(user_id, method).await?;
     s.outbox.committed();
     Ok(json(
@@ -334,10 +326,8 @@ pub async fn set_payment_method(
 )]
 pub async fn payment_method(
     State(s): State<App>,
-    who: Caller,
-    Path(user_id): Path<String>,
+    OwnCustomerData(user_id): OwnCustomerData,
 ) -> Answer {
-    let user_id = own_customer_data(&who, &user_id)?;
     let method = s
         .store
         .payment_method(user_id)
@@ -380,7 +370,10 @@ pub async fn payment_method(
 pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: Body) -> Answer {
     who.require(&[Role::CustomerManager])?;
     let body = json_object(&s.limits, &headers, body).await?;
-    let grant = validate::grant(&body)?;
+    // The body as sent is the idempotency key's fingerprint; the grant is read from it.
+    let grant = validate::grant(pms_service::body::read(serde_json::Value::Object(
+        body.clone(),
+    ))?)?;
     let once = idempotency::from_request(&headers, &body)?;
     match s.store.grant(&grant, who.id, once.as_ref()).await? {
         Granted::Now => {
@@ -446,7 +439,7 @@ pub async fn top10(State(s): State<App>, _: Caller) -> Answer {
 #[response(status = 404, description = "No such user (`user_not_found`).")]
 pub struct NoSuchUser(pub ErrorBody<'static>);
 
-/// The answer of an endpoint for a customer's own data (`own_customer_data`) to anyone else,
+/// The answer of an endpoint for a customer's own data ([`OwnCustomerData`]) to anyone else,
 /// as its OpenAPI operation lists it.
 #[derive(utoipa::IntoResponses)]
 #[response(
@@ -455,12 +448,23 @@ pub struct NoSuchUser(pub ErrorBody<'static>);
 )]
 pub struct NotOwnData(pub ErrorBody<'static>);
 
-/// The rule of the endpoints for a customer's own data: a valid `{userId}`, and the caller is
-/// that CUSTOMER. Returns the user id.
-fn own_customer_data(who: &Caller, user_id: &str) -> Result<i64, ApiError> {
-    let user_id = validate::user_id_param(user_id)?;
-    who.require_self(user_id, &[Role::Customer])?;
-    Ok(user_id)
+/// The caller's own user id, for the endpoints of a customer's own data: a valid `{userId}` in
+/// the path, and the caller is that CUSTOMER. Checked before a body is read.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnCustomerData(pub i64);
+
+impl FromRequestParts<App> for OwnCustomerData {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &App) -> Result<Self, ApiError> {
+        let who = Caller::from_request_parts(parts, s).await?;
+        let Path(text) = Path::<String>::from_request_parts(parts, s)
+            .await
+            .map_err(|e| pms_vocab::FieldError::new("userId", e.body_text()))?;
+        let user_id = validate::user_id_param(&text)?;
+        who.require_self(user_id, &[Role::Customer])?;
+        Ok(Self(user_id))
+    }
 }
 
 /// `limit`/`offset` from the query string; without them, everything. Each at most once: which
