@@ -42,11 +42,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pms_auth::{Verifier, VerifierConfig};
+use pms_auth::VerifierConfig;
 use pms_events::Outbox;
 use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
-use pms_service::Readiness;
+use pms_service::Shell;
 use tokio::net::TcpListener;
 
 use crate::devices::{DeviceKeys, WeakSecret};
@@ -112,16 +112,12 @@ pub struct App(Arc<Inner>);
 pub struct Inner {
     /// The database.
     pub store: Store,
-    /// Token verification.
-    pub verifier: Verifier,
+    /// Readiness (503 until migrated), token verification, request body limits.
+    pub shell: Shell,
     /// Device keys.
     pub devices: DeviceKeys,
     /// This service's outbox (its consumers are woken after each commit).
     pub outbox: Outbox,
-    /// 503 until migrated and seeded.
-    pub ready: Readiness,
-    /// Request body limits.
-    pub limits: BodyLimits,
     /// Longest wait of an exit for its invoice.
     pub exit_wait: Duration,
     /// How far a barrier's time is believed.
@@ -143,14 +139,10 @@ impl std::ops::Deref for App {
     }
 }
 
-/// The caller extractors' view of the service: its readiness and its token verifier.
+/// The kit extractors' view of the service: its readiness, token verifier and body limits.
 impl pms_service::Guarded for App {
-    fn readiness(&self) -> &Readiness {
-        &self.ready
-    }
-
-    fn verifier(&self) -> &Verifier {
-        &self.verifier
+    fn shell(&self) -> &Shell {
+        &self.shell
     }
 }
 
@@ -158,10 +150,6 @@ impl pms_service::Guarded for App {
 impl pms_service::Service for App {
     fn db(&self) -> &pms_service::store::Db {
         self.store.db()
-    }
-
-    fn limits(&self) -> &BodyLimits {
-        &self.limits
     }
 
     async fn metrics_text(&self) -> String {
@@ -182,16 +170,15 @@ impl App {
             rules::time_zone(&demo.time_zone).map_err(StartError::TimeZone)?;
         }
         let store = Store::open(&config.store)?;
-        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
+        let shell =
+            Shell::new("parks", config.verifier, config.limits).map_err(StartError::Verifier)?;
         let devices = DeviceKeys::new(&config.device_secret)?;
         let outbox = Outbox::new("parks", store.db().clone());
         Ok(Self(Arc::new(Inner {
             store,
-            verifier,
+            shell,
             devices,
             outbox,
-            ready: Readiness::new("parks"),
-            limits: config.limits,
             exit_wait: config.exit_wait,
             clock: config.clock,
             prices: PriceWaiters::default(),
@@ -215,7 +202,7 @@ impl App {
         if seeded {
             self.outbox.committed();
         }
-        self.ready.set();
+        self.shell.ready.set();
         Ok(seeded)
     }
 

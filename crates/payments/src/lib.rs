@@ -30,11 +30,11 @@ pub use crate::http::openapi;
 use std::future::Future;
 use std::sync::Arc;
 
-use pms_auth::{Verifier, VerifierConfig};
+use pms_auth::VerifierConfig;
 use pms_events::Outbox;
 use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
-use pms_service::Readiness;
+use pms_service::Shell;
 use tokio::net::TcpListener;
 
 use crate::store::{Store, StoreConfig, StoreError};
@@ -77,14 +77,10 @@ pub struct App(Arc<Inner>);
 pub struct Inner {
     /// The database.
     pub store: Store,
-    /// Token verification.
-    pub verifier: Verifier,
+    /// Readiness (503 until migrated), token verification, request body limits.
+    pub shell: Shell,
     /// This service's outbox.
     pub outbox: Outbox,
-    /// 503 until migrated.
-    pub ready: Readiness,
-    /// Request body limits.
-    pub limits: BodyLimits,
     /// `/metrics`: the event gauges.
     pub metrics: pms_events::metrics::EventMetrics,
 }
@@ -96,14 +92,10 @@ impl std::ops::Deref for App {
     }
 }
 
-/// The caller extractors' view of the service: its readiness and its token verifier.
+/// The kit extractors' view of the service: its readiness, token verifier and body limits.
 impl pms_service::Guarded for App {
-    fn readiness(&self) -> &Readiness {
-        &self.ready
-    }
-
-    fn verifier(&self) -> &Verifier {
-        &self.verifier
+    fn shell(&self) -> &Shell {
+        &self.shell
     }
 }
 
@@ -111,10 +103,6 @@ impl pms_service::Guarded for App {
 impl pms_service::Service for App {
     fn db(&self) -> &pms_service::store::Db {
         self.store.db()
-    }
-
-    fn limits(&self) -> &BodyLimits {
-        &self.limits
     }
 
     async fn metrics_text(&self) -> String {
@@ -129,14 +117,13 @@ impl App {
     /// [`StartError`] for a bad URL or verifier settings.
     pub fn new(config: PaymentsConfig) -> Result<Self, StartError> {
         let store = Store::open(&config.store)?;
-        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
+        let shell =
+            Shell::new("payments", config.verifier, config.limits).map_err(StartError::Verifier)?;
         let outbox = Outbox::new("payments", store.db().clone());
         Ok(Self(Arc::new(Inner {
             store,
-            verifier,
+            shell,
             outbox,
-            ready: Readiness::new("payments"),
-            limits: config.limits,
             metrics: pms_events::metrics::EventMetrics::new("payments"),
         })))
     }
@@ -147,7 +134,7 @@ impl App {
     /// Database failures.
     pub async fn init(&self) -> Result<(), StoreError> {
         self.store.migrate().await?;
-        self.ready.set();
+        self.shell.ready.set();
         Ok(())
     }
 

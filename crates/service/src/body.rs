@@ -23,7 +23,7 @@ impl<S: Service, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let (parts, body) = req.into_parts();
-        let object = json_object(state.limits(), &parts.headers, body).await?;
+        let object = json_object(&state.shell().limits, &parts.headers, body).await?;
         read(Value::Object(object))
             .map(JsonBody)
             .map_err(ApiError::from)

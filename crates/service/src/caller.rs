@@ -75,11 +75,50 @@ impl Caller {
 
 /// What a service's state gives the caller extractors.
 pub trait Guarded: Send + Sync {
+    /// What every service holds alike ([`Shell`]): its readiness, its token verifier, its
+    /// body limits.
+    fn shell(&self) -> &Shell;
+
     /// Whether the service has started: checked first, so a service still starting answers
     /// 503 before it looks at a token.
-    fn readiness(&self) -> &Readiness;
+    fn readiness(&self) -> &Readiness {
+        &self.shell().ready
+    }
+
     /// How the service verifies tokens.
-    fn verifier(&self) -> &Verifier;
+    fn verifier(&self) -> &Verifier {
+        &self.shell().verifier
+    }
+}
+
+/// What every service's state holds alike, for the kit's extractors: whether it has started,
+/// how it verifies tokens, how large a body it reads.
+#[derive(Debug)]
+pub struct Shell {
+    /// 503 until the service's start-up (migrations, seeding) is done.
+    pub ready: Readiness,
+    /// Verifies bearer tokens.
+    pub verifier: Verifier,
+    /// Request body limits.
+    pub limits: crate::http::BodyLimits,
+}
+
+impl Shell {
+    /// The shell of service `name` (not ready yet), verifying tokens as `verifier` says.
+    ///
+    /// # Errors
+    /// When the verifier's settings are unusable.
+    pub fn new(
+        name: &'static str,
+        verifier: pms_auth::VerifierConfig,
+        limits: crate::http::BodyLimits,
+    ) -> Result<Self, pms_auth::verify::ConfigError> {
+        Ok(Self {
+            ready: Readiness::new(name),
+            verifier: Verifier::new(verifier)?,
+            limits,
+        })
+    }
 }
 
 impl<S: Guarded> FromRequestParts<S> for Caller {

@@ -26,9 +26,6 @@ pub trait Service: Guarded + Clone + Send + Sync + 'static {
     /// The service's database.
     fn db(&self) -> &Db;
 
-    /// How large a request body it reads, and how long it waits for one.
-    fn limits(&self) -> &crate::http::BodyLimits;
-
     /// The text `GET /metrics` answers (Prometheus exposition format).
     fn metrics_text(&self) -> impl Future<Output = String> + Send;
 }

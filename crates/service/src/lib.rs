@@ -41,7 +41,8 @@ pub mod store;
 pub mod telemetry;
 
 pub use crate::caller::{
-    caller, Allowed, Caller, CustomerManagers, Guarded, ParkManagers, Roles, Staff, Supervisors,
+    caller, Allowed, Caller, CustomerManagers, Guarded, ParkManagers, Roles, Shell, Staff,
+    Supervisors,
 };
 pub use crate::chassis::Service;
 pub use crate::error::ApiError;

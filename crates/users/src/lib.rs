@@ -32,10 +32,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pms_auth::{Signer, Verifier, VerifierConfig};
+use pms_auth::{Signer, VerifierConfig};
 use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
-use pms_service::Readiness;
+use pms_service::Shell;
 use tokio::net::TcpListener;
 
 use crate::password::{HashParams, PasswordError, Passwords};
@@ -100,16 +100,12 @@ pub struct App(Arc<Inner>);
 pub struct Inner {
     /// The database.
     pub store: Store,
+    /// Readiness (503 until migrated), token verification, request body limits.
+    pub shell: Shell,
     /// Password hashing.
     pub passwords: Passwords,
     /// Token issuing.
     pub signer: Signer,
-    /// Token verification.
-    pub verifier: Verifier,
-    /// Request body limits.
-    pub limits: BodyLimits,
-    /// 503 until the schema is migrated and the demo data seeded.
-    pub ready: Readiness,
     /// This service's outbox (its consumers are woken after each commit).
     pub outbox: pms_events::Outbox,
     /// `/metrics`: the event gauges.
@@ -124,14 +120,10 @@ impl std::ops::Deref for App {
     }
 }
 
-/// The caller extractors' view of the service: its readiness and its token verifier.
+/// The kit extractors' view of the service: its readiness, token verifier and body limits.
 impl pms_service::Guarded for App {
-    fn readiness(&self) -> &Readiness {
-        &self.ready
-    }
-
-    fn verifier(&self) -> &Verifier {
-        &self.verifier
+    fn shell(&self) -> &Shell {
+        &self.shell
     }
 }
 
@@ -139,10 +131,6 @@ impl pms_service::Guarded for App {
 impl pms_service::Service for App {
     fn db(&self) -> &pms_service::store::Db {
         self.store.db()
-    }
-
-    fn limits(&self) -> &BodyLimits {
-        &self.limits
     }
 
     async fn metrics_text(&self) -> String {
@@ -159,17 +147,16 @@ impl App {
         let store = Store::open(&config.store)?;
         let outbox = pms_events::Outbox::new("users", store.db().clone());
         let passwords = Passwords::new(config.hash, config.hash_parallelism)?;
-        let verifier = Verifier::new(config.verifier).map_err(StartError::Verifier)?;
+        let limits = BodyLimits {
+            max_bytes: config.max_body_bytes,
+            timeout: config.body_timeout,
+        };
+        let shell = Shell::new("users", config.verifier, limits).map_err(StartError::Verifier)?;
         Ok(Self(Arc::new(Inner {
             store,
+            shell,
             passwords,
             signer: config.signer,
-            verifier,
-            limits: BodyLimits {
-                max_bytes: config.max_body_bytes,
-                timeout: config.body_timeout,
-            },
-            ready: Readiness::new("users"),
             outbox,
             metrics: pms_events::metrics::EventMetrics::new("users"),
             seed_password: config.seed_password,
@@ -194,7 +181,7 @@ impl App {
                 seeded = self.store.seed_if_empty(&hash).await?;
             }
         }
-        self.ready.set();
+        self.shell.ready.set();
         if seeded {
             self.outbox.committed();
         }
@@ -221,7 +208,7 @@ impl App {
 
     /// Whether [`App::init`] has succeeded.
     pub fn is_ready(&self) -> bool {
-        self.ready.is_ready()
+        self.shell.ready.is_ready()
     }
 }
 

@@ -162,8 +162,8 @@ pub async fn exit(State(s): State<App>, headers: HeaderMap, body: Body) -> Answe
 }
 
 async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -> Answer {
-    s.ready.check()?;
-    let body = json_object(&s.limits, &headers, body).await?;
+    s.shell.ready.check()?;
+    let body = json_object(&s.shell.limits, &headers, body).await?;
     let (id, barrier) = barrier(&s, &headers, &body, Some(direction)).await?;
     let plate = pms_vocab::plate(required_str(&body, "plateNumber")?)
         .map_err(|m| FieldError::new("plateNumber", m))?;
@@ -318,8 +318,8 @@ pub struct DisplayMessage {
     )
 )]
 pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready.check()?;
-    let body = json_object(&s.limits, &headers, body).await?;
+    s.shell.ready.check()?;
+    let body = json_object(&s.shell.limits, &headers, body).await?;
     let (id, barrier) = barrier(&s, &headers, &body, None).await?;
     let message = required_str(&body, "message")?.trim().to_owned();
     if message.is_empty()
@@ -446,8 +446,8 @@ pub struct DisplayRequest {
     )
 )]
 pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.ready.check()?;
-    let body = json_object(&s.limits, &headers, body).await?;
+    s.shell.ready.check()?;
+    let body = json_object(&s.shell.limits, &headers, body).await?;
     let id = required_int(&body, "displayID")?;
     device(&s, &headers, DeviceKind::Display, id)?;
     let after = optional_int(&body, "waitForChangeAfter")?;

@@ -566,7 +566,7 @@ pub async fn replace_price_table(
     body: Body,
 ) -> Answer {
     let number = park_param(&park)?;
-    let body = json_value(&s.limits, &headers, body).await?;
+    let body = json_value(&s.shell.limits, &headers, body).await?;
     let table = pms_tariff::json::parse_api(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -604,7 +604,7 @@ pub async fn replace_price_table(
     )
 )]
 pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> Answer {
-    s.ready.check()?;
+    s.shell.ready.check()?;
     let park = s.store.park(park_param(&park)?).await?;
     let nearby = s.store.nearby(park.latitude, park.longitude, 0.0).await?;
     let types = nearby

@@ -65,7 +65,7 @@ pub const MAX_PAGE: i64 = 1000;
     )
 )]
 pub async fn create_user(State(s): State<App>, JsonBody(body): JsonBody<Value>) -> Answer {
-    s.ready.check()?;
+    s.shell.ready.check()?;
     let new = validate::new_user(body)?;
     let hash = s
         .passwords
@@ -112,7 +112,7 @@ pub async fn create_user(State(s): State<App>, JsonBody(body): JsonBody<Value>) 
     )
 )]
 pub async fn login(State(s): State<App>, JsonBody(creds): JsonBody<Credentials>) -> Answer {
-    s.ready.check()?;
+    s.shell.ready.check()?;
     let creds = validate::credentials(creds);
     let attempt = s.store.login_record(&creds.email).await?;
     let now = now_ms();
@@ -369,7 +369,7 @@ pub async fn payment_method(
 )]
 pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: Body) -> Answer {
     who.require(&[Role::CustomerManager])?;
-    let body = json_object(&s.limits, &headers, body).await?;
+    let body = json_object(&s.shell.limits, &headers, body).await?;
     // The body as sent is the idempotency key's fingerprint; the grant is read from it.
     let grant = validate::grant(pms_service::body::read(serde_json::Value::Object(
         body.clone(),
