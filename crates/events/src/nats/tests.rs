@@ -448,6 +448,22 @@ async fn concurrent_producers_through_the_relay_lose_nothing_and_double_nothing(
     let all = seen(&pair.consumer).await;
     assert_eq!(all.len(), 320, "every event, none twice");
     assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "in id order");
+    // The relay notes in the outbox's database how far the broker has it, so the pruner may
+    // delete what lies before (docs/events.md, Retention); a note is written every 5 s.
+    let last = outbox.head().await.expect("head");
+    pms_testkit::assert_eventually("the relay's note", 1_000, || {
+        let outbox = outbox.clone();
+        async move {
+            crate::retention::readers(&outbox)
+                .await
+                .is_ok_and(|readers| {
+                    readers
+                        .iter()
+                        .any(|r| r.reader == crate::retention::RELAY && r.through == last)
+                })
+        }
+    })
+    .await;
     let _ = stop.send(true);
     consumer.await.expect("consumer");
     relay_task.await.expect("relay");
