@@ -1,7 +1,8 @@
 //! Reading request JSON into typed values, naming the field at fault: [`FieldError`] and one
-//! reader per kind of value. Numbers are accepted as JSON numbers or numeric strings (`"15"`,
-//! `"0.30"`), as the original services' JSON mapper accepted them; enumerations only by their
-//! exact names; instants as RFC 3339 text or epoch milliseconds (spec §3.0). Pure functions: no
+//! reader per kind of value ([`crate::lenient`] reads the same values for serde body types).
+//! Numbers are accepted as JSON numbers or numeric strings (`"15"`, `"0.30"`), as the original
+//! services' JSON mapper accepted them; booleans also as their strings; instants as RFC 3339
+//! text or epoch milliseconds (spec §3.0). Pure functions: no
 //! rule of any one service lives here, only "is this a value of that kind".
 
 use std::borrow::Cow;
@@ -41,21 +42,6 @@ pub fn required_str<'a>(body: &'a Body, field: &'static str) -> Result<&'a str, 
     match body.get(field) {
         Some(Value::String(s)) => Ok(s),
         None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
-        Some(_) => Err(FieldError::new(field, "must be a string")),
-    }
-}
-
-/// An optional string: `None` when absent or null.
-///
-/// # Errors
-/// When present but not a string.
-pub fn optional_str<'a>(
-    body: &'a Body,
-    field: &'static str,
-) -> Result<Option<&'a str>, FieldError> {
-    match body.get(field) {
-        Some(Value::String(s)) => Ok(Some(s)),
-        None | Some(Value::Null) => Ok(None),
         Some(_) => Err(FieldError::new(field, "must be a string")),
     }
 }
@@ -133,11 +119,21 @@ pub fn optional_int(body: &Body, field: &'static str) -> Result<Option<i64>, Fie
 /// When it is missing or not a boolean.
 pub fn required_bool(body: &Body, field: &'static str) -> Result<bool, FieldError> {
     match body.get(field) {
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::String(s)) if s == "true" => Ok(true),
-        Some(Value::String(s)) if s == "false" => Ok(false),
         None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
-        Some(_) => Err(FieldError::new(field, "must be true or false")),
+        Some(v) => boolean(v).ok_or_else(|| FieldError::new(field, NOT_A_BOOLEAN)),
+    }
+}
+
+/// What is wrong with a value that is not a boolean.
+pub const NOT_A_BOOLEAN: &str = "must be true or false";
+
+/// A boolean from `true`/`false` or the strings `"true"`/`"false"`.
+pub fn boolean(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) if s == "true" => Some(true),
+        Value::String(s) if s == "false" => Some(false),
+        _ => None,
     }
 }
 
@@ -155,21 +151,6 @@ pub fn required_number_text(body: &Body, field: &'static str) -> Result<String, 
         None | Some(Value::Null) => Err(FieldError::new(field, "is required")),
         Some(_) => Err(FieldError::new(field, "must be a number")),
     }
-}
-
-/// A required enumeration value, by its exact name.
-///
-/// # Errors
-/// When it is missing or names no value (the message lists the accepted names).
-pub fn enumeration<T>(
-    body: &Body,
-    field: &'static str,
-    parse: fn(&str) -> Option<T>,
-    expected: fn() -> String,
-) -> Result<T, FieldError> {
-    let text = required_str(body, field)?;
-    parse(text)
-        .ok_or_else(|| FieldError::new(field, format!("{text:?} is not one of {}", expected())))
 }
 
 /// A required instant: RFC 3339 text with a zone offset (`2023-11-26T12:34:56.789Z`) or epoch

@@ -46,12 +46,7 @@ pub fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 /// # Errors
 /// When it is null or not one of those.
 pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    match present(d)? {
-        Value::Bool(b) => Ok(b),
-        Value::String(s) if s == "true" => Ok(true),
-        Value::String(s) if s == "false" => Ok(false),
-        _ => Err(D::Error::custom("must be true or false")),
-    }
+    fields::boolean(&present(d)?).ok_or_else(|| D::Error::custom(fields::NOT_A_BOOLEAN))
 }
 
 /// A required instant: RFC 3339 text with an offset or epoch milliseconds ([`fields::instant`]).
