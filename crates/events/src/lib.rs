@@ -15,6 +15,7 @@
 //! - [`retention`]: keeping an outbox bounded: its readers say what they have passed, and the
 //!   passing events every reader has passed are deleted once older than the retention window.
 //! - [`metrics`]: the events' gauges on a service's `/metrics`.
+//! - [`wiring`]: a service's handlers started by producer, in one process or over NATS.
 //! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`] and
 //!   [`SCHEMA_RETENTION`]: the tables,
 //!   for each service's migrations.
@@ -60,6 +61,7 @@ pub mod outbox;
 pub mod parked;
 pub mod position;
 pub mod retention;
+pub mod wiring;
 
 #[cfg(test)]
 mod testutil;

@@ -16,9 +16,8 @@
 //! wakes its own as any replica's parks events go by, and once a second besides
 //! ([`spawn_change_feed`]), since display messages and spot switches write no event.
 
-use std::sync::Arc;
-
-use pms_events::{Applied, ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
+use pms_events::{Applied, ApplyError, Event, Handler, Outcome};
 
 use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
 use crate::store::StoreError;
@@ -139,68 +138,30 @@ impl Handler for FromPayments {
     }
 }
 
-/// Starts the two consumers (users' and payments' outboxes) until `shutdown` holds `true`.
-pub fn spawn_consumers(
-    app: &App,
-    users: Outbox,
-    payments: Outbox,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let db = app.store.db().clone();
-    app.metrics
-        .events
-        .watch_sources(vec![users.clone(), payments.clone()]);
-    vec![
-        Consumer {
-            name: CONSUMER,
-            source: users,
-            db: db.clone(),
-            handler: Arc::new(FromUsers(app.clone())),
-        }
-        .spawn(shutdown.clone()),
-        Consumer {
-            name: CONSUMER,
-            source: payments,
-            db,
-            handler: Arc::new(FromPayments(app.clone())),
-        }
-        .spawn(shutdown),
-    ]
-}
-
-/// The distributed mode: this service's outbox relayed to NATS JetStream, and the users' and
-/// payments' events consumed from it, until `shutdown` holds `true`.
-pub fn spawn_nats(
-    app: &App,
-    nats: pms_events::nats::Nats,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    use pms_events::nats::{relay, NatsConsumer};
-    let db = app.store.db().clone();
-    app.metrics.events.watch_relay();
-    vec![
-        tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
-        NatsConsumer {
-            name: CONSUMER,
-            source: "users",
-            db: db.clone(),
-            handler: Arc::new(FromUsers(app.clone())),
-            nats: nats.clone(),
-            gauges: app.metrics.events.broker_consumer("users"),
-        }
-        .spawn(shutdown.clone()),
-        NatsConsumer {
-            name: CONSUMER,
-            source: "payments",
-            db,
-            handler: Arc::new(FromPayments(app.clone())),
-            nats: nats.clone(),
-            gauges: app.metrics.events.broker_consumer("payments"),
-        }
-        .spawn(shutdown.clone()),
-        spawn_price_feed(app, nats.clone(), shutdown.clone()),
-        spawn_change_feed(app, nats, shutdown),
-    ]
+/// Takes in the users' and payments' events, from where `from` says, until `stop` holds
+/// `true`; in the distributed mode also relays this service's outbox and feeds this replica's
+/// exits their prices and its long polls their changes from the broker.
+///
+/// # Errors
+/// [`MissingSource`] when the users' or payments' outbox is not among the in-process sources.
+pub fn spawn_consumers(app: &App, from: Sources, stop: Shutdown) -> Result<Tasks, MissingSource> {
+    let nats = from.nats().cloned();
+    let wiring = Wiring::new(
+        CONSUMER,
+        &app.outbox,
+        &app.metrics.events,
+        from,
+        stop.clone(),
+    );
+    let mut tasks = wiring
+        .consume("users", FromUsers(app.clone()))
+        .consume("payments", FromPayments(app.clone()))
+        .spawn()?;
+    if let Some(nats) = nats {
+        tasks.push(spawn_price_feed(app, nats.clone(), stop.clone()));
+        tasks.push(spawn_change_feed(app, nats, stop));
+    }
+    Ok(tasks)
 }
 
 /// How often, in the distributed mode, the long polls read their version again even though

@@ -38,16 +38,13 @@ pub mod prices;
 pub mod rules;
 pub mod store;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pms_auth::VerifierConfig;
 use pms_events::Outbox;
-use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
 use pms_service::Shell;
-use tokio::net::TcpListener;
 
 use crate::devices::{DeviceKeys, WeakSecret};
 use crate::metrics::Metrics;
@@ -86,15 +83,13 @@ impl std::fmt::Debug for ParksConfig {
     }
 }
 
-/// Why the service could not be built.
+/// Why the parks service could not be built: the kit's settings, the device secret or the demo
+/// parks' time zone.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// Database URL.
+    /// Database or token verification settings.
     #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Token verification settings.
-    #[error("token verification: {0}")]
-    Verifier(pms_auth::verify::ConfigError),
+    Shell(#[from] pms_service::StartError),
     /// The device secret.
     #[error(transparent)]
     Devices(#[from] WeakSecret),
@@ -103,14 +98,17 @@ pub enum StartError {
     TimeZone(String),
 }
 
-/// The service's shared state. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct App(Arc<Inner>);
+pms_service::service! {
+    /// The service's shared state. Cheap to clone.
+    pub struct App(Inner);
+    event_metrics: metrics.events,
+    routes: http::router,
+}
 
 /// What [`App`] holds.
 #[derive(Debug)]
 pub struct Inner {
-    /// The database.
+    /// The parks' database: parks, spots, barriers, visits, price tables, replicas of customers.
     pub store: Store,
     /// Readiness (503 until migrated), token verification, request body limits.
     pub shell: Shell,
@@ -132,34 +130,6 @@ pub struct Inner {
     seed: Option<DemoParks>,
 }
 
-impl std::ops::Deref for App {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.0
-    }
-}
-
-/// The kit extractors' view of the service: its readiness, token verifier and body limits.
-impl pms_service::Guarded for App {
-    fn shell(&self) -> &Shell {
-        &self.shell
-    }
-}
-
-/// The kit's view of the service: its database, and the event gauges `/metrics` shows.
-impl pms_service::Service for App {
-    fn db(&self) -> &pms_service::store::Db {
-        self.store.db()
-    }
-
-    async fn metrics_text(&self) -> String {
-        self.metrics
-            .events
-            .render(&self.outbox, self.store.db())
-            .await
-    }
-}
-
 impl App {
     /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///
@@ -169,9 +139,9 @@ impl App {
         if let Some(demo) = &config.seed {
             rules::time_zone(&demo.time_zone).map_err(StartError::TimeZone)?;
         }
-        let store = Store::open(&config.store)?;
-        let shell =
-            Shell::new("parks", config.verifier, config.limits).map_err(StartError::Verifier)?;
+        let store = Store::open(&config.store).map_err(pms_service::StartError::from)?;
+        let shell = Shell::new("parks", config.verifier, config.limits)
+            .map_err(pms_service::StartError::from)?;
         let devices = DeviceKeys::new(&config.device_secret)?;
         let outbox = Outbox::new("parks", store.db().clone());
         Ok(Self(Arc::new(Inner {
@@ -206,15 +176,6 @@ impl App {
         Ok(seeded)
     }
 
-    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
-    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
-        let app = self.clone();
-        pms_service::ready::retry_in_background("parks", move || {
-            let app = app.clone();
-            async move { app.init().await }
-        })
-    }
-
     /// Something was committed, in a park not said: wake the outbox's consumers and every long
     /// poll.
     pub fn committed(&self) {
@@ -235,15 +196,4 @@ impl App {
     pub fn changed(&self) {
         self.bells.ring_all();
     }
-}
-
-/// Serves the parks API on `listener` until `shutdown`, then drains and closes the database.
-pub async fn run(
-    listener: TcpListener,
-    app: App,
-    serving: impl Into<pms_service::Serving>,
-    shutdown: impl Future<Output = ()>,
-) -> Drain {
-    let router = http::router(app.clone());
-    pms_service::chassis::run(listener, app, router, serving, shutdown).await
 }

@@ -11,9 +11,8 @@
 //! Anything else is skipped. Unknown versions, malformed payloads and visits that cannot be
 //! priced are parked.
 
-use std::sync::Arc;
-
-use pms_events::{Applied, ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
+use pms_events::{Applied, ApplyError, Event, Handler, Outcome};
 
 use crate::store::invoices::{CoinsDebited, IssueError, ParksChange, Tables, VisitClosed};
 use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
@@ -131,63 +130,14 @@ impl Handler for FromUsers {
     }
 }
 
-/// Starts the two consumers (parks' and users' outboxes) until `shutdown` holds `true`.
-pub fn spawn_consumers(
-    app: &App,
-    parks: Outbox,
-    users: Outbox,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let db = app.store.db().clone();
-    app.metrics
-        .watch_sources(vec![parks.clone(), users.clone()]);
-    vec![
-        Consumer {
-            name: CONSUMER,
-            source: parks,
-            db: db.clone(),
-            handler: Arc::new(FromParks(app.clone())),
-        }
-        .spawn(shutdown.clone()),
-        Consumer {
-            name: CONSUMER,
-            source: users,
-            db,
-            handler: Arc::new(FromUsers(app.clone())),
-        }
-        .spawn(shutdown),
-    ]
-}
-
-/// The distributed mode: this service's outbox relayed to NATS JetStream, and the parks' and
-/// users' events consumed from it, until `shutdown` holds `true`.
-pub fn spawn_nats(
-    app: &App,
-    nats: pms_events::nats::Nats,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    use pms_events::nats::{relay, NatsConsumer};
-    let db = app.store.db().clone();
-    app.metrics.watch_relay();
-    vec![
-        tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
-        NatsConsumer {
-            name: CONSUMER,
-            source: "parks",
-            db: db.clone(),
-            handler: Arc::new(FromParks(app.clone())),
-            nats: nats.clone(),
-            gauges: app.metrics.broker_consumer("parks"),
-        }
-        .spawn(shutdown.clone()),
-        NatsConsumer {
-            name: CONSUMER,
-            source: "users",
-            db,
-            handler: Arc::new(FromUsers(app.clone())),
-            nats,
-            gauges: app.metrics.broker_consumer("users"),
-        }
-        .spawn(shutdown),
-    ]
+/// Takes in the parks' and users' events, from where `from` says (over NATS relaying this
+/// service's outbox too), until `stop` holds `true`.
+///
+/// # Errors
+/// [`MissingSource`] when the parks' or users' outbox is not among the in-process sources.
+pub fn spawn_consumers(app: &App, from: Sources, stop: Shutdown) -> Result<Tasks, MissingSource> {
+    Wiring::new(CONSUMER, &app.outbox, &app.metrics, from, stop)
+        .consume("parks", FromParks(app.clone()))
+        .consume("users", FromUsers(app.clone()))
+        .spawn()
 }

@@ -27,15 +27,12 @@ pub mod store;
 
 pub use crate::http::openapi;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use pms_auth::VerifierConfig;
 use pms_events::Outbox;
-use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
 use pms_service::Shell;
-use tokio::net::TcpListener;
 
 use crate::store::{Store, StoreConfig, StoreError};
 
@@ -57,25 +54,19 @@ impl std::fmt::Debug for PaymentsConfig {
     }
 }
 
-/// Why the service could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// Database URL.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Token verification settings.
-    #[error("token verification: {0}")]
-    Verifier(pms_auth::verify::ConfigError),
-}
+pub use pms_service::StartError;
 
-/// The service's shared state. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct App(Arc<Inner>);
+pms_service::service! {
+    /// The service's shared state. Cheap to clone.
+    pub struct App(Inner);
+    event_metrics: metrics,
+    routes: http::router,
+}
 
 /// What [`App`] holds.
 #[derive(Debug)]
 pub struct Inner {
-    /// The database.
+    /// The payments' database: invoices, replicas of customers, visits and price tables.
     pub store: Store,
     /// Readiness (503 until migrated), token verification, request body limits.
     pub shell: Shell,
@@ -85,31 +76,6 @@ pub struct Inner {
     pub metrics: pms_events::metrics::EventMetrics,
 }
 
-impl std::ops::Deref for App {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.0
-    }
-}
-
-/// The kit extractors' view of the service: its readiness, token verifier and body limits.
-impl pms_service::Guarded for App {
-    fn shell(&self) -> &Shell {
-        &self.shell
-    }
-}
-
-/// The kit's view of the service: its database, and the event gauges `/metrics` shows.
-impl pms_service::Service for App {
-    fn db(&self) -> &pms_service::store::Db {
-        self.store.db()
-    }
-
-    async fn metrics_text(&self) -> String {
-        self.metrics.render(&self.outbox, self.store.db()).await
-    }
-}
-
 impl App {
     /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///
@@ -117,8 +83,7 @@ impl App {
     /// [`StartError`] for a bad URL or verifier settings.
     pub fn new(config: PaymentsConfig) -> Result<Self, StartError> {
         let store = Store::open(&config.store)?;
-        let shell =
-            Shell::new("payments", config.verifier, config.limits).map_err(StartError::Verifier)?;
+        let shell = Shell::new("payments", config.verifier, config.limits)?;
         let outbox = Outbox::new("payments", store.db().clone());
         Ok(Self(Arc::new(Inner {
             store,
@@ -137,24 +102,4 @@ impl App {
         self.shell.ready.set();
         Ok(())
     }
-
-    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
-    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
-        let app = self.clone();
-        pms_service::ready::retry_in_background("payments", move || {
-            let app = app.clone();
-            async move { app.init().await }
-        })
-    }
-}
-
-/// Serves the payments API on `listener` until `shutdown`, then drains and closes the database.
-pub async fn run(
-    listener: TcpListener,
-    app: App,
-    serving: impl Into<pms_service::Serving>,
-    shutdown: impl Future<Output = ()>,
-) -> Drain {
-    let router = http::router(app.clone());
-    pms_service::chassis::run(listener, app, router, serving, shutdown).await
 }

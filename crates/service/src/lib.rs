@@ -44,7 +44,7 @@ pub use crate::caller::{
     caller, Allowed, Caller, CustomerManagers, Guarded, ParkManagers, Roles, Shell, Staff,
     Supervisors,
 };
-pub use crate::chassis::Service;
+pub use crate::chassis::{Service, StartError};
 pub use crate::error::ApiError;
 pub use crate::ready::Readiness;
 

@@ -57,6 +57,11 @@ impl Readiness {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
+
+    /// The service's name.
+    pub fn service(&self) -> &'static str {
+        self.service
+    }
 }
 
 /// Runs `init` until it succeeds, backing off from 250 ms up to 5 s between tries, logging each

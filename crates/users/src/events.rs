@@ -2,9 +2,8 @@
 //! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice
 //! ([`crate::store::coins`]). Anything else is skipped; unreadable events are parked.
 
-use std::sync::Arc;
-
-use pms_events::{ApplyError, Consumer, Event, Handler, Outbox, Outcome};
+use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
+use pms_events::{ApplyError, Event, Handler, Outcome};
 
 use crate::store::coins::{CoinsRequested, CONSUMER};
 use crate::App;
@@ -43,41 +42,13 @@ impl Handler for FromPayments {
     }
 }
 
-/// Starts the consumer of the payments service's outbox until `shutdown` holds `true`.
-pub fn spawn_consumer(
-    app: &App,
-    payments: Outbox,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    app.metrics.watch_sources(vec![payments.clone()]);
-    Consumer {
-        name: CONSUMER,
-        source: payments,
-        db: app.store.db().clone(),
-        handler: Arc::new(FromPayments(app.clone())),
-    }
-    .spawn(shutdown)
-}
-
-/// The distributed mode: this service's outbox relayed to NATS JetStream, and the payments
-/// service's events consumed from it, until `shutdown` holds `true`.
-pub fn spawn_nats(
-    app: &App,
-    nats: pms_events::nats::Nats,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    use pms_events::nats::{relay, NatsConsumer};
-    app.metrics.watch_relay();
-    vec![
-        tokio::spawn(relay(nats.clone(), app.outbox.clone(), shutdown.clone())),
-        NatsConsumer {
-            name: CONSUMER,
-            source: "payments",
-            db: app.store.db().clone(),
-            handler: Arc::new(FromPayments(app.clone())),
-            nats,
-            gauges: app.metrics.broker_consumer("payments"),
-        }
-        .spawn(shutdown),
-    ]
+/// Takes in the payments service's events (coins to spend), from where `from` says (over
+/// NATS relaying this service's outbox too), until `stop` holds `true`.
+///
+/// # Errors
+/// [`MissingSource`] when the payments' outbox is not among the in-process sources.
+pub fn spawn_consumers(app: &App, from: Sources, stop: Shutdown) -> Result<Tasks, MissingSource> {
+    Wiring::new(CONSUMER, &app.outbox, &app.metrics, from, stop)
+        .consume("payments", FromPayments(app.clone()))
+        .spawn()
 }

@@ -28,15 +28,12 @@ pub mod store;
 pub mod throttle;
 pub mod validate;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pms_auth::{Signer, VerifierConfig};
-use pms_net::serve::Drain;
 use pms_service::http::BodyLimits;
 use pms_service::Shell;
-use tokio::net::TcpListener;
 
 use crate::password::{HashParams, PasswordError, Passwords};
 use crate::store::{Store, StoreConfig, StoreError};
@@ -77,28 +74,29 @@ impl std::fmt::Debug for UsersConfig {
     }
 }
 
-/// Why the service could not be built.
+/// Why the users service could not be built: the kit's settings or the password hashing
+/// parameters.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// Database URL or pool settings.
+    /// Database or token verification settings.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Shell(#[from] pms_service::StartError),
     /// argon2 parameters.
     #[error(transparent)]
     Password(#[from] PasswordError),
-    /// Token verification settings.
-    #[error("token verification: {0}")]
-    Verifier(pms_auth::verify::ConfigError),
 }
 
-/// The service's shared state. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct App(Arc<Inner>);
+pms_service::service! {
+    /// The service's shared state. Cheap to clone.
+    pub struct App(Inner);
+    event_metrics: metrics,
+    routes: http::router,
+}
 
 /// What [`App`] holds.
 #[derive(Debug)]
 pub struct Inner {
-    /// The database.
+    /// The users' database: accounts, vehicles, payment methods, wallets.
     pub store: Store,
     /// Readiness (503 until migrated), token verification, request body limits.
     pub shell: Shell,
@@ -113,45 +111,21 @@ pub struct Inner {
     seed_password: Option<String>,
 }
 
-impl std::ops::Deref for App {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.0
-    }
-}
-
-/// The kit extractors' view of the service: its readiness, token verifier and body limits.
-impl pms_service::Guarded for App {
-    fn shell(&self) -> &Shell {
-        &self.shell
-    }
-}
-
-/// The kit's view of the service: its database, and the event gauges `/metrics` shows.
-impl pms_service::Service for App {
-    fn db(&self) -> &pms_service::store::Db {
-        self.store.db()
-    }
-
-    async fn metrics_text(&self) -> String {
-        self.metrics.render(&self.outbox, self.store.db()).await
-    }
-}
-
 impl App {
     /// Builds the service without touching the database. Call it inside a Tokio runtime.
     ///
     /// # Errors
     /// [`StartError`] for a bad URL, argon2 parameters or verifier settings.
     pub fn new(config: UsersConfig) -> Result<Self, StartError> {
-        let store = Store::open(&config.store)?;
+        let store = Store::open(&config.store).map_err(pms_service::StartError::from)?;
         let outbox = pms_events::Outbox::new("users", store.db().clone());
         let passwords = Passwords::new(config.hash, config.hash_parallelism)?;
         let limits = BodyLimits {
             max_bytes: config.max_body_bytes,
             timeout: config.body_timeout,
         };
-        let shell = Shell::new("users", config.verifier, limits).map_err(StartError::Verifier)?;
+        let shell =
+            Shell::new("users", config.verifier, limits).map_err(pms_service::StartError::from)?;
         Ok(Self(Arc::new(Inner {
             store,
             shell,
@@ -197,28 +171,8 @@ impl App {
         Ok(seeded)
     }
 
-    /// Runs [`App::init`] until it succeeds, backing off up to 5 s between tries.
-    pub fn init_in_background(&self) -> tokio::task::JoinHandle<()> {
-        let app = self.clone();
-        pms_service::ready::retry_in_background("users", move || {
-            let app = app.clone();
-            async move { app.init().await }
-        })
-    }
-
     /// Whether [`App::init`] has succeeded.
     pub fn is_ready(&self) -> bool {
         self.shell.ready.is_ready()
     }
-}
-
-/// Serves the users API on `listener` until `shutdown`, then drains and closes the database.
-pub async fn run(
-    listener: TcpListener,
-    app: App,
-    serving: impl Into<pms_service::Serving>,
-    shutdown: impl Future<Output = ()>,
-) -> Drain {
-    let router = http::router(app.clone());
-    pms_service::chassis::run(listener, app, router, serving, shutdown).await
 }

@@ -51,8 +51,8 @@ impl Store {
     /// Builds the pool without connecting.
     ///
     /// # Errors
-    /// [`StoreError::BadUrl`] for an unsupported or malformed URL.
-    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+    /// [`DbError::BadUrl`](pms_service::store::DbError::BadUrl) for an unsupported or malformed URL.
+    pub fn open(config: &StoreConfig) -> Result<Self, pms_service::store::DbError> {
         Ok(Self {
             db: Db::open(config)?,
             parsed: std::sync::Arc::default(),

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use pms_events::wiring::Sources;
 use pms_parks::store::seed::DemoParks;
 use pms_parks::{App, ParksConfig};
 
@@ -108,7 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(nats) =
             super::service::events_broker(args.service.nats_url.as_deref(), "parks").await?
         {
-            pms_parks::events::spawn_nats(&app, nats, stop);
+            pms_parks::events::spawn_consumers(&app, Sources::Nats(nats), stop)?;
         }
         tracing::info!(addr = %args.listen, "parks service listening");
         let drain = pms_parks::run(listener, app, args.service.in_flight.serving(), stopped).await;

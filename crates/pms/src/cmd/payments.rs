@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use pms_events::wiring::Sources;
 use pms_payments::{App, PaymentsConfig};
 
 use super::service::{bind, ServiceArgs};
@@ -46,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(nats) =
             super::service::events_broker(args.service.nats_url.as_deref(), "payments").await?
         {
-            pms_payments::events::spawn_nats(&app, nats, stop);
+            pms_payments::events::spawn_consumers(&app, Sources::Nats(nats), stop)?;
         }
         tracing::info!(addr = %args.listen, "payments service listening");
         let drain =

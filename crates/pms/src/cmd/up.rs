@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use pms_events::wiring::Sources;
 use pms_net::serve::ServeConfig;
 
 use super::parks::ParksOptions;
@@ -153,18 +154,23 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             pms_echo::EchoConfig::default(),
             stopped(stop_rx.clone()),
         ));
-        let mut consumers = pms_parks::events::spawn_consumers(
-            &parks,
+        let outboxes = Sources::InProcess(vec![
             app.outbox.clone(),
+            parks.outbox.clone(),
             payments.outbox.clone(),
-            stop_rx.clone(),
-        );
+        ]);
+        let mut consumers =
+            pms_parks::events::spawn_consumers(&parks, outboxes.clone(), stop_rx.clone())?;
         consumers.extend(pms_payments::events::spawn_consumers(
             &payments,
-            parks.outbox.clone(),
-            app.outbox.clone(),
+            outboxes.clone(),
             stop_rx.clone(),
-        ));
+        )?);
+        consumers.extend(pms_users::events::spawn_consumers(
+            &app,
+            outboxes,
+            stop_rx.clone(),
+        )?);
         let retention = args.users.retention;
         retention.spawn(
             &app.outbox,
@@ -181,11 +187,6 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             pms_payments::events::PASSING_EVENTS,
             stop_rx.clone(),
         );
-        consumers.push(pms_users::events::spawn_consumer(
-            &app,
-            payments.outbox.clone(),
-            stop_rx.clone(),
-        ));
         let users = tokio::spawn(pms_users::run(
             users_listener,
             app,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pms_auth::{Algorithm, KeySource, Signer, VerifierConfig};
+use pms_events::wiring::Sources;
 use pms_net::serve::ServeConfig;
 use pms_users::password::{self, HashParams};
 use pms_users::store::{self, StoreConfig};
@@ -153,7 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .retention
             .spawn(&app.outbox, pms_users::events::PASSING_EVENTS, stop.clone());
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
-            pms_users::events::spawn_nats(&app, nats, stop);
+            pms_users::events::spawn_consumers(&app, Sources::Nats(nats), stop)?;
         }
         let drain = pms_users::run(listener, app, serve, stopped).await;
         tracing::info!(?drain, "users service stopped");

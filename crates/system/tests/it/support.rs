@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use pms_auth::VerifierConfig;
+use pms_events::wiring::Sources;
 use pms_net::serve::{Drain, ServeConfig};
 use pms_parks::devices::{DeviceKeys, DeviceKind, DEVICE_KEY_HEADER};
 use pms_parks::store::seed::DemoParks;
@@ -239,11 +240,21 @@ impl System {
             let nats = pms_events::nats::Nats::connect(&server.url)
                 .await
                 .expect("nats");
-            pms_users::events::spawn_nats(&users, nats.clone(), stop_rx.clone());
+            pms_users::events::spawn_consumers(
+                &users,
+                Sources::Nats(nats.clone()),
+                stop_rx.clone(),
+            )
+            .expect("users' consumers");
             if options.parks_replica {
                 let other = pms_parks::App::new(parks_config()).expect("parks replica");
                 other.init().await.expect("parks replica init");
-                pms_parks::events::spawn_nats(&other, nats.clone(), stop_rx.clone());
+                pms_parks::events::spawn_consumers(
+                    &other,
+                    Sources::Nats(nats.clone()),
+                    stop_rx.clone(),
+                )
+                .expect("parks replica's consumers");
                 replica = Some(other);
                 // The replica behind the gateway publishes its own commits (the relays of both
                 // replicas publish the one outbox; the broker drops the copies), and applies
@@ -256,30 +267,38 @@ impl System {
                 pms_parks::events::spawn_price_feed(&parks, nats.clone(), stop_rx.clone());
                 pms_parks::events::spawn_change_feed(&parks, nats.clone(), stop_rx.clone());
             } else {
-                pms_parks::events::spawn_nats(&parks, nats.clone(), stop_rx.clone());
+                pms_parks::events::spawn_consumers(
+                    &parks,
+                    Sources::Nats(nats.clone()),
+                    stop_rx.clone(),
+                )
+                .expect("parks' consumers");
             }
-            pms_payments::events::spawn_nats(&payments, nats, stop_rx);
+            pms_payments::events::spawn_consumers(&payments, Sources::Nats(nats), stop_rx)
+                .expect("payments' consumers");
             Some(server)
         } else {
-            consumers.extend(pms_parks::events::spawn_consumers(
-                &parks,
+            let outboxes = Sources::InProcess(vec![
                 users.outbox.clone(),
+                parks.outbox.clone(),
                 payments.outbox.clone(),
+            ]);
+            let wired = |tasks: Result<_, pms_events::wiring::MissingSource>| tasks.expect("wired");
+            consumers.extend(wired(pms_parks::events::spawn_consumers(
+                &parks,
+                outboxes.clone(),
                 stop_rx.clone(),
-            ));
+            )));
             if options.payments_consumers {
-                consumers.extend(pms_payments::events::spawn_consumers(
+                consumers.extend(wired(pms_payments::events::spawn_consumers(
                     &payments,
-                    parks.outbox.clone(),
-                    users.outbox.clone(),
+                    outboxes.clone(),
                     stop_rx.clone(),
-                ));
+                )));
             }
-            consumers.push(pms_users::events::spawn_consumer(
-                &users,
-                payments.outbox.clone(),
-                stop_rx,
-            ));
+            consumers.extend(wired(pms_users::events::spawn_consumers(
+                &users, outboxes, stop_rx,
+            )));
             None
         };
         let (u, p, m) = (users.clone(), parks.clone(), payments.clone());

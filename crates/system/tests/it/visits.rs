@@ -189,12 +189,13 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         // Payments comes back: its consumers catch up on the eight waiting events (a run) and
         // every visit gets its price, once: the quoted ones the price they were quoted.
         let (_stop, rx) = tokio::sync::watch::channel(false);
+        let outboxes = vec![sys.parks.outbox.clone(), sys.users.outbox.clone()];
         pms_payments::events::spawn_consumers(
             &sys.payments,
-            sys.parks.outbox.clone(),
-            sys.users.outbox.clone(),
+            pms_events::wiring::Sources::InProcess(outboxes),
             rx,
-        );
+        )
+        .expect("payments' consumers");
         let parks = sys.parks.clone();
         pms_testkit::assert_eventually("the late invoices reach the visits", 500, || {
             let parks = parks.clone();

@@ -87,10 +87,10 @@ impl Store {
     /// a database that is down is an error of that query, never of start-up.
     ///
     /// # Errors
-    /// [`StoreError::BadUrl`] for an unsupported or malformed URL.
-    pub fn open(config: &StoreConfig) -> Result<Self, StoreError> {
+    /// [`DbError::BadUrl`](pms_service::store::DbError::BadUrl) for an unsupported or malformed URL.
+    pub fn open(config: &StoreConfig) -> Result<Self, pms_service::store::DbError> {
         Ok(Self {
-            db: Db::open(config).map_err(StoreError::from)?,
+            db: Db::open(config)?,
         })
     }
 
