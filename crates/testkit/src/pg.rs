@@ -44,6 +44,18 @@ pub fn skipped() -> bool {
     std::env::var("PMS_TEST_SKIP_PG").is_ok_and(|v| v == "1")
 }
 
+/// The URL of a database for one test: on `postgres`, a fresh database of the [`shared`] server
+/// (`None` where PostgreSQL tests are [`skipped`]); else a SQLite file `file` in `dir`.
+pub fn test_database(postgres: bool, dir: &std::path::Path, file: &str) -> Option<String> {
+    if !postgres {
+        return Some(format!("sqlite://{}?mode=rwc", dir.join(file).display()));
+    }
+    if skipped() {
+        return None;
+    }
+    Some(shared().fresh_database())
+}
+
 /// The process-wide server, started on first use.
 ///
 /// # Panics

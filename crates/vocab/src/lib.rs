@@ -3,13 +3,15 @@
 //! sources, plates ([`words`], re-exported here), the [`names!`] macro that declares such a
 //! closed set, request headers every side names, and reading JSON values as the original
 //! services read them, naming the field at fault ([`fields`]), and the same as serde readers
-//! for request body types ([`lenient`]).
+//! for request body types ([`lenient`]); and the customer as the users service's events carry
+//! them to parks and payments ([`customer`]).
 //!
 //! A leaf: no I/O, no HTTP server, no database, so the pure parts of the house (the tariff
 //! engine) and the front office use these words without the service kit behind them.
 
 #![deny(missing_docs)]
 
+pub mod customer;
 pub mod fields;
 pub mod lenient;
 pub mod words;

@@ -87,6 +87,7 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0007_passage_times.sql",
     "0008_outbox_retention.sql"
 );
+pms_service::migrations_test!(MIGRATIONS);
 
 impl Store {
     /// Builds the pool without connecting.
@@ -137,30 +138,12 @@ pub(crate) fn flag(v: i64) -> bool {
 #[cfg(test)]
 pub(crate) async fn seeded_for_test(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = if postgres {
-        if pms_testkit::pg::skipped() {
-            return None;
-        }
-        StoreConfig::new(pms_testkit::pg::shared().fresh_database())
-    } else {
-        StoreConfig::sqlite_file(&dir.path().join("parks.db"))
-    };
-    let store = Store::open(&config).expect("open");
+    let url = pms_testkit::pg::test_database(postgres, dir.path(), "parks.db")?;
+    let store = Store::open(&StoreConfig::new(url)).expect("open");
     store.migrate().await.expect("migrate");
     store
         .seed_if_empty(&seed::DemoParks::default())
         .await
         .expect("seed");
     Some((store, dir))
-}
-
-#[cfg(test)]
-mod migrations {
-    #[tokio::test]
-    async fn the_compiled_in_migrations_are_the_directories_files() {
-        let manifest_dir = env!("CARGO_MANIFEST_DIR");
-        super::MIGRATIONS
-            .assert_match_directories(manifest_dir)
-            .await;
-    }
 }

@@ -172,18 +172,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn park(&self, number: i64) -> Result<Park, StoreError> {
-        let sql = format!("SELECT {PARK_COLUMNS} FROM parks WHERE park_number = $1");
-        let park = repeatable!(self, |conn| {
-            match sqlx::query(&sql)
-                .bind(number)
-                .fetch_optional(&mut *conn)
-                .await?
-            {
-                Some(r) => park_of(&r).map(Some),
-                None => Ok(None),
-            }
-        })?;
-        park.ok_or_else(|| StoreError::not_found("park", number))
+        self.park_where("park_number", number).await
     }
 
     /// The park with internal id `id`.
@@ -191,10 +180,15 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn park_by_id(&self, id: i64) -> Result<Park, StoreError> {
-        let sql = format!("SELECT {PARK_COLUMNS} FROM parks WHERE id = $1");
+        self.park_where("id", id).await
+    }
+
+    /// The park whose `column` (a key: `id` or `park_number`) is `value`.
+    async fn park_where(&self, column: &'static str, value: i64) -> Result<Park, StoreError> {
+        let sql = format!("SELECT {PARK_COLUMNS} FROM parks WHERE {column} = $1");
         let park = repeatable!(self, |conn| {
             match sqlx::query(&sql)
-                .bind(id)
+                .bind(value)
                 .fetch_optional(&mut *conn)
                 .await?
             {
@@ -202,7 +196,7 @@ impl Store {
                 None => Ok(None),
             }
         })?;
-        park.ok_or_else(|| StoreError::not_found("park", id))
+        park.ok_or_else(|| StoreError::not_found("park", value))
     }
 
     /// Free spots (operational, not occupied) per park id.

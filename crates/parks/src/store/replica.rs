@@ -10,7 +10,6 @@ use pms_events::{Applied, Event};
 use pms_service::store::pool::Pool;
 use pms_service::store::Pools;
 use pms_service::{transaction, transaction_in};
-use pms_vocab::{EnergySource, UserStatus, VehicleType};
 use serde::Deserialize;
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
@@ -23,35 +22,7 @@ use crate::rules;
 /// The consumer name the parks service records its positions under.
 pub const CONSUMER: &str = "parks";
 
-/// A vehicle as the users service's events carry it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VehicleDoc {
-    /// Plate.
-    pub license_plate_number: String,
-    /// Vehicle type.
-    pub vehicle_type: VehicleType,
-    /// Energy source.
-    pub vehicle_energy_source: EnergySource,
-}
-
-/// A customer as `customer.registered` (v1) and `customer.changed` (v1) carry them.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomerDoc {
-    /// User id.
-    pub user_id: i64,
-    /// First name.
-    pub first_name: String,
-    /// Last name.
-    pub last_name: String,
-    /// Tax number.
-    pub nif: i64,
-    /// Account status.
-    pub user_status: UserStatus,
-    /// Every vehicle the customer has now.
-    pub vehicles: Vec<VehicleDoc>,
-}
+pub use pms_vocab::customer::{CustomerDoc, VehicleDoc};
 
 /// `invoice.issued` (v1), what parks needs of it.
 #[derive(Debug, Clone, Deserialize)]
@@ -344,7 +315,8 @@ mod tests {
         for (id, first, plate) in [(1, "Ana", "AA-00-01"), (2, "Rui", "AA-00-02")] {
             let c: CustomerDoc = serde_json::from_value(json!({
                 "userId": id, "firstName": first, "lastName": "Lima", "nif": 100_000_000 + id,
-                "userStatus": "ENABLED",
+                "email": "ana@example.pt", "role": "CUSTOMER", "userStatus": "ENABLED",
+                "paymentMethod": "PAYPAL",
                 "vehicles": [{"licensePlateNumber": plate, "vehicleType": "AUTOMOBILE",
                               "vehicleEnergySource": "FUEL"}]
             }))

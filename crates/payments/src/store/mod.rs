@@ -46,6 +46,7 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0005_row_blocks.sql",
     "0006_outbox_retention.sql"
 );
+pms_service::migrations_test!(MIGRATIONS);
 
 impl Store {
     /// Builds the pool without connecting.
@@ -76,15 +77,4 @@ impl Store {
 /// The instant of epoch milliseconds (clamped into range).
 pub(crate) fn instant(ms: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-}
-
-#[cfg(test)]
-mod migrations {
-    #[tokio::test]
-    async fn the_compiled_in_migrations_are_the_directories_files() {
-        let manifest_dir = env!("CARGO_MANIFEST_DIR");
-        super::MIGRATIONS
-            .assert_match_directories(manifest_dir)
-            .await;
-    }
 }

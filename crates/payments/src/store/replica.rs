@@ -40,31 +40,7 @@ pub struct PriceTableDoc {
     pub table: TableDoc,
 }
 
-/// A vehicle in `customer.*` events.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VehicleDoc {
-    /// Plate.
-    pub license_plate_number: String,
-    /// Vehicle type.
-    pub vehicle_type: VehicleType,
-}
-
-/// `customer.registered` / `customer.changed` v1, what payments needs.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomerDoc {
-    /// User id.
-    pub user_id: i64,
-    /// First name.
-    pub first_name: String,
-    /// Last name.
-    pub last_name: String,
-    /// Tax number.
-    pub nif: i64,
-    /// Vehicles now.
-    pub vehicles: Vec<VehicleDoc>,
-}
+pub use pms_vocab::customer::{CustomerDoc, VehicleDoc};
 
 /// `visit.opened` v1.
 #[derive(Debug, Clone, Deserialize)]

@@ -171,15 +171,8 @@ mod tests {
     /// seed price table; `None` where PostgreSQL tests are skipped.
     async fn store(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = if postgres {
-            if pms_testkit::pg::skipped() {
-                return None;
-            }
-            StoreConfig::new(pms_testkit::pg::shared().fresh_database())
-        } else {
-            StoreConfig::sqlite_file(&dir.path().join("payments.db"))
-        };
-        let store = Store::open(&config).expect("open");
+        let url = pms_testkit::pg::test_database(postgres, dir.path(), "payments.db")?;
+        let store = Store::open(&StoreConfig::new(url)).expect("open");
         store.migrate().await.expect("migrate");
         let table = PriceTableDoc {
             park_id: 1,

@@ -346,6 +346,24 @@ macro_rules! migrations {
     };
 }
 
+/// A test that a service's [`Migrations`] list every file of its `migrations/sqlite` and
+/// `migrations/postgres`, in order (a script added to a directory but not to the list would
+/// never run).
+#[macro_export]
+macro_rules! migrations_test {
+    ($migrations:ident) => {
+        #[cfg(test)]
+        mod migrations_listed {
+            #[tokio::test]
+            async fn the_compiled_in_migrations_are_the_directories_files() {
+                super::$migrations
+                    .assert_match_directories(env!("CARGO_MANIFEST_DIR"))
+                    .await;
+            }
+        }
+    };
+}
+
 impl Db {
     /// Builds the pool without connecting: the first query (or [`Db::migrate`]) connects, and
     /// a database that is down is an error of that query, never of start-up.

@@ -135,6 +135,7 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0006_idempotency_keys.sql",
     "0007_outbox_retention.sql"
 );
+pms_service::migrations_test!(MIGRATIONS);
 
 impl From<pms_service::store::DbError> for StoreError {
     fn from(e: pms_service::store::DbError) -> Self {
@@ -192,15 +193,4 @@ pub(crate) fn classify(e: &sqlx::Error) -> StoreError {
 /// [`classify`] for `map_err`.
 pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
     classify(&e)
-}
-
-#[cfg(test)]
-mod migrations {
-    #[tokio::test]
-    async fn the_compiled_in_migrations_are_the_directories_files() {
-        let manifest_dir = env!("CARGO_MANIFEST_DIR");
-        super::MIGRATIONS
-            .assert_match_directories(manifest_dir)
-            .await;
-    }
 }

@@ -19,6 +19,7 @@ use crate::model::{
 use crate::throttle;
 use crate::validate::{Grant, NewUser};
 use pms_service::idempotency::{self, Earlier, Idempotent};
+use pms_vocab::customer::{CustomerDoc, VehicleDoc};
 
 /// The answer to a grant made: `201 true`, as published.
 pub const GRANTED: (http::StatusCode, &str) = (http::StatusCode::CREATED, "true");
@@ -801,7 +802,7 @@ macro_rules! shared_writes {
                 .fetch_all(&mut *self)
                 .await?;
                 let event = customer_event(user_id, event_type, user, vehicles)
-                    .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+                    .map_err(sqlx::Error::Protocol)?;
                 pms_events::conn::EventConn::append(self, &event).await?;
                 Ok(())
             }
@@ -809,11 +810,13 @@ macro_rules! shared_writes {
     )+};
 }
 
-/// `customer.registered` / `customer.changed`, version 1: the user as they are now.
+/// `customer.registered` / `customer.changed`, version 1: the user as they are now, from the
+/// rows of their account and vehicles (a name the database holds that is not one of the API's
+/// is an error, never sent on).
 fn customer_event(
     user_id: i64,
     event_type: &'static str,
-    (first, last, email, nif, role, status, payment): (
+    (first_name, last_name, email, nif, role, status, payment_method): (
         String,
         String,
         String,
@@ -823,30 +826,35 @@ fn customer_event(
         String,
     ),
     vehicles: Vec<(String, String, String)>,
-) -> Result<pms_events::NewEvent, serde_json::Error> {
-    let vehicles: Vec<serde_json::Value> = vehicles
+) -> Result<pms_events::NewEvent, String> {
+    let vehicles = vehicles
         .into_iter()
-        .map(|(plate, t, e)| {
-            serde_json::json!({"licensePlateNumber": plate, "vehicleType": t, "vehicleEnergySource": e})
+        .map(|(plate, kind, energy)| {
+            Ok(VehicleDoc {
+                license_plate_number: plate,
+                vehicle_type: known(VehicleType::parse, &kind)?,
+                vehicle_energy_source: known(EnergySource::parse, &energy)?,
+            })
         })
-        .collect();
-    pms_events::NewEvent::new(
-        "customer",
+        .collect::<Result<_, String>>()?;
+    let customer = CustomerDoc {
         user_id,
-        event_type,
-        1,
-        &serde_json::json!({
-            "userId": user_id,
-            "firstName": first,
-            "lastName": last,
-            "email": email,
-            "nif": nif,
-            "role": role,
-            "userStatus": status,
-            "paymentMethod": payment,
-            "vehicles": vehicles,
-        }),
-    )
+        first_name,
+        last_name,
+        email,
+        nif,
+        role: known(Role::parse, &role)?,
+        user_status: known(UserStatus::parse, &status)?,
+        payment_method,
+        vehicles,
+    };
+    pms_events::NewEvent::new("customer", user_id, event_type, 1, &customer)
+        .map_err(|e| e.to_string())
+}
+
+/// The value named `text`, or why not.
+fn known<T>(parse: fn(&str) -> Option<T>, text: &str) -> Result<T, String> {
+    parse(text).ok_or_else(|| format!("{text:?} is not a name the API knows"))
 }
 
 shared_writes!(sqlx::PgConnection, sqlx::SqliteConnection);
@@ -978,6 +986,52 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(role: &str) -> (String, String, String, i64, String, String, String) {
+        let text = |t: &str| t.to_owned();
+        (
+            text("Ana"),
+            text("Lima"),
+            text("ana@example.pt"),
+            123_456_789,
+            text(role),
+            text("ENABLED"),
+            text("PAYPAL"),
+        )
+    }
+
+    #[test]
+    fn the_customer_event_carries_the_published_names() {
+        let vehicles = vec![("AA-00-01".into(), "AUTOMOBILE".into(), "ELECTRIC".into())];
+        let event =
+            customer_event(7, "customer.changed", row("CUSTOMER"), vehicles).expect("event");
+        let payload: serde_json::Value = serde_json::from_str(&event.payload).expect("json");
+        assert_eq!(
+            payload,
+            serde_json::json!({
+                "userId": 7, "firstName": "Ana", "lastName": "Lima", "email": "ana@example.pt",
+                "nif": 123_456_789, "role": "CUSTOMER", "userStatus": "ENABLED",
+                "paymentMethod": "PAYPAL",
+                "vehicles": [{"licensePlateNumber": "AA-00-01", "vehicleType": "AUTOMOBILE",
+                              "vehicleEnergySource": "ELECTRIC"}]
+            })
+        );
+        // What parks and payments read back is what was written.
+        let read: CustomerDoc = serde_json::from_value(payload).expect("read");
+        assert_eq!(
+            read.vehicles[0].vehicle_energy_source,
+            EnergySource::Electric
+        );
+    }
+
+    #[test]
+    fn a_name_the_api_does_not_know_is_not_announced() {
+        let e = customer_event(7, "customer.changed", row("ADMIN"), vec![]).expect_err("ADMIN");
+        assert!(e.contains("\"ADMIN\""), "{e}");
+        let vehicles = vec![("AA-00-01".into(), "BUS".into(), "FUEL".into())];
+        let e = customer_event(7, "customer.changed", row("CUSTOMER"), vehicles).expect_err("BUS");
+        assert!(e.contains("\"BUS\""), "{e}");
+    }
 
     #[test]
     fn timestamps_use_the_published_layout() {

@@ -313,7 +313,8 @@ mod tests {
         };
         let customer: CustomerDoc = serde_json::from_value(json!({
             "userId": 1, "firstName": "Ana", "lastName": "Lima", "nif": 100_000_001,
-            "userStatus": "ENABLED",
+            "email": "ana@example.pt", "role": "CUSTOMER", "userStatus": "ENABLED",
+            "paymentMethod": "PAYPAL",
             "vehicles": [{"licensePlateNumber": "AA-00-01", "vehicleType": "AUTOMOBILE",
                           "vehicleEnergySource": "FUEL"}]
         }))
