@@ -24,7 +24,7 @@ impl<S: Service, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let (parts, body) = req.into_parts();
         let object = json_object(&state.shell().limits, &parts.headers, body).await?;
-        read(Value::Object(object))
+        read(&Value::Object(object))
             .map(JsonBody)
             .map_err(ApiError::from)
     }
@@ -34,8 +34,8 @@ impl<S: Service, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 ///
 /// # Errors
 /// The field at fault (by its path: `vehicles[0].plate`) and what is wrong with it.
-pub fn read<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
-    deserialize(&value)
+pub fn read<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
+    deserialize(value)
 }
 
 /// What names an error of the body as a whole (or of a field serde keeps no path for: one of a
@@ -98,14 +98,14 @@ mod tests {
     }
 
     fn error(body: serde_json::Value) -> (String, String) {
-        let e = read::<Visit>(body).expect_err("does not fit");
+        let e = read::<Visit>(&body).expect_err("does not fit");
         (e.field.into_owned(), e.message)
     }
 
     #[test]
     fn the_field_at_fault_is_named_by_its_path_with_the_readers_message() {
         let ok = json!({"parkNumber": "2", "plate": "AA-00-AA", "vehicles": []});
-        assert_eq!(read::<Visit>(ok).expect("fits").park_number, 2);
+        assert_eq!(read::<Visit>(&ok).expect("fits").park_number, 2);
         for (body, field, message) in [
             (
                 json!({"plate": "x", "vehicles": []}),

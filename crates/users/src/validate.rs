@@ -208,8 +208,8 @@ fn grant_amount() -> utoipa::openapi::schema::Schema {
 pub fn new_user(body: Value) -> Result<NewUser, FieldError> {
     // The vehicle's fields sit beside the user's (`#[serde(flatten)]`), where serde keeps no
     // path to name a bad one by: read alone first, it is named.
-    let _: Vehicle = pms_service::body::read(body.clone())?;
-    let new: NewUser = pms_service::body::read(body)?;
+    let _: Vehicle = pms_service::body::read(&body)?;
+    let new: NewUser = pms_service::body::read(&body)?;
     Ok(NewUser {
         first_name: name(&new.first_name, "firstName")?,
         last_name: name(&new.last_name, "lastName")?,

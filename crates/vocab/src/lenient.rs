@@ -41,6 +41,20 @@ pub fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     fields::integer(&present(d)?).ok_or_else(|| D::Error::custom("must be an integer"))
 }
 
+/// An optional integer (give the field `#[serde(default)]` too): absent or null is `None`,
+/// else as [`integer`].
+///
+/// # Errors
+/// When it is given and not a whole number.
+pub fn optional_integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        v => fields::integer(&v)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom("must be an integer")),
+    }
+}
+
 /// A required boolean: `true`/`false` or the strings `"true"`/`"false"`.
 ///
 /// # Errors
@@ -92,6 +106,32 @@ mod tests {
         assert_eq!(
             read(json!({"n": 30.0, "on": true, "name": "x"})).map(|s| s.n),
             Ok(30)
+        );
+    }
+
+    #[test]
+    fn an_optional_integer_is_absent_null_or_an_integer() {
+        #[derive(Debug, Deserialize)]
+        struct Maybe {
+            #[serde(default, deserialize_with = "super::optional_integer")]
+            n: Option<i64>,
+        }
+        let read = |v: serde_json::Value| {
+            Maybe::deserialize(v)
+                .map(|m| m.n)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read(json!({})), Ok(None));
+        assert_eq!(read(json!({"n": null})), Ok(None));
+        assert_eq!(read(json!({"n": "7"})), Ok(Some(7)));
+        assert_eq!(read(json!({"n": 7})), Ok(Some(7)));
+        assert_eq!(
+            read(json!({"n": "seven"})),
+            Err("must be an integer".to_owned())
+        );
+        assert_eq!(
+            read(json!({"n": 7.5})),
+            Err("must be an integer".to_owned())
         );
     }
 

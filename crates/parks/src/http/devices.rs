@@ -3,12 +3,15 @@
 //! and in its own direction. Business outcomes are `200` with `success` and the driver's message
 //! (spec §3.3); bad credentials are 401, another device's park or direction 403, bad input 400.
 
-use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use http::{HeaderMap, StatusCode};
+use pms_service::body::read;
 use pms_service::http::{json, json_object, Answer};
 use pms_service::ApiError;
-use pms_vocab::fields::{optional_int, required_instant, required_int, required_str, FieldError};
+use pms_vocab::fields::FieldError;
+use pms_vocab::lenient;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use pms_service::openapi::{ErrorBody, Instant, Plate};
 use utoipa::ToSchema;
@@ -48,32 +51,94 @@ fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(),
     }
 }
 
-/// The barrier a request names, checked against its key, park and direction. `Ok(None)` for an
-/// unknown barrier (a business answer, not an error).
+/// The part of a device's request that says which device it is.
+pub trait Naming: DeserializeOwned {
+    /// Barrier or display.
+    const KIND: DeviceKind;
+    /// Its id.
+    fn id(&self) -> i64;
+}
+
+/// A device's request body `T`, read once the device it names (`T::Device`, read alone first)
+/// proved it is itself: a wrong or missing key is 401 whatever else the body holds, and only
+/// then is a field that does not fit 400. Put it last among a handler's extractors.
+#[derive(Debug)]
+pub struct DeviceBody<T>(pub T);
+
+/// A device request's body type: what names its device within it.
+pub trait FromDevice: DeserializeOwned {
+    /// The fields that name the device.
+    type Device: Naming;
+}
+
+impl<T: FromDevice> FromRequest<App> for DeviceBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, s: &App) -> Result<Self, ApiError> {
+        s.shell.ready.check()?;
+        let (parts, body) = req.into_parts();
+        let body =
+            serde_json::Value::Object(json_object(&s.shell.limits, &parts.headers, body).await?);
+        let named: T::Device = read(&body)?;
+        device(s, &parts.headers, T::Device::KIND, named.id())?;
+        Ok(Self(read(&body)?))
+    }
+}
+
+/// The barrier a request names: its id (its key must be in `X-Device-Key`) and, checked
+/// against it when given, its park.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BarrierRef {
+    /// The barrier (its key must be in `X-Device-Key`).
+    #[serde(rename = "barrierID", deserialize_with = "lenient::integer")]
+    pub barrier_id: i64,
+    /// Its park's id; when given, it must be the barrier's.
+    #[serde(
+        rename = "parkID",
+        default,
+        deserialize_with = "lenient::optional_integer"
+    )]
+    #[schema(required = false)]
+    pub park_id: Option<i64>,
+    /// Its park's number; when given, it must be the barrier's.
+    #[serde(
+        rename = "parkNumber",
+        default,
+        deserialize_with = "lenient::optional_integer"
+    )]
+    #[schema(required = false)]
+    pub park_number: Option<i64>,
+}
+
+impl Naming for BarrierRef {
+    const KIND: DeviceKind = DeviceKind::Barrier;
+    fn id(&self) -> i64 {
+        self.barrier_id
+    }
+}
+
+/// The barrier `named` names, checked against its park and direction (its key is checked
+/// already). `Ok(None)` for an unknown barrier (a business answer, not an error).
 async fn barrier(
     s: &App,
-    headers: &HeaderMap,
-    body: &pms_vocab::fields::Body,
+    named: &BarrierRef,
     direction: Option<Direction>,
-) -> Result<(i64, Option<Barrier>), ApiError> {
-    let id = required_int(body, "barrierID")?;
-    device(s, headers, DeviceKind::Barrier, id)?;
+) -> Result<Option<Barrier>, ApiError> {
+    let id = named.barrier_id;
     let barrier = match s.store.barrier(id).await {
         Ok(b) => b,
-        Err(StoreError::NotFound { .. }) => return Ok((id, None)),
+        Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    for (field, expected) in [
-        ("parkID", barrier.park_id),
-        ("parkNumber", barrier.park_number),
+    for (field, given, expected) in [
+        ("parkID", named.park_id, barrier.park_id),
+        ("parkNumber", named.park_number, barrier.park_number),
     ] {
-        if let Some(given) = optional_int(body, field)? {
-            if given != expected {
-                return Err(ApiError::forbidden(format!(
-                    "barrier {id} belongs to park {expected}, not {given}"
-                ))
-                .with_field(field));
-            }
+        if let Some(given) = given.filter(|given| *given != expected) {
+            return Err(ApiError::forbidden(format!(
+                "barrier {id} belongs to park {expected}, not {given}"
+            ))
+            .with_field(field));
         }
     }
     if let Some(d) = direction {
@@ -84,27 +149,19 @@ async fn barrier(
             )));
         }
     }
-    Ok((id, Some(barrier)))
+    Ok(Some(barrier))
 }
 
 /// What a barrier sends when its camera reads a plate.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"barrierID": 1, "parkID": 1, "plateNumber": "AA-20-CC",
     "date": "2023-11-26T09:00:00Z"}))]
 pub struct PassageBody {
-    /// The barrier (its key must be in `X-Device-Key`).
-    #[serde(rename = "barrierID")]
-    pub barrier_id: i64,
-    /// Its park's id; when given, it must be the barrier's.
-    #[serde(rename = "parkID")]
-    #[schema(required = false)]
-    pub park_id: Option<i64>,
-    /// Its park's number; when given, it must be the barrier's.
-    #[serde(rename = "parkNumber")]
-    #[schema(required = false)]
-    pub park_number: Option<i64>,
+    /// The barrier, and its park.
+    #[serde(flatten)]
+    pub barrier: BarrierRef,
     /// The plate read.
-    #[serde(rename = "plateNumber")]
+    #[serde(rename = "plateNumber", deserialize_with = "lenient::string")]
     #[schema(value_type = Plate)]
     pub plate_number: String,
     /// When the car passed, by the barrier's clock. Believed when it is at most the clock
@@ -112,8 +169,13 @@ pub struct PassageBody {
     /// fits the plate's history (an entrance after its last exit, an exit not before its
     /// entrance); otherwise the passage is recorded at the server's time and the car still
     /// passes. The same plate, barrier and `date` again is a retry: it answers as the first did.
+    #[serde(deserialize_with = "lenient::instant")]
     #[schema(value_type = Instant)]
-    pub date: String,
+    pub date: jiff::Timestamp,
+}
+
+impl FromDevice for PassageBody {
+    type Device = BarrierRef;
 }
 
 /// `POST /barriers/entrance`.
@@ -135,8 +197,8 @@ pub struct PassageBody {
             (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn entrance(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    passage(s, headers, body, Direction::Entrance).await
+pub async fn entrance(State(s): State<App>, DeviceBody(body): DeviceBody<PassageBody>) -> Answer {
+    passage(s, body, Direction::Entrance).await
 }
 
 /// `POST /barriers/exit`.
@@ -157,17 +219,14 @@ pub async fn entrance(State(s): State<App>, headers: HeaderMap, body: Body) -> A
             (`forbidden`).", body = ErrorBody<'static>),
     )
 )]
-pub async fn exit(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    passage(s, headers, body, Direction::Exit).await
+pub async fn exit(State(s): State<App>, DeviceBody(body): DeviceBody<PassageBody>) -> Answer {
+    passage(s, body, Direction::Exit).await
 }
 
-async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -> Answer {
-    s.shell.ready.check()?;
-    let body = json_object(&s.shell.limits, &headers, body).await?;
-    let (id, barrier) = barrier(&s, &headers, &body, Some(direction)).await?;
-    let plate = pms_vocab::plate(required_str(&body, "plateNumber")?)
-        .map_err(|m| FieldError::new("plateNumber", m))?;
-    let at = required_instant(&body, "date")?;
+async fn passage(s: App, body: PassageBody, direction: Direction) -> Answer {
+    let barrier = barrier(&s, &body.barrier, Some(direction)).await?;
+    let plate =
+        pms_vocab::plate(&body.plate_number).map_err(|m| FieldError::new("plateNumber", m))?;
     let dir = if direction == Direction::Entrance {
         "entrance"
     } else {
@@ -176,12 +235,12 @@ async fn passage(s: App, headers: HeaderMap, body: Body, direction: Direction) -
     let Some(barrier) = barrier else {
         s.metrics.passage(dir, Refusal::UnknownBarrier.reason());
         return Ok(answer(
-            id,
-            optional_int(&body, "parkID")?.unwrap_or(0),
+            body.barrier.barrier_id,
+            body.barrier.park_id.unwrap_or(0),
             Err(Refusal::UnknownBarrier),
         ));
     };
-    let time = s.clock.take(at, jiff::Timestamp::now());
+    let time = s.clock.take(body.date, jiff::Timestamp::now());
     s.metrics.clock_offset(barrier.id, time.offset());
     let passage = s.store.pass(&barrier, &plate, time).await?;
     s.committed_in(barrier.park_id);
@@ -277,27 +336,24 @@ fn answer(
 }
 
 /// What a barrier puts on its displays.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"barrierID": 1, "parkID": 1, "message": "Welcome"}))]
 pub struct DisplayMessage {
-    /// The barrier (its key must be in `X-Device-Key`).
-    #[serde(rename = "barrierID")]
-    pub barrier_id: i64,
-    /// Its park's id; when given, it must be the barrier's.
-    #[serde(rename = "parkID")]
-    #[schema(required = false)]
-    pub park_id: Option<i64>,
-    /// Its park's number; when given, it must be the barrier's.
-    #[serde(rename = "parkNumber")]
-    #[schema(required = false)]
-    pub park_number: Option<i64>,
+    /// The barrier, and its park.
+    #[serde(flatten)]
+    pub barrier: BarrierRef,
     /// The text, printable, 1 to 200 characters.
     #[schema(
         min_length = 1,
         max_length = 200,
         pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
     )]
+    #[serde(deserialize_with = "lenient::string")]
     pub message: String,
+}
+
+impl FromDevice for DisplayMessage {
+    type Device = BarrierRef;
 }
 
 /// `POST /display/update` `{barrierID, parkID, parkNumber, message}`: a barrier puts a message
@@ -317,11 +373,13 @@ pub struct DisplayMessage {
             body = ErrorBody<'static>),
     )
 )]
-pub async fn update_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.shell.ready.check()?;
-    let body = json_object(&s.shell.limits, &headers, body).await?;
-    let (id, barrier) = barrier(&s, &headers, &body, None).await?;
-    let message = required_str(&body, "message")?.trim().to_owned();
+pub async fn update_display(
+    State(s): State<App>,
+    DeviceBody(body): DeviceBody<DisplayMessage>,
+) -> Answer {
+    let id = body.barrier.barrier_id;
+    let barrier = barrier(&s, &body.barrier, None).await?;
+    let message = body.message.trim().to_owned();
     if message.is_empty()
         || message.chars().count() > MAX_MESSAGE_CHARS
         || message.chars().any(char::is_control)
@@ -411,20 +469,47 @@ where
 }
 
 /// What a display asks.
-#[derive(Debug, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"displayID": 1}))]
 pub struct DisplayRequest {
-    /// The display (its key must be in `X-Device-Key`).
-    #[serde(rename = "displayID")]
-    pub display_id: i64,
+    /// The display.
+    #[serde(flatten)]
+    pub display: DisplayRef,
     /// A previous answer's `version`: answer once something may have changed.
-    #[serde(rename = "waitForChangeAfter")]
+    #[serde(
+        rename = "waitForChangeAfter",
+        default,
+        deserialize_with = "lenient::optional_integer"
+    )]
     #[schema(required = false)]
     pub wait_for_change_after: Option<i64>,
     /// Longest wait, ms (default 25000).
-    #[serde(rename = "waitMs")]
+    #[serde(
+        rename = "waitMs",
+        default,
+        deserialize_with = "lenient::optional_integer"
+    )]
     #[schema(required = false, minimum = 0, maximum = 30000)]
     pub wait_ms: Option<i64>,
+}
+
+/// The display a display's request names.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DisplayRef {
+    /// The display (its key must be in `X-Device-Key`).
+    #[serde(rename = "displayID", deserialize_with = "lenient::integer")]
+    pub display_id: i64,
+}
+
+impl Naming for DisplayRef {
+    const KIND: DeviceKind = DeviceKind::Display;
+    fn id(&self) -> i64 {
+        self.display_id
+    }
+}
+
+impl FromDevice for DisplayRequest {
+    type Device = DisplayRef;
 }
 
 /// `POST /display/get` `{displayID}`: the display's text and its park's free spots. With
@@ -445,17 +530,15 @@ pub struct DisplayRequest {
             body = ErrorBody<'static>),
     )
 )]
-pub async fn get_display(State(s): State<App>, headers: HeaderMap, body: Body) -> Answer {
-    s.shell.ready.check()?;
-    let body = json_object(&s.shell.limits, &headers, body).await?;
-    let id = required_int(&body, "displayID")?;
-    device(&s, &headers, DeviceKind::Display, id)?;
-    let after = optional_int(&body, "waitForChangeAfter")?;
-    let wait = optional_int(&body, "waitMs")?;
+pub async fn get_display(
+    State(s): State<App>,
+    DeviceBody(body): DeviceBody<DisplayRequest>,
+) -> Answer {
+    let id = body.display.display_id;
     let display = wait_for_change(
         &s,
-        after,
-        wait,
+        body.wait_for_change_after,
+        body.wait_ms,
         |d: &crate::store::displays::Display| d.version,
         |d| s.bells.park(d.park_id),
         || s.store.display(id),

@@ -82,6 +82,17 @@ async fn refusals_say_why_and_change_nothing() {
             .barrier("entrance", &sys.barrier_key(2), &entrance("55-ND-41"))
             .await;
         assert_error(&r, 401, "invalid_device_key", None);
+        // The key is checked before the rest of the body: a caller without it learns nothing
+        // of what the body should hold.
+        let unfit = json!({"barrierID": 1, "plateNumber": 5, "date": "2024-01-10T11:00:00Z"});
+        let r = dev
+            .call("POST", "/barriers/entrance", &[], unfit.to_string())
+            .await;
+        assert_error(&r, 401, "missing_device_key", None);
+        let r = dev.barrier("entrance", &sys.barrier_key(2), &unfit).await;
+        assert_error(&r, 401, "invalid_device_key", None);
+        let r = dev.barrier("entrance", &sys.barrier_key(1), &unfit).await;
+        assert_error(&r, 400, "invalid_field", Some("plateNumber"));
         let r = dev
             .barrier("entrance", &"0".repeat(64), &entrance("55-ND-41"))
             .await;

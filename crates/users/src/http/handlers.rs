@@ -371,7 +371,7 @@ pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: 
     who.require(&[Role::CustomerManager])?;
     let body = json_object(&s.shell.limits, &headers, body).await?;
     // The body as sent is the idempotency key's fingerprint; the grant is read from it.
-    let grant = validate::grant(pms_service::body::read(Value::Object(body.clone()))?)?;
+    let grant = validate::grant(pms_service::body::read(&Value::Object(body.clone()))?)?;
     let once = idempotency::from_request(&headers, &body)?;
     match s.store.grant(&grant, who.id, once.as_ref()).await? {
         Granted::Now => {

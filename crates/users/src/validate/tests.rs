@@ -5,7 +5,7 @@ use crate::model::{EnergySource, PaymentMethod, VehicleType};
 
 /// A body as the kit's `JsonBody` reads it: the field of a wrong type named.
 fn read<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, FieldError> {
-    pms_service::body::read(v)
+    pms_service::body::read(&v)
 }
 
 fn registration() -> serde_json::Value {
