@@ -6,16 +6,13 @@ use jiff::tz::TimeZone;
 use pms_events::conn::EventConn;
 use pms_service::transaction;
 
-use sqlx::{FromRow, Row};
-
 use super::{
     closed_event, count_entrance_sql, count_exit_sql, entrance_counts, entrance_rules,
     exit_goodbye, exit_rules, opened_event, plate_of, show_on_displays, stay_minutes, Barrier,
-    Closing, Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE, PLATE_AT_EXIT,
+    Closing, Entering, ExitReads, Leaving, Passage, PlateRow, PLATE,
 };
 use crate::clock::PassageTime;
 use crate::rules::{self, Refusal};
-use crate::store::quotes::{table_version, VERSION_AT};
 use crate::store::{ms, Store, StoreError};
 
 impl Store {
@@ -120,46 +117,21 @@ impl Store {
     ) -> Result<Passage, StoreError> {
         let now_ms = ms(time.now);
         transaction!(self, |tx| {
-            let row = sqlx::query(PLATE_AT_EXIT)
-                .bind(plate)
-                .bind(barrier.park_id)
-                .bind(ms(time.at))
-                .fetch_optional(&mut *tx)
+            let read = tx
+                .plate_at_exit(plate, barrier.park_id, ms(time.at))
                 .await?;
-            let read = match row {
-                None => None,
-                Some(row) => {
-                    let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
-                    Some((owner, open, row.try_get::<Option<i64>, _>(14)?))
-                }
-            };
             let mut closing = match exit_rules(barrier, read, time).map_err(StoreError::Refused)? {
                 Leaving::Close(closing) => closing,
                 Leaving::Done(owner) => {
-                    let done: Option<DoneRow> = sqlx::query_as(DONE)
-                        .bind(plate)
-                        .bind(barrier.park_id)
-                        .bind(ms(time.said))
-                        .bind(barrier.id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(done) = done.map(Done::of).transpose()? else {
-                        return Err(StoreError::Refused(Refusal::NotInside));
-                    };
-                    let table = table_version!(tx, &self.tables, barrier.park_id, done.to_quote());
-                    return Ok(done.answer(owner, table.as_deref(), tz));
+                    let said = ms(time.said);
+                    let again = tx.exit_again(&self.tables, plate, barrier, said, owner, tz);
+                    return again.await?.ok_or(StoreError::Refused(Refusal::NotInside));
                 }
             };
-            if closing.moved() {
-                closing.version = sqlx::query_scalar(VERSION_AT)
-                    .bind(barrier.park_id)
-                    .bind(ms(closing.time.at))
-                    .fetch_one(&mut *tx)
-                    .await?;
-            }
+            let price = tx
+                .price_closing(&self.tables, barrier.park_id, &mut closing, tz)
+                .await?;
             let at = closing.time.at;
-            let table = table_version!(tx, &self.tables, barrier.park_id, closing.version);
-            let price = closing.price(table.as_deref(), tz);
             let Closing { owner, visit, .. } = &closing;
             // The park's row first, as at the entrance.
             sqlx::query(

@@ -352,6 +352,112 @@ type DoneRow = (
     Option<i64>,
 );
 
+/// The reads both forms of an exit make ([`in_steps`] in a SQLite transaction,
+/// [`one_statement`] on a PostgreSQL connection), written once for either connection.
+trait ExitReads {
+    /// The plate's owner and open visit, with park `park_id`'s table version in force at
+    /// `at_ms` ([`PLATE_AT_EXIT`]); `None` for a plate nobody has.
+    async fn plate_at_exit(
+        &mut self,
+        plate: &str,
+        park_id: i64,
+        at_ms: i64,
+    ) -> Result<Option<(Owner, Option<OpenVisit>, Option<i64>)>, StoreError>;
+
+    /// The answer of the same exit of `plate` through `barrier` at the time said, done before
+    /// ([`DONE`]), as it was the first time; `None` when there was none (the car is not inside).
+    async fn exit_again(
+        &mut self,
+        tables: &quotes::Tables,
+        plate: &str,
+        barrier: &Barrier,
+        said_ms: i64,
+        owner: Owner,
+        tz: &TimeZone,
+    ) -> Result<Option<Passage>, StoreError>;
+
+    /// The stay's price at `closing`'s time, with the park's table in force then (its version
+    /// read again when the time moved from the one the plate was read for).
+    async fn price_closing(
+        &mut self,
+        tables: &quotes::Tables,
+        park_id: i64,
+        closing: &mut Closing,
+        tz: &TimeZone,
+    ) -> Result<Option<Price>, StoreError>;
+}
+
+macro_rules! exit_reads {
+    ($($conn:ty),+) => {$(
+        impl ExitReads for $conn {
+            async fn plate_at_exit(
+                &mut self,
+                plate: &str,
+                park_id: i64,
+                at_ms: i64,
+            ) -> Result<Option<(Owner, Option<OpenVisit>, Option<i64>)>, StoreError> {
+                use sqlx::{FromRow, Row};
+                let row = sqlx::query(PLATE_AT_EXIT)
+                    .bind(plate)
+                    .bind(park_id)
+                    .bind(at_ms)
+                    .fetch_optional(&mut *self)
+                    .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
+                Ok(Some((owner, open, row.try_get::<Option<i64>, _>(14)?)))
+            }
+
+            async fn exit_again(
+                &mut self,
+                tables: &quotes::Tables,
+                plate: &str,
+                barrier: &Barrier,
+                said_ms: i64,
+                owner: Owner,
+                tz: &TimeZone,
+            ) -> Result<Option<Passage>, StoreError> {
+                let conn = &mut *self;
+                let done: Option<DoneRow> = sqlx::query_as(DONE)
+                    .bind(plate)
+                    .bind(barrier.park_id)
+                    .bind(said_ms)
+                    .bind(barrier.id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                let Some(done) = done.map(Done::of).transpose()? else {
+                    return Ok(None);
+                };
+                let table = quotes::table_version!(conn, tables, barrier.park_id, done.to_quote());
+                Ok(Some(done.answer(owner, table.as_deref(), tz)))
+            }
+
+            async fn price_closing(
+                &mut self,
+                tables: &quotes::Tables,
+                park_id: i64,
+                closing: &mut Closing,
+                tz: &TimeZone,
+            ) -> Result<Option<Price>, StoreError> {
+                let conn = &mut *self;
+                if closing.moved() {
+                    closing.version = sqlx::query_scalar(quotes::VERSION_AT)
+                        .bind(park_id)
+                        .bind(ms(closing.time.at))
+                        .fetch_one(&mut *conn)
+                        .await?;
+                }
+                let table = quotes::table_version!(conn, tables, park_id, closing.version);
+                Ok(closing.price(table.as_deref(), tz))
+            }
+        }
+    )+};
+}
+
+exit_reads!(sqlx::SqliteConnection, sqlx::PgConnection);
+
 /// The same exit done before, as [`DONE`] read it.
 struct Done {
     visit_id: i64,

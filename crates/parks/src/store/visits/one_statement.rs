@@ -39,11 +39,11 @@ use sqlx::{FromRow, Row};
 use super::{
     closed_event, count_entrance_sql, count_exit_sql, entrance_counts, entrance_rules,
     exit_goodbye, exit_rules, opened_event, plate_of, plate_sql, stay_minutes, Barrier, Closing,
-    Done, DoneRow, Entering, Leaving, Passage, PlateRow, DONE, PLATE_AT_EXIT,
+    Entering, ExitReads, Leaving, Passage, PlateRow,
 };
 use crate::clock::PassageTime;
 use crate::rules::{self, Refusal};
-use crate::store::quotes::{table_version, Tables, VERSION_AT};
+use crate::store::quotes::Tables;
 use crate::store::{ms, Store, StoreError};
 
 /// The plate's read, and an id for the visit the entrance may open (column 14): the event that
@@ -204,47 +204,21 @@ impl Store {
     ) -> Result<Passage, StoreError> {
         let now_ms = ms(time.now);
         repeatable_in!(pool, |conn| async {
-            let row = sqlx::query(PLATE_AT_EXIT)
-                .bind(plate)
-                .bind(barrier.park_id)
-                .bind(ms(time.at))
-                .fetch_optional(&mut *conn)
+            let read = conn
+                .plate_at_exit(plate, barrier.park_id, ms(time.at))
                 .await?;
-            let read = match row {
-                None => None,
-                Some(row) => {
-                    let (owner, open) = plate_of(PlateRow::from_row(&row)?)?;
-                    Some((owner, open, row.try_get::<Option<i64>, _>(14)?))
-                }
-            };
             let mut closing = match exit_rules(barrier, read, time) {
                 Err(refusal) => return Ok(Passage::Refused(refusal)),
                 Ok(Leaving::Close(closing)) => closing,
                 Ok(Leaving::Done(owner)) => {
-                    let done: Option<DoneRow> = sqlx::query_as(DONE)
-                        .bind(plate)
-                        .bind(barrier.park_id)
-                        .bind(ms(time.said))
-                        .bind(barrier.id)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                    let Some(done) = done.map(Done::of).transpose()? else {
-                        return Ok(Passage::Refused(Refusal::NotInside));
-                    };
-                    let table = table_version!(conn, tables, barrier.park_id, done.to_quote());
-                    return Ok(done.answer(owner, table.as_deref(), tz));
+                    let again = conn.exit_again(tables, plate, barrier, ms(time.said), owner, tz);
+                    return Ok(again.await?.unwrap_or(Passage::Refused(Refusal::NotInside)));
                 }
             };
-            if closing.moved() {
-                closing.version = sqlx::query_scalar(VERSION_AT)
-                    .bind(barrier.park_id)
-                    .bind(ms(closing.time.at))
-                    .fetch_one(&mut *conn)
-                    .await?;
-            }
+            let price = conn
+                .price_closing(tables, barrier.park_id, &mut closing, tz)
+                .await?;
             let at = closing.time.at;
-            let table = table_version!(conn, tables, barrier.park_id, closing.version);
-            let price = closing.price(table.as_deref(), tz);
             let without = closed_event(&closing, barrier, plate, false)?;
             let with = if closing.owner.use_coins {
                 closed_event(&closing, barrier, plate, true)?
