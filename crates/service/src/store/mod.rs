@@ -112,7 +112,8 @@ macro_rules! on_conn {
 /// Runs `$body` in a transaction on a connection from `$db`'s pool (see [`with_pool!`]), with
 /// `$tx` bound to the transaction (it derefs to the backend's connection). The body evaluates to
 /// a `Result<T, E>` where `E: From<sqlx::Error>` and [`pool::Outcome`]: on `Ok` the
-/// transaction commits, on `Err` it rolls back, and the macro evaluates to the same `Result`.
+/// transaction commits, on `Err` it rolls back, and the macro evaluates to the same `Result`. A
+/// `return` in the body ends the body alone: `return Ok(v)` commits, `return Err(e)` rolls back.
 /// A connection found broken at `BEGIN` is marked for [`retry_transient`] (see [`begin`]). On
 /// SQLite the transaction first waits for the pool's turn to write ([`pool::Pool::get_to_write`]),
 /// so a transaction must not open another one inside its body.
@@ -134,7 +135,9 @@ macro_rules! transaction_in {
                 let done = async {
                     #[allow(unused_mut)]
                     let mut $tx = $crate::store::begin(&mut pooled).await?;
-                    let value = $body?;
+                    // In a block of its own, so that a `return Ok(…)` in the body commits
+                    // (it would skip the commit, and the transaction would roll back).
+                    let value = async { $body }.await?;
                     $tx.commit().await?;
                     Ok(value)
                 }
@@ -722,6 +725,43 @@ mod tests {
     /// the file's write lock for longer than the lock wait (the busy timeout) waits for its turn
     /// and commits, where SQLite's busy handler alone would give up with "database is locked".
     /// And the turns go in arrival order.
+    #[tokio::test]
+    async fn a_transaction_body_that_returns_early_commits_with_ok_and_rolls_back_with_err() {
+        for postgres in [false, true] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let Some(url) = pms_testkit::pg::test_database(postgres, dir.path(), "early.db") else {
+                continue;
+            };
+            let db = Db::open(&StoreConfig::new(url)).expect("store");
+            let made: Result<(), sqlx::Error> = transaction!(db, |tx| {
+                sqlx::query("CREATE TABLE kept (n BIGINT)")
+                    .execute(&mut *tx)
+                    .await
+                    .map(|_| ())
+            });
+            made.expect("table");
+            for (n, keep) in [(1_i64, true), (2, false)] {
+                let r: Result<i64, sqlx::Error> = transaction!(db, |tx| {
+                    sqlx::query("INSERT INTO kept (n) VALUES ($1)")
+                        .bind(n)
+                        .execute(&mut *tx)
+                        .await?;
+                    if keep {
+                        return Ok(n);
+                    }
+                    Err(sqlx::Error::RowNotFound)
+                });
+                assert_eq!(r.is_ok(), keep);
+            }
+            let kept: Result<Vec<i64>, sqlx::Error> = repeatable!(db, |conn| {
+                sqlx::query_scalar("SELECT n FROM kept")
+                    .fetch_all(&mut *conn)
+                    .await
+            });
+            assert_eq!(kept.expect("read"), vec![1], "postgres: {postgres}");
+        }
+    }
+
     #[tokio::test]
     async fn sqlite_writers_wait_their_turn_in_order() {
         let dir = tempfile::tempdir().expect("temp dir");
