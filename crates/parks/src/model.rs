@@ -19,6 +19,16 @@ names! {
 }
 
 names! {
+    /// Which kind of device.
+    DeviceType {
+        /// A barrier with a plate reader.
+        Barrier => "BARRIER",
+        /// A display by a barrier.
+        Display => "DISPLAY",
+    }
+}
+
+names! {
     /// Whether a barrier or display works.
     State {
         /// In service.
@@ -319,4 +329,19 @@ pub struct DisplayAnswer {
     pub version: u64,
     /// In service or switched off.
     pub state: State,
+}
+
+/// A device switched on or off.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSwitched {
+    /// Barrier or display.
+    pub device: DeviceType,
+    /// Its id.
+    #[serde(rename = "deviceID")]
+    pub device_id: i64,
+    /// Its state now.
+    pub state: State,
+    /// Whether this request changed it (`false`: it was so already).
+    pub changed: bool,
 }

@@ -88,6 +88,7 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(p::replace_price_table))
             .routes(routes!(p::occupancy_feed))
             .routes(routes!(p::devices))
+            .routes(routes!(p::set_device_state))
             .routes(routes!(p::changes))
             .routes(routes!(d::entrance))
             .routes(routes!(d::exit))
@@ -172,7 +173,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(count, 27, "the parks endpoints");
+        assert_eq!(count, 28, "the parks endpoints");
         assert_eq!(
             doc["components"]["securitySchemes"][DEVICE_KEY]["name"],
             crate::devices::DEVICE_KEY_HEADER

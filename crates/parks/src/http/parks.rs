@@ -20,8 +20,9 @@ use utoipa::ToSchema;
 use super::{response_text, TAG};
 use super::{NoSuchPark, ParkManagersOnly};
 use crate::model::{
-    ChangeVersion, Coordinates, HistoryItem, NearbyPark, Occupancy, OccupancyFeed, OvernightConfig,
-    ParkDevices, ResponseText, Spot, Thresholds,
+    ChangeVersion, Coordinates, DeviceSwitched, DeviceType, HistoryItem, NearbyPark, Occupancy,
+    OccupancyFeed, OvernightConfig, ParkDevices, ResponseText, Spot, State as DeviceState,
+    Thresholds,
 };
 use crate::App;
 
@@ -652,6 +653,56 @@ pub async fn devices(
 ) -> Answer {
     let park = park_param(&park)?;
     Ok(json(StatusCode::OK, &s.store.devices(park).await?))
+}
+
+/// `PUT /parks/devices/{parkNumber}/state`'s body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"device": "BARRIER", "deviceID": 1, "state": "DISABLED"}))]
+pub struct DeviceSwitch {
+    /// Barrier or display.
+    pub device: DeviceType,
+    /// Its id, as the park's device view lists it.
+    #[serde(rename = "deviceID", deserialize_with = "lenient::integer")]
+    pub device_id: i64,
+    /// `ACTIVE` puts it in service; `DISABLED` switches it off, and it can do nothing.
+    pub state: DeviceState,
+}
+
+/// `PUT /parks/devices/{parkNumber}/state` `{device, deviceID, state}`: a park manager switches
+/// one of the park's devices on or off.
+#[utoipa::path(
+    put, path = "/parks/devices/{parkNumber}/state", tag = TAG, operation_id = "setDeviceState",
+    summary = "Switch a barrier or display on or off (park managers)",
+    description = "A switched-off barrier opens for nobody (its passages are refused with the \
+        original's message, exits included) and writes no display; a switched-off display is \
+        given no message, and one waiting for a change learns of its own at once.",
+    params(("parkNumber" = i64, Path, minimum = 1, description = "The park's number.")),
+    request_body = DeviceSwitch,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Its state now, and whether this changed it.",
+            body = DeviceSwitched),
+        ParkManagersOnly,
+        (status = 404, description = "No such park, or no such device in it \
+            (`park_not_found`, `barrier_not_found`, `display_not_found`).",
+            body = ErrorBody<'static>),
+    )
+)]
+pub async fn set_device_state(
+    State(s): State<App>,
+    _: Allowed<ParkManagers>,
+    Path(park): Path<String>,
+    JsonBody(body): JsonBody<DeviceSwitch>,
+) -> Answer {
+    let park = park_param(&park)?;
+    let (park_id, switched) = s
+        .store
+        .set_device_state(park, body.device, body.device_id, body.state)
+        .await?;
+    if switched.changed {
+        s.committed_in(park_id);
+    }
+    Ok(json(StatusCode::OK, &switched))
 }
 
 /// `GET /parks/changes[?after=V&waitMs=N]`: `{"version"}`, the counter that moves whenever an

@@ -1,11 +1,13 @@
 //! A park's devices as an operator sees them: each barrier (direction, state, clock offset) with
-//! its displays and the text each shows now. Two reads of small tables; nothing on the barrier
-//! path.
+//! its displays and the text each shows now (two reads of small tables; nothing on the barrier
+//! path), and switching one on or off.
 
-use pms_service::repeatable;
+use pms_service::{repeatable, transaction};
 
 use super::{instant, Store, StoreError};
-use crate::model::{BarrierDevices, Direction, DisplayDevice, ParkDevices, State};
+use crate::model::{
+    BarrierDevices, DeviceSwitched, DeviceType, Direction, DisplayDevice, ParkDevices, State,
+};
 
 impl Store {
     /// The barriers and displays of park `number`.
@@ -74,5 +76,66 @@ impl Store {
             free_spots: free,
             barriers,
         })
+    }
+
+    /// Switches device `id` of park `number` on or off: a switched-off barrier opens for
+    /// nobody and writes no display, a switched-off display is given no message. A display's
+    /// change version moves, so a display waiting on it learns at once. This replica forgets the
+    /// barrier it cached; the others read it again within [`super::visits::BARRIER_CACHE_TTL`].
+    /// Returns the park's id with the outcome.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an unknown park, or a device that is not one of its own;
+    /// database failures.
+    pub async fn set_device_state(
+        &self,
+        number: i64,
+        device: DeviceType,
+        id: i64,
+        state: State,
+    ) -> Result<(i64, DeviceSwitched), StoreError> {
+        let park = self.park(number).await?;
+        let (table, what, moved) = match device {
+            DeviceType::Barrier => ("barriers", "barrier", ""),
+            DeviceType::Display => ("displays", "display", ", changes = changes + 1"),
+        };
+        let switch = format!(
+            "UPDATE {table} SET state = $1{moved} WHERE id = $2 AND park_id = $3 AND state <> $1 \
+             RETURNING id"
+        );
+        let exists = format!("SELECT id FROM {table} WHERE id = $1 AND park_id = $2");
+        let changed = super::retry(|| async {
+            transaction!(self, |tx| {
+                let switched: Option<i64> = sqlx::query_scalar(&switch)
+                    .bind(state.as_str())
+                    .bind(id)
+                    .bind(park.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if switched.is_some() {
+                    return Ok(true);
+                }
+                let found: Option<i64> = sqlx::query_scalar(&exists)
+                    .bind(id)
+                    .bind(park.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match found {
+                    Some(_) => Ok(false),
+                    None => Err(StoreError::not_found(what, id)),
+                }
+            })
+        })
+        .await?;
+        if device == DeviceType::Barrier {
+            self.barriers.forget(id);
+        }
+        let switched = DeviceSwitched {
+            device,
+            device_id: id,
+            state,
+            changed,
+        };
+        Ok((park.id, switched))
     }
 }

@@ -524,3 +524,135 @@ async fn a_waiting_display_is_not_read_again_for_another_park_s_changes() {
         "{seen}"
     );
 }
+
+#[tokio::test]
+async fn a_manager_switches_a_device_off_and_it_does_nothing_until_switched_on() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        let mut manager = sys.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+        let switch = |device: &str, id: i64, state: &str| json!({"device": device, "deviceID": id, "state": state});
+        let entrance = plate_read(1, 1, "55-ND-41", "2024-01-10T10:00:00Z");
+        let key = sys.barrier_key(1);
+        // A passage first, so that this replica has barrier 1 in its cache.
+        let r = dev
+            .barrier(
+                "entrance",
+                &key,
+                &plate_read(1, 1, "00-XX-00", "2024-01-10T09:00:00Z"),
+            )
+            .await;
+        assert_eq!(r.json()["success"], false, "{db:?}: an unknown plate");
+
+        let off = switch("BARRIER", 1, "DISABLED");
+        let r = manager.send("PUT", "/parks/devices/1/state", &off).await;
+        assert_eq!(r.status(), 200, "{db:?}: {}", r.text());
+        assert_eq!(
+            r.json(),
+            json!({"device": "BARRIER", "deviceID": 1, "state": "DISABLED", "changed": true})
+        );
+        let r = manager.send("PUT", "/parks/devices/1/state", &off).await;
+        assert_eq!(r.json()["changed"], false, "{db:?}: it was off already");
+        let devices = manager.get("/parks/devices/1").await.json();
+        assert_eq!(devices["barriers"][0]["state"], "DISABLED");
+        let r = dev.barrier("entrance", &key, &entrance).await;
+        assert_eq!(r.status(), 200, "{}", r.text());
+        assert_eq!(
+            r.json()["success"],
+            false,
+            "{db:?}: a switched-off barrier opens for nobody"
+        );
+        assert_eq!(
+            r.json()["message"],
+            "The barrier is not active. Please contact the park manager."
+        );
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &switch("BARRIER", 1, "ACTIVE"),
+            )
+            .await;
+        assert_eq!(r.json()["changed"], true);
+        let r = dev.barrier("entrance", &key, &entrance).await;
+        assert_eq!(r.json()["success"], true, "{db:?}: back on: {}", r.text());
+
+        // A display switched off takes no message, and one waiting learns of it at once.
+        let display_key = sys.display_key(1);
+        let before = display_get(&mut dev, 1, &display_key, None, 0).await;
+        assert_eq!(before["state"], "ACTIVE");
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &switch("DISPLAY", 1, "DISABLED"),
+            )
+            .await;
+        assert_eq!(r.json()["state"], "DISABLED", "{}", r.text());
+        let after = display_get(&mut dev, 1, &display_key, Some(&before["version"]), 0).await;
+        assert_eq!(after["state"], "DISABLED");
+        assert_ne!(
+            after["version"], before["version"],
+            "{db:?}: its version moved"
+        );
+        let message = json!({"barrierID": 1, "parkID": 1, "message": "Closed for cleaning"});
+        let r = dev
+            .call(
+                "POST",
+                "/display/update",
+                &[("x-device-key", &key)],
+                message.to_string(),
+            )
+            .await;
+        assert_eq!(r.json()["success"], false, "{db:?}: {}", r.text());
+
+        // What is not the park's, not a device or not a state is said so.
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &switch("BARRIER", 99, "ACTIVE"),
+            )
+            .await;
+        assert_error(&r, 404, "barrier_not_found", None);
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/2/state",
+                &switch("DISPLAY", 1, "ACTIVE"),
+            )
+            .await;
+        assert_error(&r, 404, "display_not_found", None);
+        let r = manager.send("PUT", "/parks/devices/9/state", &off).await;
+        assert_error(&r, 404, "park_not_found", None);
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &switch("BARRIER", 1, "OFF"),
+            )
+            .await;
+        assert_error(&r, 400, "invalid_field", Some("state"));
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &switch("GATE", 1, "ACTIVE"),
+            )
+            .await;
+        assert_error(&r, 400, "invalid_field", Some("device"));
+        let r = manager
+            .send(
+                "PUT",
+                "/parks/devices/1/state",
+                &json!({"device": "BARRIER", "state": "ACTIVE"}),
+            )
+            .await;
+        assert_error(&r, 400, "invalid_field", Some("deviceID"));
+        let mut customer = sys.as_user(Via::H1, "leoKim@isep.ipp.pt").await;
+        let r = customer.send("PUT", "/parks/devices/1/state", &off).await;
+        assert_error(&r, 403, "forbidden", None);
+    }
+}

@@ -91,6 +91,12 @@ impl BarrierCache {
         cached.insert(barrier.id, (barrier, Instant::now()));
     }
 
+    /// Drops barrier `id`'s cached copy: it changed, so the next passage reads it again.
+    pub(crate) fn forget(&self, id: i64) {
+        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        cached.remove(&id);
+    }
+
     /// Notes barrier `id`'s clock offset in its cached copy, without making that copy any
     /// younger: its state (switched off, say) is still read again within the TTL.
     fn note_offset(&self, id: i64, offset_ms: i64) {
@@ -696,8 +702,8 @@ pub(crate) use show_on_displays;
 
 impl Store {
     /// The barrier with id `id`, from the store's cache when read in the last
-    /// [`BARRIER_CACHE_TTL`] (barriers change only with the seed or an operator's SQL; every
-    /// entrance and exit names one).
+    /// [`BARRIER_CACHE_TTL`] (every entrance and exit names one; a barrier switched on or off
+    /// through this replica is read again at once, through another within the TTL).
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
