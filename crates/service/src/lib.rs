@@ -19,6 +19,19 @@
 //! - [`serve`]: a service's router on a listener, behind its [`in_flight`] bound, until
 //!   shutdown, then drained ([`Serving`] says how).
 //!
+//! How a service stands on it (parks, payments and users all do so):
+//! - its `lib.rs` declares its configuration, what its state holds beyond the [`Shell`], and
+//!   `pms_service::service!` (the state's handle, the kit's views of it, `run`, and
+//!   `init_in_background` around the service's own `init`: migrations, demo data);
+//! - a handler says who may call it and what it reads in its signature ([`Caller`],
+//!   `Allowed<ParkManagers>`, [`body::JsonBody`]`<T>` with `T` the one declaration of the body's
+//!   shape and its OpenAPI schema), calls the store with `?` (a store error is an [`ApiError`]
+//!   by one conversion) and answers with [`http::json`];
+//! - the store's SQL runs in [`transaction!`] / [`repeatable!`] on either backend;
+//! - its consumers of other services' events are listed once (`pms_events::wiring`).
+//!
+//! A new endpoint is then its handler (registered with `routes!`), its rule and its SQL.
+//!
 //! Why services verify tokens themselves: the original trusted `X-UserId`/`X-UserRole` headers,
 //! so anyone who reached a service past the gateway could be anyone (spec §9 item 2). Every
 //! protected endpoint verifies the bearer token with the same `pms-auth` code the gateway uses.
