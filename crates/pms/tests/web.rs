@@ -899,6 +899,44 @@ fn a_park_manager_sets_thresholds_the_overnight_fee_and_prices_and_reads_usage_a
         "{b11}"
     );
     assert_eq!(get(port, "/app/parks/1/devices", Some(&leo)).status, 403);
+    // Switched off and on again from the page.
+    let switch = |device: &str, id: &str, state: &str, csrf: &str| {
+        post(
+            port,
+            "/app/parks/1/devices",
+            Some(&pm),
+            &[
+                ("csrf", csrf),
+                ("device", device),
+                ("deviceID", id),
+                ("state", state),
+            ],
+        )
+    };
+    let out = switch("BARRIER", "1", "DISABLED", &devices.csrf());
+    assert_eq!(out.status, 303, "{}", out.body);
+    let off = get(port, "/app/parks/1/devices?done=off", Some(&pm));
+    assert!(
+        off.body.contains("Barrier B1.1: entrance (switched off)"),
+        "{}",
+        off.body
+    );
+    assert!(
+        off.body.contains("Switched off: it does nothing"),
+        "{}",
+        off.body
+    );
+    assert!(off.body.contains("aria-label=\"Switch on barrier B1.1\""));
+    assert_eq!(switch("BARRIER", "1", "ACTIVE", &off.csrf()).status, 303);
+    let on = get(port, "/app/parks/1/devices", Some(&pm));
+    assert!(
+        on.body.contains("aria-label=\"Switch off barrier B1.1\""),
+        "{}",
+        on.body
+    );
+    let unknown = switch("DISPLAY", "99", "DISABLED", &on.csrf());
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(switch("BARRIER", "1", "DISABLED", "forged").status, 403);
 
     // The live feed pages follow: a version at once, a newer one once something changed.
     let nobody = get(port, "/app/live", None);

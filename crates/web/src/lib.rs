@@ -211,7 +211,10 @@ pub fn router(app: App) -> Router {
             get(pages::prices::prices).post(pages::prices::edit),
         )
         .route("/app/parks/{number}/report", get(pages::reports::report))
-        .route("/app/parks/{number}/devices", get(pages::devices::devices))
+        .route(
+            "/app/parks/{number}/devices",
+            get(pages::devices::devices).post(pages::devices::set_state),
+        )
         .route("/app/events", get(pages::events::events))
         .route("/app/events/retry", post(pages::events::retry))
         .route("/app/live", get(pages::live::live))

@@ -1,19 +1,29 @@
 //! The operator's view of a park: each barrier (entrance or exit, in service or not) with its
-//! displays and the text each shows now, from `GET /parks/devices/{n}`. The page follows the
-//! park live ([`super::live`]): an entrance, exit or message shows as it happens.
+//! displays and the text each shows now, from `GET /parks/devices/{n}`, each with a button that
+//! switches it off or on (`PUT /parks/devices/{n}/state`). The page follows the park live
+//! ([`super::live`]): an entrance, exit or message shows as it happens.
+
+use std::collections::HashMap;
 
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
+use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::Page;
-use super::{call_as, page, park_answers, staff_page, text, when, Chrome, PARK_STAFF};
+use super::{
+    call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
+    Chrome, Page, PARK_STAFF,
+};
 use crate::App;
+
+/// What the pages of this module are, for the "not allowed" page.
+const WHAT: &str = "the park's devices";
 
 /// A display as the page lists it.
 #[derive(Debug, Clone)]
 struct DisplayRow {
+    id: i64,
     number: String,
     on: bool,
     message: String,
@@ -23,6 +33,7 @@ struct DisplayRow {
 /// A barrier with its displays.
 #[derive(Debug, Clone)]
 struct BarrierRow {
+    id: i64,
     number: String,
     entrance: bool,
     on: bool,
@@ -36,14 +47,31 @@ struct BarrierRow {
 #[template(path = "devices.html")]
 struct DevicesPage {
     chrome: Chrome,
+    notice: Option<&'static str>,
     number: i64,
     free: i64,
     barriers: Vec<BarrierRow>,
 }
 
+/// The device page's query: `done` after a switch.
+#[derive(Debug, serde::Deserialize)]
+pub struct DevicesQuery {
+    done: Option<String>,
+}
+
 /// `GET /app/parks/{number}/devices`.
-pub async fn devices(State(app): State<App>, headers: HeaderMap, Path(number): Path<i64>) -> Page {
-    let (s, user) = staff_page(&app, &headers, PARK_STAFF, "the park's devices").await?;
+pub async fn devices(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Query(query): Query<DevicesQuery>,
+) -> Page {
+    let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
+    let notice = match query.done.as_deref() {
+        Some("on") => Some("Switched on."),
+        Some("off") => Some("Switched off: it does nothing until it is switched on again."),
+        _ => None,
+    };
     let path = format!("/parks/devices/{number}");
     let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
     park_answers(&app, &s, number, &[&r])?;
@@ -52,6 +80,7 @@ pub async fn devices(State(app): State<App>, headers: HeaderMap, Path(number): P
         .into_iter()
         .flatten()
         .map(|b| BarrierRow {
+            id: b["barrierId"].as_i64().unwrap_or(0),
             number: text(&b["barrierNumber"]),
             entrance: b["direction"] == "ENTRANCE",
             on: b["state"] == "ACTIVE",
@@ -61,6 +90,7 @@ pub async fn devices(State(app): State<App>, headers: HeaderMap, Path(number): P
                 .into_iter()
                 .flatten()
                 .map(|d| DisplayRow {
+                    id: d["displayId"].as_i64().unwrap_or(0),
                     number: text(&d["displayNumber"]),
                     on: d["state"] == "ACTIVE",
                     message: text(&d["message"]),
@@ -71,12 +101,39 @@ pub async fn devices(State(app): State<App>, headers: HeaderMap, Path(number): P
         .collect();
     let html = DevicesPage {
         chrome: Chrome::of(&format!("Park {number}: barriers and displays"), &s),
+        notice,
         number,
         free: r.body["freeSpots"].as_i64().unwrap_or(0),
         barriers,
     }
     .render();
     Ok(page(&app, StatusCode::OK, html, None))
+}
+
+/// `POST /app/parks/{number}/devices` `{device, deviceID, state}`: a barrier or display
+/// switched off or on; back to the page with a notice, or the API's refusal said.
+pub async fn set_state(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let state = field(&form, "state");
+    let body = json!({
+        "device": field(&form, "device"),
+        "deviceID": field(&form, "deviceID"),
+        "state": state,
+    });
+    let path = format!("/parks/devices/{number}/state");
+    let r = call_as(&app, &s, &user, Method::PUT, &path, &body).await?;
+    if !r.status.is_success() {
+        return Ok(problem(&app, &s, r.refused_status(), r.message()));
+    }
+    let done = if state == "ACTIVE" { "on" } else { "off" };
+    Ok(redirect(&format!(
+        "/app/parks/{number}/devices?done={done}"
+    )))
 }
 
 /// A barrier's clock offset for people, when it is a second or more: "3 s ahead",
