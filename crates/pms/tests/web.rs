@@ -582,6 +582,54 @@ fn staff_screens_open_to_their_roles_only() {
         list.body
     );
 
+    // Maya blocked, with why: signing in, she is told; enabled again, she signs in.
+    let status = |state: &str, reason: &str, csrf: &str| {
+        post(
+            port,
+            "/app/users/status",
+            Some(&cm),
+            &[
+                ("csrf", csrf),
+                ("userId", &maya_id),
+                ("status", state),
+                ("reason", reason),
+            ],
+        )
+    };
+    let list = get(port, "/app/users", Some(&cm));
+    assert!(list.body.contains("Block a customer, or enable them again"));
+    let no_reason = status("BLOCKED", "", &list.csrf());
+    assert_eq!(no_reason.status, 400, "{}", no_reason.body);
+    assert!(
+        no_reason.body.contains("is required to block"),
+        "{}",
+        no_reason.body
+    );
+    let blocked = status("BLOCKED", "Unpaid visits", &list.csrf());
+    assert_eq!(blocked.status, 303, "{}", blocked.body);
+    let list = get(port, "/app/users?done=status&q=gupta", Some(&cm));
+    assert!(list.body.contains("Status set") && list.body.contains("<td>BLOCKED</td>"));
+    let signin = get(port, "/app/signin", None);
+    let refused = post(
+        port,
+        "/app/signin",
+        signin.session().as_deref(),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", "mayaGupta@isep.ipp.pt"),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert!(
+        refused
+            .body
+            .contains("this account is blocked: Unpaid visits"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(status("ENABLED", "", &list.csrf()).status, 303);
+    sign_in(port, "mayaGupta@isep.ipp.pt");
+
     // The supervisor reads the list but grants nothing.
     let sup = sign_in(port, "supervisor@isep.ipp.pt");
     let list = get(port, "/app/users", Some(&sup));

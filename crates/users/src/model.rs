@@ -174,3 +174,17 @@ mod tests {
         );
     }
 }
+
+/// An account's status as a customer manager set it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSet {
+    /// The account.
+    pub user_id: i64,
+    /// Its status now.
+    pub status: UserStatus,
+    /// Why, as given.
+    pub reason: Option<String>,
+    /// Whether this request changed it (`false`: it was so already).
+    pub changed: bool,
+}

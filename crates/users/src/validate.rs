@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::model::{PaymentMethod, Vehicle};
+use crate::model::{PaymentMethod, UserStatus, Vehicle};
 
 /// Shortest password accepted.
 pub const PASSWORD_MIN_CHARS: usize = 11;
@@ -360,6 +360,69 @@ pub fn grant(given: Grant) -> Result<Grant, FieldError> {
     Ok(Grant {
         user_ids,
         amount,
+        reason,
+    })
+}
+
+/// A customer's account blocked or unblocked.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(
+    description = "A customer's account blocked (with why) or enabled again.",
+    example = json!({"status": "BLOCKED", "reason": "Three unpaid visits"})
+)]
+pub struct StatusChange {
+    /// `BLOCKED`: the customer cannot sign in (they are told why) and their cars cannot enter
+    /// a park, though a car inside can always leave; `ENABLED`: as before.
+    #[schema(schema_with = settable_status)]
+    pub status: UserStatus,
+    /// Why; required to block, optional to enable; not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$",
+        required = false
+    )]
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The schema of a status a customer manager sets: `ENABLED` or `BLOCKED`.
+fn settable_status() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some([
+            UserStatus::Enabled.as_str(),
+            UserStatus::Blocked.as_str(),
+        ]))
+        .build()
+}
+
+/// Checks a status change: `ENABLED` or `BLOCKED`, a reason to block, a reason that is 1 to
+/// [`REASON_MAX_CHARS`] printable characters (trimmed) when given.
+///
+/// # Errors
+/// The field at fault.
+pub fn status_change(given: StatusChange) -> Result<StatusChange, FieldError> {
+    if given.status == UserStatus::Disabled {
+        return Err(bad("status", "must be ENABLED or BLOCKED"));
+    }
+    let reason = given.reason.map(|r| r.trim().to_owned());
+    if let Some(r) = &reason {
+        let chars = r.chars().count();
+        if chars == 0 || chars > REASON_MAX_CHARS || r.chars().any(char::is_control) {
+            return Err(bad(
+                "reason",
+                format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
+            ));
+        }
+    }
+    if given.status == UserStatus::Blocked && reason.is_none() {
+        return Err(bad("reason", "is required to block an account"));
+    }
+    Ok(StatusChange {
+        status: given.status,
         reason,
     })
 }

@@ -194,6 +194,7 @@ pub fn router(app: App) -> Router {
         .route("/app/visits", get(pages::customer::visits))
         .route("/app/users", get(pages::staff::users))
         .route("/app/users/grant", post(pages::staff::grant))
+        .route("/app/users/status", post(pages::staff::set_status))
         .route("/app/nearby", get(pages::nearby::nearby))
         .route("/app/parks", get(pages::parks::parks))
         .route("/app/parks/{number}", get(pages::parks::park))

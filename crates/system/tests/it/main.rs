@@ -5,6 +5,7 @@
 mod clock;
 mod coins;
 mod concurrency;
+mod customers;
 mod devices;
 mod management;
 mod model;

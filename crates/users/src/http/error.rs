@@ -25,6 +25,7 @@ impl From<StoreError> for ApiError {
             StoreError::InsufficientBalance(_) => {
                 (StatusCode::CONFLICT, "insufficient_balance", Some("amount"))
             }
+            StoreError::NotACustomer(_) => (StatusCode::CONFLICT, "not_a_customer", None),
             StoreError::IdempotencyKeyReused => return pms_service::idempotency::reused(),
             StoreError::BadUrl(_) | StoreError::Internal(_) => return ApiError::internal(e),
         };

@@ -24,12 +24,12 @@ use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers};
 use serde_json::Value;
 
 use crate::model::{
-    PaymentMethodBody, Role, Session, TopParky, UserDto, UserStatus, Vehicle, Wallet,
+    PaymentMethodBody, Role, Session, StatusSet, TopParky, UserDto, UserStatus, Vehicle, Wallet,
 };
 use crate::password::{PasswordError, BUSY_RETRY_AFTER_S};
 use crate::store::users::{Granted, Page, GRANTED};
 use crate::throttle;
-use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange};
+use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange, StatusChange};
 use crate::App;
 
 /// The OpenAPI tag of every users endpoint.
@@ -149,10 +149,11 @@ pub async fn login(State(s): State<App>, JsonBody(creds): JsonBody<Credentials>)
         s.store.login_succeeded(&creds.email).await?;
     }
     if record.status != UserStatus::Enabled {
-        return Err(ApiError::forbidden(format!(
-            "this account is {}",
-            record.status.as_str().to_ascii_lowercase()
-        )));
+        let status = record.status.as_str().to_ascii_lowercase();
+        return Err(ApiError::forbidden(match record.status_reason {
+            Some(why) => format!("this account is {status}: {why}"),
+            None => format!("this account is {status}"),
+        }));
     }
     let token = s
         .signer
@@ -391,6 +392,55 @@ pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: 
             ))
         }
     }
+}
+
+/// `PUT /users/{userId}/status` `{status, reason}`: a customer manager blocks a customer's
+/// account, with why, or enables it again.
+#[utoipa::path(
+    put, path = "/users/{userId}/status", tag = TAG, operation_id = "setUserStatus",
+    summary = "Block a customer, with why, or enable them again (customer managers)",
+    description = "A blocked customer cannot sign in (the refusal says why) and their cars are \
+        refused at park entrances; a car already inside can always leave.",
+    params(("userId" = i64, Path, minimum = 1, description = "The customer.")),
+    request_body = StatusChange,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The status now, and whether this changed it.",
+            body = StatusSet),
+        (status = 403, description = "Only a CUSTOMER_MANAGER sets a status (`forbidden`).",
+            body = ErrorBody<'static>),
+        NoSuchUser,
+        (status = 409, description = "Not a customer's account (`not_a_customer`).",
+            body = ErrorBody<'static>),
+    )
+)]
+pub async fn set_status(
+    State(s): State<App>,
+    who: Caller,
+    Path(user_id): Path<String>,
+    JsonBody(change): JsonBody<StatusChange>,
+) -> Answer {
+    who.require(&[Role::CustomerManager])?;
+    let user_id = validate::user_id_param(&user_id)?;
+    let change = validate::status_change(change)?;
+    let reason = change.reason.as_deref();
+    let changed = s
+        .store
+        .set_status(user_id, change.status, reason, who.id)
+        .await?;
+    if changed {
+        s.outbox.committed();
+        tracing::info!(user = user_id, manager = who.id, status = %change.status, "status set");
+    }
+    Ok(json(
+        StatusCode::OK,
+        &StatusSet {
+            user_id,
+            status: change.status,
+            reason: change.reason,
+            changed,
+        },
+    ))
 }
 
 /// `GET /users/parkies/{userId}`: a wallet, for its owner or staff who manage customers.

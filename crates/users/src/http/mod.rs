@@ -37,6 +37,7 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::vehicles))
         .routes(routes!(h::set_payment_method, h::payment_method))
         .routes(routes!(h::grant))
+        .routes(routes!(h::set_status))
         .routes(routes!(h::wallet))
         .routes(routes!(h::top10))
         .merge(
@@ -83,7 +84,7 @@ mod tests {
     #[test]
     fn every_operation_is_named_and_answers_its_errors() {
         let ops = operations();
-        assert_eq!(ops.len(), 12, "the users endpoints");
+        assert_eq!(ops.len(), 13, "the users endpoints");
         for (path, op) in ops {
             let statuses: Vec<&str> = op.responses.responses.keys().map(String::as_str).collect();
             assert!(op.operation_id.is_some() && op.summary.is_some(), "{path}");

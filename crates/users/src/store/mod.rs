@@ -52,6 +52,9 @@ pub enum StoreError {
     /// A deduction would take a balance below zero.
     #[error("the balance of user {0} would drop below zero")]
     InsufficientBalance(i64),
+    /// The account is not a customer's (only a customer's status is set here).
+    #[error("user {0} is not a customer: only customers are blocked or unblocked")]
+    NotACustomer(i64),
     /// The idempotency key was used before for another request.
     #[error("this Idempotency-Key was used for another request; send a new key")]
     IdempotencyKeyReused,
@@ -133,7 +136,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0004_login_failures.sql",
     "0005_broker_positions.sql",
     "0006_idempotency_keys.sql",
-    "0007_outbox_retention.sql"
+    "0007_outbox_retention.sql",
+    "0008_status_reason.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -66,6 +66,8 @@ pub struct LoginRecord {
     pub role: Role,
     /// Only `ENABLED` accounts may log in.
     pub status: UserStatus,
+    /// Why the account is not enabled, as staff said.
+    pub status_reason: Option<String>,
     /// Returned as `name` by login.
     pub first_name: String,
 }
@@ -144,7 +146,7 @@ impl Store {
     pub async fn login_record(&self, email: &str) -> Result<LoginAttempt, StoreError> {
         repeatable!(self, |conn| sqlx::query(
             "SELECT u.id, u.password_hash, u.role, u.status, u.first_name, \
-                    f.failures, f.last_failure_ms, f.held_until_ms \
+                    f.failures, f.last_failure_ms, f.held_until_ms, u.status_reason \
              FROM (SELECT lower($1) AS email) k \
              LEFT JOIN users u ON lower(u.email) = k.email \
              LEFT JOIN login_failures f ON f.email = k.email",
@@ -159,6 +161,7 @@ impl Store {
                     password_hash: r.text(1)?,
                     role: r.name(2, Role::parse)?,
                     status: r.name(3, UserStatus::parse)?,
+                    status_reason: r.opt_text(8)?,
                     first_name: r.text(4)?,
                 }),
                 None => None,
@@ -427,13 +430,63 @@ impl Store {
             .await
     }
 
-    /// Sets an account's status (there is no endpoint for it yet; operators and tests use it).
+    /// Blocks a customer's account or enables it again, with why, by staff member `by`: the
+    /// status, its reason, who and when, and `customer.changed` (the parks service refuses a
+    /// blocked customer's cars at its entrances) in one transaction. Returns whether it changed
+    /// (the same status and reason again changes nothing and announces nothing).
     ///
     /// # Errors
-    /// [`StoreError::UserNotFound`]; database failures.
-    pub async fn set_status(&self, user_id: i64, status: UserStatus) -> Result<(), StoreError> {
-        self.set_name_column("status", status.as_str(), user_id)
-            .await
+    /// [`StoreError::UserNotFound`]; [`StoreError::NotACustomer`] for a staff account;
+    /// database failures.
+    pub async fn set_status(
+        &self,
+        user_id: i64,
+        status: UserStatus,
+        reason: Option<&str>,
+        by: i64,
+    ) -> Result<bool, StoreError> {
+        retry_transient(|| async {
+            on_conn!(self, |conn| async {
+                let mut tx = begin(conn).await?;
+                // A reason is never empty (the column's CHECK), so '' stands for none: the same
+                // status and reason again matches nothing. The row's lock orders two changes at
+                // once; the second sees the first's result.
+                let changed: Option<i64> = sqlx::query_scalar(
+                    "UPDATE users SET status = $1, status_reason = $2, status_changed_by = $3, \
+                     status_changed_at_us = $4 \
+                     WHERE id = $5 AND role = 'CUSTOMER' \
+                     AND NOT (status = $1 AND COALESCE(status_reason, '') = COALESCE($2, '')) \
+                     RETURNING id",
+                )
+                .bind(status.as_str())
+                .bind(reason)
+                .bind(by)
+                .bind(now_micros())
+                .bind(user_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if changed.is_some() {
+                    tx.announce(user_id, "customer.changed").await?;
+                    tx.commit().await?;
+                    return Ok(Ok(true));
+                }
+                let role: Option<String> =
+                    sqlx::query_scalar("SELECT role FROM users WHERE id = $1")
+                        .bind(user_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                tx.rollback().await?;
+                Ok(match role {
+                    None => Err(StoreError::UserNotFound(user_id)),
+                    Some(role) if role != Role::Customer.as_str() => {
+                        Err(StoreError::NotACustomer(user_id))
+                    }
+                    Some(_) => Ok(false),
+                })
+            }
+            .await)
+        })
+        .await?
     }
 
     /// `UPDATE users SET {column} = value` for one user, and `customer.changed` with it;

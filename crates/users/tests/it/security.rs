@@ -418,14 +418,12 @@ async fn login_failures_do_not_say_which_part_was_wrong() {
         .await;
     assert_error(&missing, 400, "invalid_field", Some("password"));
 
-    // Blocked accounts cannot log in, even with the right password.
-    stack
-        .users
-        .app
-        .store
-        .set_status(4, pms_users::model::UserStatus::Blocked)
-        .await
-        .unwrap();
+    // A blocked account cannot log in, even with the right password, and is told why.
+    let mut cm = stack.client(Via::GatewayH1).await;
+    cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+    let block = json!({"status": "BLOCKED", "reason": "Three unpaid visits"});
+    let r = cm.send_json("PUT", "/users/4/status", &block).await;
+    assert_eq!(r.status(), 200, "{}", r.text());
     let r = api
         .send_json(
             "POST",
@@ -434,6 +432,10 @@ async fn login_failures_do_not_say_which_part_was_wrong() {
         )
         .await;
     assert_error(&r, 403, "forbidden", None);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "this account is blocked: Three unpaid visits"
+    );
 }
 
 #[tokio::test]
@@ -479,6 +481,107 @@ async fn a_failed_grant_changes_no_balance() {
     assert_eq!((four.parkies, four.parky_events.len()), (10, 1));
     let five = store.wallet(5).await.unwrap().unwrap();
     assert_eq!((five.parkies, five.parky_events.len()), (0, 0));
+}
+
+#[tokio::test]
+async fn only_a_customer_manager_blocks_only_customers_and_says_why() {
+    for db in [Db::Sqlite, Db::Postgres] {
+        let Some(stack) = Stack::start(db).await else {
+            continue;
+        };
+        let mut cm = stack.client(Via::GatewayH1).await;
+        cm.login("customermanager@isep.ipp.pt", SEED_PASSWORD).await;
+        let mut leo = stack.client(Via::GatewayH1).await;
+        leo.login(LEO, SEED_PASSWORD).await;
+        let block = json!({"status": "BLOCKED", "reason": "  Three unpaid visits "});
+        let events = || async { stack.users.app.outbox.head().await.expect("head") };
+
+        // The refusals change nothing.
+        assert_error(
+            &leo.send_json("PUT", "/users/4/status", &block).await,
+            403,
+            "forbidden",
+            None,
+        );
+        assert_error(
+            &cm.send_json("PUT", "/users/2/status", &block).await,
+            409,
+            "not_a_customer",
+            None,
+        );
+        assert_error(
+            &cm.send_json("PUT", "/users/999/status", &block).await,
+            404,
+            "user_not_found",
+            None,
+        );
+        for (body, field) in [
+            (json!({"status": "BLOCKED"}), "reason"),
+            (json!({"status": "BLOCKED", "reason": "   "}), "reason"),
+            (json!({"status": "BLOCKED", "reason": "a\u{0}b"}), "reason"),
+            (json!({"status": "DISABLED", "reason": "x"}), "status"),
+            (json!({"status": "ASLEEP", "reason": "x"}), "status"),
+            (json!({"reason": "x"}), "status"),
+        ] {
+            let r = cm.send_json("PUT", "/users/4/status", &body).await;
+            assert_error(&r, 400, "invalid_field", Some(field));
+        }
+        let before = events().await;
+        let login = json!({"email": LEO, "password": SEED_PASSWORD});
+        assert_eq!(
+            cm.send_json("POST", "/users/login", &login).await.status(),
+            200
+        );
+
+        // Blocked with why (trimmed), once: the same again changes nothing and says so.
+        let r = cm.send_json("PUT", "/users/4/status", &block).await;
+        assert_eq!(r.status(), 200, "{db:?}: {}", r.text());
+        assert_eq!(
+            r.json(),
+            json!({"userId": 4, "status": "BLOCKED", "reason": "Three unpaid visits", "changed": true})
+        );
+        let announced = events().await;
+        assert_eq!(announced, before + 1, "{db:?}: customer.changed");
+        let r = cm.send_json("PUT", "/users/4/status", &block).await;
+        assert_eq!(r.json()["changed"], false);
+        assert_eq!(events().await, announced, "nothing announced again");
+        let r = cm.send_json("POST", "/users/login", &login).await;
+        assert_error(&r, 403, "forbidden", None);
+        assert_eq!(
+            r.json()["error"]["message"],
+            "this account is blocked: Three unpaid visits"
+        );
+
+        // Enabled again, no reason needed: the customer signs in.
+        let r = cm
+            .send_json("PUT", "/users/4/status", &json!({"status": "ENABLED"}))
+            .await;
+        assert_eq!(
+            r.json(),
+            json!({"userId": 4, "status": "ENABLED", "reason": null, "changed": true})
+        );
+        assert_eq!(
+            cm.send_json("POST", "/users/login", &login).await.status(),
+            200
+        );
+
+        // The same block sent twice at once (a double click): one change, one announcement.
+        let mut other = stack.client(Via::GatewayH1).await;
+        other
+            .login("customermanager@isep.ipp.pt", SEED_PASSWORD)
+            .await;
+        let before = events().await;
+        let (a, b) = tokio::join!(
+            cm.send_json("PUT", "/users/4/status", &block),
+            other.send_json("PUT", "/users/4/status", &block)
+        );
+        let changed: Vec<_> = [a, b].iter().map(|r| r.json()["changed"].clone()).collect();
+        assert!(
+            changed.contains(&json!(true)) && changed.contains(&json!(false)),
+            "{db:?}: {changed:?}"
+        );
+        assert_eq!(events().await, before + 1, "{db:?}: announced once");
+    }
 }
 
 fn base64url(bytes: &[u8]) -> String {

@@ -54,7 +54,7 @@ struct Users {
 }
 
 /// The list's query.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize)]
 pub struct UsersQuery {
     q: Option<String>,
     page: Option<usize>,
@@ -150,7 +150,11 @@ async fn users_page(
         can_grant: GRANTERS.contains(&user.role.as_str()),
         once: crate::session::random_token(),
         top,
-        notice: (query.done.as_deref() == Some("grant")).then_some("Coins updated."),
+        notice: match query.done.as_deref() {
+            Some("grant") => Some("Coins updated."),
+            Some("status") => Some("Status set: a blocked customer is told why when signing in."),
+            _ => None,
+        },
         error,
     }
     .render();
@@ -201,10 +205,46 @@ pub async fn grant(
         return Ok(redirect("/app/users?done=grant"));
     }
     let status = reply.refused_status();
-    let query = UsersQuery {
-        q: None,
-        page: None,
-        done: None,
+    let query = UsersQuery::default();
+    users_page(&app, &s, &user, &query, status, Some(reply.message())).await
+}
+
+/// `POST /app/users/status` `{userId, status, reason}`: a customer blocked, with why, or
+/// enabled again (`PUT /users/{userId}/status`).
+pub async fn set_status(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, GRANTERS, "blocking customers").await?;
+    let query = UsersQuery::default();
+    let Ok(id) = form
+        .get("userId")
+        .map_or("", String::as_str)
+        .trim()
+        .parse::<i64>()
+    else {
+        let error = "Customer: a user id, a whole number from the list.".to_owned();
+        return users_page(
+            &app,
+            &s,
+            &user,
+            &query,
+            StatusCode::BAD_REQUEST,
+            Some(error),
+        )
+        .await;
     };
+    let reason = form.get("reason").map_or("", String::as_str).trim();
+    let mut body = json!({"status": form.get("status").map_or("", String::as_str)});
+    if !reason.is_empty() {
+        body["reason"] = json!(reason);
+    }
+    let path = format!("/users/{id}/status");
+    let reply = call_as(&app, &s, &user, Method::PUT, &path, &body).await?;
+    if reply.status.is_success() {
+        return Ok(redirect("/app/users?done=status"));
+    }
+    let status = reply.refused_status();
     users_page(&app, &s, &user, &query, status, Some(reply.message())).await
 }
