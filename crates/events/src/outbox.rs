@@ -93,13 +93,21 @@ pub struct Outbox {
     pruned: Arc<Pruned>,
 }
 
-/// How far this outbox was pruned, as this process last knew it, and how many events this
-/// process's pruner deleted.
+/// How far this outbox was pruned, as this process last knew it, when it last asked the
+/// database, and how many events this process's pruner deleted.
 #[derive(Debug, Default)]
 struct Pruned {
     through: AtomicI64,
     deleted: AtomicU64,
+    asked: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How often at most a reader that meets a hole asks the database how far another process
+/// pruned. Holes are common on PostgreSQL (ids drawn by transactions still running) and almost
+/// never pruned ones, which only appear below events a week old; asking at every hole cost a
+/// round trip per read under load. A pruned hole met between two asks is waited out and settled
+/// as any other, so nothing is lost by asking less often.
+const PRUNED_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Holes in the ids that this process's readers of one outbox could not wait out and settled
 /// under the lock, or found the lock busy and left for a later read.
@@ -159,13 +167,28 @@ impl Outbox {
     }
 
     /// How far the outbox was pruned: as known here, or from the database when `fresh`
-    /// (another process may have pruned since).
+    /// (another process may have pruned since) and it was not asked in the last
+    /// [`PRUNED_RECHECK`].
     async fn pruned_through(&self, fresh: bool) -> Result<i64, sqlx::Error> {
-        if fresh {
+        if fresh && self.time_to_ask() {
             let through = crate::retention::pruned_through(&self.db).await?;
             self.pruned.through.fetch_max(through, Ordering::Relaxed);
         }
         Ok(self.pruned.through.load(Ordering::Relaxed))
+    }
+
+    /// Whether the database's pruned mark is due to be asked again; if so, notes the ask.
+    fn time_to_ask(&self) -> bool {
+        let mut asked = self
+            .pruned
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let due = asked.is_none_or(|at| at.elapsed() >= PRUNED_RECHECK);
+        if due {
+            *asked = Some(std::time::Instant::now());
+        }
+        due
     }
 
     /// Up to `limit` events after `after`, oldest first, with no id left out that may still
