@@ -601,7 +601,7 @@ fn staff_screens_open_to_their_roles_only() {
     let no_reason = status("BLOCKED", "", &list.csrf());
     assert_eq!(no_reason.status, 400, "{}", no_reason.body);
     assert!(
-        no_reason.body.contains("is required to block"),
+        no_reason.body.contains("reason: must be 1 to 500"),
         "{}",
         no_reason.body
     );
@@ -627,7 +627,7 @@ fn staff_screens_open_to_their_roles_only() {
         "{}",
         refused.body
     );
-    assert_eq!(status("ENABLED", "", &list.csrf()).status, 303);
+    assert_eq!(status("ENABLED", "Paid", &list.csrf()).status, 303);
     sign_in(port, "mayaGupta@isep.ipp.pt");
 
     // The supervisor reads the list but grants nothing.

@@ -184,7 +184,7 @@ pub struct StatusSet {
     /// Its status now.
     pub status: UserStatus,
     /// Why, as given.
-    pub reason: Option<String>,
+    pub reason: String,
     /// Whether this request changed it (`false`: it was so already).
     pub changed: bool,
 }

@@ -376,15 +376,15 @@ pub struct StatusChange {
     /// a park, though a car inside can always leave; `ENABLED`: as before.
     #[schema(schema_with = settable_status)]
     pub status: UserStatus,
-    /// Why; required to block, optional to enable; not blank, no control characters.
+    /// Why, for the customer (who is told when blocked) and the record; not blank, no control
+    /// characters.
     #[schema(
         min_length = 1,
         max_length = 500,
-        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$",
-        required = false
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
     )]
-    #[serde(default)]
-    pub reason: Option<String>,
+    #[serde(deserialize_with = "lenient::string")]
+    pub reason: String,
 }
 
 /// The schema of a status a customer manager sets: `ENABLED` or `BLOCKED`.
@@ -399,8 +399,8 @@ fn settable_status() -> utoipa::openapi::schema::Object {
         .build()
 }
 
-/// Checks a status change: `ENABLED` or `BLOCKED`, a reason to block, a reason that is 1 to
-/// [`REASON_MAX_CHARS`] printable characters (trimmed) when given.
+/// Checks a status change: `ENABLED` or `BLOCKED`, and a reason of 1 to [`REASON_MAX_CHARS`]
+/// printable characters (trimmed).
 ///
 /// # Errors
 /// The field at fault.
@@ -408,18 +408,13 @@ pub fn status_change(given: StatusChange) -> Result<StatusChange, FieldError> {
     if given.status == UserStatus::Disabled {
         return Err(bad("status", "must be ENABLED or BLOCKED"));
     }
-    let reason = given.reason.map(|r| r.trim().to_owned());
-    if let Some(r) = &reason {
-        let chars = r.chars().count();
-        if chars == 0 || chars > REASON_MAX_CHARS || r.chars().any(char::is_control) {
-            return Err(bad(
-                "reason",
-                format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
-            ));
-        }
-    }
-    if given.status == UserStatus::Blocked && reason.is_none() {
-        return Err(bad("reason", "is required to block an account"));
+    let reason = given.reason.trim().to_owned();
+    let chars = reason.chars().count();
+    if chars == 0 || chars > REASON_MAX_CHARS || reason.chars().any(char::is_control) {
+        return Err(bad(
+            "reason",
+            format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
+        ));
     }
     Ok(StatusChange {
         status: given.status,

@@ -55,7 +55,11 @@ async fn a_blocked_customers_cars_are_refused_at_entrances_and_can_always_leave(
         );
 
         let r = cm
-            .send("PUT", "/users/5/status", &json!({"status": "ENABLED"}))
+            .send(
+                "PUT",
+                "/users/5/status",
+                &json!({"status": "ENABLED", "reason": "Paid"}),
+            )
             .await;
         assert_eq!(r.json()["changed"], true, "{}", r.text());
         sys.settled().await;

@@ -423,10 +423,9 @@ pub async fn set_status(
     who.require(&[Role::CustomerManager])?;
     let user_id = validate::user_id_param(&user_id)?;
     let change = validate::status_change(change)?;
-    let reason = change.reason.as_deref();
     let changed = s
         .store
-        .set_status(user_id, change.status, reason, who.id)
+        .set_status(user_id, change.status, &change.reason, who.id)
         .await?;
     if changed {
         s.outbox.committed();

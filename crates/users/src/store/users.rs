@@ -442,15 +442,15 @@ impl Store {
         &self,
         user_id: i64,
         status: UserStatus,
-        reason: Option<&str>,
+        reason: &str,
         by: i64,
     ) -> Result<bool, StoreError> {
         retry_transient(|| async {
             on_conn!(self, |conn| async {
                 let mut tx = begin(conn).await?;
-                // A reason is never empty (the column's CHECK), so '' stands for none: the same
-                // status and reason again matches nothing. The row's lock orders two changes at
-                // once; the second sees the first's result.
+                // A reason is never empty (the column's CHECK), so '' stands for none (an
+                // account never given one): the same status and reason again matches nothing.
+                // The row's lock orders two changes at once; the second sees the first's result.
                 let changed: Option<i64> = sqlx::query_scalar(
                     "UPDATE users SET status = $1, status_reason = $2, status_changed_by = $3, \
                      status_changed_at_us = $4 \

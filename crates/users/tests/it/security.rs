@@ -517,6 +517,7 @@ async fn only_a_customer_manager_blocks_only_customers_and_says_why() {
         );
         for (body, field) in [
             (json!({"status": "BLOCKED"}), "reason"),
+            (json!({"status": "ENABLED"}), "reason"),
             (json!({"status": "BLOCKED", "reason": "   "}), "reason"),
             (json!({"status": "BLOCKED", "reason": "a\u{0}b"}), "reason"),
             (json!({"status": "DISABLED", "reason": "x"}), "status"),
@@ -552,13 +553,12 @@ async fn only_a_customer_manager_blocks_only_customers_and_says_why() {
             "this account is blocked: Three unpaid visits"
         );
 
-        // Enabled again, no reason needed: the customer signs in.
-        let r = cm
-            .send_json("PUT", "/users/4/status", &json!({"status": "ENABLED"}))
-            .await;
+        // Enabled again: the customer signs in.
+        let enable = json!({"status": "ENABLED", "reason": "Paid"});
+        let r = cm.send_json("PUT", "/users/4/status", &enable).await;
         assert_eq!(
             r.json(),
-            json!({"userId": 4, "status": "ENABLED", "reason": null, "changed": true})
+            json!({"userId": 4, "status": "ENABLED", "reason": "Paid", "changed": true})
         );
         assert_eq!(
             cm.send_json("POST", "/users/login", &login).await.status(),

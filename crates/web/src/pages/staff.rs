@@ -235,11 +235,10 @@ pub async fn set_status(
         )
         .await;
     };
-    let reason = form.get("reason").map_or("", String::as_str).trim();
-    let mut body = json!({"status": form.get("status").map_or("", String::as_str)});
-    if !reason.is_empty() {
-        body["reason"] = json!(reason);
-    }
+    let body = json!({
+        "status": form.get("status").map_or("", String::as_str),
+        "reason": form.get("reason").map_or("", String::as_str),
+    });
     let path = format!("/users/{id}/status");
     let reply = call_as(&app, &s, &user, Method::PUT, &path, &body).await?;
     if reply.status.is_success() {
