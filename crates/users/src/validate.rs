@@ -153,11 +153,7 @@ pub struct Grant {
     #[serde(deserialize_with = "lenient::integer")]
     pub amount: i64,
     /// Why; not blank, no control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 500,
-        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
-    )]
+    #[schema(schema_with = reason_schema)]
     #[serde(deserialize_with = "lenient::string")]
     pub reason: String,
 }
@@ -348,19 +344,10 @@ pub fn grant(given: Grant) -> Result<Grant, FieldError> {
             format!("must be non-zero and at most {MAX_GRANT_AMOUNT} either way"),
         ));
     }
-    let reason = given.reason.trim().to_owned();
-    let chars = reason.chars().count();
-    // Control characters refused as in names (a NUL reached the database's length check).
-    if chars == 0 || chars > REASON_MAX_CHARS || reason.chars().any(char::is_control) {
-        return Err(bad(
-            "reason",
-            format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
-        ));
-    }
     Ok(Grant {
         user_ids,
         amount,
-        reason,
+        reason: reason(&given.reason)?,
     })
 }
 
@@ -378,11 +365,7 @@ pub struct StatusChange {
     pub status: UserStatus,
     /// Why, for the customer (who is told when blocked) and the record; not blank, no control
     /// characters.
-    #[schema(
-        min_length = 1,
-        max_length = 500,
-        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
-    )]
+    #[schema(schema_with = reason_schema)]
     #[serde(deserialize_with = "lenient::string")]
     pub reason: String,
 }
@@ -408,7 +391,20 @@ pub fn status_change(given: StatusChange) -> Result<StatusChange, FieldError> {
     if given.status == UserStatus::Disabled {
         return Err(bad("status", "must be ENABLED or BLOCKED"));
     }
-    let reason = given.reason.trim().to_owned();
+    Ok(StatusChange {
+        status: given.status,
+        reason: reason(&given.reason)?,
+    })
+}
+
+/// A staff member's reason (a grant's, a status change's), trimmed: 1 to [`REASON_MAX_CHARS`]
+/// characters, none of them control characters (a NUL once reached the database's length
+/// check).
+///
+/// # Errors
+/// Naming `reason`.
+fn reason(given: &str) -> Result<String, FieldError> {
+    let reason = given.trim();
     let chars = reason.chars().count();
     if chars == 0 || chars > REASON_MAX_CHARS || reason.chars().any(char::is_control) {
         return Err(bad(
@@ -416,10 +412,25 @@ pub fn status_change(given: StatusChange) -> Result<StatusChange, FieldError> {
             format!("must be 1 to {REASON_MAX_CHARS} printable characters"),
         ));
     }
-    Ok(StatusChange {
-        status: given.status,
-        reason,
-    })
+    Ok(reason.to_owned())
+}
+
+/// The schema of a [`reason`]: 1 to [`REASON_MAX_CHARS`] characters, one of them not blank, no
+/// control characters.
+fn reason_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(REASON_MAX_CHARS))
+        .pattern(Some(
+            r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$",
+        ))
+        .description(Some(
+            "Why: for the record (and for a blocked customer, who is told); not blank, no \
+             control characters.",
+        ))
+        .build()
 }
 
 /// A user id from a path segment ([`pms_vocab::fields::id_param`]: `4.0` is user 4, as in a
