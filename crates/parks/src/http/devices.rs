@@ -59,16 +59,21 @@ pub trait Naming: DeserializeOwned {
     fn id(&self) -> i64;
 }
 
-/// A device's request body `T`, read once the device it names (`T::Device`, read alone first)
-/// proved it is itself: a wrong or missing key is 401 whatever else the body holds, and only
-/// then is a field that does not fit 400. Put it last among a handler's extractors.
+/// A device's request body `T`, read once the device it names (`T::Device`, its id alone, read
+/// first) proved it is itself: a wrong or missing key is 401 whatever else the body holds (but
+/// an id that is no id), and only then is a field that does not fit 400. Put it last among a
+/// handler's extractors.
 #[derive(Debug)]
 pub struct DeviceBody<T>(pub T);
 
-/// A device request's body type: what names its device within it.
+/// A device request's body type: what names its device within it, and the part of it flattened
+/// into it (`#[serde(flatten)]`, where serde keeps no path to name a bad field by: read alone, a
+/// bad field of it is named).
 pub trait FromDevice: DeserializeOwned {
-    /// The fields that name the device.
+    /// The field that names the device.
     type Device: Naming;
+    /// The flattened part.
+    type Flattened: DeserializeOwned;
 }
 
 impl<T: FromDevice> FromRequest<App> for DeviceBody<T> {
@@ -81,6 +86,7 @@ impl<T: FromDevice> FromRequest<App> for DeviceBody<T> {
             serde_json::Value::Object(json_object(&s.shell.limits, &parts.headers, body).await?);
         let named: T::Device = read(&body)?;
         device(s, &parts.headers, T::Device::KIND, named.id())?;
+        let _: T::Flattened = read(&body)?;
         Ok(Self(read(&body)?))
     }
 }
@@ -110,7 +116,16 @@ pub struct BarrierRef {
     pub park_number: Option<i64>,
 }
 
-impl Naming for BarrierRef {
+/// The id alone of the barrier a request names: read before its key is checked, so that only
+/// an id that is no id is a 400 ahead of the 401.
+#[derive(Debug, Deserialize)]
+pub struct BarrierId {
+    /// The barrier.
+    #[serde(rename = "barrierID", deserialize_with = "lenient::integer")]
+    pub barrier_id: i64,
+}
+
+impl Naming for BarrierId {
     const KIND: DeviceKind = DeviceKind::Barrier;
     fn id(&self) -> i64 {
         self.barrier_id
@@ -175,7 +190,8 @@ pub struct PassageBody {
 }
 
 impl FromDevice for PassageBody {
-    type Device = BarrierRef;
+    type Device = BarrierId;
+    type Flattened = BarrierRef;
 }
 
 /// `POST /barriers/entrance`.
@@ -353,7 +369,8 @@ pub struct DisplayMessage {
 }
 
 impl FromDevice for DisplayMessage {
-    type Device = BarrierRef;
+    type Device = BarrierId;
+    type Flattened = BarrierRef;
 }
 
 /// `POST /display/update` `{barrierID, parkID, parkNumber, message}`: a barrier puts a message
@@ -510,6 +527,7 @@ impl Naming for DisplayRef {
 
 impl FromDevice for DisplayRequest {
     type Device = DisplayRef;
+    type Flattened = DisplayRef;
 }
 
 /// `POST /display/get` `{displayID}`: the display's text and its park's free spots. With

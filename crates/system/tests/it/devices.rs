@@ -93,6 +93,16 @@ async fn refusals_say_why_and_change_nothing() {
         assert_error(&r, 401, "invalid_device_key", None);
         let r = dev.barrier("entrance", &sys.barrier_key(1), &unfit).await;
         assert_error(&r, 400, "invalid_field", Some("plateNumber"));
+        let bad_park = json!({"barrierID": 1, "parkID": "one", "plateNumber": "55-ND-41",
+            "date": "2024-01-10T11:00:00Z"});
+        let r = dev
+            .barrier("entrance", &sys.barrier_key(2), &bad_park)
+            .await;
+        assert_error(&r, 401, "invalid_device_key", None);
+        let r = dev
+            .barrier("entrance", &sys.barrier_key(1), &bad_park)
+            .await;
+        assert_error(&r, 400, "invalid_field", Some("parkID"));
         let r = dev
             .barrier("entrance", &"0".repeat(64), &entrance("55-ND-41"))
             .await;
