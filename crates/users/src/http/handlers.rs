@@ -394,6 +394,14 @@ pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: 
     }
 }
 
+/// Who changes a customer's standing: customer managers alone (supervisors read), checked before
+/// a body is read.
+pub struct CustomerManagersAlone;
+
+impl pms_service::Roles for CustomerManagersAlone {
+    const ALLOWED: &'static [Role] = &[Role::CustomerManager];
+}
+
 /// `PUT /users/{userId}/status` `{status, reason}`: a customer manager blocks a customer's
 /// account, with why, or enables it again.
 #[utoipa::path(
@@ -416,11 +424,10 @@ pub async fn grant(State(s): State<App>, who: Caller, headers: HeaderMap, body: 
 )]
 pub async fn set_status(
     State(s): State<App>,
-    who: Caller,
+    who: Allowed<CustomerManagersAlone>,
     Path(user_id): Path<String>,
     JsonBody(change): JsonBody<StatusChange>,
 ) -> Answer {
-    who.require(&[Role::CustomerManager])?;
     let user_id = validate::user_id_param(&user_id)?;
     let change = validate::status_change(change)?;
     let changed = s

@@ -496,7 +496,15 @@ async fn only_a_customer_manager_blocks_only_customers_and_says_why() {
         let block = json!({"status": "BLOCKED", "reason": "  Three unpaid visits "});
         let events = || async { stack.users.app.outbox.head().await.expect("head") };
 
-        // The refusals change nothing.
+        // The refusals change nothing; a caller who may not set a status learns nothing of
+        // what a body should hold.
+        let unfit = json!({"status": 7});
+        assert_error(
+            &leo.send_json("PUT", "/users/4/status", &unfit).await,
+            403,
+            "forbidden",
+            None,
+        );
         assert_error(
             &leo.send_json("PUT", "/users/4/status", &block).await,
             403,

@@ -13,8 +13,8 @@ use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{
-    call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome, Page,
-    PageError,
+    call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome, Done,
+    Page, PageError,
 };
 use crate::gateway::Reply;
 use crate::session::{Session, User};
@@ -118,12 +118,6 @@ struct Visits {
     visits: Vec<VisitRow>,
     invoices: Vec<InvoiceRow>,
     problem: Option<String>,
-}
-
-/// Which change just succeeded (`?done=…` after the redirect).
-#[derive(Debug, serde::Deserialize)]
-pub struct Done {
-    done: Option<String>,
 }
 
 fn notice(done: Option<&str>) -> Option<&'static str> {

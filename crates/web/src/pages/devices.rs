@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
-    Chrome, Page, PARK_STAFF,
+    Chrome, Done, Page, PARK_STAFF,
 };
 use crate::App;
 
@@ -53,18 +53,12 @@ struct DevicesPage {
     barriers: Vec<BarrierRow>,
 }
 
-/// The device page's query: `done` after a switch.
-#[derive(Debug, serde::Deserialize)]
-pub struct DevicesQuery {
-    done: Option<String>,
-}
-
 /// `GET /app/parks/{number}/devices`.
 pub async fn devices(
     State(app): State<App>,
     headers: HeaderMap,
     Path(number): Path<i64>,
-    Query(query): Query<DevicesQuery>,
+    Query(query): Query<Done>,
 ) -> Page {
     let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let notice = match query.done.as_deref() {

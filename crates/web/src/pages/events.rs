@@ -9,11 +9,10 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::Page;
 use super::{call_as, field, page, redirect, staff_form, staff_page, text, when, Chrome};
+use super::{Done, Page};
 use crate::App;
 
 /// Who sees and retries set-aside events.
@@ -43,18 +42,8 @@ struct EventsPage {
     notice: Option<String>,
 }
 
-/// `?done=` after a retry.
-#[derive(Debug, Deserialize)]
-pub struct EventsQuery {
-    done: Option<String>,
-}
-
 /// `GET /app/events`.
-pub async fn events(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(q): Query<EventsQuery>,
-) -> Page {
+pub async fn events(State(app): State<App>, headers: HeaderMap, Query(q): Query<Done>) -> Page {
     let (s, user) = staff_page(&app, &headers, EVENT_STAFF, "set-aside events").await?;
     let mut events = Vec::new();
     let mut unread = Vec::new();

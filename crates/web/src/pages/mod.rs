@@ -352,6 +352,13 @@ pub async fn staff_page(
     Ok((s, user))
 }
 
+/// Which change just succeeded, after a form's redirect (`?done=…`): the page says so.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Done {
+    /// What was done.
+    pub done: Option<String>,
+}
+
 /// The session and user of a form posted to a page for `roles`, CSRF-checked.
 ///
 /// # Errors

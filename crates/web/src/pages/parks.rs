@@ -16,7 +16,7 @@ use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
     Chrome, PARK_STAFF,
 };
-use super::{Page, PageError};
+use super::{Done, Page, PageError};
 use crate::gateway::Reply;
 use crate::session::{Session, User};
 use crate::App;
@@ -125,12 +125,6 @@ pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Page {
     Ok(page(&app, StatusCode::OK, html, None))
 }
 
-/// The park page's query.
-#[derive(Debug, serde::Deserialize)]
-pub struct ParkQuery {
-    done: Option<String>,
-}
-
 /// Reads park `number`'s spots and settings; `Err` is the page to answer instead.
 async fn park_view(
     app: &App,
@@ -221,7 +215,7 @@ pub async fn park(
     State(app): State<App>,
     headers: HeaderMap,
     Path(number): Path<i64>,
-    Query(query): Query<ParkQuery>,
+    Query(query): Query<Done>,
 ) -> Page {
     let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let notice = match query.done.as_deref() {

@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use super::PARK_STAFF;
 use super::{call_as, field, page, park_answers, redirect, staff_form, staff_page, text, Chrome};
-use super::{Page, PageError};
+use super::{Done, Page, PageError};
 use crate::session::{Session, User};
 use crate::App;
 
@@ -406,18 +406,12 @@ async fn current(
     Ok((table.body, tz, zone, fee))
 }
 
-/// The page's query.
-#[derive(Debug, serde::Deserialize)]
-pub struct PricesQuery {
-    done: Option<String>,
-}
-
 /// `GET /app/parks/{number}/prices`.
 pub async fn prices(
     State(app): State<App>,
     headers: HeaderMap,
     Path(number): Path<i64>,
-    Query(query): Query<PricesQuery>,
+    Query(query): Query<Done>,
 ) -> Page {
     let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let (table, tz, zone, overnight) = current(&app, &s, &user, number).await?;
