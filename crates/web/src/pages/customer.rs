@@ -12,6 +12,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::Items;
 use super::{
     call_as, checked, field, page, redirect, signed_in_user, text, when, when_in, Chrome, Done,
     Page, PageError,
@@ -167,9 +168,7 @@ async fn customer_view(
     let view = CustomerView {
         vehicles: vehicles
             .body
-            .as_array()
-            .into_iter()
-            .flatten()
+            .items()
             .map(|v| Vehicle {
                 plate: text(&v["licensePlateNumber"]),
                 kind: text(&v["vehicleType"]),
@@ -180,9 +179,7 @@ async fn customer_view(
             .then(|| wallet.body["parkies"].as_i64())
             .flatten(),
         coin_events: wallet.body["parkyEvents"]
-            .as_array()
-            .into_iter()
-            .flatten()
+            .items()
             .rev()
             .map(|e| {
                 let amount = e["amount"].as_i64().unwrap_or(0);
@@ -345,9 +342,7 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Page {
     // Both APIs answer newest first.
     let visits: Vec<VisitRow> = history
         .body
-        .as_array()
-        .into_iter()
-        .flatten()
+        .items()
         .map(|v| VisitRow {
             start: when_in(&text(&v["startTime"]), &text(&v["timeZone"])),
             end: when_in(&text(&v["endTime"]), &text(&v["timeZone"])),
@@ -367,9 +362,7 @@ pub async fn visits(State(app): State<App>, headers: HeaderMap) -> Page {
         .collect();
     let invoices: Vec<InvoiceRow> = invoices
         .body
-        .as_array()
-        .into_iter()
-        .flatten()
+        .items()
         .map(|i| InvoiceRow {
             id: text(&i["invoice"]),
             park: text(&i["parkId"]),

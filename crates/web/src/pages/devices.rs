@@ -11,6 +11,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::Items;
 use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
     Chrome, Done, Page, PARK_STAFF,
@@ -70,9 +71,7 @@ pub async fn devices(
     let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
     park_answers(&app, &s, number, &[&r])?;
     let barriers = r.body["barriers"]
-        .as_array()
-        .into_iter()
-        .flatten()
+        .items()
         .map(|b| BarrierRow {
             id: b["barrierId"].as_i64().unwrap_or(0),
             number: text(&b["barrierNumber"]),
@@ -80,9 +79,7 @@ pub async fn devices(
             on: b["state"] == "ACTIVE",
             clock: b["clockOffsetMs"].as_i64().and_then(clock_offset),
             displays: b["displays"]
-                .as_array()
-                .into_iter()
-                .flatten()
+                .items()
                 .map(|d| DisplayRow {
                     id: d["displayId"].as_i64().unwrap_or(0),
                     number: text(&d["displayNumber"]),

@@ -11,6 +11,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Items;
 use super::{call_as, field, page, redirect, staff_form, staff_page, text, when, Chrome};
 use super::{Done, Page};
 use crate::App;
@@ -54,7 +55,7 @@ pub async fn events(State(app): State<App>, headers: HeaderMap, Query(q): Query<
             unread.push((consumer, r.message()));
             continue;
         }
-        events.extend(r.body.as_array().into_iter().flatten().map(|e| EventRow {
+        events.extend(r.body.items().map(|e| EventRow {
             consumer,
             source: text(&e["source"]),
             id: e["eventId"].as_i64().unwrap_or_default(),

@@ -394,6 +394,19 @@ pub async fn checked(
     }
 }
 
+/// The elements of a JSON array the API answered: none for anything else (a page shows an
+/// empty list rather than failing on an answer of another shape).
+pub trait Items {
+    /// The elements, in order.
+    fn items(&self) -> std::slice::Iter<'_, Value>;
+}
+
+impl Items for Value {
+    fn items(&self) -> std::slice::Iter<'_, Value> {
+        self.as_array().map_or([].iter(), |a| a.iter())
+    }
+}
+
 /// A JSON string or number as text (empty for anything else).
 pub fn text(v: &Value) -> String {
     match v {

@@ -7,6 +7,7 @@ use axum::extract::{Query, State};
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Items;
 use super::Page;
 use super::{call_as, page, signed_in_user, text, Chrome};
 use crate::map::{self, Marker};
@@ -66,9 +67,7 @@ fn free(park: &Value, vehicle: &str) -> Vec<i64> {
         .iter()
         .map(|(energy, _)| {
             park["spotTypeOccupancies"]
-                .as_array()
-                .into_iter()
-                .flatten()
+                .items()
                 .filter(|o| o["spotVehicleType"] == vehicle && o["spotType"] == *energy)
                 .filter_map(|o| o["availableSpots"].as_i64())
                 .sum()
@@ -108,7 +107,7 @@ pub async fn nearby(State(app): State<App>, headers: HeaderMap, Query(at): Query
                 let path = format!("/parks/real-time/occupancy/{lat}/{lon}/{km}");
                 let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
                 if r.status == StatusCode::OK {
-                    let rows: Vec<&Value> = r.body.as_array().into_iter().flatten().collect();
+                    let rows: Vec<&Value> = r.body.items().collect();
                     let spots: Vec<(String, f64, f64)> = rows
                         .iter()
                         .map(|p| {

@@ -12,6 +12,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::Items;
 use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
     Chrome, PARK_STAFF,
@@ -108,9 +109,7 @@ pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Page {
     }
     let parks = r
         .body
-        .as_array()
-        .into_iter()
-        .flatten()
+        .items()
         .map(|p| ParkRow {
             number: p["parkNumber"].as_i64().unwrap_or(0),
             capacity: p["occupancy"].as_i64().unwrap_or(0),
@@ -147,9 +146,7 @@ async fn park_view(
     park_answers(app, s, number, &[&spots, &thresholds, &overnight])?;
     let rows = spots
         .body
-        .as_array()
-        .into_iter()
-        .flatten()
+        .items()
         .map(|p| SpotRow {
             number: text(&p["spotNumber"]),
             floor: text(&p["floorLevel"]),

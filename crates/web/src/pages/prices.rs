@@ -21,6 +21,7 @@ use pms_vocab::VehicleType;
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
+use super::Items;
 use super::PARK_STAFF;
 use super::{call_as, field, page, park_answers, redirect, staff_form, staff_page, text, Chrome};
 use super::{Done, Page, PageError};
@@ -112,16 +113,12 @@ impl TableForm {
     /// period and a blank period at the end.
     fn of_api(v: &Value) -> Self {
         let periods = v["periods"]
-            .as_array()
-            .into_iter()
-            .flatten()
+            .items()
             .map(|p| PeriodForm {
                 start: text(&p["periodStart"]),
                 end: text(&p["periodEnd"]),
                 blocks: p["thresholds"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                    .items()
                     .map(|t| BlockForm {
                         minutes: text(&t["thresholdMinutes"]),
                         car: text(&t["costPerMinuteAutomobiles"]),

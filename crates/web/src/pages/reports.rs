@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 
+use super::Items;
 use super::Page;
 use super::{call_as, page, park_answers, problem, staff_page, Chrome, PARK_STAFF};
 use crate::chart::Chart;
@@ -81,7 +82,7 @@ fn mix(v: &Value) -> (Chart, Chart) {
 /// [`BUCKETS`] first.
 fn time_chart(rows: &Value, period: &str) -> Chart {
     let mut sums: BTreeMap<(i64, i64, i64), f64> = BTreeMap::new();
-    for r in rows.as_array().into_iter().flatten() {
+    for r in rows.items() {
         let key = (
             r["year"].as_i64().unwrap_or(0),
             r["month"].as_i64().unwrap_or(0),

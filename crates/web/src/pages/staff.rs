@@ -10,6 +10,7 @@ use axum::Form;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::Items;
 use super::{allowed, call_as, page, problem, redirect, signed_in_user, staff_form, text, Chrome};
 use super::{Page, PageError};
 use crate::gateway::Reply;
@@ -127,9 +128,7 @@ async fn users_page(
     {
         r if r.status == StatusCode::OK => r
             .body
-            .as_array()
-            .into_iter()
-            .flatten()
+            .items()
             .map(|t| {
                 (
                     text(&t["name"]),
