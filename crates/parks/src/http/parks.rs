@@ -641,7 +641,12 @@ pub async fn occupancy_feed(State(s): State<App>, Path(park): Path<String>) -> A
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Barriers by number, each with its displays.",
-            body = ParkDevices),
+            body = ParkDevices,
+            links(("setDeviceState" = (operation_id = "setDeviceState",
+                description = "Put the park's first barrier in service.",
+                parameters(("parkNumber" = "$request.path.parkNumber")),
+                request_body = json!({"device": "BARRIER",
+                    "deviceID": "$response.body#/barriers/0/barrierId", "state": "ACTIVE"}))))),
         ParkManagersOnly,
         NoSuchPark,
     )
@@ -690,7 +695,7 @@ pub struct DeviceSwitch {
 )]
 pub async fn set_device_state(
     State(s): State<App>,
-    _: Allowed<ParkManagers>,
+    who: Allowed<ParkManagers>,
     Path(park): Path<String>,
     JsonBody(body): JsonBody<DeviceSwitch>,
 ) -> Answer {
@@ -701,6 +706,14 @@ pub async fn set_device_state(
         .await?;
     if switched.changed {
         s.committed_in(park_id);
+        tracing::info!(
+            park,
+            device = %switched.device,
+            id = switched.device_id,
+            state = %switched.state,
+            manager = who.id,
+            "device switched"
+        );
     }
     Ok(json(StatusCode::OK, &switched))
 }

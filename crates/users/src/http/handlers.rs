@@ -201,7 +201,11 @@ fn now_ms() -> i64 {
     responses(
         (status = 200, description = "Users in id order.", body = Vec<UserDto>,
             links(("getWallet" = (operation_id = "getWallet",
-                parameters(("userId" = "$response.body#/0/id")))))),
+                parameters(("userId" = "$response.body#/0/id")))),
+                ("setUserStatus" = (operation_id = "setUserStatus",
+                    description = "Enable a listed account (a customer's; staff's are 409).",
+                    parameters(("userId" = "$response.body#/0/id")),
+                    request_body = json!({"status": "ENABLED", "reason": "Checked"}))))),
         (status = 403, description = "Only SUPERVISOR and CUSTOMER_MANAGER may list users \
             (`forbidden`).", body = ErrorBody<'static>),
     )
