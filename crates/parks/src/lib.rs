@@ -5,6 +5,7 @@
 //! - [`model`]: enumerations and JSON shapes.
 //! - [`rules`]: the barrier's messages, spot fitting, distances, report keys — pure.
 //! - [`clock`]: what time a passage is taken at, the barrier's clock being evidence — pure.
+//! - [`hours`]: a park's opening hours and whether they take a car at an instant — pure.
 //! - [`devices`]: barrier and display credentials.
 //! - [`store`]: the database: migrations, queries, demo parks, the replicas kept by events.
 //! - [`events`]: what parks does with the users and payments services' events.
@@ -29,6 +30,7 @@ pub mod bells;
 pub mod clock;
 pub mod devices;
 pub mod events;
+pub mod hours;
 pub mod http;
 
 pub use crate::http::openapi;

@@ -25,6 +25,9 @@ pub enum Refusal {
     AlreadyInside,
     /// The vehicle has no open visit in this park (an exit without an entrance).
     NotInside,
+    /// The park takes no new cars now: outside its opening hours, or closed by its manager
+    /// (entrances only; exits are always allowed).
+    Closed,
     /// The entrance would overlap another stay of the plate written meanwhile (the database's
     /// exclusion of overlapping stays refused it twice; [`crate::clock`]).
     OverlapsEarlierStay,
@@ -43,6 +46,7 @@ impl Refusal {
             Self::AlreadyInside => "This vehicle is already inside a park. Please contact the park manager.",
             Self::NotInside => "This vehicle has no open visit in this park. Please contact the park manager.",
             Self::OverlapsEarlierStay => "This vehicle has another visit at this time. Please contact the park manager.",
+            Self::Closed => "The park is closed to new entrances now. Please come back during its opening hours.",
         }
     }
 
@@ -57,6 +61,7 @@ impl Refusal {
             Self::AlreadyInside => "already_inside",
             Self::NotInside => "not_inside",
             Self::OverlapsEarlierStay => "overlaps_earlier_stay",
+            Self::Closed => "closed",
         }
     }
 }

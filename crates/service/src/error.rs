@@ -173,6 +173,17 @@ impl<R: crate::store::Refusal> From<crate::store::StoreError<R>> for ApiError {
                 Self::not_found(not_found_code(what), format!("{what} {id} not found"))
             }
             StoreError::Refused(r) => r.answer(),
+            StoreError::Conflict {
+                reason,
+                field,
+                message,
+            } => {
+                let error = Self::new(StatusCode::CONFLICT, reason, message);
+                match field {
+                    Some(f) => error.with_field(f),
+                    None => error,
+                }
+            }
             StoreError::BadUrl(_) | StoreError::Internal(_) => Self::internal(e),
         }
     }

@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`chassis`]: the shell of every service: the state's view the kit needs ([`Service`]),
 //!   the probes and `/metrics` around its own routes, served until shutdown.
+//! - [`audit`]: the audit trail: staff actions recorded in their transaction, read by supervisors.
 //! - [`body`]: a request body read into its type ([`body::JsonBody`]), naming the field at fault.
 //! - [`mod@caller`]: who is calling, from the bearer token, verified here; extractors that say
 //!   it in a handler's signature.
@@ -41,6 +42,7 @@
 
 #![deny(missing_docs)]
 
+pub mod audit;
 pub mod body;
 pub mod caller;
 pub mod chassis;

@@ -17,9 +17,9 @@ use pms_service::openapi::{ErrorBody, Instant, Plate};
 use utoipa::ToSchema;
 
 use super::TAG;
-use crate::devices::{DeviceKind, DEVICE_KEY_HEADER};
+use crate::devices::DEVICE_KEY_HEADER;
 use crate::metrics::PriceSource;
-use crate::model::{BarrierAnswer, Direction, DisplayAnswer, State as DeviceState};
+use crate::model::{BarrierAnswer, DeviceType, Direction, DisplayAnswer, State as DeviceState};
 use crate::prices::Price;
 use crate::rules::{self, Refusal};
 use crate::store::visits::{Barrier, Passage};
@@ -31,8 +31,9 @@ pub const MAX_MESSAGE_CHARS: usize = 200;
 /// Longest wait of a display's long poll.
 pub const MAX_WAIT_MS: i64 = 30_000;
 
-/// 401 unless the request carries device `id`'s key.
-fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(), ApiError> {
+/// 401 unless the request carries device `id`'s key: the one issued to it, or else its
+/// derived key ([`crate::devices`]).
+async fn device(s: &App, headers: &HeaderMap, kind: DeviceType, id: i64) -> Result<(), ApiError> {
     let Some(key) = headers.get(DEVICE_KEY_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -40,7 +41,8 @@ fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(),
             "a device key is required (X-Device-Key)",
         ));
     };
-    if s.devices.verify(kind, id, key) {
+    let issued = s.store.issued_key(kind, id).await?;
+    if s.devices.verify(kind, id, key, issued.as_deref()) {
         Ok(())
     } else {
         Err(ApiError::new(
@@ -54,7 +56,7 @@ fn device(s: &App, headers: &HeaderMap, kind: DeviceKind, id: i64) -> Result<(),
 /// The part of a device's request that says which device it is.
 pub trait Naming: DeserializeOwned {
     /// Barrier or display.
-    const KIND: DeviceKind;
+    const KIND: DeviceType;
     /// Its id.
     fn id(&self) -> i64;
 }
@@ -84,8 +86,8 @@ impl<T: FromDevice> FromRequest<App> for DeviceBody<T> {
         let (parts, body) = req.into_parts();
         let body =
             serde_json::Value::Object(json_object(&s.shell.limits, &parts.headers, body).await?);
-        let named: T::Device = read(&body)?;
-        device(s, &parts.headers, T::Device::KIND, named.id())?;
+        let id = read::<T::Device>(&body)?.id();
+        device(s, &parts.headers, T::Device::KIND, id).await?;
         let _: T::Flattened = read(&body)?;
         Ok(Self(read(&body)?))
     }
@@ -126,7 +128,7 @@ pub struct BarrierId {
 }
 
 impl Naming for BarrierId {
-    const KIND: DeviceKind = DeviceKind::Barrier;
+    const KIND: DeviceType = DeviceType::Barrier;
     fn id(&self) -> i64 {
         self.barrier_id
     }
@@ -519,7 +521,7 @@ pub struct DisplayRef {
 }
 
 impl Naming for DisplayRef {
-    const KIND: DeviceKind = DeviceKind::Display;
+    const KIND: DeviceType = DeviceType::Display;
     fn id(&self) -> i64 {
         self.display_id
     }

@@ -1,6 +1,7 @@
 //! The parks service's HTTP face: the route table (the published paths), on the service kit's
-//! request-id layer and JSON error format. Handlers: [`parks`] (`/parks/...`), [`devices`]
-//! (`/barriers/...`, `/display/...`), [`reports`] (`/parkReport/...`).
+//! request-id layer and JSON error format. Handlers: [`parks`] (`/parks/...`), [`admin`] (the
+//! operator's parks, spots, devices, keys and audit trail), [`devices`] (`/barriers/...`,
+//! `/display/...`), [`reports`] (`/parkReport/...`).
 //!
 //! Who may call what:
 //!
@@ -9,12 +10,16 @@
 //! | occupancies, nearby parks, parks list, spots, thresholds, overnight config, price table read | any signed-in user |
 //! | history, history count, coin flag read | the customer themself, or staff |
 //! | coin flag change | the customer themself |
+//! | park settings read | any signed-in user |
 //! | spots on/off, thresholds, overnight, price table replace, reports | PARK_MANAGER, SUPERVISOR |
+//! | parks, spots, barriers and displays created, park changed, device keys | PARK_MANAGER, SUPERVISOR |
+//! | audit trail | SUPERVISOR |
 //! | barriers, displays | the device itself (`X-Device-Key`), for its own park and direction |
 //!
 //! The routes are registered with their OpenAPI operations (`utoipa-axum`), so the document
 //! ([`openapi`]) cannot drift from them.
 
+pub mod admin;
 pub mod devices;
 pub mod parks;
 pub mod reports;
@@ -65,6 +70,7 @@ impl Modify for DeviceKeyScheme {
 
 /// The public endpoints' routes (and `/openapi.json`), and their document.
 fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
+    use self::admin as a;
     use self::devices as d;
     use self::parks as p;
     use self::reports as r;
@@ -90,6 +96,13 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(p::devices))
             .routes(routes!(p::set_device_state))
             .routes(routes!(p::changes))
+            .routes(routes!(a::create_park))
+            .routes(routes!(a::park, a::update_park))
+            .routes(routes!(a::create_spots))
+            .routes(routes!(a::create_barrier))
+            .routes(routes!(a::create_display))
+            .routes(routes!(a::rotate_device_key))
+            .routes(routes!(a::audit_log))
             .routes(routes!(d::entrance))
             .routes(routes!(d::exit))
             .routes(routes!(d::update_display))
@@ -173,7 +186,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(count, 28, "the parks endpoints");
+        assert_eq!(count, 36, "the parks endpoints");
         assert_eq!(
             doc["components"]["securitySchemes"][DEVICE_KEY]["name"],
             crate::devices::DEVICE_KEY_HEADER

@@ -276,18 +276,21 @@ pub async fn spots(State(s): State<App>, _: Caller, Path(park): Path<String>) ->
 )]
 pub async fn set_thresholds(
     State(s): State<App>,
-    _: Allowed<ParkManagers>,
+    who: Allowed<ParkManagers>,
     Path(park): Path<String>,
     JsonBody(body): JsonBody<Thresholds>,
 ) -> Answer {
     let park = park_param(&park)?;
     let per_hour = non_negative(body.parkies_per_hour, "parkiesPerHour")?;
     let per_minute = non_negative(body.parkies_per_minute, "parkiesPerMinute")?;
-    s.store.set_thresholds(park, per_hour, per_minute).await?;
+    s.store
+        .set_thresholds(park, per_hour, per_minute, who.id)
+        .await?;
     Ok(response_text(format!("Park {park} thresholds changed")))
 }
 
-fn non_negative(v: i64, field: &'static str) -> Result<i64, FieldError> {
+/// `v` when it is 0 to 1000000 (PARKY thresholds).
+pub(super) fn non_negative(v: i64, field: &'static str) -> Result<i64, FieldError> {
     if (0..=1_000_000).contains(&v) {
         Ok(v)
     } else {
@@ -702,7 +705,7 @@ pub async fn set_device_state(
     let park = park_param(&park)?;
     let (park_id, switched) = s
         .store
-        .set_device_state(park, body.device, body.device_id, body.state)
+        .set_device_state(park, body.device, body.device_id, body.state, who.id)
         .await?;
     if switched.changed {
         s.committed_in(park_id);

@@ -15,11 +15,14 @@
 //! the counter) and never wait for each other in a cycle; [`visits`] says in which order each
 //! form of them takes its locks.
 //!
-//! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`visits`] (entrance
+//! Layout: [`parks`] (parks, spots, thresholds, overnight, price tables), [`admin`] (parks
+//! created and changed, spots added), [`devices`] (the operator's view of barriers and displays,
+//! added, switched, keyed), [`visits`] (entrance
 //! and exit), [`quotes`] (the exit's price), [`displays`], [`devices`] (the operator's view),
 //! [`replica`] (customers and vehicles from the users service's events, invoices from the
 //! payments service's), [`reports`], [`seed`].
 
+pub mod admin;
 pub mod devices;
 pub mod displays;
 pub mod history;
@@ -64,6 +67,7 @@ impl pms_service::store::Refusal for Refusal {
 pub struct Store {
     db: Db,
     barriers: std::sync::Arc<visits::BarrierCache>,
+    keys: std::sync::Arc<devices::IssuedKeys>,
     tables: std::sync::Arc<quotes::Tables>,
 }
 
@@ -85,7 +89,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0005_domains.sql",
     "0006_broker_positions.sql",
     "0007_passage_times.sql",
-    "0008_outbox_retention.sql"
+    "0008_outbox_retention.sql",
+    "0009_administration.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 
@@ -98,6 +103,7 @@ impl Store {
         Ok(Self {
             db: Db::open(config)?,
             barriers: std::sync::Arc::default(),
+            keys: std::sync::Arc::default(),
             tables: std::sync::Arc::default(),
         })
     }

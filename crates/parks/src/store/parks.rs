@@ -6,6 +6,7 @@
 use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_events::NewEvent;
+use pms_service::audit::{AuditConn, Entry};
 use pms_service::{repeatable, transaction};
 use pms_tariff::json::TableDoc;
 use pms_tariff::PriceTable;
@@ -14,18 +15,28 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::Row;
 
+use super::admin::subject;
 use super::{flag, instant, ms, retry, Store, StoreError};
+use crate::hours::OpeningHours;
 use crate::model::{NearbyPark, Occupancy, Spot, SpotChange, SpotTypeOccupancy};
 use crate::rules;
 
-/// A park's settings.
-#[derive(Debug, Clone, PartialEq)]
+/// A park's settings, as stored and as `getPark` answers them.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Park {
     /// Internal id (equal to the number for seeded parks).
+    #[serde(rename = "parkId")]
     pub id: i64,
     /// Business number.
+    #[serde(rename = "parkNumber")]
     pub number: i64,
-    /// Most cars at once.
+    /// Its name.
+    pub name: String,
+    /// Its street address.
+    pub address: String,
+    /// Most cars at once: its spots, in service or not.
+    #[serde(rename = "capacity")]
     pub max_occupancy: i64,
     /// Latitude.
     pub latitude: f64,
@@ -33,7 +44,7 @@ pub struct Park {
     pub longitude: f64,
     /// IANA time zone of its clock.
     pub time_zone: String,
-    /// PARKY earned per hour (stored; earning is not applied, as in the original).
+    /// PARKY earned per hour parked.
     pub parkies_per_hour: i64,
     /// PARKY earned per minute.
     pub parkies_per_minute: i64,
@@ -41,18 +52,37 @@ pub struct Park {
     pub overnight_fee: i64,
     /// Whether the overnight fee is charged.
     pub overnight_enabled: bool,
+    /// Whether its entrances take cars (within its opening hours); exits always let cars out.
+    pub entrances_open: bool,
+    /// When its entrances take cars; none: always.
+    pub opening_hours: Option<OpeningHours>,
 }
 
-const PARK_COLUMNS: &str = "id, park_number, max_occupancy, latitude, longitude, time_zone, \
-     parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled";
+impl Park {
+    /// Whether its entrances take a car at `at` (on its clock, `zone`).
+    pub fn takes_cars_at(&self, at: Timestamp, zone: &jiff::tz::TimeZone) -> bool {
+        self.entrances_open
+            && self
+                .opening_hours
+                .as_ref()
+                .is_none_or(|h| h.open_at(at, zone))
+    }
+}
 
-fn park_of<R: Row>(r: &R) -> Result<Park, sqlx::Error>
+pub(crate) const PARK_COLUMNS: &str =
+    "id, park_number, max_occupancy, latitude, longitude, time_zone, \
+     parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled, name, address, \
+     entrances_open, opening_hours";
+
+pub(crate) fn park_of<R: Row>(r: &R) -> Result<Park, sqlx::Error>
 where
     usize: sqlx::ColumnIndex<R>,
     for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> f64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
 {
+    let hours: Option<String> = r.try_get(13)?;
     Ok(Park {
         id: r.try_get(0)?,
         number: r.try_get(1)?,
@@ -64,6 +94,13 @@ where
         parkies_per_minute: r.try_get(7)?,
         overnight_fee: r.try_get(8)?,
         overnight_enabled: flag(r.try_get(9)?),
+        name: r.try_get(10)?,
+        address: r.try_get(11)?,
+        entrances_open: flag(r.try_get(12)?),
+        opening_hours: hours
+            .map(|h| serde_json::from_str(&h))
+            .transpose()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
     })
 }
 
@@ -153,6 +190,8 @@ macro_rules! current_table {
             .map_err(StoreError::internal)?
     }};
 }
+
+pub(crate) use current_table;
 
 impl Store {
     /// Every park, by number.
@@ -377,9 +416,12 @@ impl Store {
                 .bind(now)
                 .bind(&message)
                 .execute(&mut *tx)
-                .await
-                .map(|_| ())
-                .map_err(StoreError::from)
+                .await?;
+                let entry = Entry::new(manager_id, "spot.switched", subject(number)).after(
+                    &serde_json::json!({"spot": spot_number, "operational": operational}),
+                );
+                tx.audit(&entry).await?;
+                Ok(())
             });
             r
         })
@@ -387,7 +429,7 @@ impl Store {
         Ok(message)
     }
 
-    /// Sets a park's PARKY thresholds.
+    /// Sets a park's PARKY thresholds (`by`: the park manager).
     ///
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
@@ -396,23 +438,40 @@ impl Store {
         number: i64,
         per_hour: i64,
         per_minute: i64,
+        by: i64,
     ) -> Result<(), StoreError> {
-        let n = repeatable!(self, |conn| {
-            sqlx::query(
-            "UPDATE parks SET parkies_per_hour = $1, parkies_per_minute = $2, changes = changes + 1 \
-             WHERE park_number = $3"
-        )
-        .bind(per_hour)
-        .bind(per_minute)
-        .bind(number)
-        .execute(&mut *conn)
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                let before: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT parkies_per_hour, parkies_per_minute FROM parks WHERE park_number = $1",
+                )
+                .bind(number)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(before) = before else {
+                    return Err(StoreError::not_found("park", number));
+                };
+                sqlx::query(
+                    "UPDATE parks SET parkies_per_hour = $1, parkies_per_minute = $2, \
+                     changes = changes + 1 WHERE park_number = $3",
+                )
+                .bind(per_hour)
+                .bind(per_minute)
+                .bind(number)
+                .execute(&mut *tx)
+                .await?;
+                let doc = |(h, m): (i64, i64)| {
+                    serde_json::json!({"parkiesPerHour": h, "parkiesPerMinute": m})
+                };
+                let entry = Entry::new(by, "thresholds.changed", subject(number))
+                    .before(&doc(before))
+                    .after(&doc((per_hour, per_minute)));
+                tx.audit(&entry).await?;
+                Ok(())
+            });
+            r
+        })
         .await
-        .map(|r| r.rows_affected())
-        })?;
-        if n == 0 {
-            return Err(StoreError::not_found("park", number));
-        }
-        Ok(())
     }
 
     /// Switches the overnight fee on or off, or sets its amount; either way a new version of the
@@ -447,7 +506,11 @@ impl Store {
                 let park = park_of(&row)?;
                 let current = current_table!(tx, park.id);
                 let table = billed(current, &park).map_err(StoreError::internal)?;
-                new_table_version!(tx, &park, &table, Some(by), now);
+                let version = new_table_version!(tx, &park, &table, Some(by), now);
+                let entry = Entry::new(by, "overnight.changed", subject(number))
+                    .after(&serde_json::json!({"overnightFee": park.overnight_fee,
+                        "overnightEnabled": park.overnight_enabled, "tableVersion": version}));
+                tx.audit(&entry).await?;
                 Ok::<(), StoreError>(())
             });
             r
@@ -507,6 +570,9 @@ impl Store {
                 let park = park_of(&row)?;
                 let table = billed(table, &park).map_err(StoreError::internal)?;
                 let v = new_table_version!(tx, &park, &table, Some(by), now);
+                let entry = Entry::new(by, "price_table.replaced", subject(number))
+                    .after(&serde_json::json!({"version": v, "table": TableDoc::from(&table)}));
+                tx.audit(&entry).await?;
                 Ok::<i64, StoreError>(v)
             });
             r

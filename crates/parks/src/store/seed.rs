@@ -116,8 +116,8 @@ impl Store {
                     let occupied = SPOTS.iter().filter(|s| s.3).count() as i64;
                     sqlx::query(
                         "INSERT INTO parks (id, park_number, max_occupancy, occupied, latitude, longitude, time_zone, \
-                         parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled) \
-                         VALUES ($1, $1, $8, $2, $3, $4, $5, 15, 1, $6, $7)",
+                         parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled, name) \
+                         VALUES ($1, $1, $8, $2, $3, $4, $5, 15, 1, $6, $7, $9)",
                     )
                     .bind(number)
                     .bind(occupied)
@@ -127,6 +127,7 @@ impl Store {
                     .bind(fee)
                     .bind(i64::from(*on))
                     .bind(capacity)
+                    .bind(format!("Park {number}"))
                     .execute(&mut *tx)
                     .await?;
                     let cars = SPOTS
@@ -190,6 +191,10 @@ impl Store {
                         parkies_per_minute: 1,
                         overnight_fee: *fee,
                         overnight_enabled: *on,
+                        name: format!("Park {number}"),
+                        address: String::new(),
+                        entrances_open: true,
+                        opening_hours: None,
                     };
                     let table = billed(pms_tariff::seed::table(), &park)
                         .map_err(|e| StoreError::Internal(e.to_string()))?;

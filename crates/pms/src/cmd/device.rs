@@ -17,7 +17,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use pms_parks::devices::{DeviceKeys, DeviceKind, DEVICE_KEY_HEADER};
+use pms_parks::devices::{DeviceKeys, DEVICE_KEY_HEADER};
+use pms_parks::model::DeviceType;
 
 use super::service::read_secret;
 use super::UsageError;
@@ -113,9 +114,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 .unwrap_or_else(|| a.data_dir.join(SECRET_FILE));
             let keys = keys(&path)?;
             let kind = if a.kind == "barrier" {
-                DeviceKind::Barrier
+                DeviceType::Barrier
             } else {
-                DeviceKind::Display
+                DeviceType::Display
             };
             println!("{}", keys.key_for(kind, a.id));
             Ok(())
@@ -148,7 +149,7 @@ impl Installation {
         Ok(url.trim_end_matches('/').to_owned())
     }
 
-    fn key(&self, kind: DeviceKind, id: i64) -> anyhow::Result<String> {
+    fn key(&self, kind: DeviceType, id: i64) -> anyhow::Result<String> {
         match &self.key {
             Some(k) => Ok(k.clone()),
             None => Ok(keys(&self.data_dir.join(SECRET_FILE))?.key_for(kind, id)),
@@ -186,7 +187,7 @@ async fn post(
 
 fn barrier(args: BarrierArgs) -> anyhow::Result<()> {
     let gateway = args.installation.gateway()?;
-    let key = args.installation.key(DeviceKind::Barrier, args.barrier)?;
+    let key = args.installation.key(DeviceType::Barrier, args.barrier)?;
     let at = match &args.at {
         Some(t) => Some(
             t.parse::<jiff::Timestamp>()
@@ -238,7 +239,7 @@ fn barrier(args: BarrierArgs) -> anyhow::Result<()> {
 
 fn display(args: DisplayArgs) -> anyhow::Result<()> {
     let gateway = args.installation.gateway()?;
-    let key = args.installation.key(DeviceKind::Display, args.id)?;
+    let key = args.installation.key(DeviceType::Display, args.id)?;
     let url = format!("{gateway}/display/get");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

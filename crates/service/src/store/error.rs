@@ -54,6 +54,17 @@ pub enum StoreError<R: Refusal = NoRefusal> {
     /// A domain rule refused, inside a transaction that is rolled back.
     #[error("refused: {0:?}")]
     Refused(R),
+    /// The request conflicts with what is stored (a number taken, a spot with a car in it):
+    /// nothing was changed. Answered 409 with `reason` as its code and `message` as its text.
+    #[error("{message}")]
+    Conflict {
+        /// The error code (`park_number_taken`, …).
+        reason: &'static str,
+        /// The body field at fault, if one is.
+        field: Option<&'static str>,
+        /// What conflicts, for the caller.
+        message: String,
+    },
     /// A lock race lost; the transaction may run again.
     #[error("lost a lock race: {0}")]
     Transient(String),
@@ -74,6 +85,15 @@ impl<R: Refusal> StoreError<R> {
     /// A bug or bad data, with what it was.
     pub fn internal(detail: impl ToString) -> Self {
         Self::Internal(detail.to_string())
+    }
+
+    /// The request conflicts with what is stored, as `reason` says (see [`StoreError::Conflict`]).
+    pub fn conflict(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::Conflict {
+            reason,
+            field: None,
+            message: message.into(),
+        }
     }
 
     /// True for failures of the database rather than of the request.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use pms_auth::VerifierConfig;
 use pms_events::wiring::Sources;
 use pms_net::serve::{Drain, ServeConfig};
-use pms_parks::devices::{DeviceKeys, DeviceKind, DEVICE_KEY_HEADER};
+use pms_parks::devices::{DeviceKeys, DEVICE_KEY_HEADER};
+use pms_parks::model::DeviceType;
 use pms_parks::store::seed::DemoParks;
 use pms_service::store::StoreConfig;
 use pms_testkit::client::{Collected, Proto, TestClient};
@@ -466,12 +467,12 @@ impl System {
 
     /// The key of barrier `id`.
     pub fn barrier_key(&self, id: i64) -> String {
-        self.keys.key_for(DeviceKind::Barrier, id)
+        self.keys.key_for(DeviceType::Barrier, id)
     }
 
     /// The key of display `id`.
     pub fn display_key(&self, id: i64) -> String {
-        self.keys.key_for(DeviceKind::Display, id)
+        self.keys.key_for(DeviceType::Display, id)
     }
 }
 

@@ -68,6 +68,22 @@ pub struct Barrier {
     pub time_zone: String,
     /// The last clock offset its passages showed, ms (positive: ahead of the server).
     pub clock_offset_ms: Option<i64>,
+    /// Whether its park's entrances take cars, by its manager's switch.
+    pub entrances_open: bool,
+    /// Its park's opening hours (none: always open).
+    pub opening_hours: Option<std::sync::Arc<crate::hours::OpeningHours>>,
+}
+
+impl Barrier {
+    /// Whether its park takes a car in at `at` (on the park's clock, `zone`): its entrances are
+    /// open and it is within the park's opening hours. Exits never ask.
+    pub fn park_takes_cars_at(&self, at: Timestamp, zone: &TimeZone) -> bool {
+        self.entrances_open
+            && self
+                .opening_hours
+                .as_ref()
+                .is_none_or(|h| h.open_at(at, zone))
+    }
 }
 
 /// How long a barrier read from the database is used without reading it again.
@@ -95,6 +111,14 @@ impl BarrierCache {
     pub(crate) fn forget(&self, id: i64) {
         let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         cached.remove(&id);
+    }
+
+    /// Drops every cached barrier: their parks' settings changed.
+    pub(crate) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// Notes barrier `id`'s clock offset in its cached copy, without making that copy any
@@ -711,19 +735,44 @@ impl Store {
         if let Some(b) = self.barriers.get(id) {
             return Ok(b);
         }
-        type Row = (i64, i64, i64, String, String, String, String, Option<i64>);
+        type Row = (
+            i64,
+            i64,
+            i64,
+            String,
+            String,
+            String,
+            String,
+            Option<i64>,
+            i64,
+            Option<String>,
+        );
         let row: Option<Row> = repeatable!(self, |conn| {
             sqlx::query_as(
                 "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, \
-                 p.time_zone, b.clock_offset_ms FROM barriers b JOIN parks p ON p.id = b.park_id \
-                 WHERE b.id = $1",
+                 p.time_zone, b.clock_offset_ms, p.entrances_open, p.opening_hours \
+                 FROM barriers b JOIN parks p ON p.id = b.park_id WHERE b.id = $1",
             )
             .bind(id)
             .fetch_optional(&mut *conn)
             .await
         })?;
-        let (id, park_id, park_number, number, direction, state, time_zone, clock_offset_ms) =
-            row.ok_or_else(|| StoreError::not_found("barrier", id))?;
+        let (
+            id,
+            park_id,
+            park_number,
+            number,
+            direction,
+            state,
+            time_zone,
+            clock_offset_ms,
+            entrances_open,
+            opening_hours,
+        ) = row.ok_or_else(|| StoreError::not_found("barrier", id))?;
+        let opening_hours = opening_hours
+            .map(|h| serde_json::from_str(&h).map(std::sync::Arc::new))
+            .transpose()
+            .map_err(StoreError::internal)?;
         let barrier = Barrier {
             id,
             park_id,
@@ -734,6 +783,8 @@ impl Store {
             state: State::parse(&state).ok_or_else(|| StoreError::Internal(state.clone()))?,
             time_zone,
             clock_offset_ms,
+            entrances_open: super::flag(entrances_open),
+            opening_hours,
         };
         self.barriers.put(barrier.clone());
         Ok(barrier)
@@ -791,6 +842,14 @@ impl Store {
                 Pools::Sqlite(_) => retry(|| self.enter_in_steps(barrier, plate, time, tz)).await,
             }
         };
+        // Outside its opening hours, or closed by its manager, a park takes no car in, unless
+        // this is an entrance it took while open, sent again.
+        if !barrier.park_takes_cars_at(time.at, tz) {
+            return Ok(self
+                .entrance_done(barrier, plate, time.said)
+                .await?
+                .unwrap_or(Passage::Refused(Refusal::Closed)));
+        }
         // A time the server's clock replaced does not find an earlier stay to clash with: look
         // for the same request done before by the time it said.
         if time.replaced.is_some() {

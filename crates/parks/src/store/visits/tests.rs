@@ -15,6 +15,8 @@ fn barrier(state: State) -> Barrier {
         state,
         time_zone: "Europe/Lisbon".into(),
         clock_offset_ms: None,
+        entrances_open: true,
+        opening_hours: None,
     }
 }
 
@@ -241,13 +243,7 @@ fn an_offset_noted_keeps_the_cached_barriers_age() {
     let cache = BarrierCache::default();
     cache.put(Barrier {
         id: 1,
-        park_id: 1,
-        park_number: 1,
-        number: "B1.1".into(),
-        direction: Direction::Entrance,
-        state: State::Active,
-        time_zone: "Europe/Lisbon".into(),
-        clock_offset_ms: None,
+        ..barrier(State::Active)
     });
     let age = |cache: &BarrierCache| cache.0.lock().expect("cache")[&1].1;
     let cached_at = age(&cache);
