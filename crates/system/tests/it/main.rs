@@ -9,6 +9,7 @@ mod customers;
 mod devices;
 mod management;
 mod model;
+mod operator;
 mod set_aside;
 mod support;
 mod visits;
