@@ -1212,3 +1212,167 @@ fn pms_web_runs_alone_in_front_of_a_gateway() {
     assert_eq!(refused.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("plain http://"));
 }
+
+#[test]
+fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trail() {
+    let (_data, _up, port) = start();
+    let pm = sign_in(port, "parkmanager@isep.ipp.pt");
+    let parks = get(port, "/app/parks", Some(&pm));
+    assert!(parks.body.contains("Create the park"), "{}", parks.body);
+    let csrf = parks.csrf();
+
+    // A park refused beside its form with what was typed, then created.
+    let park = |zone: &'static str| {
+        vec![
+            ("csrf", csrf.clone()),
+            ("name", "Riverside".to_owned()),
+            ("address", "Cais 1".to_owned()),
+            ("latitude", "41.14".to_owned()),
+            ("longitude", "-8.61".to_owned()),
+            ("timeZone", zone.to_owned()),
+            ("parkNumber", String::new()),
+        ]
+    };
+    let form =
+        |fields: &[(&'static str, String)]| -> Vec<(&'static str, String)> { fields.to_vec() };
+    let send = |path: &str, fields: Vec<(&'static str, String)>| {
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(port, path, Some(&pm), &pairs)
+    };
+    let bad = send("/app/parks", park("Europe/Atlantis"));
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("id=\"new-park-error\""), "{}", bad.body);
+    assert_eq!(value_of(&bad, "name"), "Riverside", "kept as typed");
+    let made = send("/app/parks", park("Europe/Lisbon"));
+    assert_eq!(made.status, 303, "{}", made.body);
+    assert_eq!(made.header("location"), Some("/app/parks/6?done=created"));
+
+    // Its spots, its settings and its opening hours.
+    let spots = form(&[
+        ("csrf", csrf.clone()),
+        ("floorLevel", "A".into()),
+        ("spotVehicleType", "AUTOMOBILE".into()),
+        ("spotType", "FUEL".into()),
+        ("count", "3".into()),
+    ]);
+    assert_eq!(send("/app/parks/6/spots/add", spots.clone()).status, 303);
+    let clash = send("/app/parks/6/spots/add", spots);
+    assert_eq!(clash.status, 409, "{}", clash.body);
+    assert!(
+        clash.body.contains("id=\"new-spots-error\""),
+        "{}",
+        clash.body
+    );
+    let page = get(port, "/app/parks/6", Some(&pm));
+    assert!(page.body.contains("Park 6: Riverside"), "{}", page.body);
+    assert!(page.body.contains("of 3 spots free now"), "{}", page.body);
+    let mut settings = form(&[
+        ("csrf", csrf.clone()),
+        ("name", "Riverside".into()),
+        ("address", "Cais 1".into()),
+        ("latitude", "41.14".into()),
+        ("longitude", "-8.61".into()),
+        ("timeZone", "Europe/Lisbon".into()),
+        ("hoursEditable", "1".into()),
+        ("mondayFrom", "07:00".into()),
+        ("mondayTo", "22:00".into()),
+    ]);
+    assert_eq!(send("/app/parks/6/settings", settings.clone()).status, 303);
+    let page = get(port, "/app/parks/6?done=settings", Some(&pm));
+    assert!(page.body.contains("Settings saved."));
+    assert_eq!(value_of(&page, "mondayFrom"), "07:00");
+    assert!(
+        !page.body.contains("id=\"entrancesOpen\" checked"),
+        "closed to new cars"
+    );
+    settings.push(("tuesdayFrom", "09:00".into()));
+    let refused = send("/app/parks/6/settings", settings);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("id=\"settings-error\""),
+        "{}",
+        refused.body
+    );
+    assert_eq!(value_of(&refused, "tuesdayFrom"), "09:00", "kept as typed");
+
+    // A barrier and its display, and a key shown once on a page nobody keeps.
+    let barrier = form(&[
+        ("csrf", csrf.clone()),
+        ("barrierNumber", "E1".into()),
+        ("direction", "ENTRANCE".into()),
+    ]);
+    assert_eq!(
+        send("/app/parks/6/devices/barriers", barrier.clone()).status,
+        303
+    );
+    let taken = send("/app/parks/6/devices/barriers", barrier);
+    assert_eq!(taken.status, 409, "{}", taken.body);
+    let display = form(&[
+        ("csrf", csrf.clone()),
+        ("displayNumber", "D1".into()),
+        ("barrierID", "31".into()),
+    ]);
+    assert_eq!(send("/app/parks/6/devices/displays", display).status, 303);
+    let devices = get(port, "/app/parks/6/devices?done=display", Some(&pm));
+    assert!(
+        devices.body.contains("Barrier E1: entrance"),
+        "{}",
+        devices.body
+    );
+    assert!(
+        devices.body.contains("<strong>D1</strong>"),
+        "{}",
+        devices.body
+    );
+    let key = send(
+        "/app/parks/6/devices/key",
+        form(&[
+            ("csrf", csrf.clone()),
+            ("device", "BARRIER".into()),
+            ("deviceID", "31".into()),
+            ("name", "E1".into()),
+        ]),
+    );
+    assert_eq!(key.status, 200, "{}", key.body);
+    assert_eq!(key.header("cache-control"), Some("no-store"));
+    let shown = key
+        .body
+        .split("id=\"key\">")
+        .nth(1)
+        .and_then(|r| r.get(..64))
+        .unwrap_or("");
+    assert!(
+        shown.bytes().all(|b| b.is_ascii_hexdigit()) && shown.len() == 64,
+        "{}",
+        key.body
+    );
+
+    // The supervisor reads every step; the park manager may not.
+    assert_eq!(get(port, "/app/audit", Some(&pm)).status, 403);
+    let sup = sign_in(port, "supervisor@isep.ipp.pt");
+    let trail = get(port, "/app/audit?service=parks&subject=park+6", Some(&sup));
+    assert_eq!(trail.status, 200, "{}", trail.body);
+    for action in ["park.created", "spots.created", "park.changed"] {
+        assert!(trail.body.contains(action), "{action}: {}", trail.body);
+    }
+    let devices = get(port, "/app/audit?service=parks&action=device.", Some(&sup));
+    assert!(
+        devices.body.contains("device.key_issued"),
+        "{}",
+        devices.body
+    );
+    assert!(!devices.body.contains(shown), "no key in the trail");
+    let csv = get(
+        port,
+        "/app/audit.csv?service=parks&action=park.",
+        Some(&sup),
+    );
+    assert_eq!(csv.status, 200, "{}", csv.body);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert!(
+        csv.body
+            .starts_with("id,at,actorId,action,subject,before,after"),
+        "{}",
+        csv.body
+    );
+}

@@ -159,6 +159,44 @@ impl Gateway {
         self.send(req, body).await
     }
 
+    /// `GET path` as `token`, the answer's body as it came (a CSV export), with its status and
+    /// content type.
+    ///
+    /// # Errors
+    /// As [`Gateway::call`].
+    pub async fn download(
+        &self,
+        path: &str,
+        token: &str,
+    ) -> Result<(StatusCode, Option<HeaderValue>, Bytes), GatewayError> {
+        let req = self
+            .request(Method::GET, path)
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| GatewayError::Request(e.to_string()))?;
+        let answer = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| GatewayError::Unreachable(e.to_string()))?;
+            let (status, kind) = (
+                resp.status(),
+                resp.headers().get(http::header::CONTENT_TYPE).cloned(),
+            );
+            let bytes = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| GatewayError::Unreachable(e.to_string()))?
+                .to_bytes();
+            Ok((status, kind, bytes))
+        };
+        tokio::time::timeout(TIMEOUT, answer)
+            .await
+            .map_err(|_| GatewayError::Unreachable(format!("no answer within {TIMEOUT:?}")))?
+    }
+
     fn request(&self, method: Method, path: &str) -> http::request::Builder {
         http::Request::builder()
             .method(method)

@@ -196,9 +196,32 @@ pub fn router(app: App) -> Router {
         .route("/app/users/grant", post(pages::staff::grant))
         .route("/app/users/status", post(pages::staff::set_status))
         .route("/app/nearby", get(pages::nearby::nearby))
-        .route("/app/parks", get(pages::parks::parks))
+        .route(
+            "/app/parks",
+            get(pages::parks::parks).post(pages::parks::create),
+        )
         .route("/app/parks/{number}", get(pages::parks::park))
         .route("/app/parks/{number}/spots", post(pages::parks::set_spot))
+        .route(
+            "/app/parks/{number}/spots/add",
+            post(pages::parks::add_spots),
+        )
+        .route(
+            "/app/parks/{number}/settings",
+            post(pages::parks::set_settings),
+        )
+        .route(
+            "/app/parks/{number}/devices/barriers",
+            post(pages::devices::add_barrier),
+        )
+        .route(
+            "/app/parks/{number}/devices/displays",
+            post(pages::devices::add_display),
+        )
+        .route(
+            "/app/parks/{number}/devices/key",
+            post(pages::devices::issue_key),
+        )
         .route(
             "/app/parks/{number}/thresholds",
             post(pages::parks::set_thresholds),
@@ -217,6 +240,8 @@ pub fn router(app: App) -> Router {
             get(pages::devices::devices).post(pages::devices::set_state),
         )
         .route("/app/events", get(pages::events::events))
+        .route("/app/audit", get(pages::audit::audit))
+        .route("/app/audit.csv", get(pages::audit::audit_csv))
         .route("/app/events/retry", post(pages::events::retry))
         .route("/app/live", get(pages::live::live))
         .route("/app/assets/{name}", get(asset))

@@ -328,7 +328,7 @@ fn shipped_configs_load() {
         _ => None,
     })
     .unwrap();
-    assert_eq!(gw.routes.len(), 13);
+    assert_eq!(gw.routes.len(), 14);
     assert!(gw.jwt.is_some());
     assert!(gw.forwarder.is_some(), "the front office names its people");
     // The front office signs people in itself: its pages pass without a token, and the site's

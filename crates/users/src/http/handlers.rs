@@ -598,3 +598,29 @@ mod tests {
         assert_eq!(broken.status, StatusCode::INTERNAL_SERVER_ERROR);
     }
 }
+
+/// `GET /users/audit`: the users service's audit trail (supervisors).
+#[utoipa::path(
+    get, path = "/users/audit", tag = TAG, operation_id = "getUsersAuditLog",
+    summary = "The users service's audit trail (supervisors)",
+    description = "Every staff action on accounts, newest first: customers blocked and enabled, \
+        coins granted and deducted; who, when, and the account before and after.",
+    params(pms_service::audit::Query),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The entries, as JSON or (`format=csv`) CSV.", content(
+            (Vec<pms_service::audit::Record> = "application/json"),
+            (String = "text/csv"),
+        )),
+        (status = 400, description = "A filter does not parse (`invalid_field`).",
+            body = ErrorBody<'static>),
+        (status = 403, description = "Only SUPERVISOR (`forbidden`).", body = ErrorBody<'static>),
+    )
+)]
+pub async fn audit_log(
+    State(s): State<App>,
+    _: Allowed<pms_service::Supervisors>,
+    RawQuery(query): RawQuery,
+) -> Answer {
+    pms_service::audit::answer(s.store.db(), query.as_deref()).await
+}

@@ -38,6 +38,7 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::set_payment_method, h::payment_method))
         .routes(routes!(h::grant))
         .routes(routes!(h::set_status))
+        .routes(routes!(h::audit_log))
         .routes(routes!(h::wallet))
         .routes(routes!(h::top10))
         .merge(

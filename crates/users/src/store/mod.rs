@@ -137,7 +137,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0005_broker_positions.sql",
     "0006_idempotency_keys.sql",
     "0007_outbox_retention.sql",
-    "0008_status_reason.sql"
+    "0008_status_reason.sql",
+    "0009_audit.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -18,6 +18,7 @@ use crate::model::{
 };
 use crate::throttle;
 use crate::validate::{Grant, NewUser};
+use pms_service::audit::{AuditConn, Entry};
 use pms_service::idempotency::{self, Earlier, Idempotent};
 use pms_vocab::customer::{CustomerDoc, VehicleDoc};
 
@@ -448,6 +449,18 @@ impl Store {
         retry_transient(|| async {
             on_conn!(self, |conn| async {
                 let mut tx = begin(conn).await?;
+                // How it was, for the audit trail (locked on PostgreSQL: SQLite has one writer).
+                let lock = if self.backend() == Backend::Postgres {
+                    " FOR UPDATE"
+                } else {
+                    ""
+                };
+                let before: Option<(String, Option<String>)> = sqlx::query_as(&format!(
+                    "SELECT status, status_reason FROM users WHERE id = $1{lock}"
+                ))
+                .bind(user_id)
+                .fetch_optional(&mut *tx)
+                .await?;
                 // A reason is never empty (the column's CHECK), so '' stands for none (an
                 // account never given one): the same status and reason again matches nothing.
                 // The row's lock orders two changes at once; the second sees the first's result.
@@ -467,6 +480,15 @@ impl Store {
                 .await?;
                 if changed.is_some() {
                     tx.announce(user_id, "customer.changed").await?;
+                    let action = match status {
+                        UserStatus::Blocked => "customer.blocked",
+                        _ => "customer.enabled",
+                    };
+                    let (was, why) = before.unwrap_or_default();
+                    let entry = Entry::new(by, action, format!("user {user_id}"))
+                        .before(&serde_json::json!({"status": was, "reason": why}))
+                        .after(&serde_json::json!({"status": status.as_str(), "reason": reason}));
+                    tx.audit(&entry).await?;
                     tx.commit().await?;
                     return Ok(Ok(true));
                 }
@@ -648,6 +670,20 @@ impl Store {
                 insert = insert.bind(*id);
             }
             insert.execute(&mut *tx).await?;
+            let action = if grant.amount < 0 {
+                "coins.deducted"
+            } else {
+                "coins.granted"
+            };
+            for row in &updated {
+                let (user, balance) = (row.int(0)?, row.int(1)?);
+                let entry = Entry::new(manager_id, action, format!("user {user}"))
+                    .before(&serde_json::json!({"parkies": balance - grant.amount}))
+                    .after(&serde_json::json!({
+                        "parkies": balance, "amount": grant.amount, "reason": grant.reason
+                    }));
+                tx.audit(&entry).await?;
+            }
             if let Some(once) = once {
                 sqlx::query(idempotency::ANSWER)
                     .bind(manager_id)

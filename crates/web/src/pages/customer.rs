@@ -78,6 +78,9 @@ impl Account {
         if super::events::EVENT_STAFF.contains(&role) {
             out.push(("/app/events", "Set-aside events"));
         }
+        if super::audit::AUDIT_STAFF.contains(&role) {
+            out.push(("/app/audit", "Audit trail"));
+        }
         out
     }
 

@@ -1,7 +1,9 @@
 //! The operator's view of a park: each barrier (entrance or exit, in service or not) with its
 //! displays and the text each shows now, from `GET /parks/devices/{n}`, each with a button that
-//! switches it off or on (`PUT /parks/devices/{n}/state`). The page follows the park live
-//! ([`super::live`]): an entrance, exit or message shows as it happens.
+//! switches it off or on (`PUT /parks/devices/{n}/state`) and one that issues it a new key
+//! (`POST /parks/devices/{n}/key`, the key shown once on a page of its own, never cached); forms
+//! add barriers and displays. The page follows the park live ([`super::live`]): an entrance,
+//! exit or message shows as it happens.
 
 use std::collections::HashMap;
 
@@ -16,6 +18,7 @@ use super::{
     call_as, field, page, park_answers, problem, redirect, staff_form, staff_page, text, when,
     Chrome, Done, Page, PARK_STAFF,
 };
+use crate::session::{Session, User};
 use crate::App;
 
 /// What the pages of this module are, for the "not allowed" page.
@@ -49,6 +52,8 @@ struct BarrierRow {
 struct DevicesPage {
     chrome: Chrome,
     notice: Option<&'static str>,
+    /// Why an addition was refused.
+    error: Option<String>,
     number: i64,
     free: i64,
     barriers: Vec<BarrierRow>,
@@ -65,11 +70,26 @@ pub async fn devices(
     let notice = match query.done.as_deref() {
         Some("on") => Some("Switched on."),
         Some("off") => Some("Switched off: it does nothing until it is switched on again."),
+        Some("barrier") => Some("Barrier added, in service."),
+        Some("display") => Some("Display added, in service."),
         _ => None,
     };
+    devices_page(&app, &s, &user, number, StatusCode::OK, notice, None).await
+}
+
+/// Park `number`'s devices with `status`, a notice, or a refusal.
+async fn devices_page(
+    app: &App,
+    s: &Session,
+    user: &User,
+    number: i64,
+    status: StatusCode,
+    notice: Option<&'static str>,
+    error: Option<String>,
+) -> Page {
     let path = format!("/parks/devices/{number}");
-    let r = call_as(&app, &s, &user, Method::GET, &path, &Value::Null).await?;
-    park_answers(&app, &s, number, &[&r])?;
+    let r = call_as(app, s, user, Method::GET, &path, &Value::Null).await?;
+    park_answers(app, s, number, &[&r])?;
     let barriers = r.body["barriers"]
         .items()
         .map(|b| BarrierRow {
@@ -91,14 +111,114 @@ pub async fn devices(
         })
         .collect();
     let html = DevicesPage {
-        chrome: Chrome::of(&format!("Park {number}: barriers and displays"), &s),
+        chrome: Chrome::of(&format!("Park {number}: barriers and displays"), s),
         notice,
+        error,
         number,
         free: r.body["freeSpots"].as_i64().unwrap_or(0),
         barriers,
     }
     .render();
-    Ok(page(&app, StatusCode::OK, html, None))
+    Ok(page(app, status, html, None))
+}
+
+/// `POST /app/parks/{number}/devices/barriers` `{barrierNumber, direction}`.
+pub async fn add_barrier(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let body = json!({
+        "barrierNumber": field(&form, "barrierNumber"),
+        "direction": field(&form, "direction"),
+    });
+    add(app, headers, number, form, "barriers", body).await
+}
+
+/// `POST /app/parks/{number}/devices/displays` `{displayNumber, barrierID}`.
+pub async fn add_display(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let body = json!({
+        "displayNumber": field(&form, "displayNumber"),
+        "barrierID": field(&form, "barrierID"),
+    });
+    add(app, headers, number, form, "displays", body).await
+}
+
+/// Adds a device of `kind` (`barriers`, `displays`) with `body`; back to the page with a
+/// notice, or the refusal said on it.
+async fn add(
+    app: App,
+    headers: HeaderMap,
+    number: i64,
+    form: HashMap<String, String>,
+    kind: &str,
+    body: Value,
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let path = format!("/parks/{number}/{kind}");
+    let r = call_as(&app, &s, &user, Method::POST, &path, &body).await?;
+    if r.status != StatusCode::CREATED {
+        let status = r.refused_status();
+        return devices_page(&app, &s, &user, number, status, None, Some(r.message())).await;
+    }
+    let done = kind.trim_end_matches('s');
+    Ok(redirect(&format!(
+        "/app/parks/{number}/devices?done={done}"
+    )))
+}
+
+#[derive(Template)]
+#[template(path = "device_key.html")]
+struct KeyPage {
+    chrome: Chrome,
+    number: i64,
+    label: &'static str,
+    name: String,
+    key: String,
+    issued: String,
+}
+
+/// `POST /app/parks/{number}/devices/key` `{device, deviceID, name}`: a device issued a new key,
+/// shown once on a page no browser or proxy keeps.
+pub async fn issue_key(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let body = json!({"device": field(&form, "device"), "deviceID": field(&form, "deviceID")});
+    let path = format!("/parks/devices/{number}/key");
+    let r = call_as(&app, &s, &user, Method::POST, &path, &body).await?;
+    if r.status != StatusCode::OK {
+        return Ok(problem(&app, &s, r.refused_status(), r.message()));
+    }
+    let label = if r.body["device"] == "DISPLAY" {
+        "display"
+    } else {
+        "barrier"
+    };
+    let html = KeyPage {
+        chrome: Chrome::of("A device's new key", &s),
+        number,
+        label,
+        name: field(&form, "name").to_owned(),
+        key: text(&r.body["key"]),
+        issued: when(&text(&r.body["issuedAt"])),
+    }
+    .render();
+    let mut answer = page(&app, StatusCode::OK, html, None);
+    answer.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    Ok(answer)
 }
 
 /// `POST /app/parks/{number}/devices` `{device, deviceID, state}`: a barrier or display

@@ -3,10 +3,11 @@
 //! out and registers them, [`customer`] is a customer's own account and [`nearby`] the parks
 //! around them, [`staff`] the user list, [`parks`] a park's spots and settings, [`prices`] its
 //! price table editor, [`reports`] its usage charts and [`devices`] its barriers and displays;
-//! [`live`] lets pages follow the parks as they change. What the system refuses is
+//! [`audit`] is the supervisors' audit trail; [`live`] lets pages follow the parks as they change. What the system refuses is
 //! shown where it belongs (beside the field the API names); a system that does not answer gets a
 //! page that says so, and an expired token sends the person to sign in again.
 
+pub mod audit;
 pub mod auth;
 pub mod customer;
 pub mod devices;

@@ -38,6 +38,72 @@ struct ParkRow {
 struct Parks {
     chrome: Chrome,
     parks: Vec<ParkRow>,
+    /// The new park form's values (what was typed, after a refusal).
+    typed: NewPark,
+    /// Why the new park was refused.
+    error: Option<String>,
+}
+
+/// The new park form.
+#[derive(Debug, Clone)]
+struct NewPark {
+    name: String,
+    address: String,
+    latitude: String,
+    longitude: String,
+    time_zone: String,
+    number: String,
+}
+
+impl Default for NewPark {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            address: String::new(),
+            latitude: String::new(),
+            longitude: String::new(),
+            time_zone: "Europe/Lisbon".into(),
+            number: String::new(),
+        }
+    }
+}
+
+impl NewPark {
+    fn of(form: &HashMap<String, String>) -> Self {
+        let typed = |name: &str| field(form, name).trim().to_owned();
+        Self {
+            name: typed("name"),
+            address: typed("address"),
+            latitude: typed("latitude"),
+            longitude: typed("longitude"),
+            time_zone: typed("timeZone"),
+            number: typed("parkNumber"),
+        }
+    }
+
+    /// `createPark`'s body: numbers as numbers when they read as such (else as typed, for the
+    /// API to name).
+    fn body(&self) -> Value {
+        let mut body = json!({
+            "name": self.name,
+            "address": self.address,
+            "latitude": json_number(&self.latitude),
+            "longitude": json_number(&self.longitude),
+            "timeZone": self.time_zone,
+        });
+        if !self.number.is_empty() {
+            body["parkNumber"] = json_number(&self.number);
+        }
+        body
+    }
+}
+
+/// `text` as a JSON number when it reads as one, else as the text (the API names the field).
+fn json_number(text: &str) -> Value {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+        .unwrap_or_else(|| Value::String(text.to_owned()))
 }
 
 /// A spot of a park.
@@ -60,14 +126,112 @@ struct Settings {
     per_minute: String,
     overnight_fee: String,
     overnight_on: bool,
+    name: String,
+    address: String,
+    latitude: String,
+    longitude: String,
+    time_zone: String,
+    entrances_open: bool,
+    hours: Hours,
+}
+
+/// The opening hours as the settings form edits them: one span per weekday, or around the
+/// clock. Hours the form cannot show (two spans in a day, dated exceptions) are left alone:
+/// the form then sends none, and says where to change them.
+#[derive(Debug, Clone, Default)]
+struct Hours {
+    always: bool,
+    editable: bool,
+    days: Vec<DaySpan>,
+}
+
+/// A weekday's span in the form (both empty: closed that day).
+#[derive(Debug, Clone)]
+struct DaySpan {
+    key: &'static str,
+    label: &'static str,
+    from: String,
+    to: String,
+}
+
+/// The weekdays, as the API and the form name them.
+const WEEKDAYS: [(&str, &str); 7] = [
+    ("monday", "Monday"),
+    ("tuesday", "Tuesday"),
+    ("wednesday", "Wednesday"),
+    ("thursday", "Thursday"),
+    ("friday", "Friday"),
+    ("saturday", "Saturday"),
+    ("sunday", "Sunday"),
+];
+
+impl Hours {
+    /// The form's view of the API's `openingHours`.
+    fn of(hours: &Value) -> Self {
+        let weekly = &hours["weekly"];
+        let editable = hours["exceptions"].items().len() == 0
+            && WEEKDAYS.iter().all(|(k, _)| weekly[*k].items().len() <= 1);
+        let days = WEEKDAYS
+            .iter()
+            .map(|(key, label)| {
+                let span = &weekly[*key][0];
+                DaySpan {
+                    key,
+                    label,
+                    from: text(&span["from"]),
+                    to: text(&span["to"]),
+                }
+            })
+            .collect();
+        Self {
+            always: hours.is_null(),
+            editable,
+            days,
+        }
+    }
+
+    /// What was typed in the form.
+    fn typed(form: &HashMap<String, String>) -> Self {
+        let days = WEEKDAYS
+            .iter()
+            .map(|(key, label)| DaySpan {
+                key,
+                label,
+                from: field(form, &format!("{key}From")).trim().to_owned(),
+                to: field(form, &format!("{key}To")).trim().to_owned(),
+            })
+            .collect();
+        Self {
+            always: field(form, "alwaysOpen") == "on",
+            editable: field(form, "hoursEditable") == "1",
+            days,
+        }
+    }
+
+    /// `updatePark`'s `openingHours`: `null` around the clock, else the weekdays with a span
+    /// (a day with either time typed is sent, for the API to judge).
+    fn body(&self) -> Value {
+        if self.always {
+            return Value::Null;
+        }
+        let weekly: serde_json::Map<String, Value> = self
+            .days
+            .iter()
+            .filter(|d| !d.from.is_empty() || !d.to.is_empty())
+            .map(|d| (d.key.to_owned(), json!([{"from": d.from, "to": d.to}])))
+            .collect();
+        json!({ "weekly": weekly })
+    }
 }
 
 /// Which of the park page's forms a refusal belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Section {
     Spots,
+    NewSpots,
     Thresholds,
     Overnight,
+    Settings,
 }
 
 /// A refusal and the form it belongs to.
@@ -102,10 +266,43 @@ impl ParkPage {
 /// `GET /app/parks`.
 pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Page {
     let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
+    parks_page(&app, &s, &user, StatusCode::OK, NewPark::default(), None).await
+}
+
+/// `POST /app/parks`: a new park, then its page; a refusal shows beside the form, with what
+/// was typed.
+pub async fn create(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let typed = NewPark::of(&form);
+    let r = call_as(&app, &s, &user, Method::POST, "/parks", &typed.body()).await?;
+    match r.body["parkNumber"].as_i64() {
+        Some(n) if r.status == StatusCode::CREATED => {
+            Ok(redirect(&format!("/app/parks/{n}?done=created")))
+        }
+        _ => {
+            let status = r.refused_status();
+            parks_page(&app, &s, &user, status, typed, Some(r.message())).await
+        }
+    }
+}
+
+/// The parks list with `status`, and the new park form as `typed`, refused with `error`.
+async fn parks_page(
+    app: &App,
+    s: &Session,
+    user: &User,
+    status: StatusCode,
+    typed: NewPark,
+    error: Option<String>,
+) -> Page {
     let path = "/parks/getAllOccupancies";
-    let r = call_as(&app, &s, &user, Method::GET, path, &Value::Null).await?;
+    let r = call_as(app, s, user, Method::GET, path, &Value::Null).await?;
     if r.status != StatusCode::OK {
-        return Ok(problem(&app, &s, StatusCode::BAD_GATEWAY, r.message()));
+        return Ok(problem(app, s, StatusCode::BAD_GATEWAY, r.message()));
     }
     let parks = r
         .body
@@ -117,11 +314,13 @@ pub async fn parks(State(app): State<App>, headers: HeaderMap) -> Page {
         })
         .collect();
     let html = Parks {
-        chrome: Chrome::of("Parks", &s),
+        chrome: Chrome::of("Parks", s),
         parks,
+        typed,
+        error,
     }
     .render();
-    Ok(page(&app, StatusCode::OK, html, None))
+    Ok(page(app, status, html, None))
 }
 
 /// Reads park `number`'s spots and settings; `Err` is the page to answer instead.
@@ -132,18 +331,16 @@ async fn park_view(
     number: i64,
 ) -> Result<(Vec<SpotRow>, Settings), PageError> {
     let paths = [
+        format!("/parks/{number}"),
         format!("/parks/getSpotsByParkNumber/{number}"),
-        format!("/parks/getParkyThresholds/{number}"),
-        format!("/parks/getOvernightConfig/{number}"),
     ];
     let null = Value::Null;
-    let (spots, thresholds, overnight) = tokio::join!(
+    let (park, spots) = tokio::join!(
         call_as(app, s, user, Method::GET, &paths[0], &null),
         call_as(app, s, user, Method::GET, &paths[1], &null),
-        call_as(app, s, user, Method::GET, &paths[2], &null),
     );
-    let (spots, thresholds, overnight) = (spots?, thresholds?, overnight?);
-    park_answers(app, s, number, &[&spots, &thresholds, &overnight])?;
+    let (park, spots) = (park?, spots?);
+    park_answers(app, s, number, &[&park, &spots])?;
     let rows = spots
         .body
         .items()
@@ -164,11 +361,19 @@ async fn park_view(
             },
         })
         .collect();
+    let park = &park.body;
     let settings = Settings {
-        per_hour: text(&thresholds.body["parkiesPerHour"]),
-        per_minute: text(&thresholds.body["parkiesPerMinute"]),
-        overnight_fee: text(&overnight.body["overnightFee"]),
-        overnight_on: overnight.body["enabled"].as_bool().unwrap_or(false),
+        per_hour: text(&park["parkiesPerHour"]),
+        per_minute: text(&park["parkiesPerMinute"]),
+        overnight_fee: text(&park["overnightFee"]),
+        overnight_on: park["overnightEnabled"].as_bool().unwrap_or(false),
+        name: text(&park["name"]),
+        address: text(&park["address"]),
+        latitude: text(&park["latitude"]),
+        longitude: text(&park["longitude"]),
+        time_zone: text(&park["timeZone"]),
+        entrances_open: park["entrancesOpen"].as_bool().unwrap_or(true),
+        hours: Hours::of(&park["openingHours"]),
     };
     Ok((rows, settings))
 }
@@ -194,8 +399,12 @@ async fn park_page(
         .iter()
         .filter(|p| p.operational && !p.occupied)
         .count();
+    let title = match settings.name.as_str() {
+        "" => format!("Park {number}"),
+        name => format!("Park {number}: {name}"),
+    };
     let html = ParkPage {
-        chrome: Chrome::of(&format!("Park {number}"), s),
+        chrome: Chrome::of(&title, s),
         number,
         spots,
         free,
@@ -216,6 +425,11 @@ pub async fn park(
 ) -> Page {
     let (s, user) = staff_page(&app, &headers, PARK_STAFF, WHAT).await?;
     let notice = match query.done.as_deref() {
+        Some("created") => {
+            Some("Park created: add its spots here, its barriers and displays on their page.")
+        }
+        Some("settings") => Some("Settings saved."),
+        Some("spots") => Some("Spots added, free and in service."),
         Some("spot") => Some("Spot updated."),
         Some("thresholds") => Some("PARKY thresholds saved."),
         Some("overnight") => Some("Overnight fee saved."),
@@ -230,10 +444,10 @@ async fn send_all(
     app: &App,
     s: &Session,
     user: &User,
-    calls: &[(&str, Value)],
+    calls: &[(Method, &str, Value)],
 ) -> Result<Option<Reply>, PageError> {
-    for (path, body) in calls {
-        let reply = call_as(app, s, user, Method::PUT, path, body).await?;
+    for (method, path, body) in calls {
+        let reply = call_as(app, s, user, method.clone(), path, body).await?;
         if !reply.status.is_success() {
             return Ok(Some(reply));
         }
@@ -251,16 +465,27 @@ async fn settle(
     section: Section,
 ) -> Page {
     let (s, user) = staff_form(&app, &headers, &form, PARK_STAFF, WHAT).await?;
+    let typed_text = |name: &str| field(&form, name).trim().to_owned();
     let typed = Settings {
-        per_hour: field(&form, "parkiesPerHour").trim().to_owned(),
-        per_minute: field(&form, "parkiesPerMinute").trim().to_owned(),
-        overnight_fee: field(&form, "overnightFee").trim().to_owned(),
+        per_hour: typed_text("parkiesPerHour"),
+        per_minute: typed_text("parkiesPerMinute"),
+        overnight_fee: typed_text("overnightFee"),
         overnight_on: field(&form, "overnightOn") == "on",
+        name: typed_text("name"),
+        address: typed_text("address"),
+        latitude: typed_text("latitude"),
+        longitude: typed_text("longitude"),
+        time_zone: typed_text("timeZone"),
+        entrances_open: field(&form, "entrancesOpen") == "on",
+        hours: Hours::typed(&form),
     };
+    let park_path = format!("/parks/{number}");
     let thresholds_path = format!("/parks/changeParkyThresholds/{number}");
-    let (calls, done, keep): (Vec<(&str, Value)>, _, _) = match section {
+    let spots_path = format!("/parks/{number}/spots");
+    let (calls, done): (Vec<(Method, &str, Value)>, _) = match section {
         Section::Spots => (
             vec![(
+                Method::PUT,
                 "/parks/enableDisableSpot",
                 json!({
                     "parkNumber": number,
@@ -270,31 +495,65 @@ async fn settle(
                 }),
             )],
             "spot",
-            None,
         ),
+        Section::NewSpots => {
+            let mut body = json!({
+                "floorLevel": typed_text("floorLevel"),
+                "spotVehicleType": field(&form, "spotVehicleType"),
+                "spotType": field(&form, "spotType"),
+                "count": json_number(&typed_text("count")),
+            });
+            for name in ["prefix", "first"] {
+                if !typed_text(name).is_empty() {
+                    body[name] = Value::String(typed_text(name));
+                }
+            }
+            (vec![(Method::POST, spots_path.as_str(), body)], "spots")
+        }
         Section::Thresholds => (
             vec![(
+                Method::PUT,
                 thresholds_path.as_str(),
                 json!({"parkiesPerHour": typed.per_hour, "parkiesPerMinute": typed.per_minute}),
             )],
             "thresholds",
-            Some(typed.clone()),
         ),
         Section::Overnight => (
             vec![
                 (
+                    Method::PUT,
                     "/parks/changeOvernightFeePrice",
                     json!({"parkNumber": number, "price": typed.overnight_fee}),
                 ),
                 (
+                    Method::PUT,
                     "/parks/enableDisableOvernightFee",
                     json!({"parkNumber": number, "status": typed.overnight_on}),
                 ),
             ],
             "overnight",
-            Some(typed.clone()),
         ),
+        Section::Settings => {
+            let mut body = json!({
+                "name": typed.name,
+                "address": typed.address,
+                "latitude": json_number(&typed.latitude),
+                "longitude": json_number(&typed.longitude),
+                "timeZone": typed.time_zone,
+                "entrancesOpen": typed.entrances_open,
+            });
+            if typed.hours.editable {
+                body["openingHours"] = typed.hours.body();
+            }
+            (vec![(Method::PATCH, park_path.as_str(), body)], "settings")
+        }
     };
+    // The settings forms show what was typed beside their refusal; the others the park as is.
+    let keep = matches!(
+        section,
+        Section::Thresholds | Section::Overnight | Section::Settings
+    )
+    .then(|| typed.clone());
     let Some(refused) = send_all(&app, &s, &user, &calls).await? else {
         return Ok(redirect(&format!("/app/parks/{number}?done={done}")));
     };
@@ -336,4 +595,25 @@ pub async fn set_overnight(
     Form(form): Form<HashMap<String, String>>,
 ) -> Page {
     settle(app, headers, number, form, Section::Overnight).await
+}
+
+/// `POST /app/parks/{number}/spots/add`: spots added in bulk.
+pub async fn add_spots(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    settle(app, headers, number, form, Section::NewSpots).await
+}
+
+/// `POST /app/parks/{number}/settings`: name, address, place, clock, whether it takes new cars,
+/// and its opening hours.
+pub async fn set_settings(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    settle(app, headers, number, form, Section::Settings).await
 }
