@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn every_operation_is_named_and_answers_its_errors() {
         let ops = operations();
-        assert_eq!(ops.len(), 13, "the users endpoints");
+        assert_eq!(ops.len(), 14, "the users endpoints");
         for (path, op) in ops {
             let statuses: Vec<&str> = op.responses.responses.keys().map(String::as_str).collect();
             assert!(op.operation_id.is_some() && op.summary.is_some(), "{path}");

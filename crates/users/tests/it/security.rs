@@ -589,6 +589,47 @@ async fn only_a_customer_manager_blocks_only_customers_and_says_why() {
             "{db:?}: {changed:?}"
         );
         assert_eq!(events().await, before + 1, "{db:?}: announced once");
+
+        // Each change in the supervisors' trail, once, with who and how it was; the refusals
+        // and the change that changed nothing are not there.
+        assert_error(&cm.get("/users/audit").await, 403, "forbidden", None);
+        let mut sup = stack.client(Via::GatewayH1).await;
+        sup.login("supervisor@isep.ipp.pt", SEED_PASSWORD).await;
+        let trail = sup.get("/users/audit?subject=user%204").await;
+        assert_eq!(trail.status(), 200, "{}", trail.text());
+        let trail = trail.json();
+        let actions: Vec<&str> = trail
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["action"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            actions,
+            ["customer.blocked", "customer.enabled", "customer.blocked"],
+            "{db:?}: {trail}"
+        );
+        let first = &trail[2];
+        assert_eq!(first["actorId"], 3, "the customer manager");
+        assert_eq!(first["before"]["status"], "ENABLED");
+        assert_eq!(
+            first["after"],
+            json!({"status": "BLOCKED", "reason": "Three unpaid visits"})
+        );
+        let grant = json!({"userIds": [4], "amount": 5, "reason": "Welcome back"});
+        let r = cm.send_json("POST", "/users/parkies", &grant).await;
+        assert_eq!(r.status(), 201, "{}", r.text());
+        let trail = sup
+            .get("/users/audit?action=coins.&subject=user%204")
+            .await
+            .json();
+        assert_eq!(trail.as_array().map(Vec::len), Some(1), "{trail}");
+        assert_eq!(trail[0]["action"], "coins.granted");
+        let (was, now) = (
+            &trail[0]["before"]["parkies"],
+            &trail[0]["after"]["parkies"],
+        );
+        assert_eq!(now.as_i64(), was.as_i64().map(|w| w + 5), "{trail}");
     }
 }
 
