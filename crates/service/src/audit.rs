@@ -145,19 +145,27 @@ pub struct Filter {
 #[into_params(parameter_in = Query)]
 pub struct Query {
     /// Entries at or after this instant (RFC 3339).
-    #[param(example = "2026-12-01T00:00:00Z")]
+    #[param(format = DateTime, example = "2026-12-01T00:00:00Z")]
     pub from: Option<String>,
     /// Entries before this instant (RFC 3339).
-    #[param(example = "2026-12-31T00:00:00Z")]
+    #[param(format = DateTime, example = "2026-12-31T00:00:00Z")]
     pub to: Option<String>,
     /// Entries by this staff member (user id).
     #[param(minimum = 1)]
     pub actor: Option<i64>,
     /// This action (`park.created`), or every action under a prefix ending in a dot (`park.`).
-    #[param(min_length = 1, max_length = 100)]
+    #[param(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub action: Option<String>,
     /// Entries about this subject (`park 6`).
-    #[param(min_length = 1, max_length = 100)]
+    #[param(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub subject: Option<String>,
     /// Entries older than this one (its id: the next page).
     #[param(minimum = 1)]

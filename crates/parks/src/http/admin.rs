@@ -52,7 +52,6 @@ fn text(field: &'static str, value: &str, min: usize, max: usize) -> Result<Stri
 
 /// A device's number (`B7.1`, `D-2`): 1 to 16 letters, digits, dots and dashes.
 fn device_number(field: &'static str, value: &str) -> Result<String, FieldError> {
-    let value = value.trim();
     if (1..=MAX_DEVICE_NUMBER_CHARS).contains(&value.len())
         && value
             .bytes()
@@ -119,12 +118,16 @@ pub struct CreatePark {
     #[serde(default, deserialize_with = "lenient::optional_integer")]
     #[schema(required = false, minimum = 1, maximum = 1_000_000_000)]
     pub park_number: Option<i64>,
-    /// Its name (1 to 100 characters).
-    #[schema(min_length = 1, max_length = 100)]
+    /// Its name (1 to 100 characters, trimmed; not blank).
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub name: String,
-    /// Its street address (up to 200 characters).
+    /// Its street address (up to 200 characters, trimmed).
     #[serde(default)]
-    #[schema(max_length = 200)]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub address: String,
     /// Latitude.
     #[schema(minimum = -90, maximum = 90)]
@@ -271,11 +274,15 @@ pub async fn park(State(s): State<App>, _: Caller, Path(park): Path<String>) -> 
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"entrancesOpen": false}))]
 pub struct UpdatePark {
-    /// New name.
-    #[schema(min_length = 1, max_length = 100)]
+    /// New name (trimmed; not blank).
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub name: Option<String>,
-    /// New address.
-    #[schema(max_length = 200)]
+    /// New address (trimmed).
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*$")]
     pub address: Option<String>,
     /// New latitude.
     #[schema(minimum = -90, maximum = 90)]
@@ -361,8 +368,8 @@ pub async fn update_park(
 #[schema(example = json!({"floorLevel": "C", "spotVehicleType": "AUTOMOBILE",
     "spotType": "ELECTRIC", "count": 4}))]
 pub struct CreateSpots {
-    /// The floor (1 to 8 letters, digits or dashes).
-    #[schema(min_length = 1, max_length = 8)]
+    /// The floor (1 to 8 letters, digits or dashes: `A`, `-1`).
+    #[schema(pattern = "^[A-Za-z0-9-]{1,8}$")]
     pub floor_level: String,
     /// For which vehicles.
     pub spot_vehicle_type: VehicleType,
@@ -372,9 +379,9 @@ pub struct CreateSpots {
     #[serde(deserialize_with = "lenient::integer")]
     #[schema(minimum = 1, maximum = 500)]
     pub count: i64,
-    /// Their numbers' letters (default: the floor's, when it is letters and digits).
+    /// What their numbers start with (default: the floor's letters and digits, `-1` → `1`).
     #[serde(default)]
-    #[schema(max_length = 8)]
+    #[schema(pattern = "^[A-Za-z0-9]{0,8}$")]
     pub prefix: Option<String>,
     /// The first one's number (default 1).
     #[serde(default, deserialize_with = "lenient::optional_integer")]
@@ -384,7 +391,7 @@ pub struct CreateSpots {
 
 impl CreateSpots {
     fn checked(self) -> Result<SpotBatch, FieldError> {
-        let floor = self.floor_level.trim();
+        let floor = self.floor_level.as_str();
         if !(1..=8).contains(&floor.len())
             || !floor
                 .bytes()
@@ -398,11 +405,14 @@ impl CreateSpots {
         if !(1..=MAX_SPOTS_AT_ONCE).contains(&self.count) {
             return Err(FieldError::new("count", "must be 1 to 500"));
         }
-        let prefix = self.prefix.as_deref().unwrap_or(floor).trim();
+        let prefix = match self.prefix {
+            Some(prefix) => prefix,
+            None => floor.chars().filter(char::is_ascii_alphanumeric).collect(),
+        };
         if prefix.len() > 8 || !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(FieldError::new(
                 "prefix",
-                "must be up to 8 letters and digits (a floor with a dash needs one)",
+                "must be up to 8 letters and digits",
             ));
         }
         let first = self.first.unwrap_or(1);
@@ -486,7 +496,7 @@ pub async fn create_spots(
 #[schema(example = json!({"barrierNumber": "B7.1", "direction": "ENTRANCE"}))]
 pub struct CreateBarrier {
     /// Its number in the park (1 to 16 letters, digits, dots or dashes).
-    #[schema(min_length = 1, max_length = 16)]
+    #[schema(pattern = "^[A-Za-z0-9.-]{1,16}$")]
     pub barrier_number: String,
     /// Entrance or exit.
     pub direction: Direction,
@@ -549,7 +559,7 @@ pub async fn create_barrier(
 #[schema(example = json!({"displayNumber": "D7.1", "barrierID": 31}))]
 pub struct CreateDisplay {
     /// Its number in the park (1 to 16 letters, digits, dots or dashes).
-    #[schema(min_length = 1, max_length = 16)]
+    #[schema(pattern = "^[A-Za-z0-9.-]{1,16}$")]
     pub display_number: String,
     /// The barrier it stands by (one of the park's).
     #[serde(rename = "barrierID", deserialize_with = "lenient::integer")]
@@ -567,11 +577,10 @@ pub struct CreateDisplay {
     responses(
         (status = 201, description = "Added: the barrier with its displays.",
             body = BarrierDevices),
-        (status = 400, description = "A field breaks a rule (`invalid_field`).",
-            body = ErrorBody<'static>),
+        (status = 400, description = "A field breaks a rule (`invalid_field`), or `barrierID` \
+            names no barrier of the park (`invalid_field`).", body = ErrorBody<'static>),
         ParkManagersOnly,
-        (status = 404, description = "No such park, or no such barrier in it \
-            (`park_not_found`, `barrier_not_found`).", body = ErrorBody<'static>),
+        NoSuchPark,
         (status = 409, description = "The number is one of the park's displays already \
             (`display_number_taken`).", body = ErrorBody<'static>),
     )
@@ -666,4 +675,62 @@ pub async fn audit_log(
     RawQuery(query): RawQuery,
 ) -> Answer {
     pms_service::audit::answer(s.store.db(), query.as_deref()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spots(floor: &str, prefix: Option<&str>, first: Option<i64>, count: i64) -> CreateSpots {
+        CreateSpots {
+            floor_level: floor.into(),
+            spot_vehicle_type: VehicleType::Automobile,
+            spot_type: EnergySource::Fuel,
+            count,
+            prefix: prefix.map(Into::into),
+            first,
+        }
+    }
+
+    #[test]
+    fn spot_numbers_follow_the_floor_unless_told() {
+        let numbers = |s: CreateSpots| s.checked().map(|b| b.numbers);
+        assert_eq!(
+            numbers(spots("C", None, None, 2)).expect("ok"),
+            ["C1", "C2"]
+        );
+        assert_eq!(
+            numbers(spots("-1", None, Some(9), 2)).expect("ok"),
+            ["19", "110"]
+        );
+        assert_eq!(
+            numbers(spots("-1", Some("P"), None, 1)).expect("ok"),
+            ["P1"]
+        );
+        assert_eq!(
+            numbers(spots("A", Some(""), Some(0), 1)).expect("ok"),
+            ["0"]
+        );
+        for (bad, field) in [
+            (spots(" A", None, None, 1), "floorLevel"),
+            (spots("", None, None, 1), "floorLevel"),
+            (spots("A", Some("B-"), None, 1), "prefix"),
+            (spots("A", None, None, 0), "count"),
+            (spots("A", None, None, 501), "count"),
+            (spots("A", None, Some(-1), 1), "first"),
+        ] {
+            assert_eq!(bad.checked().expect_err(field).field, field);
+        }
+    }
+
+    #[test]
+    fn device_numbers_are_taken_as_sent() {
+        assert_eq!(
+            device_number("barrierNumber", "B7.1-a").as_deref(),
+            Ok("B7.1-a")
+        );
+        for bad in ["", " B1", "B 1", "B1/2", "ABCDEFGHIJKLMNOPQ"] {
+            assert!(device_number("barrierNumber", bad).is_err(), "{bad:?}");
+        }
+    }
 }
