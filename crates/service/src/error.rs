@@ -173,9 +173,6 @@ impl<R: crate::store::Refusal> From<crate::store::StoreError<R>> for ApiError {
                 Self::not_found(not_found_code(what), format!("{what} {id} not found"))
             }
             StoreError::Refused(r) => r.answer(),
-            StoreError::Invalid { field, .. } => {
-                Self::new(StatusCode::BAD_REQUEST, "invalid_field", e.to_string()).with_field(field)
-            }
             StoreError::Conflict {
                 reason,
                 field,

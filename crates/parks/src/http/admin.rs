@@ -577,10 +577,11 @@ pub struct CreateDisplay {
     responses(
         (status = 201, description = "Added: the barrier with its displays.",
             body = BarrierDevices),
-        (status = 400, description = "A field breaks a rule (`invalid_field`), or `barrierID` \
-            names no barrier of the park (`invalid_field`).", body = ErrorBody<'static>),
+        (status = 400, description = "A field breaks a rule (`invalid_field`).",
+            body = ErrorBody<'static>),
         ParkManagersOnly,
-        NoSuchPark,
+        (status = 404, description = "No such park, or no such barrier in it \
+            (`park_not_found`, `barrier_not_found`).", body = ErrorBody<'static>),
         (status = 409, description = "The number is one of the park's displays already \
             (`display_number_taken`).", body = ErrorBody<'static>),
     )

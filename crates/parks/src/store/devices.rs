@@ -277,8 +277,9 @@ impl Store {
     /// displays.
     ///
     /// # Errors
-    /// [`StoreError::NotFound`] for an unknown park; [`StoreError::Invalid`] for a barrier not
-    /// its own; [`StoreError::Conflict`] `display_number_taken`; database failures.
+    /// [`StoreError::NotFound`] for an unknown park or a barrier not its own (as
+    /// `setDeviceState` and `rotateDeviceKey` answer a device not the park's);
+    /// [`StoreError::Conflict`] `display_number_taken`; database failures.
     pub async fn create_display(
         &self,
         number: i64,
@@ -298,10 +299,7 @@ impl Store {
                         .fetch_optional(&mut *tx)
                         .await?;
                 if barrier.is_none() {
-                    return Err(StoreError::Invalid {
-                        field: "barrierID",
-                        message: format!("barrier {barrier_id} is not one of park {number}'s"),
-                    });
+                    return Err(StoreError::not_found("barrier", barrier_id));
                 }
                 let taken: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM displays WHERE park_id = $1 AND display_number = $2",

@@ -54,15 +54,6 @@ pub enum StoreError<R: Refusal = NoRefusal> {
     /// A domain rule refused, inside a transaction that is rolled back.
     #[error("refused: {0:?}")]
     Refused(R),
-    /// A body field names something that is not there to name (a barrier of another park):
-    /// nothing was changed. Answered 400 `invalid_field` naming `field`.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The body field at fault.
-        field: &'static str,
-        /// Why.
-        message: String,
-    },
     /// The request conflicts with what is stored (a number taken, a spot with a car in it):
     /// nothing was changed. Answered 409 with `reason` as its code and `message` as its text.
     #[error("{message}")]

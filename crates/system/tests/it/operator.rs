@@ -162,9 +162,9 @@ async fn a_park_made_from_nothing_takes_cars_bills_them_and_is_audited() {
                 "POST",
                 "/parks/6/displays",
                 json!({"displayNumber": "D9", "barrierID": 1}),
-                400,
-                "invalid_field",
-                Some("barrierID"),
+                404,
+                "barrier_not_found",
+                None,
             ),
             (
                 "POST",

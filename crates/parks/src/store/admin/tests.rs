@@ -302,8 +302,8 @@ async fn devices_are_added_to_their_own_park_and_keyed_one_by_one() {
         assert!(
             matches!(
                 elsewhere,
-                Err(StoreError::Invalid {
-                    field: "barrierID",
+                Err(StoreError::NotFound {
+                    what: "barrier",
                     ..
                 })
             ),
