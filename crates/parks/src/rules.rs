@@ -72,13 +72,40 @@ pub fn welcome(name: &str) -> String {
 }
 
 /// The goodbye at an exit: with the price when it is known in time (without the original's
-/// doubled `€!`), else the promise of an invoice.
-pub fn goodbye(name: &str, price: Option<(&str, &str)>) -> String {
-    match price {
+/// doubled `€!`), else the promise of an invoice; then the PARKY coins the visit earned, when it
+/// earned any.
+pub fn goodbye(name: &str, price: Option<(&str, &str)>, coins: i64) -> String {
+    let mut text = match price {
         Some((total, discount)) => format!(
             "Have a nice day {name}! Your total will be {total}€! With a discount of {discount}€."
         ),
         None => format!("Have a nice day {name}! Your invoice will follow."),
+    };
+    if coins > 0 {
+        text.push_str(&format!(" You earned {coins} PARKY coins."));
+    }
+    text
+}
+
+/// What a park pays in PARKY coins for a visit: its thresholds, per whole hour and per
+/// remaining whole minute parked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoinRates {
+    /// Coins per whole hour.
+    pub per_hour: i64,
+    /// Coins per minute past the whole hours.
+    pub per_minute: i64,
+}
+
+impl CoinRates {
+    /// The coins a stay from `entered` to `left` earns: whole hours times `per_hour` plus the
+    /// remaining whole minutes times `per_minute` (1 h 30 min at 15 and 1: 45). Never negative.
+    pub fn earned(self, entered: Timestamp, left: Timestamp) -> i64 {
+        let (hours, minutes) = hours_minutes(entered, left);
+        hours
+            .saturating_mul(self.per_hour)
+            .saturating_add(minutes.saturating_mul(self.per_minute))
+            .max(0)
     }
 }
 
@@ -174,6 +201,35 @@ mod tests {
     }
 
     #[test]
+    fn a_visit_earns_its_hours_and_minutes() {
+        let rates = CoinRates {
+            per_hour: 15,
+            per_minute: 1,
+        };
+        let at = |t: &str| t.parse::<Timestamp>().expect("t");
+        let entered = at("2024-03-05T08:00:00Z");
+        assert_eq!(rates.earned(entered, at("2024-03-05T09:30:59Z")), 45);
+        assert_eq!(rates.earned(entered, at("2024-03-05T08:00:59Z")), 0);
+        assert_eq!(
+            rates.earned(entered, at("2024-03-05T07:00:00Z")),
+            0,
+            "never negative"
+        );
+        assert_eq!(
+            CoinRates::default().earned(entered, at("2024-03-06T08:00:00Z")),
+            0
+        );
+        let huge = CoinRates {
+            per_hour: i64::MAX,
+            per_minute: i64::MAX,
+        };
+        assert_eq!(huge.earned(entered, at("2024-03-06T08:01:00Z")), i64::MAX);
+        assert!(goodbye("Rui", None, 45)
+            .ends_with("Your invoice will follow. You earned 45 PARKY coins."));
+        assert!(goodbye("Rui", Some(("1.2", "0.0")), 0).ends_with("of 0.0€."));
+    }
+
+    #[test]
     fn spots_fit_by_type_and_energy() {
         use EnergySource::*;
         use VehicleType::*;
@@ -199,9 +255,9 @@ mod tests {
     #[test]
     fn goodbyes_have_one_euro_sign_each() {
         assert_eq!(
-            goodbye("Rui Soares", Some(("1.2", "0.0"))),
+            goodbye("Rui Soares", Some(("1.2", "0.0")), 0),
             "Have a nice day Rui Soares! Your total will be 1.2€! With a discount of 0.0€."
         );
-        assert!(goodbye("Rui", None).contains("invoice will follow"));
+        assert!(goodbye("Rui", None, 0).contains("invoice will follow"));
     }
 }

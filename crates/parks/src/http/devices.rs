@@ -273,6 +273,7 @@ async fn passage(s: App, body: PassageBody, direction: Direction) -> Answer {
             price,
             repeated,
             replaced,
+            coins,
             ..
         } => {
             s.metrics.passage(dir, "opened");
@@ -299,7 +300,8 @@ async fn passage(s: App, body: PassageBody, direction: Direction) -> Answer {
                         }
                         None => wait_for_price(&s, visit_id).await,
                     };
-                    rules::goodbye(&name, price.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))
+                    let price = price.as_ref().map(|(p, d)| (p.as_str(), d.as_str()));
+                    rules::goodbye(&name, price, coins)
                 }
             }
         }

@@ -90,7 +90,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0006_broker_positions.sql",
     "0007_passage_times.sql",
     "0008_outbox_retention.sql",
-    "0009_administration.sql"
+    "0009_administration.sql",
+    "0010_coins_earned.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

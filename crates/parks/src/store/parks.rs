@@ -471,7 +471,10 @@ impl Store {
             });
             r
         })
-        .await
+        .await?;
+        // The barriers this replica keeps carry their park's coin rates.
+        self.barriers.clear();
+        Ok(())
     }
 
     /// Switches the overnight fee on or off, or sets its amount; either way a new version of the

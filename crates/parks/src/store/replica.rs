@@ -42,16 +42,19 @@ pub struct InvoiceDoc {
 }
 
 /// The exit's goodbye to `name` with the invoice's price, and without (what the exit's displays
-/// show until the invoice comes: only those still showing it get the price).
-fn priced_goodbye(i: &InvoiceDoc, name: &str) -> (String, String) {
+/// show until the invoice comes: only those still showing it get the price), each with the
+/// `coins` the visit earned.
+fn priced_goodbye(i: &InvoiceDoc, name: &str, coins: Option<i64>) -> (String, String) {
+    let coins = coins.unwrap_or(0);
     let priced = rules::goodbye(
         name,
         Some((
             &rules::shown_money(&i.final_price),
             &rules::shown_money(&i.discount),
         )),
+        coins,
     );
-    (priced, rules::goodbye(name, None))
+    (priced, rules::goodbye(name, None, coins))
 }
 
 impl Store {
@@ -144,9 +147,10 @@ impl Store {
         transaction_in!(pool, |tx| {
             let mut known = Vec::with_capacity(invoices.len());
             for i in invoices {
-                let visit: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+                let visit: Option<(Option<i64>, Option<String>, Option<i64>)> = sqlx::query_as(
                     "UPDATE visits SET invoice_id = $1, price = $2, discount = $3 WHERE id = $4 \
-                     RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id)",
+                     RETURNING exit_barrier_id, (SELECT name FROM customers c WHERE c.id = visits.customer_id), \
+                     coins_earned",
                 )
                 .bind(i.invoice_id)
                 .bind(&i.final_price)
@@ -154,8 +158,8 @@ impl Store {
                 .bind(i.visit_id)
                 .fetch_optional(&mut *tx)
                 .await?;
-                if let Some((Some(barrier), Some(name))) = &visit {
-                    let (priced, goodbye) = priced_goodbye(i, name);
+                if let Some((Some(barrier), Some(name), coins)) = &visit {
+                    let (priced, goodbye) = priced_goodbye(i, name, *coins);
                     sqlx::query(
                         "UPDATE displays SET message = $1, updated_at_ms = $2, changes = changes + 1 \
                          WHERE barrier_id = $3 AND state = 'ACTIVE' AND message = $4",
@@ -186,11 +190,12 @@ impl Store {
     ) -> Result<Vec<bool>, StoreError> {
         let column = |f: fn(&InvoiceDoc) -> String| invoices.iter().map(f).collect::<Vec<_>>();
         transaction_in!(pool, |tx| {
-            let visits: Vec<(i64, Option<i64>, Option<String>)> = sqlx::query_as(
+            let visits: Vec<(i64, Option<i64>, Option<String>, Option<i64>)> = sqlx::query_as(
                 "UPDATE visits v SET invoice_id = i.invoice_id, price = i.price, discount = i.discount \
                  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS i (invoice_id, price, discount, visit_id) \
                  WHERE v.id = i.visit_id \
-                 RETURNING v.id, v.exit_barrier_id, (SELECT name FROM customers c WHERE c.id = v.customer_id)",
+                 RETURNING v.id, v.exit_barrier_id, (SELECT name FROM customers c WHERE c.id = v.customer_id), \
+                 v.coins_earned",
             )
             .persistent(false)
             .bind(invoices.iter().map(|i| i.invoice_id).collect::<Vec<_>>())
@@ -204,8 +209,9 @@ impl Store {
             // Sorted by barrier, so two runs lock displays in the same order.
             let mut shown: Vec<(i64, String, String)> = visits
                 .iter()
-                .filter_map(|(visit, barrier, name)| {
-                    let (priced, goodbye) = priced_goodbye(by_visit.get(visit)?, name.as_deref()?);
+                .filter_map(|(visit, barrier, name, coins)| {
+                    let (priced, goodbye) =
+                        priced_goodbye(by_visit.get(visit)?, name.as_deref()?, *coins);
                     Some(((*barrier)?, priced, goodbye))
                 })
                 .collect();
@@ -402,7 +408,8 @@ mod tests {
     #[tokio::test]
     async fn a_run_of_invoices_prices_its_visits_and_the_exit_s_goodbye_on_both_backends() {
         let sqlite = priced_run(false).await.expect("sqlite");
-        let rui = goodbye("Rui Lima", Some(("0.75", "0.0")));
+        // 1 h 30 min in park 1, at its 15 coins an hour and 1 a minute.
+        let rui = goodbye("Rui Lima", Some(("0.75", "0.0")), 45);
         assert_eq!(
             sqlite,
             (

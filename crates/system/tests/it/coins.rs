@@ -47,7 +47,8 @@ async fn coins_pay_part_of_a_visit_once() {
             .await;
         assert_eq!(
             r.json()["message"],
-            "Have a nice day Rui Soares! Your total will be 0.7€! With a discount of 0.5€.",
+            "Have a nice day Rui Soares! Your total will be 0.7€! With a discount of 0.5€. \
+             You earned 35 PARKY coins.",
             "{db:?}"
         );
         let wallet = rui.get("/users/parkies/6").await.json();

@@ -315,7 +315,8 @@ async fn a_replaced_price_table_is_validated_versioned_and_billed() {
     // The exit quoted the stay with the new version, as the invoice bills it (below).
     assert_eq!(
         r.json()["message"],
-        "Have a nice day Rui Soares! Your total will be 53.2€! With a discount of 0.0€."
+        "Have a nice day Rui Soares! Your total will be 53.2€! With a discount of 0.0€. \
+         You earned 375 PARKY coins."
     );
     sys.settled().await;
     let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;

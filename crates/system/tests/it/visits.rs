@@ -36,7 +36,8 @@ async fn a_visit_is_priced_at_the_exit_and_invoiced_once() {
                 .await;
             assert_eq!(
                 r.json()["message"],
-                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€.",
+                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€. \
+                 You earned 15 PARKY coins.",
                 "{db:?} {via:?}"
             );
             // That was the exit's own quote; the invoice follows, at the same price.
@@ -135,7 +136,8 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
         let mut dev = sys.client(Via::H1).await;
         let mut maya = sys.as_user(Via::H1, "mayaGupta@isep.ipp.pt").await;
         let priced =
-            "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€.";
+            "Have a nice day Maya Gupta! Your total will be 0.3€! With a discount of 0.0€. \
+             You earned 20 PARKY coins.";
         for day in 8..12 {
             if day == 11 {
                 // The last one pays with coins: only payments knows the wallet, so that
@@ -172,13 +174,13 @@ async fn the_barrier_gets_out_in_time_when_payments_is_away_and_the_invoice_foll
             } else {
                 assert_eq!(
                     r.json()["message"],
-                    "Have a nice day Maya Gupta! Your invoice will follow."
+                    "Have a nice day Maya Gupta! Your invoice will follow. You earned 20 PARKY coins."
                 );
             }
         }
         assert_eq!(
             display_message(&sys, 2).await,
-            "Have a nice day Maya Gupta! Your invoice will follow."
+            "Have a nice day Maya Gupta! Your invoice will follow. You earned 20 PARKY coins."
         );
         let metrics = sys.metrics("parks").await;
         assert!(
@@ -321,7 +323,8 @@ async fn a_visit_with_coins_across_the_broker() {
         .await;
     assert_eq!(
         r.json()["message"],
-        "Have a nice day Rui Soares! Your total will be 0.3€! With a discount of 0.3€."
+        "Have a nice day Rui Soares! Your total will be 0.3€! With a discount of 0.3€. \
+         You earned 15 PARKY coins."
     );
     assert_eq!(rui.get("/users/parkies/6").await.json()["parkies"], 0);
 }
@@ -368,7 +371,8 @@ async fn an_exit_gets_its_price_from_an_invoice_another_replica_applies() {
                 .await;
             assert_eq!(
                 r.json()["message"],
-                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€.",
+                "Have a nice day Rui Soares! Your total will be 0.6€! With a discount of 0.0€. \
+                 You earned 15 PARKY coins.",
                 "{db:?}: {plate} on day {day}"
             );
         }

@@ -104,6 +104,7 @@ impl Store {
                 repeated: false,
                 price: None,
                 replaced: time.replaced,
+                coins: 0,
             })
         })
     }
@@ -155,14 +156,17 @@ impl Store {
                 .await?
                 .rows_affected()
                     == 1;
+            let coins = closing.coins(barrier);
             sqlx::query(
-                "UPDATE visits SET left_at_ms = $1, exit_said_ms = $5, exit_barrier_id = $2, use_coins = $3 WHERE id = $4",
+                "UPDATE visits SET left_at_ms = $1, exit_said_ms = $5, exit_barrier_id = $2, use_coins = $3, \
+                 coins_earned = $6 WHERE id = $4",
             )
             .bind(ms(at))
             .bind(barrier.id)
             .bind(i64::from(use_coins))
             .bind(visit.id)
             .bind(ms(time.said))
+            .bind(coins)
             .execute(&mut *tx)
             .await?;
             sqlx::query(count_exit_sql!("VALUES ($1, $2, $3, $4)"))
@@ -175,7 +179,7 @@ impl Store {
             show_on_displays!(
                 tx,
                 barrier.id,
-                exit_goodbye(&owner.name, price.as_ref()),
+                exit_goodbye(&owner.name, price.as_ref(), coins),
                 now_ms
             );
             tx.append(&closed_event(&closing, barrier, plate, use_coins)?)
@@ -190,6 +194,7 @@ impl Store {
                 repeated: false,
                 price,
                 replaced: time.replaced,
+                coins,
             })
         })
     }

@@ -70,6 +70,8 @@ pub struct Barrier {
     pub clock_offset_ms: Option<i64>,
     /// Whether its park's entrances take cars, by its manager's switch.
     pub entrances_open: bool,
+    /// What its park pays a visit in PARKY coins.
+    pub coin_rates: rules::CoinRates,
     /// Its park's opening hours (none: always open).
     pub opening_hours: Option<std::sync::Arc<crate::hours::OpeningHours>>,
 }
@@ -149,6 +151,8 @@ pub enum Passage {
         price: Option<(String, String)>,
         /// Why the passage was recorded at another time than the barrier's, when it was.
         replaced: Option<Replaced>,
+        /// At an exit, the PARKY coins the visit earned (0 at an entrance).
+        coins: i64,
     },
     /// The barrier stays closed.
     Refused(Refusal),
@@ -188,6 +192,9 @@ struct VisitClosed<'a> {
     /// invoice is priced with (`None` when the park has no table).
     #[serde(skip_serializing_if = "Option::is_none")]
     price_table_version: Option<i64>,
+    /// The PARKY coins the visit earned, at its park's rates when it closed (the users service
+    /// credits them, once).
+    coins_earned: i64,
 }
 
 /// The owner and kind of a plate.
@@ -320,6 +327,7 @@ fn entrance_rules(
                 repeated: true,
                 price: None,
                 replaced: None,
+                coins: 0,
             }))
         }
         Some(_) => Err(Refusal::AlreadyInside),
@@ -365,7 +373,7 @@ fn exit_rules(
 const DONE: &str = concat!(
     "SELECT v.id, s.spot_number, v.price, v.discount, v.use_coins, v.entered_at_ms, v.vehicle_type, ",
     super::quotes::in_force_sql!("$2", "v.left_at_ms"),
-    ", v.left_at_ms FROM visits v JOIN spots s ON s.id = v.spot_id \
+    ", v.left_at_ms, v.coins_earned FROM visits v JOIN spots s ON s.id = v.spot_id \
      WHERE v.plate = $1 AND v.park_id = $2 AND v.exit_said_ms = $3 AND v.exit_barrier_id = $4"
 );
 
@@ -378,6 +386,7 @@ type DoneRow = (
     i64,
     i64,
     String,
+    Option<i64>,
     Option<i64>,
     Option<i64>,
 );
@@ -501,12 +510,24 @@ struct Done {
     version: Option<i64>,
     /// The exit's time, as taken.
     left_at_ms: i64,
+    /// The coins it earned (none recorded before they were).
+    coins: i64,
 }
 
 impl Done {
     fn of(row: DoneRow) -> Result<Self, StoreError> {
-        let (visit_id, spot, price, discount, use_coins, entered_at_ms, vehicle, version, left) =
-            row;
+        let (
+            visit_id,
+            spot,
+            price,
+            discount,
+            use_coins,
+            entered_at_ms,
+            vehicle,
+            version,
+            left,
+            coins,
+        ) = row;
         Ok(Self {
             visit_id,
             spot,
@@ -518,6 +539,7 @@ impl Done {
             version,
             left_at_ms: left
                 .ok_or_else(|| StoreError::Internal("a done exit has no time".into()))?,
+            coins: coins.unwrap_or(0),
         })
     }
 
@@ -545,6 +567,7 @@ impl Done {
             repeated: true,
             price,
             replaced: None,
+            coins: self.coins,
         }
     }
 }
@@ -667,12 +690,23 @@ impl Closing {
             self.owner.use_coins,
         )
     }
+
+    /// The PARKY coins the stay earns at `barrier`'s park's rates.
+    fn coins(&self, barrier: &Barrier) -> i64 {
+        barrier
+            .coin_rates
+            .earned(instant(self.visit.entered_at_ms), self.time.at)
+    }
 }
 
-/// The exit's goodbye to `name`, with the price when quoted.
-fn exit_goodbye(name: &str, price: Option<&Price>) -> String {
+/// The exit's goodbye to `name`, with the price when quoted and the coins earned.
+fn exit_goodbye(name: &str, price: Option<&Price>, coins: i64) -> String {
     let shown = price.map(|(p, d)| (rules::shown_money(p), rules::shown_money(d)));
-    rules::goodbye(name, shown.as_ref().map(|(p, d)| (p.as_str(), d.as_str())))
+    rules::goodbye(
+        name,
+        shown.as_ref().map(|(p, d)| (p.as_str(), d.as_str())),
+        coins,
+    )
 }
 
 /// `visit.closed` for the visit `closing` closes, paid with coins or not.
@@ -702,6 +736,7 @@ fn closed_event(
             left_at: closing.time.at.to_string(),
             use_coins,
             price_table_version: closing.version,
+            coins_earned: closing.coins(barrier),
         },
     )
     .map_err(|e| StoreError::Internal(e.to_string()))
@@ -746,11 +781,14 @@ impl Store {
             Option<i64>,
             i64,
             Option<String>,
+            i64,
+            i64,
         );
         let row: Option<Row> = repeatable!(self, |conn| {
             sqlx::query_as(
                 "SELECT b.id, b.park_id, p.park_number, b.barrier_number, b.direction, b.state, \
-                 p.time_zone, b.clock_offset_ms, p.entrances_open, p.opening_hours \
+                 p.time_zone, b.clock_offset_ms, p.entrances_open, p.opening_hours, \
+                 p.parkies_per_hour, p.parkies_per_minute \
                  FROM barriers b JOIN parks p ON p.id = b.park_id WHERE b.id = $1",
             )
             .bind(id)
@@ -768,6 +806,8 @@ impl Store {
             clock_offset_ms,
             entrances_open,
             opening_hours,
+            per_hour,
+            per_minute,
         ) = row.ok_or_else(|| StoreError::not_found("barrier", id))?;
         let opening_hours = opening_hours
             .map(|h| serde_json::from_str(&h).map(std::sync::Arc::new))
@@ -785,6 +825,10 @@ impl Store {
             clock_offset_ms,
             entrances_open: super::flag(entrances_open),
             opening_hours,
+            coin_rates: rules::CoinRates {
+                per_hour,
+                per_minute,
+            },
         };
         self.barriers.put(barrier.clone());
         Ok(barrier)
@@ -904,6 +948,7 @@ impl Store {
             repeated: true,
             price: None,
             replaced: None,
+            coins: 0,
         }))
     }
 

@@ -85,14 +85,15 @@ const SPOTS_IN_FLIGHT: &str =
 /// The exit: `$1` visit, `$2` customer, `$3` the coin flag as read (0 or 1), `$4` time (ms),
 /// `$5` barrier, `$6` park, `$7` report day, `$8` minutes, `$9` the displays' message, `$10` now
 /// (ms), `$11` and `$12` the event's payload with and without coins, `$13` the time said (ms),
-/// `$14`– the event's other fields. Returns whether coins pay, or no row when the visit was
+/// `$14` the PARKY coins earned, `$15`– the event's other fields. Returns whether coins pay, or no row when the visit was
 /// closed meanwhile.
 static EXIT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH coins AS (UPDATE customers SET use_parky_coins = 0 \
            WHERE id = $2 AND use_parky_coins = 1 AND $3 = 1 \
            AND EXISTS (SELECT 1 FROM visits WHERE id = $1 AND left_at_ms IS NULL FOR UPDATE) RETURNING id), \
-         closed AS (UPDATE visits SET left_at_ms = $4, exit_said_ms = $13, exit_barrier_id = $5, use_coins = (SELECT count(*) FROM coins) \
+         closed AS (UPDATE visits SET left_at_ms = $4, exit_said_ms = $13, exit_barrier_id = $5, use_coins = (SELECT count(*) FROM coins), \
+           coins_earned = $14 \
            WHERE id = $1 AND left_at_ms IS NULL RETURNING spot_id, use_coins), \
          freed AS (UPDATE spots SET occupied = 0 WHERE id = (SELECT spot_id FROM closed) RETURNING 1), \
          lowered AS (UPDATE parks SET occupied = occupied - 1, changes = changes + 1 WHERE id = $6 AND EXISTS (SELECT 1 FROM freed) RETURNING 1), \
@@ -104,7 +105,7 @@ static EXIT: LazyLock<String> = LazyLock::new(|| {
          {append} \
          SELECT closed.use_coins FROM closed, appended",
         timed = count_exit_sql!("SELECT $6, $7, $2, $8 FROM lowered"),
-        append = pg_append_parts("ready", 14),
+        append = pg_append_parts("ready", 15),
     )
 });
 
@@ -189,6 +190,7 @@ impl Store {
                 repeated: false,
                 price: None,
                 replaced: time.replaced,
+                coins: 0,
             })
         }
         .await)
@@ -226,6 +228,7 @@ impl Store {
                 without.clone()
             };
             let replaced = closing.time.replaced;
+            let coins = closing.coins(barrier);
             let Closing { owner, visit, .. } = closing;
             let query = sqlx::query_as::<_, (i64,)>(&EXIT)
                 .bind(visit.id)
@@ -236,11 +239,12 @@ impl Store {
                 .bind(barrier.park_id)
                 .bind(rules::report_day(at, tz))
                 .bind(stay_minutes(visit.entered_at_ms, at))
-                .bind(exit_goodbye(&owner.name, price.as_ref()))
+                .bind(exit_goodbye(&owner.name, price.as_ref(), coins))
                 .bind(now_ms)
                 .bind(&with.payload)
                 .bind(&without.payload)
-                .bind(ms(time.said));
+                .bind(ms(time.said))
+                .bind(coins);
             let closed = bind_pg_append(query, &without)
                 .fetch_optional(&mut *conn)
                 .await?;
@@ -252,6 +256,7 @@ impl Store {
                     repeated: false,
                     price,
                     replaced,
+                    coins,
                 }),
                 // Another call closed it between the read and the statement: read again.
                 None => Err(StoreError::Transient(format!(

@@ -17,6 +17,7 @@ fn barrier(state: State) -> Barrier {
         clock_offset_ms: None,
         entrances_open: true,
         opening_hours: None,
+        coin_rates: crate::rules::CoinRates::default(),
     }
 }
 
