@@ -41,6 +41,9 @@ pub struct InvoiceDoc {
     pub discount: String,
 }
 
+/// A visit an invoice priced: its id, exit barrier, customer's name and coins earned.
+type InvoicedVisit = (i64, Option<i64>, Option<String>, Option<i64>);
+
 /// The exit's goodbye to `name` with the invoice's price, and without (what the exit's displays
 /// show until the invoice comes: only those still showing it get the price), each with the
 /// `coins` the visit earned.
@@ -190,7 +193,7 @@ impl Store {
     ) -> Result<Vec<bool>, StoreError> {
         let column = |f: fn(&InvoiceDoc) -> String| invoices.iter().map(f).collect::<Vec<_>>();
         transaction_in!(pool, |tx| {
-            let visits: Vec<(i64, Option<i64>, Option<String>, Option<i64>)> = sqlx::query_as(
+            let visits: Vec<InvoicedVisit> = sqlx::query_as(
                 "UPDATE visits v SET invoice_id = i.invoice_id, price = i.price, discount = i.discount \
                  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS i (invoice_id, price, discount, visit_id) \
                  WHERE v.id = i.visit_id \
