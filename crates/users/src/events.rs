@@ -1,11 +1,13 @@
 //! What the users service does with other services' events: the payments service asks for the
-//! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice
-//! ([`crate::store::coins`]). Anything else is skipped; unreadable events are parked.
+//! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice;
+//! the parks service closes a visit that earned coins (`visit.closed`, v1) and the wallet is
+//! credited, once per visit ([`crate::store::coins`]). Anything else is skipped; unreadable
+//! events are parked.
 
 use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
 use pms_events::{ApplyError, Event, Handler, Outcome};
 
-use crate::store::coins::{CoinsRequested, CONSUMER};
+use crate::store::coins::{CoinsRequested, VisitEarned, CONSUMER};
 use crate::App;
 
 /// The users service's events that tell of something that happened once (a wallet paid an
@@ -42,13 +44,46 @@ impl Handler for FromPayments {
     }
 }
 
-/// Takes in the payments service's events (coins to spend), from where `from` says (over
-/// NATS relaying this service's outbox too), until `stop` holds `true`.
+/// Applies the parks service's events.
+#[derive(Debug, Clone)]
+pub struct FromParks(pub App);
+
+impl Handler for FromParks {
+    async fn apply(&self, event: &Event) -> Result<Outcome, ApplyError> {
+        match event.event_type.as_str() {
+            "visit.closed" => {
+                let v: VisitEarned = event.decode(&[1]).map_err(ApplyError::Park)?;
+                if v.coins_earned <= 0 {
+                    return Ok(Outcome::Ignored);
+                }
+                let coins = self
+                    .0
+                    .store
+                    .credit_for_visit(&v, event)
+                    .await
+                    .map_err(|e| ApplyError::Retry(e.to_string()))?;
+                tracing::info!(
+                    user = v.customer_id,
+                    visit = v.visit_id,
+                    coins,
+                    "coins earned"
+                );
+                Ok(Outcome::Applied)
+            }
+            _ => Ok(Outcome::Ignored),
+        }
+    }
+}
+
+/// Takes in the payments service's events (coins to spend) and the parks service's (coins
+/// earned), from where `from` says (over NATS relaying this service's outbox too), until
+/// `stop` holds `true`.
 ///
 /// # Errors
-/// [`MissingSource`] when the payments' outbox is not among the in-process sources.
+/// [`MissingSource`] when an outbox is not among the in-process sources.
 pub fn spawn_consumers(app: &App, from: Sources, stop: Shutdown) -> Result<Tasks, MissingSource> {
     Wiring::new(CONSUMER, &app.outbox, &app.metrics, from, stop)
         .consume("payments", FromPayments(app.clone()))
+        .consume("parks", FromParks(app.clone()))
         .spawn()
 }

@@ -1,6 +1,7 @@
-//! PARKY coins spent for real, exactly once: the discount of spec §5.5 comes off the invoice and
-//! the coins leave the wallet with an event naming the invoice; applying the saga's events again
-//! spends nothing more.
+//! PARKY coins spent and earned for real, exactly once: the discount of spec §5.5 comes off the
+//! invoice and the coins leave the wallet with an event naming the invoice; the visit's own
+//! earnings arrive with an event naming the visit and pay nothing of it; applying the events
+//! again spends and credits nothing more.
 
 use serde_json::json;
 
@@ -51,13 +52,26 @@ async fn coins_pay_part_of_a_visit_once() {
              You earned 35 PARKY coins.",
             "{db:?}"
         );
+        sys.settled().await;
         let wallet = rui.get("/users/parkies/6").await.json();
-        assert_eq!(wallet["parkies"], 0);
+        assert_eq!(
+            wallet["parkies"], 35,
+            "{db:?}: earned, after 50 spent: {wallet}"
+        );
         let events = wallet["parkyEvents"].as_array().expect("events");
-        let spent = events.last().expect("spent");
-        assert_eq!(spent["amount"], -50);
+        let by = |amount: i64| {
+            events
+                .iter()
+                .find(|e| e["amount"] == amount)
+                .expect("event")
+        };
         let invoice = rui.get("/payments/mine").await.json()[0].clone();
-        assert_eq!(spent["reason"], format!("Invoice {}", invoice["invoice"]));
+        assert_eq!(by(-50)["reason"], format!("Invoice {}", invoice["invoice"]));
+        assert_eq!(
+            by(35)["reason"],
+            format!("Visit {} in park 1", invoice["visitId"]),
+            "{db:?}: {wallet}"
+        );
         assert_eq!(invoice["coins"], 50);
         assert_eq!(invoice["discount"], 0.5);
         assert_eq!(invoice["finalPrice"], 0.7);
@@ -69,6 +83,7 @@ async fn coins_pay_part_of_a_visit_once() {
         for (db_, name, source) in [
             (sys.payments.store.db().clone(), "payments", "parks"),
             (sys.users.store.db().clone(), "users", "payments"),
+            (sys.users.store.db().clone(), "users", "parks"),
             (sys.payments.store.db().clone(), "payments", "users"),
         ] {
             pms_events::position::rewind(&db_, name, source, 0)
@@ -80,10 +95,10 @@ async fn coins_pay_part_of_a_visit_once() {
         sys.users.outbox.committed();
         sys.settled().await;
         let wallet = rui.get("/users/parkies/6").await.json();
-        assert_eq!(wallet["parkies"], 0);
+        assert_eq!(wallet["parkies"], 35);
         assert_eq!(
             wallet["parkyEvents"].as_array().map(Vec::len),
-            Some(2),
+            Some(3),
             "{db:?}: {wallet}"
         );
         assert_eq!(

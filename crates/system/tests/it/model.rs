@@ -16,8 +16,9 @@
 //! - once the events settle, every closed visit has exactly one invoice, at the price the tariff
 //!   engine gives its stay with the table in force when it left, and issued;
 //! - coins are conserved: with coin grants and "pay with coins" flags among the steps, each
-//!   customer's wallet ends at what it started with, plus what was granted, less the coins their
-//!   invoices spent, and each invoice's discount is its coins ÷ 100, never more than its total.
+//!   customer's wallet ends at what it started with, plus what was granted and what their visits
+//!   earned, less the coins their invoices spent; each visit earned its stay at its park's rates,
+//!   and each invoice's discount is its coins ÷ 100, never more than its total.
 //!
 //! CI runs a few cases on each database; a long search:
 //! `PMS_MODEL_CASES=200 cargo test -p pms-system --test it model -- --nocapture`. A failing
@@ -495,10 +496,34 @@ impl Run {
         self.coins_conserved().await
     }
 
-    /// Each customer's wallet is what it was, plus what was granted, less what their invoices
-    /// spent; each discount is its coins ÷ 100 and no more than the total.
+    /// Each customer's wallet is what it was, plus what was granted and what their visits
+    /// earned, less what their invoices spent; each visit earned its stay at its park's rates
+    /// (the seed's 15 an hour and 1 a minute); each discount is its coins ÷ 100 and no more than
+    /// the total.
     async fn coins_conserved(&mut self) -> Result<(), TestCaseError> {
         let db = self.db;
+        let parks = &self.sys.parks.store;
+        let closed: Vec<(i64, i64, i64, Option<i64>)> =
+            pms_service::repeatable!(parks, |conn| sqlx::query_as(
+                "SELECT customer_id, entered_at_ms, left_at_ms, coins_earned FROM visits \
+                 WHERE left_at_ms IS NOT NULL ORDER BY id"
+            )
+            .fetch_all(&mut *conn)
+            .await)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let rates = pms_parks::rules::CoinRates {
+            per_hour: 15,
+            per_minute: 1,
+        };
+        let at = |ms: i64| jiff::Timestamp::from_millisecond(ms).unwrap_or_default();
+        for (_, entered, left, coins) in &closed {
+            prop_assert_eq!(
+                *coins,
+                Some(rates.earned(at(*entered), at(*left))),
+                "{:?}",
+                db
+            );
+        }
         let payments = &self.sys.payments.store;
         let spent: Vec<(i64, i64, String, String)> =
             pms_service::repeatable!(payments, |conn| sqlx::query_as(
@@ -528,9 +553,14 @@ impl Run {
                 .await
                 .json();
             let used: i64 = spent.iter().filter(|s| s.0 == *id).map(|s| s.1).sum();
+            let earned: i64 = closed
+                .iter()
+                .filter(|v| v.0 == *id)
+                .filter_map(|v| v.3)
+                .sum();
             prop_assert_eq!(
                 wallet["parkies"].as_i64(),
-                Some(self.wallets[i] + self.model.granted[i] - used),
+                Some(self.wallets[i] + self.model.granted[i] + earned - used),
                 "{:?}: customer {}'s coins: {}",
                 db,
                 id,

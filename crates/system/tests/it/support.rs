@@ -466,6 +466,21 @@ impl System {
     }
 
     /// The key of barrier `id`.
+    /// Park `park`'s visits earn no PARKY coins from now on (its thresholds set to 0 by the
+    /// park manager), for tests of spending whose wallets must stay as granted.
+    pub async fn earn_no_coins(&self, park: i64) {
+        let mut pm = self.as_user(Via::H1, "parkmanager@isep.ipp.pt").await;
+        let zero = json!({"parkiesPerHour": 0, "parkiesPerMinute": 0});
+        let r = pm
+            .send(
+                "PUT",
+                &format!("/parks/changeParkyThresholds/{park}"),
+                &zero,
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{}", r.text());
+    }
+
     pub fn barrier_key(&self, id: i64) -> String {
         self.keys.key_for(DeviceType::Barrier, id)
     }

@@ -45,7 +45,7 @@ fn api() -> OpenApiRouter<App> {
             pms_events::parked::SetAside {
                 service: "users",
                 consumer: crate::store::coins::CONSUMER,
-                sources: &["payments"],
+                sources: &["payments", "parks"],
             }
             .routes(),
         )

@@ -1,8 +1,11 @@
-//! PARKY coins spent on invoices: the users service's step of the payments saga (see the
-//! payments service's `store::invoices`). For each `coins.requested` it takes what the wallet
-//! has, up to the amount asked, records a wallet event naming the invoice, and answers with
-//! `wallet.coins_debited` — all in one transaction with the consumer's position. The debit is
-//! keyed by the invoice (`coin_debits`), so a redelivered request debits nothing more.
+//! PARKY coins moved by other services' events. Spent on invoices: the users service's step of
+//! the payments saga (see the payments service's `store::invoices`); for each `coins.requested`
+//! it takes what the wallet has, up to the amount asked, records a wallet event naming the
+//! invoice, and answers with `wallet.coins_debited` — all in one transaction with the consumer's
+//! position. The debit is keyed by the invoice (`coin_debits`), so a redelivered request debits
+//! nothing more. Earned by visits: each `visit.closed` from the parks service that earned coins
+//! credits them with a wallet event naming the visit, keyed by the visit (`coin_awards`), so a
+//! redelivered or replayed visit credits nothing more.
 
 use pms_events::conn::EventConn;
 use pms_events::{Applied, Event, NewEvent};
@@ -25,6 +28,22 @@ pub struct CoinsRequested {
     pub customer_id: i64,
     /// Most coins to take (the fee in cents).
     pub max_coins: i64,
+}
+
+/// What the users service reads of `visit.closed` v1 (from parks): who earned how many coins in
+/// which visit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VisitEarned {
+    /// The visit.
+    pub visit_id: i64,
+    /// Its park's number, for the wallet event's reason.
+    pub park_number: i64,
+    /// Whose wallet.
+    pub customer_id: i64,
+    /// The coins it earned (absent from visits closed before coins were earned).
+    #[serde(default)]
+    pub coins_earned: i64,
 }
 
 /// `wallet.coins_debited` v1.
@@ -66,7 +85,17 @@ impl Store {
                 .bind(r.customer_id)
                 .fetch_optional(&mut *tx)
                 .await?;
-                let coins = balance.unwrap_or(0).min(r.max_coins.max(0)).max(0);
+                // Coins this very visit earned are for the next one: whichever of its two
+                // events (the credit from parks, this request from payments) comes first, the
+                // invoice is paid from the same coins.
+                let earned_here: Option<i64> = sqlx::query_scalar(
+                    "SELECT coins FROM coin_awards WHERE award_key = $1",
+                )
+                .bind(format!("visit:{}", r.visit_id))
+                .fetch_optional(&mut *tx)
+                .await?;
+                let spendable = balance.unwrap_or(0) - earned_here.unwrap_or(0);
+                let coins = spendable.min(r.max_coins.max(0)).max(0);
                 let now = super::users::now_micros();
                 if coins > 0 {
                     sqlx::query("UPDATE users SET parkies = parkies - $1 WHERE id = $2")
@@ -113,6 +142,73 @@ impl Store {
                 tx.record_position(CONSUMER, Applied::one(event)).await?;
                 tx.commit().await?;
                 Ok(coins)
+            }
+            .await)
+        })
+        .await
+    }
+
+    /// Credits the coins a visit earned, once (a visit credited before credits nothing more),
+    /// with the consumer's position; returns the coins credited by this call. A visit that
+    /// earned nothing, or of a customer this service does not have, credits nothing.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn credit_for_visit(
+        &self,
+        v: &VisitEarned,
+        event: &Event,
+    ) -> Result<i64, StoreError> {
+        retry_transient(|| async {
+            on_conn!(self, |conn| async {
+                let mut tx = begin(conn).await?;
+                let mut credited = 0;
+                if v.coins_earned > 0 {
+                    let now = super::users::now_micros();
+                    // The user's row lock first (as every balance change takes it), which also
+                    // says whether the customer is here.
+                    let found: Option<i64> = sqlx::query_scalar(
+                        "UPDATE users SET parkies = parkies WHERE id = $1 RETURNING id",
+                    )
+                    .bind(v.customer_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let awarded = match found {
+                        Some(_) => sqlx::query(
+                            "INSERT INTO coin_awards (award_key, user_id, coins, awarded_at_us) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT (award_key) DO NOTHING",
+                        )
+                        .bind(format!("visit:{}", v.visit_id))
+                        .bind(v.customer_id)
+                        .bind(v.coins_earned)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected(),
+                        None => 0,
+                    };
+                    if awarded == 1 {
+                        sqlx::query("UPDATE users SET parkies = parkies + $1 WHERE id = $2")
+                            .bind(v.coins_earned)
+                            .bind(v.customer_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(
+                            "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
+                             VALUES ($1, $2, $3, NULL, $4)",
+                        )
+                        .bind(v.customer_id)
+                        .bind(v.coins_earned)
+                        .bind(format!("Visit {} in park {}", v.visit_id, v.park_number))
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                        credited = v.coins_earned;
+                    }
+                }
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
+                tx.commit().await?;
+                Ok(credited)
             }
             .await)
         })

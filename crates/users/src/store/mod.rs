@@ -138,7 +138,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0006_idempotency_keys.sql",
     "0007_outbox_retention.sql",
     "0008_status_reason.sql",
-    "0009_audit.sql"
+    "0009_audit.sql",
+    "0010_coin_awards.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 
