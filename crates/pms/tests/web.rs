@@ -1375,4 +1375,19 @@ fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trai
         "{}",
         csv.body
     );
+
+    // A customer's account gives their invitation code; the registration form takes one.
+    let rui = sign_in(port, "ruiSoares@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&rui));
+    assert!(
+        account.body.contains("id=\"invitation\""),
+        "{}",
+        account.body
+    );
+    let register = get(port, "/app/register", None);
+    assert!(
+        register.body.contains("name=\"invitationCode\""),
+        "{}",
+        register.body
+    );
 }

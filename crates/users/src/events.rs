@@ -1,7 +1,8 @@
 //! What the users service does with other services' events: the payments service asks for the
 //! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice;
-//! the parks service closes a visit that earned coins (`visit.closed`, v1) and the wallet is
-//! credited, once per visit ([`crate::store::coins`]). Anything else is skipped; unreadable
+//! the parks service closes a visit (`visit.closed`, v1) and the coins it earned are credited,
+//! once per visit, with the inviter's coins when it is an invited customer's first
+//! ([`crate::store::coins`], [`crate::store::awards`]). Anything else is skipped; unreadable
 //! events are parked.
 
 use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
@@ -53,21 +54,22 @@ impl Handler for FromParks {
         match event.event_type.as_str() {
             "visit.closed" => {
                 let v: VisitEarned = event.decode(&[1]).map_err(ApplyError::Park)?;
-                if v.coins_earned <= 0 {
-                    return Ok(Outcome::Ignored);
-                }
-                let coins = self
+                let invitation = self.0.awards.invitation;
+                let (earned, invited) = self
                     .0
                     .store
-                    .credit_for_visit(&v, event)
+                    .credit_for_visit(&v, invitation, event)
                     .await
                     .map_err(|e| ApplyError::Retry(e.to_string()))?;
-                tracing::info!(
-                    user = v.customer_id,
-                    visit = v.visit_id,
-                    coins,
-                    "coins earned"
-                );
+                if earned > 0 || invited > 0 {
+                    tracing::info!(
+                        user = v.customer_id,
+                        visit = v.visit_id,
+                        earned,
+                        invited,
+                        "coins earned"
+                    );
+                }
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),

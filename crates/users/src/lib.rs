@@ -8,7 +8,9 @@
 //! - [`store`]: the database: pool, migrations, queries, demo data, error mapping.
 //! - [`throttle`]: how failed logins hold an e-mail address.
 //! - [`http`]: routes and handlers.
-//! - [`events`]: what users does with the payments service's events (spending coins).
+//! - [`events`]: what users does with the payments service's events (spending coins) and the
+//!   parks service's (coins earned by visits and invitations).
+//! - [`anniversaries`]: the hourly round crediting customers' anniversary coins.
 //!
 //! Every change another service needs (a registration, a vehicle, a payment method, a status)
 //! appends `customer.registered` or `customer.changed` to the outbox in the same transaction.
@@ -20,6 +22,7 @@
 
 #![deny(missing_docs)]
 
+pub mod anniversaries;
 pub mod events;
 pub mod http;
 pub mod model;
@@ -61,6 +64,8 @@ pub struct UsersConfig {
     pub max_body_bytes: usize,
     /// Time a client has to send its whole request body.
     pub body_timeout: std::time::Duration,
+    /// The coins an invitation and an anniversary earn.
+    pub awards: store::awards::Awards,
 }
 
 impl std::fmt::Debug for UsersConfig {
@@ -108,6 +113,8 @@ pub struct Inner {
     pub outbox: pms_events::Outbox,
     /// `/metrics`: the event gauges.
     pub metrics: pms_events::metrics::EventMetrics,
+    /// The coins an invitation and an anniversary earn.
+    pub awards: store::awards::Awards,
     seed_password: Option<String>,
 }
 
@@ -133,6 +140,7 @@ impl App {
             signer: config.signer,
             outbox,
             metrics: pms_events::metrics::EventMetrics::new("users"),
+            awards: config.awards,
             seed_password: config.seed_password,
         })))
     }

@@ -95,6 +95,10 @@ pub struct Wallet {
     pub parkies: i64,
     /// Every grant and deduction, oldest first.
     pub parky_events: Vec<ParkyEvent>,
+    /// The customer's invitation code (not in the original): a friend who registers with it
+    /// earns this customer coins when the friend's first visit closes. Absent for staff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation_code: Option<String>,
 }
 
 /// The answer to a login.

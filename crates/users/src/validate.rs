@@ -98,6 +98,15 @@ pub struct NewUser {
     #[schema(required = false)]
     #[serde(default = "not_defined", deserialize_with = "method_or_not_defined")]
     pub payment_method: PaymentMethod,
+    /// A customer's invitation code (from their wallet), when they invited this one: they earn
+    /// coins when this customer's first visit closes.
+    #[schema(
+        required = false,
+        pattern = "^[0-9A-Fa-f]{10}$",
+        example = "3F9A0C1B7E"
+    )]
+    #[serde(default)]
+    pub invitation_code: Option<String>,
 }
 
 /// `POST /users/login`. Its `Debug` output never shows the password.
@@ -217,7 +226,23 @@ pub fn new_user(body: Value) -> Result<NewUser, FieldError> {
         nif: nif(new.nif)?,
         vehicle: vehicle(new.vehicle)?,
         payment_method: new.payment_method,
+        invitation_code: new.invitation_code.map(invitation_code).transpose()?,
     })
+}
+
+/// An invitation code as given: ten hexadecimal digits, kept upper-case.
+///
+/// # Errors
+/// A [`FieldError`] naming `invitationCode` for anything else.
+pub fn invitation_code(code: String) -> Result<String, FieldError> {
+    if code.len() == 10 && code.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(code.to_ascii_uppercase())
+    } else {
+        Err(FieldError::new(
+            "invitationCode",
+            "must be ten hexadecimal digits, as the inviting customer's wallet shows it",
+        ))
+    }
 }
 
 /// Login credentials as read, the e-mail trimmed. Formats are not checked: a malformed e-mail

@@ -177,6 +177,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             pms_users::events::PASSING_EVENTS,
             stop_rx.clone(),
         );
+        pms_users::anniversaries::spawn(&app, stop_rx.clone());
         retention.spawn(
             &parks.outbox,
             pms_parks::events::PASSING_EVENTS,

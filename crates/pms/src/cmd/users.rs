@@ -57,6 +57,15 @@ pub struct ServiceOptions {
     /// Do not create the demo accounts in an empty database.
     #[arg(long)]
     pub no_seed: bool,
+    /// PARKY coins for a customer whose invitation code another used to register, when the
+    /// other's first visit closes (0: none).
+    #[arg(long, default_value_t = pms_users::store::awards::Awards::default().invitation,
+          value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    pub invitation_coins: i64,
+    /// PARKY coins on each anniversary of a customer's registration (0: none).
+    #[arg(long, default_value_t = pms_users::store::awards::Awards::default().anniversary,
+          value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    pub anniversary_coins: i64,
 }
 
 /// Arguments of `pms users`.
@@ -153,6 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.service
             .retention
             .spawn(&app.outbox, pms_users::events::PASSING_EVENTS, stop.clone());
+        pms_users::anniversaries::spawn(&app, stop.clone());
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
             pms_users::events::spawn_consumers(&app, Sources::Nats(nats), stop)?;
         }
@@ -233,6 +243,10 @@ pub fn config(
         seed_password,
         max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
         body_timeout: pms_users::DEFAULT_BODY_TIMEOUT,
+        awards: pms_users::store::awards::Awards {
+            invitation: opts.invitation_coins,
+            anniversary: opts.anniversary_coins,
+        },
     };
     Ok((config, generated))
 }

@@ -209,6 +209,7 @@ impl System {
             seed_password: Some(SEED_PASSWORD.into()),
             max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
             body_timeout: pms_users::DEFAULT_BODY_TIMEOUT,
+            awards: Default::default(),
         })
         .expect("users");
         let parks_config = || pms_parks::ParksConfig {

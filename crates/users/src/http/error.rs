@@ -26,6 +26,11 @@ impl From<StoreError> for ApiError {
                 (StatusCode::CONFLICT, "insufficient_balance", Some("amount"))
             }
             StoreError::NotACustomer(_) => (StatusCode::CONFLICT, "not_a_customer", None),
+            StoreError::UnknownInvitation(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_field",
+                Some("invitationCode"),
+            ),
             StoreError::IdempotencyKeyReused => return pms_service::idempotency::reused(),
             StoreError::BadUrl(_) | StoreError::Internal(_) => return ApiError::internal(e),
         };

@@ -11,7 +11,9 @@ use pms_events::conn::EventConn;
 use pms_events::{Applied, Event, NewEvent};
 use serde::{Deserialize, Serialize};
 
+use super::awards::{award_once, lock_users};
 use super::{begin, on_conn, retry_transient, Store, StoreError};
+use pms_service::store::Backend;
 
 /// The consumer name the users service records its positions under.
 pub const CONSUMER: &str = "users";
@@ -149,61 +151,50 @@ impl Store {
     }
 
     /// Credits the coins a visit earned, once (a visit credited before credits nothing more),
-    /// with the consumer's position; returns the coins credited by this call. A visit that
-    /// earned nothing, or of a customer this service does not have, credits nothing.
+    /// and, when this is the first visit to close of a customer another invited, the inviter's
+    /// `invitation` coins, once; with the consumer's position. Returns the coins credited by
+    /// this call, to the customer and to the inviter. A customer this service does not have is
+    /// credited nothing.
     ///
     /// # Errors
     /// Database failures.
     pub async fn credit_for_visit(
         &self,
         v: &VisitEarned,
+        invitation: i64,
         event: &Event,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<(i64, i64), StoreError> {
         retry_transient(|| async {
             on_conn!(self, |conn| async {
                 let mut tx = begin(conn).await?;
-                let mut credited = 0;
-                if v.coins_earned > 0 {
-                    let now = super::users::now_micros();
-                    // The user's row lock first (as every balance change takes it), which also
-                    // says whether the customer is here.
-                    let found: Option<i64> = sqlx::query_scalar(
-                        "UPDATE users SET parkies = parkies WHERE id = $1 RETURNING id",
-                    )
-                    .bind(v.customer_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let awarded = match found {
-                        Some(_) => sqlx::query(
-                            "INSERT INTO coin_awards (award_key, user_id, coins, awarded_at_us) \
-                             VALUES ($1, $2, $3, $4) ON CONFLICT (award_key) DO NOTHING",
-                        )
-                        .bind(format!("visit:{}", v.visit_id))
+                let inviter: Option<Option<i64>> =
+                    sqlx::query_scalar("SELECT invited_by FROM users WHERE id = $1")
                         .bind(v.customer_id)
-                        .bind(v.coins_earned)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected(),
-                        None => 0,
-                    };
-                    if awarded == 1 {
-                        sqlx::query("UPDATE users SET parkies = parkies + $1 WHERE id = $2")
-                            .bind(v.coins_earned)
-                            .bind(v.customer_id)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(
-                            "INSERT INTO parky_events (user_id, amount, reason, manager_id, created_at_us) \
-                             VALUES ($1, $2, $3, NULL, $4)",
-                        )
-                        .bind(v.customer_id)
-                        .bind(v.coins_earned)
-                        .bind(format!("Visit {} in park {}", v.visit_id, v.park_number))
-                        .bind(now)
-                        .execute(&mut *tx)
+                        .fetch_optional(&mut *tx)
                         .await?;
-                        credited = v.coins_earned;
+                let inviter = inviter.flatten().filter(|_| invitation > 0);
+                let found = lock_users!(
+                    self,
+                    tx,
+                    inviter.into_iter().chain([v.customer_id]).collect()
+                );
+                let now = super::users::now_micros();
+                let mut credited = (0, 0);
+                if v.coins_earned > 0 && found.contains(&v.customer_id) {
+                    let key = format!("visit:{}", v.visit_id);
+                    let reason = format!("Visit {} in park {}", v.visit_id, v.park_number);
+                    if award_once!(tx, key, v.customer_id, v.coins_earned, reason, now) {
+                        credited.0 = v.coins_earned;
+                    }
+                }
+                if let Some(inviter) = inviter.filter(|i| found.contains(i)) {
+                    let key = format!("invitation:{}", v.customer_id);
+                    let reason = format!(
+                        "Invited customer {}, whose first visit closed (visit {})",
+                        v.customer_id, v.visit_id
+                    );
+                    if award_once!(tx, key, inviter, invitation, reason, now) {
+                        credited.1 = invitation;
                     }
                 }
                 tx.record_position(CONSUMER, Applied::one(event)).await?;

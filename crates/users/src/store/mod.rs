@@ -13,6 +13,7 @@
 //!
 //! Layout: [`users`] has the queries, [`seed`] the demo data; [`pool`] is the kit's.
 
+pub mod awards;
 pub mod coins;
 pub mod seed;
 pub mod users;
@@ -55,6 +56,9 @@ pub enum StoreError {
     /// The account is not a customer's (only a customer's status is set here).
     #[error("user {0} is not a customer: only customers are blocked or unblocked")]
     NotACustomer(i64),
+    /// No customer has the invitation code a registration gave.
+    #[error("no customer has the invitation code {0}")]
+    UnknownInvitation(String),
     /// The idempotency key was used before for another request.
     #[error("this Idempotency-Key was used for another request; send a new key")]
     IdempotencyKeyReused,
@@ -139,7 +143,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0007_outbox_retention.sql",
     "0008_status_reason.sql",
     "0009_audit.sql",
-    "0010_coin_awards.sql"
+    "0010_coin_awards.sql",
+    "0011_invitations.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -132,8 +132,9 @@ impl Store {
                     nif: a.nif,
                     vehicle: vehicle(&a.vehicles[0]),
                     payment_method: a.payment,
+                    invitation_code: None,
                 };
-                let id = tx.insert_user(&new, password_hash, a.role).await?;
+                let id = tx.insert_user(&new, password_hash, a.role, None).await?;
                 for (seq, v) in (1..).zip(a.vehicles) {
                     tx.insert_vehicle(id, &vehicle(v), seq).await?;
                 }

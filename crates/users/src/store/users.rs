@@ -106,7 +106,12 @@ impl Store {
         password_hash: &str,
         role: Role,
     ) -> Result<UserDto, StoreError> {
-        let id = retry_transient(|| self.create_user_once(new, password_hash, role)).await?;
+        let invited_by = match &new.invitation_code {
+            None => None,
+            Some(code) => Some(self.inviter(code).await?),
+        };
+        let id =
+            retry_transient(|| self.create_user_once(new, password_hash, role, invited_by)).await?;
         Ok(UserDto {
             id,
             first_name: new.first_name.clone(),
@@ -127,10 +132,11 @@ impl Store {
         new: &NewUser,
         password_hash: &str,
         role: Role,
+        invited_by: Option<i64>,
     ) -> Result<i64, sqlx::Error> {
         on_conn!(self, |conn| async {
             let mut tx = begin(conn).await?;
-            let id = tx.insert_user(new, password_hash, role).await?;
+            let id = tx.insert_user(new, password_hash, role, invited_by).await?;
             tx.insert_vehicle(id, &new.vehicle, 1).await?;
             tx.announce(id, "customer.registered").await?;
             tx.commit().await?;
@@ -706,7 +712,8 @@ impl Store {
     /// Database failures.
     pub async fn wallet(&self, user_id: i64) -> Result<Option<Wallet>, StoreError> {
         repeatable!(self, |conn| sqlx::query(
-            "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us \
+            "SELECT u.parkies, e.id, e.amount, e.reason, e.manager_id, e.created_at_us, \
+                    u.invitation_code \
              FROM users u LEFT JOIN parky_events e ON e.user_id = u.id \
              WHERE u.id = $1 ORDER BY e.id",
         )
@@ -721,6 +728,7 @@ impl Store {
                 user_id,
                 parkies: first.int(0)?,
                 parky_events: Vec::with_capacity(rows.len()),
+                invitation_code: first.opt_text(6)?,
             };
             for r in &rows {
                 let Some(event_id) = r.opt_int(1)? else {
@@ -784,11 +792,14 @@ impl Store {
 pub(super) trait Writes {
     /// Inserts a user row (counting one vehicle, which the caller inserts next) and returns its
     /// id.
+    /// Inserts a user registered today, with an invitation code of their own when a customer,
+    /// invited by `invited_by` when given.
     async fn insert_user(
         &mut self,
         new: &NewUser,
         password_hash: &str,
         role: Role,
+        invited_by: Option<i64>,
     ) -> Result<i64, sqlx::Error>;
 
     /// Inserts a vehicle as the user's `seq`-th.
@@ -817,11 +828,14 @@ macro_rules! shared_writes {
                 new: &NewUser,
                 password_hash: &str,
                 role: Role,
+                invited_by: Option<i64>,
             ) -> Result<i64, sqlx::Error> {
+                let code = (role == Role::Customer).then(super::awards::new_invitation_code);
                 sqlx::query_scalar(
                     "INSERT INTO users (first_name, last_name, email, nif, password_hash, role, \
-                     payment_method, status, parkies, vehicle_count) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 1) RETURNING id",
+                     payment_method, status, parkies, vehicle_count, invitation_code, invited_by, \
+                     registered_on) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 1, $9, $10, $11) RETURNING id",
                 )
                 .bind(&new.first_name)
                 .bind(&new.last_name)
@@ -831,6 +845,9 @@ macro_rules! shared_writes {
                 .bind(role.as_str())
                 .bind(new.payment_method.as_str())
                 .bind(UserStatus::Enabled.as_str())
+                .bind(code)
+                .bind(invited_by)
+                .bind(super::awards::today().to_string())
                 .fetch_one(self)
                 .await
             }
@@ -949,7 +966,7 @@ fn known<T>(parse: fn(&str) -> Option<T>, text: &str) -> Result<T, String> {
 shared_writes!(sqlx::PgConnection, sqlx::SqliteConnection);
 
 /// `$first, $first+1, …` for `n` values.
-fn placeholders(first: usize, n: usize) -> String {
+pub(super) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()

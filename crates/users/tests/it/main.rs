@@ -2,6 +2,7 @@
 //! real SQLite files and real PostgreSQL servers, real HTTP/1.1, HTTP/2 and TLS clients.
 
 mod api;
+mod awards;
 mod concurrency;
 mod outage;
 mod overload;

@@ -288,6 +288,7 @@ async fn refused_writes_leave_no_transaction_open() {
             ..taken
         },
         payment_method: PaymentMethod::NotDefined,
+        invitation_code: None,
     };
     let clash = store.create_user(&dup, "x", Role::Customer).await;
     assert_eq!(clash.err(), Some(StoreError::Conflict { field: "email" }));

@@ -74,6 +74,7 @@ pub fn config(url: &str) -> UsersConfig {
         seed_password: Some(SEED_PASSWORD.into()),
         max_body_bytes: pms_users::DEFAULT_MAX_BODY_BYTES,
         body_timeout: BODY_TIMEOUT,
+        awards: Default::default(),
     }
 }
 

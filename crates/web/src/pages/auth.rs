@@ -230,6 +230,13 @@ fn register_form(s: &Session, form: &HashMap<String, String>, reply: Option<&Rep
             "off",
             Some("AA-00-00, 00-AA-00, 00-00-AA or AA-00-AA."),
         ),
+        text(
+            "invitationCode",
+            "Invitation code (optional)",
+            "text",
+            "off",
+            Some("A customer's code, if one invited you: they earn coins when your first visit ends."),
+        ),
     ];
     let selects = vec![
         select(
@@ -283,7 +290,7 @@ pub async fn register(
     Form(form): Form<HashMap<String, String>>,
 ) -> Page {
     let s = checked(&app, &headers, &form).await?;
-    let body = json!({
+    let mut body = json!({
         "firstName": field(&form, "firstName"),
         "lastName": field(&form, "lastName"),
         "email": field(&form, "email").trim(),
@@ -293,6 +300,10 @@ pub async fn register(
         "vehicleType": field(&form, "vehicleType"),
         "vehicleEnergySource": field(&form, "vehicleEnergySource"),
     });
+    let invitation = field(&form, "invitationCode").trim();
+    if !invitation.is_empty() {
+        body["invitationCode"] = json!(invitation);
+    }
     let created = match app
         .gateway
         .call_for(person(&headers), Method::POST, "/users/createUser", &body)

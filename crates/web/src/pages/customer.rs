@@ -41,6 +41,8 @@ struct CustomerView {
     coin_events: Vec<(String, String, String)>,
     coin_flag: Option<bool>,
     payment_method: Option<String>,
+    /// The code the customer gives the friends they invite.
+    invitation_code: Option<String>,
 }
 
 /// A refusal to show beside one of the page's forms.
@@ -181,6 +183,7 @@ async fn customer_view(
         coins: ok(&wallet)
             .then(|| wallet.body["parkies"].as_i64())
             .flatten(),
+        invitation_code: wallet.body["invitationCode"].as_str().map(str::to_owned),
         coin_events: wallet.body["parkyEvents"]
             .items()
             .rev()
