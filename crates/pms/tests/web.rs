@@ -1266,6 +1266,19 @@ fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trai
     let page = get(port, "/app/parks/6", Some(&pm));
     assert!(page.body.contains("Park 6: Riverside"), "{}", page.body);
     assert!(page.body.contains("of 3 spots free now"), "{}", page.body);
+    let retire = |spot: &str| {
+        send(
+            "/app/parks/6/spots/retire",
+            form(&[("csrf", csrf.clone()), ("spotNumber", spot.to_owned())]),
+        )
+    };
+    let retired = retire("A3");
+    assert_eq!(retired.status, 303, "{}", retired.body);
+    let page = get(port, "/app/parks/6?done=retired", Some(&pm));
+    assert!(page.body.contains("Spot retired"), "{}", page.body);
+    assert!(page.body.contains("of 2 spots free now"), "{}", page.body);
+    let gone = retire("A3");
+    assert_eq!(gone.status, 404, "{}", gone.body);
     let mut settings = form(&[
         ("csrf", csrf.clone()),
         ("name", "Riverside".into()),

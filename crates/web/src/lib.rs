@@ -207,6 +207,10 @@ pub fn router(app: App) -> Router {
             post(pages::parks::add_spots),
         )
         .route(
+            "/app/parks/{number}/spots/retire",
+            post(pages::parks::retire_spot),
+        )
+        .route(
             "/app/parks/{number}/settings",
             post(pages::parks::set_settings),
         )

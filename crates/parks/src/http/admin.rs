@@ -461,6 +461,9 @@ pub struct SpotsCreated {
         (status = 201, description = "Added.", body = SpotsCreated, links(
             ("getSpotsByParkNumber" = (operation_id = "getSpotsByParkNumber",
                 parameters(("parkNumber" = "$response.body#/parkNumber")))),
+            ("retireSpot" = (operation_id = "retireSpot",
+                parameters(("parkNumber" = "$response.body#/parkNumber"),
+                    ("spotNumber" = "$response.body#/created/0")))),
         )),
         (status = 400, description = "A field breaks a rule (`invalid_field`).",
             body = ErrorBody<'static>),
@@ -485,6 +488,70 @@ pub async fn create_spots(
         &SpotsCreated {
             park_number: number,
             created: batch.numbers,
+            capacity,
+        },
+    ))
+}
+
+/// What `retireSpot` answers.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpotRetired {
+    /// The park.
+    pub park_number: i64,
+    /// The spot retired.
+    pub retired: String,
+    /// The park's capacity now.
+    pub capacity: i64,
+}
+
+/// `DELETE /parks/{parkNumber}/spots/{spotNumber}`: a park manager retires a spot for good
+/// (a spot out of service for a while is `enableDisableSpot`'s).
+#[utoipa::path(
+    delete, path = "/parks/{parkNumber}/spots/{spotNumber}", tag = TAG,
+    operation_id = "retireSpot",
+    summary = "Retire a spot (park managers)",
+    description = "The spot leaves the park's capacity and spot list for good; the visits that \
+        used it keep naming it, and its number is not given again. A spot with a car in it \
+        cannot be retired until the car leaves.",
+    params(
+        ("parkNumber" = i64, Path, minimum = 1, description = "The park's number."),
+        ("spotNumber" = String, Path, pattern = "^[A-Za-z0-9]{1,16}$",
+            description = "The spot's number."),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Retired.", body = SpotRetired),
+        ParkManagersOnly,
+        (status = 404, description = "No such park, or no such spot in it (or retired already) \
+            (`park_not_found`, `spot_not_found`).", body = ErrorBody<'static>),
+        (status = 409, description = "A car is in it (`spot_occupied`); nothing changed.",
+            body = ErrorBody<'static>),
+    )
+)]
+pub async fn retire_spot(
+    State(s): State<App>,
+    who: Allowed<ParkManagers>,
+    Path((park, spot)): Path<(String, String)>,
+) -> Answer {
+    let number = park_param(&park)?;
+    if !(1..=MAX_SPOT_CHARS).contains(&spot.len())
+        || !spot.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        return Err(FieldError::new(
+            "spotNumber",
+            format!("must be 1 to {MAX_SPOT_CHARS} letters and digits"),
+        )
+        .into());
+    }
+    let capacity = s.store.retire_spot(number, &spot, who.id).await?;
+    s.committed();
+    tracing::info!(park = number, spot, manager = who.id, "spot retired");
+    Ok(json(
+        StatusCode::OK,
+        &SpotRetired {
+            park_number: number,
+            retired: spot,
             capacity,
         },
     ))

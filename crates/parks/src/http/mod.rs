@@ -12,7 +12,7 @@
 //! | coin flag change | the customer themself |
 //! | park settings read | any signed-in user |
 //! | spots on/off, thresholds, overnight, price table replace, reports | PARK_MANAGER, SUPERVISOR |
-//! | parks, spots, barriers and displays created, park changed, device keys | PARK_MANAGER, SUPERVISOR |
+//! | parks, spots, barriers and displays created, park changed, spots retired, device keys | PARK_MANAGER, SUPERVISOR |
 //! | audit trail | SUPERVISOR |
 //! | barriers, displays | the device itself (`X-Device-Key`), for its own park and direction |
 //!
@@ -99,6 +99,7 @@ fn parts() -> (Router<App>, utoipa::openapi::OpenApi) {
             .routes(routes!(a::create_park))
             .routes(routes!(a::park, a::update_park))
             .routes(routes!(a::create_spots))
+            .routes(routes!(a::retire_spot))
             .routes(routes!(a::create_barrier))
             .routes(routes!(a::create_display))
             .routes(routes!(a::rotate_device_key))
@@ -186,7 +187,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(count, 36, "the parks endpoints");
+        assert_eq!(count, 37, "the parks endpoints");
         assert_eq!(
             doc["components"]["securitySchemes"][DEVICE_KEY]["name"],
             crate::devices::DEVICE_KEY_HEADER

@@ -302,6 +302,67 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Retires spot `spot` of park `number` (`by`: the park manager): out of service for good,
+    /// out of the park's capacity and its spot list, kept for the visits that name it. Returns
+    /// the park's capacity after.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an unknown park or spot (or one retired already);
+    /// [`StoreError::Conflict`] `spot_occupied` while a car is in it; database failures.
+    pub async fn retire_spot(&self, number: i64, spot: &str, by: i64) -> Result<i64, StoreError> {
+        let park = self.park(number).await?;
+        let now = ms(Timestamp::now());
+        retry(|| async {
+            let r: Result<i64, StoreError> = transaction!(self, |tx| {
+                // The spot's row, then the park's: the order entrances and exits take them in.
+                let retired: Option<i64> = sqlx::query_scalar(
+                    "UPDATE spots SET operational = 0, retired_at_ms = $1 WHERE park_id = $2 \
+                     AND spot_number = $3 AND occupied = 0 AND retired_at_ms IS NULL RETURNING id",
+                )
+                .bind(now)
+                .bind(park.id)
+                .bind(spot)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if retired.is_none() {
+                    let occupied: Option<i64> = sqlx::query_scalar(
+                        "SELECT occupied FROM spots WHERE park_id = $1 AND spot_number = $2 \
+                         AND retired_at_ms IS NULL",
+                    )
+                    .bind(park.id)
+                    .bind(spot)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    return Err(match occupied {
+                        Some(_) => StoreError::Conflict {
+                            reason: "spot_occupied",
+                            field: None,
+                            message: format!(
+                                "spot {spot} has a car in it: retire it once the car has left"
+                            ),
+                        },
+                        None => StoreError::not_found("spot", spot),
+                    });
+                }
+                let capacity: i64 = sqlx::query_scalar(
+                    "UPDATE parks SET max_occupancy = max_occupancy - 1, changes = changes + 1 \
+                     WHERE id = $1 RETURNING max_occupancy",
+                )
+                .bind(park.id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let entry = Entry::new(by, "spot.retired", subject(number))
+                    .after(&serde_json::json!({"spot": spot, "capacity": capacity}));
+                tx.audit(&entry).await?;
+                Ok(capacity)
+            });
+            r
+        })
+        .await
+    }
+}
+
 /// How the audit trail names park `number`.
 pub(crate) fn subject(number: i64) -> String {
     format!("park {number}")

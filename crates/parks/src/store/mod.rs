@@ -91,7 +91,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0007_passage_times.sql",
     "0008_outbox_retention.sql",
     "0009_administration.sql",
-    "0010_coins_earned.sql"
+    "0010_coins_earned.sql",
+    "0011_retired_spots.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -339,7 +339,7 @@ impl Store {
                     h.changed_by, h.changed_at_ms, h.operational \
              FROM spots s \
              LEFT JOIN spot_history h ON h.id = (SELECT max(id) FROM spot_history WHERE spot_id = s.id) \
-             WHERE s.park_id = $1 ORDER BY s.floor_level, s.spot_number"
+             WHERE s.park_id = $1 AND s.retired_at_ms IS NULL ORDER BY s.floor_level, s.spot_number"
         )
         .bind(park.id)
         .fetch_all(&mut *conn)
@@ -390,7 +390,8 @@ impl Store {
         retry(|| async {
             let r: Result<(), StoreError> = transaction!(self, |tx| {
                 let id: Option<i64> = sqlx::query_scalar(
-                    "UPDATE spots SET operational = $1 WHERE park_id = $2 AND spot_number = $3 RETURNING id",
+                    "UPDATE spots SET operational = $1 WHERE park_id = $2 AND spot_number = $3 \
+                     AND retired_at_ms IS NULL RETURNING id",
                 )
                 .bind(i64::from(operational))
                 .bind(park.id)

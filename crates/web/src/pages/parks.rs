@@ -228,6 +228,7 @@ impl Hours {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Section {
     Spots,
+    Retire,
     NewSpots,
     Thresholds,
     Overnight,
@@ -254,11 +255,16 @@ struct ParkPage {
 }
 
 impl ParkPage {
-    /// The refusal to show in `section`, if it is there.
+    /// The refusal to show in `section`, if it is there (a spot's retirement shows with the
+    /// spots).
     fn refused(&self, section: Section) -> Option<&str> {
+        let at = |r: &Refusal| match r.section {
+            Section::Retire => Section::Spots,
+            other => other,
+        };
         self.refusal
             .as_ref()
-            .filter(|r| r.section == section)
+            .filter(|r| at(r) == section)
             .map(|r| r.message.as_str())
     }
 }
@@ -431,6 +437,7 @@ pub async fn park(
         Some("settings") => Some("Settings saved."),
         Some("spots") => Some("Spots added, free and in service."),
         Some("spot") => Some("Spot updated."),
+        Some("retired") => Some("Spot retired: it is no longer part of the park."),
         Some("thresholds") => Some("PARKY thresholds saved."),
         Some("overnight") => Some("Overnight fee saved."),
         _ => None,
@@ -482,6 +489,9 @@ async fn settle(
     let park_path = format!("/parks/{number}");
     let thresholds_path = format!("/parks/changeParkyThresholds/{number}");
     let spots_path = format!("/parks/{number}/spots");
+    let spot: String =
+        form_urlencoded::byte_serialize(field(&form, "spotNumber").trim().as_bytes()).collect();
+    let retire_path = format!("/parks/{number}/spots/{spot}");
     let (calls, done): (Vec<(Method, &str, Value)>, _) = match section {
         Section::Spots => (
             vec![(
@@ -495,6 +505,10 @@ async fn settle(
                 }),
             )],
             "spot",
+        ),
+        Section::Retire => (
+            vec![(Method::DELETE, retire_path.as_str(), Value::Null)],
+            "retired",
         ),
         Section::NewSpots => {
             let mut body = json!({
@@ -595,6 +609,16 @@ pub async fn set_overnight(
     Form(form): Form<HashMap<String, String>>,
 ) -> Page {
     settle(app, headers, number, form, Section::Overnight).await
+}
+
+/// `POST /app/parks/{number}/spots/retire`: a free spot retired for good.
+pub async fn retire_spot(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(number): Path<i64>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    settle(app, headers, number, form, Section::Retire).await
 }
 
 /// `POST /app/parks/{number}/spots/add`: spots added in bulk.

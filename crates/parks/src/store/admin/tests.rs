@@ -172,6 +172,78 @@ async fn spots_are_added_all_or_none() {
 }
 
 #[tokio::test]
+async fn a_free_spot_retires_and_a_taken_one_does_not() {
+    for postgres in [false, true] {
+        let Some((store, _dir)) = seeded_for_test(postgres).await else {
+            continue;
+        };
+        let capacity = store.park(1).await.expect("park").max_occupancy;
+        // A4 is taken in the seed; A2 is free.
+        let taken = store.retire_spot(1, "A4", MANAGER).await;
+        assert!(
+            matches!(
+                taken,
+                Err(StoreError::Conflict {
+                    reason: "spot_occupied",
+                    ..
+                })
+            ),
+            "{taken:?}"
+        );
+        assert_eq!(
+            store.retire_spot(1, "A2", MANAGER).await.expect("retired"),
+            capacity - 1
+        );
+        let again = store.retire_spot(1, "A2", MANAGER).await;
+        assert!(
+            matches!(again, Err(StoreError::NotFound { what: "spot", .. })),
+            "{again:?}"
+        );
+        assert!(matches!(
+            store.retire_spot(1, "Z9", MANAGER).await,
+            Err(StoreError::NotFound { what: "spot", .. })
+        ));
+        let spots = store.spots(1).await.expect("spots");
+        assert!(
+            spots.iter().all(|s| s.spot_number != "A2"),
+            "gone from the list"
+        );
+        assert!(
+            spots.iter().any(|s| s.spot_number == "A4"),
+            "the taken one stays"
+        );
+        assert_eq!(
+            store.park(1).await.expect("park").max_occupancy,
+            capacity - 1
+        );
+        let switched = store.set_spot(1, "A2", true, "Toni", MANAGER).await;
+        assert!(
+            matches!(switched, Err(StoreError::NotFound { what: "spot", .. })),
+            "a retired spot is not put back in service: {switched:?}"
+        );
+        let reuse = SpotBatch {
+            floor_level: "A".into(),
+            vehicle_type: VehicleType::Automobile,
+            energy: EnergySource::Fuel,
+            numbers: vec!["A2".into()],
+        };
+        assert!(matches!(
+            store.create_spots(1, &reuse, MANAGER).await,
+            Err(StoreError::Conflict {
+                reason: "spot_number_taken",
+                ..
+            })
+        ));
+        let actions: Vec<String> = trail(&store, "park 1")
+            .await
+            .into_iter()
+            .map(|e| e.action)
+            .collect();
+        assert_eq!(actions, ["spot.retired"], "refusals leave no entry");
+    }
+}
+
+#[tokio::test]
 async fn a_park_changed_keeps_what_was_not_given_and_a_new_clock_is_announced() {
     for postgres in [false, true] {
         let Some((store, _dir)) = seeded_for_test(postgres).await else {
