@@ -5,6 +5,7 @@
 //!   [`Settings`].
 //! - [`router`]: which route takes a request (exact beats prefix, longest prefix wins).
 //! - [`jwt`]: bearer tokens, roles, identity headers (stripped on every route, set from claims).
+//! - [`cors`]: cross-origin requests from browsers: preflights answered, answers marked.
 //! - [`forwarder`]: the trusted forwarder (the front office), whose key lets it name the person
 //!   a request is for, so per-client rate limits count people and not the front office.
 //! - [`headers`]: request ids, `traceparent`, the values the gateway reads and writes, and the
@@ -45,6 +46,7 @@ pub mod apidocs;
 mod backend;
 pub mod body;
 pub mod config;
+pub mod cors;
 mod discovery;
 mod fast;
 pub mod forwarder;

@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub(crate) body_read_timeout: Duration,
     /// Where a line per answered request goes, if anywhere.
     pub(crate) access_log: Option<AccessLog>,
+    /// Cross-origin requests from browsers, when allowed: the hyper front end answers them
+    /// (the fast path hands over every request with an `Origin` then).
+    pub(crate) cors: Option<Arc<crate::cors::Cors>>,
 }
 
 impl AsRef<Backends> for Shared {

@@ -21,6 +21,7 @@ use pms_net::serve::ConnInfo;
 use crate::body::{
     find_source, BodyStalled, Capped, ClientBodyFailed, FromUpstream, ProxyBody, TooLarge,
 };
+use crate::cors;
 use crate::fast;
 use crate::headers;
 use crate::headers::rules::{Forward, Relay, Rule};
@@ -64,18 +65,29 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
         headers::check_host(req.version(), req.headers()).map_err(GatewayError::BadRequest);
     let (parts, body) = req.into_parts();
     let (version, expect) = (parts.version, parts.headers.get(EXPECT).cloned());
+    let cors = shared.cors.as_deref().map_or(cors::Asked::Nothing, |c| {
+        c.asked(&parts.method, &parts.headers)
+    });
     // The body until `forward` takes it to send: left unread by an answer, it is settled below.
     let mut unread = Some(body);
     let mut route = None;
+    // A browser's preflight is the gateway's to answer: no route, no token, no upstream.
+    let answered = match &cors {
+        cors::Asked::Preflight(_) => Some(Ok(preflight())),
+        cors::Asked::Refused(why) => Some(Err(GatewayError::CorsRefused(why.clone()))),
+        cors::Asked::Allowed(_) | cors::Asked::Nothing => None,
+    };
     let result = match (
         checked,
+        answered,
         shared.api_doc(&parts.method, parts.uri.path().as_bytes()),
     ) {
-        (Err(err), _) => Err(err),
-        (Ok(()), Some((docs, doc))) => {
+        (Err(err), _, _) => Err(err),
+        (Ok(()), Some(answer), _) => answer,
+        (Ok(()), None, Some((docs, doc))) => {
             Ok(docs.response(doc, parts.method == Method::HEAD, &request_id))
         }
-        (Ok(()), None) => match shared.route(&parts.method, parts.uri.path()) {
+        (Ok(()), None, None) => match shared.route(&parts.method, parts.uri.path()) {
             Ok(i) => {
                 route = Some(i);
                 forward(shared, i, conn, &request_id, parts, &mut unread).await
@@ -90,6 +102,9 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
             err.into_response(&request_id)
         }
     };
+    if let cors::Asked::Preflight(marks) | cors::Asked::Allowed(marks) = cors {
+        mark(&mut resp, marks);
+    }
     if let Some(body) = unread {
         let mut asked = http::HeaderMap::new();
         if let Some(expect) = expect {
@@ -108,6 +123,41 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
     });
     shared.record(route, asked.as_ref(), status, started.elapsed());
     resp
+}
+
+/// The answer to a browser's preflight, before its CORS headers: 204, nothing else.
+fn preflight() -> Response<ProxyBody> {
+    let mut resp = Response::new(
+        Full::new(Bytes::new())
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *resp.status_mut() = http::StatusCode::NO_CONTENT;
+    resp
+}
+
+/// Adds the CORS headers `marks` to an answer: the allowed origin replaces any the upstream
+/// set, `Vary: Origin` joins the upstream's.
+fn mark(resp: &mut Response<ProxyBody>, marks: http::HeaderMap) {
+    let headers = resp.headers_mut();
+    let mut last = None;
+    for (name, value) in marks {
+        let name = match name {
+            Some(n) => {
+                last = Some(n.clone());
+                n
+            }
+            None => match &last {
+                Some(n) => n.clone(),
+                None => continue,
+            },
+        };
+        if name == http::header::VARY {
+            headers.append(name, value);
+        } else {
+            headers.insert(name, value);
+        }
+    }
 }
 
 /// Admits the request on route `route_index` and sends it with its body, which it takes from

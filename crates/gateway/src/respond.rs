@@ -113,6 +113,9 @@ pub enum GatewayError {
         /// What happened.
         reason: String,
     },
+    /// A browser's preflight the CORS settings refuse: another origin, method or header.
+    #[error("cross-origin request refused: {0}")]
+    CorsRefused(String),
     /// A key in `X-PMS-Forwarder-Key` that is not the trusted forwarder's.
     #[error("the X-PMS-Forwarder-Key is not this gateway's forwarder key")]
     ForwarderRefused,
@@ -147,7 +150,9 @@ impl GatewayError {
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::MissingToken | Self::InvalidToken(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden { .. } | Self::ForwarderRefused => StatusCode::FORBIDDEN,
+            Self::Forbidden { .. } | Self::ForwarderRefused | Self::CorsRefused(_) => {
+                StatusCode::FORBIDDEN
+            }
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody { .. } | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
@@ -172,6 +177,7 @@ impl GatewayError {
             Self::InvalidToken(_) => "invalid_token",
             Self::Forbidden { .. } => "forbidden",
             Self::ForwarderRefused => "forwarder_refused",
+            Self::CorsRefused(_) => "cors_refused",
             Self::RateLimited { .. } => "too_many_requests",
             Self::TooLarge { .. } => "payload_too_large",
             Self::SlowBody { .. } | Self::BodyStalled(_) => "request_timeout",

@@ -151,6 +151,7 @@ pub async fn run(
         transform_max_body_bytes: settings.transform.max_body_bytes,
         workers,
         io: settings.io,
+        cors: settings.cors.clone().map(Arc::new),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -30,6 +30,8 @@ pub(crate) struct Common {
     pub(crate) workers: usize,
     /// How the workers drive their sockets.
     pub(crate) io: config::IoDriver,
+    /// Cross-origin requests from browsers, when allowed.
+    pub(crate) cors: Option<Arc<crate::cors::Cors>>,
 }
 
 /// One worker's listeners: settings, socket, listener-wide permits, metrics observer.
@@ -148,6 +150,7 @@ fn start(
         transform_max_body_bytes: common.transform_max_body_bytes,
         body_read_timeout: common.limits.body_read_timeout,
         access_log: common.access_log.clone(),
+        cors: common.cors.clone(),
     });
     for (index, sets) in followed.into_iter().enumerate() {
         if let Some(sets) = sets {

@@ -2,7 +2,8 @@
 //! demo people, no park), a park built through the API by its park manager (spots, an entrance
 //! and an exit, a display), the barriers' keys issued, a customer's car driven in and out with
 //! `pms device barrier` and those keys, the invoice and the coins the visit earned, the customer
-//! blocked and their car refused, and every step read back by a supervisor in the audit trails.
+//! blocked and their car refused, and every step read back by a supervisor in the audit trails;
+//! a front end served from another origin (`--cors-origin`) may call the API.
 
 mod common;
 
@@ -135,6 +136,7 @@ fn an_operator_builds_a_park_from_nothing_and_a_supervisor_reads_every_step() {
             "127.0.0.1:0",
         ])
         .args(["--argon2-m-kib", "64", "--argon2-t", "1"])
+        .args(["--cors-origin", "http://localhost:5173"])
         .env("PMS_SEED_PASSWORD", PASSWORD)
         .env("PMS_LOG", "warn")
         .stdout(Stdio::null())
@@ -143,6 +145,20 @@ fn an_operator_builds_a_park_from_nothing_and_a_supervisor_reads_every_step() {
         .expect("pms up");
     let _up = Up(up);
     wait_for_port(port);
+    // A front end of the operator's own, served elsewhere, may call the API from the browser.
+    let preflight = exchange(
+        port,
+        "OPTIONS /parks HTTP/1.1\r\nhost: x\r\norigin: http://localhost:5173\r\n\
+         access-control-request-method: POST\r\n\
+         access-control-request-headers: authorization, content-type\r\nconnection: close\r\n\r\n",
+    );
+    assert!(preflight.starts_with("HTTP/1.1 204"), "{preflight}");
+    assert!(
+        preflight
+            .to_ascii_lowercase()
+            .contains("access-control-allow-origin: http://localhost:5173"),
+        "{preflight}"
+    );
     let pm = login(port, "parkmanager@isep.ipp.pt");
     let pm = Some(pm.as_str());
     let (status, parks) = call(port, "GET", "/parks/getAllParks", pm, &Value::Null);

@@ -41,6 +41,23 @@ pub struct RawConfig {
     /// `/openapi.json` and `/docs` on the public listeners.
     #[serde(default)]
     pub api_docs: RawApiDocs,
+    /// Cross-origin requests from browsers; refused without it.
+    pub cors: Option<RawCors>,
+}
+
+/// `[cors]`: the origins whose pages may call the API (see [`crate::cors`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCors {
+    /// `scheme://host[:port]` each, or `["*"]`.
+    pub allow_origins: Vec<String>,
+    /// Request headers a page may send (default: authorization, content-type, idempotency-key,
+    /// x-request-id).
+    pub allow_headers: Option<Vec<String>>,
+    /// Response headers a page may read (default: x-request-id, retry-after, location, allow).
+    pub expose_headers: Option<Vec<String>>,
+    /// How long a browser keeps a preflight's answer, seconds (default 600).
+    pub max_age_s: Option<u64>,
 }
 
 /// `[api_docs]`.

@@ -238,6 +238,17 @@ impl RawConfig {
             path => Some(crate::access::Target::File(rel(Path::new(path)))),
         });
 
+        let cors = self.cors.and_then(|c| {
+            crate::cors::Cors::new(
+                &c.allow_origins,
+                c.allow_headers.as_deref(),
+                c.expose_headers.as_deref(),
+                c.max_age_s,
+            )
+            .map_err(|e| p.add("cors", e.to_string()))
+            .ok()
+        });
+
         if !p.list.is_empty() {
             return Err(ConfigError { problems: p.list });
         }
@@ -255,6 +266,7 @@ impl RawConfig {
             access_log,
             api_docs: self.api_docs.enabled.unwrap_or(true),
             openapi: None,
+            cors,
         })
     }
 }

@@ -53,6 +53,8 @@ pub struct Settings {
     /// program running the gateway sets it (`pms` sets every service's). The gateway serves
     /// the operations its routes reach; see [`apidocs`](crate::apidocs).
     pub openapi: Option<OpenApiSource>,
+    /// Cross-origin requests from browsers (`[cors]`); none allowed without it.
+    pub cors: Option<crate::cors::Cors>,
 }
 
 /// Where the services' OpenAPI document comes from: made when `/openapi.json` or `/docs` is

@@ -422,3 +422,25 @@ fn rate_limits() {
         assert!(p[0].contains(expected), "{limit}: {p:?}");
     }
 }
+
+#[test]
+fn cors_settings_are_checked() {
+    let with = |cors: &str| format!("{MINIMAL}\n[cors]\n{cors}\n");
+    assert!(
+        problems(&with("allow_origins = [\"https://app.example.com/\"]"))
+            .iter()
+            .any(|l| l.contains("cors: allow_origins") && l.contains("not an origin"))
+    );
+    assert!(problems(&with("allow_origins = []"))
+        .iter()
+        .any(|l| l.contains("at least one")));
+    assert!(problems(&with("allow_origins = [\"*\"]\nsurprise = 1"))
+        .iter()
+        .any(|l| l.contains("surprise")));
+    let ok = resolve(&with("allow_origins = [\"http://localhost:5173\"]"), &[]).expect("valid");
+    assert!(ok.cors.is_some());
+    assert!(
+        resolve(MINIMAL, &[]).expect("valid").cors.is_none(),
+        "off by default"
+    );
+}

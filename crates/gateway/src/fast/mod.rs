@@ -405,9 +405,13 @@ impl FastPath {
 }
 
 /// The route of a request the fast path takes, or `None` for hyper to serve it: no route (or a
-/// path hyper refuses), the gateway's own API pages, transformed and rate-limited routes, and
-/// bodies over the limit, which hyper's path refuses.
+/// path hyper refuses), the gateway's own API pages, transformed and rate-limited routes,
+/// bodies over the limit, which hyper's path refuses, and a browser's cross-origin requests
+/// when CORS is on ([`crate::cors`]).
 fn taken_route(shared: &Shared, head: &request::Head, buf: &[u8]) -> Option<usize> {
+    if head.origin && shared.cors.is_some() {
+        return None;
+    }
     let path = head.path(buf);
     let index = shared.router.find(&head.method, path).ok()?;
     if shared.api_doc(&head.method, path).is_some() {

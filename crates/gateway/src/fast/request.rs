@@ -33,6 +33,8 @@ pub(super) struct Head {
     pub(super) body: u64,
     /// The client did not ask to close after this request.
     pub(super) keep_alive: bool,
+    /// It carries an `Origin` (a browser's request from a page).
+    pub(super) origin: bool,
 }
 
 impl Head {
@@ -197,8 +199,10 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
     let mut body = None;
     let mut hosts = 0;
     let mut keep_alive = true;
+    let mut origin = false;
     for h in req.headers.iter() {
         let kind = Kind::of(h.name.as_bytes());
+        origin |= h.name.len() == 6 && h.name.eq_ignore_ascii_case("origin");
         match kind {
             Kind::TransferEncoding | Kind::Expect | Kind::Upgrade => return Parsed::Decline,
             Kind::ContentLength => match (content_length(h.value), body) {
@@ -234,6 +238,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
         len,
         body: body.unwrap_or(0),
         keep_alive,
+        origin,
     })
 }
 

@@ -7,6 +7,7 @@ mod api_docs;
 mod auth;
 mod balancing;
 mod client_bodies;
+mod cors;
 mod errors;
 mod fast_path;
 mod protocols;

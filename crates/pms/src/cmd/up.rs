@@ -43,6 +43,10 @@ pub struct Args {
     /// The gateway's admin listener (/healthz, /readyz, /metrics).
     #[arg(long, default_value = "127.0.0.1:9901")]
     admin_listen: SocketAddr,
+    /// An origin whose web pages may call the API from the browser (`https://app.example.com`;
+    /// repeat the flag for more). None by default: no cross-origin request is allowed.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
     /// The users service's own listener (the gateway reaches it here).
     #[arg(long, default_value = "127.0.0.1:8090")]
     users_listen: SocketAddr,
@@ -278,6 +282,15 @@ struct Upstreams {
     web: SocketAddr,
 }
 
+/// The gateway's `[cors]` section for `origins` (none without any): the gateway checks each.
+fn cors_section(origins: &[String]) -> String {
+    if origins.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = origins.iter().map(|o| format!("{o:?}")).collect();
+    format!("\n[cors]\nallow_origins = [{}]\n", list.join(", "))
+}
+
 /// Reuses a secret kept in the data directory (the JWT secret, the device secret), or writes a
 /// random one (owner-only) on first start.
 fn ensure_secret(path: &Path) -> anyhow::Result<String> {
@@ -366,8 +379,10 @@ upstream = "echo"
 transform = "json-to-xml"
 xml_layout = "ballerina-compat"
 
+{cors}
 # --- the PMS route table, as shipped in config/gateway.toml ---------------------------------
 {routes}"#,
+        cors = cors_section(&args.cors_origins),
         admin = args.admin_listen,
         listen = args.listen,
         tls = args.tls_listen,
