@@ -175,6 +175,15 @@ impl App {
             self.outbox.committed();
         }
         self.shell.ready.set();
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(store::devices::CONTACTS_WRITTEN_EVERY).await;
+                if let Err(e) = store.write_contacts().await {
+                    tracing::warn!(error = %e, "devices' last contacts not written; kept for later");
+                }
+            }
+        });
         Ok(seeded)
     }
 

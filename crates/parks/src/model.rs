@@ -223,6 +223,11 @@ pub struct BarrierDevices {
     /// When that passage arrived.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_seen_at: Option<String>,
+    /// When it last proved itself with its key (RFC 3339), as far as the service has written it
+    /// (the replica answering adds what it saw since); absent before its first request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub last_contact_at: Option<String>,
     /// Its displays, by number.
     pub displays: Vec<DisplayDevice>,
 }
@@ -242,6 +247,10 @@ pub struct DisplayDevice {
     /// When the text last changed, RFC 3339 UTC.
     #[schema(format = DateTime)]
     pub updated_at: String,
+    /// When it last proved itself with its key (RFC 3339); absent before its first request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub last_contact_at: Option<String>,
 }
 
 /// What a write answers: `{"response": text}`, as the original's B services did.

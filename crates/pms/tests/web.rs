@@ -1333,6 +1333,11 @@ fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trai
         devices.body
     );
     assert!(
+        devices.body.contains("Never heard from."),
+        "a new barrier: {}",
+        devices.body
+    );
+    assert!(
         devices.body.contains("<strong>D1</strong>"),
         "{}",
         devices.body

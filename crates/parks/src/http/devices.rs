@@ -43,6 +43,7 @@ async fn device(s: &App, headers: &HeaderMap, kind: DeviceType, id: i64) -> Resu
     };
     let issued = s.store.issued_key(kind, id).await?;
     if s.devices.verify(kind, id, key, issued.as_deref()) {
+        s.store.note_contact(kind, id);
         Ok(())
     } else {
         Err(ApiError::new(

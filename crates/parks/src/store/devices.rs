@@ -1,7 +1,8 @@
 //! A park's devices as an operator sees them: each barrier (direction, state, clock offset) with
 //! its displays and the text each shows now (two reads of small tables; nothing on the barrier
 //! path); adding barriers and displays, switching one on or off, issuing one its own key, and
-//! the keys issued, as the device endpoints check them. Each change is in the audit trail.
+//! the keys issued, as the device endpoints check them; when each device was last heard from.
+//! Each change is in the audit trail.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -56,6 +57,32 @@ impl IssuedKeys {
     }
 }
 
+/// When devices last proved themselves with their key, as this replica saw it and has not
+/// written yet: noted on every device request (memory only), written every
+/// [`CONTACTS_WRITTEN_EVERY`] by [`Store::write_contacts`], so the barrier's path gains no write.
+#[derive(Debug, Default)]
+pub struct Contacts(Mutex<HashMap<(DeviceType, i64), i64>>);
+
+/// How often the contacts noted are written.
+pub const CONTACTS_WRITTEN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Contacts {
+    fn note(&self, kind: DeviceType, id: i64, at_ms: i64) {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = seen.entry((kind, id)).or_insert(at_ms);
+        *last = (*last).max(at_ms);
+    }
+
+    fn get(&self, kind: DeviceType, id: i64) -> Option<i64> {
+        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(&(kind, id)).copied()
+    }
+
+    fn take(&self) -> HashMap<(DeviceType, i64), i64> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
 /// A key issued to a device, as `rotateDeviceKey` answers it: the only time it is shown.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -79,20 +106,29 @@ impl Store {
     /// [`StoreError::NotFound`] for an unknown park; database failures.
     pub async fn devices(&self, number: i64) -> Result<ParkDevices, StoreError> {
         let park = self.park(number).await?;
-        type BarrierRow = (i64, String, String, String, Option<i64>, Option<i64>);
+        type BarrierRow = (
+            i64,
+            String,
+            String,
+            String,
+            Option<i64>,
+            Option<i64>,
+            Option<i64>,
+        );
         let barriers: Vec<BarrierRow> = repeatable!(self, |conn| {
             sqlx::query_as(
-                "SELECT id, barrier_number, direction, state, clock_offset_ms, clock_seen_at_ms \
-                 FROM barriers WHERE park_id = $1 ORDER BY barrier_number, id",
+                "SELECT id, barrier_number, direction, state, clock_offset_ms, clock_seen_at_ms, \
+                 last_contact_ms FROM barriers WHERE park_id = $1 ORDER BY barrier_number, id",
             )
             .bind(park.id)
             .fetch_all(&mut *conn)
             .await
         })?;
-        let displays: Vec<(i64, String, i64, String, String, i64)> = repeatable!(self, |conn| {
+        type DisplayRow = (i64, String, i64, String, String, i64, Option<i64>);
+        let displays: Vec<DisplayRow> = repeatable!(self, |conn| {
             sqlx::query_as(
-                "SELECT id, display_number, barrier_id, state, message, updated_at_ms FROM displays \
-                 WHERE park_id = $1 ORDER BY display_number, id",
+                "SELECT id, display_number, barrier_id, state, message, updated_at_ms, \
+                 last_contact_ms FROM displays WHERE park_id = $1 ORDER BY display_number, id",
             )
             .bind(park.id)
             .fetch_all(&mut *conn)
@@ -107,9 +143,16 @@ impl Store {
             .await
         })?;
         let state = |s: &str| State::parse(s).ok_or_else(|| StoreError::Internal(s.to_owned()));
+        // What this replica saw and has not written yet is newer.
+        let contact = |kind, id, written: Option<i64>| {
+            self.contacts
+                .get(kind, id)
+                .max(written)
+                .map(|at| instant(at).to_string())
+        };
         let barriers = barriers
             .into_iter()
-            .map(|(id, number, direction, s, offset, seen)| {
+            .map(|(id, number, direction, s, offset, seen, last)| {
                 Ok(BarrierDevices {
                     barrier_id: id,
                     barrier_number: number,
@@ -118,16 +161,18 @@ impl Store {
                     state: state(&s)?,
                     clock_offset_ms: offset,
                     clock_seen_at: seen.map(|at| instant(at).to_string()),
+                    last_contact_at: contact(DeviceType::Barrier, id, last),
                     displays: displays
                         .iter()
                         .filter(|d| d.2 == id)
-                        .map(|(did, dnumber, _, ds, message, at)| {
+                        .map(|(did, dnumber, _, ds, message, at, last)| {
                             Ok(DisplayDevice {
                                 display_id: *did,
                                 display_number: dnumber.clone(),
                                 state: state(ds)?,
                                 message: message.clone(),
                                 updated_at: instant(*at).to_string(),
+                                last_contact_at: contact(DeviceType::Display, *did, *last),
                             })
                         })
                         .collect::<Result<_, StoreError>>()?,
@@ -139,6 +184,54 @@ impl Store {
             free_spots: free,
             barriers,
         })
+    }
+
+    /// Notes that device `id` of `kind` proved itself now.
+    pub fn note_contact(&self, kind: DeviceType, id: i64) {
+        self.contacts
+            .note(kind, id, jiff::Timestamp::now().as_millisecond());
+    }
+
+    /// Writes the contacts noted since the last call (each only forward in time); returns how
+    /// many. Those not written (the database away) are noted again for the next call.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn write_contacts(&self) -> Result<usize, StoreError> {
+        let seen = self.contacts.take();
+        if seen.is_empty() {
+            return Ok(0);
+        }
+        let mut rows: Vec<_> = seen
+            .iter()
+            .map(|(&(kind, id), &at)| (kind, id, at))
+            .collect();
+        rows.sort_by_key(|&(kind, id, _)| (table(kind).0, id));
+        let written = retry(|| async {
+            let r: Result<usize, StoreError> = transaction!(self, |tx| {
+                for (kind, id, at) in &rows {
+                    let sql = format!(
+                        "UPDATE {} SET last_contact_ms = $1 WHERE id = $2 \
+                         AND (last_contact_ms IS NULL OR last_contact_ms < $1)",
+                        table(*kind).0
+                    );
+                    sqlx::query(&sql)
+                        .bind(at)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok::<usize, StoreError>(rows.len())
+            });
+            r
+        })
+        .await;
+        if written.is_err() {
+            for (kind, id, at) in rows {
+                self.contacts.note(kind, id, at);
+            }
+        }
+        written
     }
 
     /// The SHA-256 of the key issued to device `id` of `kind`, or none (its derived key
@@ -260,6 +353,7 @@ impl Store {
                     state: State::Active,
                     clock_offset_ms: None,
                     clock_seen_at: None,
+                    last_contact_at: None,
                     displays: Vec::new(),
                 };
                 let entry = Entry::new(by, "barrier.created", device_subject(DeviceType::Barrier, id))

@@ -68,6 +68,7 @@ pub struct Store {
     db: Db,
     barriers: std::sync::Arc<visits::BarrierCache>,
     keys: std::sync::Arc<devices::IssuedKeys>,
+    contacts: std::sync::Arc<devices::Contacts>,
     tables: std::sync::Arc<quotes::Tables>,
 }
 
@@ -92,7 +93,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0008_outbox_retention.sql",
     "0009_administration.sql",
     "0010_coins_earned.sql",
-    "0011_retired_spots.sql"
+    "0011_retired_spots.sql",
+    "0012_last_contact.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 
@@ -106,6 +108,7 @@ impl Store {
             db: Db::open(config)?,
             barriers: std::sync::Arc::default(),
             keys: std::sync::Arc::default(),
+            contacts: std::sync::Arc::default(),
             tables: std::sync::Arc::default(),
         })
     }

@@ -262,6 +262,34 @@ async fn a_park_made_from_nothing_takes_cars_bills_them_and_is_audited() {
             shown.text()
         );
 
+        // The device view says when each device was last heard from (the barriers and the
+        // display just used), written to the database by the service's next round, where the
+        // other replicas read it.
+        let view = pm.get("/parks/devices/6").await.json();
+        let heard = |b: &serde_json::Value| b["lastContactAt"].is_string();
+        let barriers = view["barriers"].as_array().expect("barriers");
+        assert!(barriers.iter().all(heard), "{view}");
+        assert!(heard(
+            &barriers
+                .iter()
+                .find(|b| b["barrierId"] == exit)
+                .expect("exit")["displays"][0]
+        ));
+        assert!(sys.parks.store.write_contacts().await.expect("written") >= 3);
+        let written: Result<Vec<Option<i64>>, sqlx::Error> =
+            pms_service::repeatable!(sys.parks.store, |conn| {
+                sqlx::query_scalar("SELECT last_contact_ms FROM barriers WHERE park_id = $1")
+                    .bind(park_id)
+                    .fetch_all(&mut *conn)
+                    .await
+            });
+        assert!(written.expect("read").iter().all(Option::is_some), "{db:?}");
+        assert_eq!(
+            sys.parks.store.write_contacts().await.expect("none"),
+            0,
+            "nothing new"
+        );
+
         // Closed to new cars: one is refused, the one inside leaves.
         let r = dev
             .barrier(

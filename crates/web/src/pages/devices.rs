@@ -32,6 +32,8 @@ struct DisplayRow {
     on: bool,
     message: String,
     since: String,
+    /// When it was last heard from, for people; `None`: never.
+    heard: Option<String>,
 }
 
 /// A barrier with its displays.
@@ -44,6 +46,8 @@ struct BarrierRow {
     /// How far its clock is off, said for people ("2 min 5 s ahead"), when it is by a second
     /// or more.
     clock: Option<String>,
+    /// When it was last heard from, for people; `None`: never.
+    heard: Option<String>,
     displays: Vec<DisplayRow>,
 }
 
@@ -98,6 +102,7 @@ async fn devices_page(
             entrance: b["direction"] == "ENTRANCE",
             on: b["state"] == "ACTIVE",
             clock: b["clockOffsetMs"].as_i64().and_then(clock_offset),
+            heard: b["lastContactAt"].as_str().map(when),
             displays: b["displays"]
                 .items()
                 .map(|d| DisplayRow {
@@ -106,6 +111,7 @@ async fn devices_page(
                     on: d["state"] == "ACTIVE",
                     message: text(&d["message"]),
                     since: when(&text(&d["updatedAt"])),
+                    heard: d["lastContactAt"].as_str().map(when),
                 })
                 .collect(),
         })
