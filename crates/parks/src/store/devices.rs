@@ -51,6 +51,11 @@ impl IssuedKeys {
             .map(|(hash, _)| hash.clone())
     }
 
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
     fn put(&self, kind: DeviceType, id: i64, hash: Option<String>) {
         let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         cached.insert((kind, id), (hash, Instant::now()));
@@ -235,7 +240,7 @@ impl Store {
     }
 
     /// The SHA-256 of the key issued to device `id` of `kind`, or none (its derived key
-    /// applies, and for a device that does not exist).
+    /// applies, and for a device that does not exist, which is not cached).
     ///
     /// # Errors
     /// Database failures.
@@ -254,9 +259,12 @@ impl Store {
                 .fetch_optional(&mut *conn)
                 .await
         })?;
-        let hash = hash.flatten();
-        self.keys.put(kind, id, hash.clone());
-        Ok(hash)
+        // Only a device that exists is kept: ids nobody has, sent by anyone, would fill the
+        // cache.
+        if let Some(on_file) = &hash {
+            self.keys.put(kind, id, on_file.clone());
+        }
+        Ok(hash.flatten())
     }
 
     /// Issues device `id` of park `number` a new key of its own; `by` is the park manager. The

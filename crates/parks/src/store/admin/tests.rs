@@ -393,6 +393,13 @@ async fn devices_are_added_to_their_own_park_and_keyed_one_by_one() {
             .issue_key(park.number, DeviceType::Barrier, 31, MANAGER)
             .await
             .expect("issued");
+        for nobody in 1_000..1_100 {
+            store
+                .issued_key(DeviceType::Display, nobody)
+                .await
+                .expect("read");
+        }
+        assert_eq!(store.keys.len(), 1, "ids of no device are not cached");
         let on_file = store
             .issued_key(DeviceType::Barrier, 31)
             .await
