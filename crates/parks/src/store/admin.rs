@@ -15,7 +15,8 @@ use pms_vocab::{EnergySource, VehicleType};
 use serde::Serialize;
 
 use super::parks::{
-    billed, current_table, new_table_version, park_of, Park, PriceTableChanged, PARK_COLUMNS,
+    billed, current_table, new_table_version, park_of, subject, Park, PriceTableChanged,
+    PARK_COLUMNS,
 };
 use super::{ms, retry, Store, StoreError};
 use crate::hours::OpeningHours;
@@ -361,11 +362,6 @@ impl Store {
         })
         .await
     }
-}
-
-/// How the audit trail names park `number`.
-pub(crate) fn subject(number: i64) -> String {
-    format!("park {number}")
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::Row;
 
-use super::admin::subject;
 use super::{flag, instant, ms, retry, Store, StoreError};
 use crate::hours::OpeningHours;
 use crate::model::{NearbyPark, Occupancy, Spot, SpotChange, SpotTypeOccupancy};
@@ -102,6 +101,11 @@ where
             .transpose()
             .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
     })
+}
+
+/// How the audit trail names park `number`.
+pub(crate) fn subject(number: i64) -> String {
+    format!("park {number}")
 }
 
 /// `price_table.changed`, version 1: the table a park bills with from `validFrom` on.
