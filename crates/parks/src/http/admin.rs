@@ -15,7 +15,7 @@ use pms_vocab::{lenient, EnergySource, VehicleType};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
-use super::parks::{non_negative, MAX_SPOT_CHARS};
+use super::parks::{non_negative, spot_number, MAX_SPOT_CHARS};
 use super::{NoSuchPark, ParkManagersOnly, TAG};
 use crate::hours::OpeningHours;
 use crate::model::{BarrierDevices, DeviceType, Direction};
@@ -535,15 +535,7 @@ pub async fn retire_spot(
     Path((park, spot)): Path<(String, String)>,
 ) -> Answer {
     let number = park_param(&park)?;
-    if !(1..=MAX_SPOT_CHARS).contains(&spot.len())
-        || !spot.bytes().all(|b| b.is_ascii_alphanumeric())
-    {
-        return Err(FieldError::new(
-            "spotNumber",
-            format!("must be 1 to {MAX_SPOT_CHARS} letters and digits"),
-        )
-        .into());
-    }
+    spot_number(&spot)?;
     let capacity = s.store.retire_spot(number, &spot, who.id).await?;
     s.committed();
     tracing::info!(park = number, spot, manager = who.id, "spot retired");

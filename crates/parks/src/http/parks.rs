@@ -33,6 +33,19 @@ fn park_param(text: &str) -> Result<i64, ApiError> {
     Ok(id_param("parkNumber", text)?)
 }
 
+/// `text` when it is a spot number: 1 to [`MAX_SPOT_CHARS`] letters and digits.
+pub(super) fn spot_number(text: &str) -> Result<&str, FieldError> {
+    if (1..=MAX_SPOT_CHARS).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        Ok(text)
+    } else {
+        Err(FieldError::new(
+            "spotNumber",
+            format!("must be 1 to {MAX_SPOT_CHARS} letters and digits"),
+        ))
+    }
+}
+
 /// A valid `{customerID}` that is the caller's own, or any for staff.
 fn own_or_staff(who: &Caller, customer: &str) -> Result<i64, ApiError> {
     let customer = id_param("customerID", customer)?;
@@ -201,16 +214,7 @@ pub async fn set_spot(
     JsonBody(body): JsonBody<SpotSwitch>,
 ) -> Answer {
     let park = body.park_number;
-    let spot = body.spot_number.trim();
-    if !(1..=MAX_SPOT_CHARS).contains(&spot.len())
-        || !spot.bytes().all(|b| b.is_ascii_alphanumeric())
-    {
-        return Err(FieldError::new(
-            "spotNumber",
-            format!("must be 1 to {MAX_SPOT_CHARS} letters and digits"),
-        )
-        .into());
-    }
+    let spot = spot_number(body.spot_number.trim())?;
     let operational = body.operational;
     let name = match body.manager_name.as_deref() {
         Some(n) if n.chars().count() > 100 || n.chars().any(char::is_control) => {

@@ -90,8 +90,8 @@ pub struct SpotBatch {
     pub numbers: Vec<String>,
 }
 
-/// Takes the lock that makes the operator's creations one at a time on PostgreSQL (ids are
-/// the highest plus one; SQLite serializes writers by itself). The seed takes it too.
+/// Takes the lock that makes the operator's creations, and the demo parks' seeding, one at a
+/// time on PostgreSQL (ids are the highest plus one; SQLite serializes writers by itself).
 macro_rules! one_creation_at_a_time {
     ($self:ident, $tx:ident) => {
         if $self.backend() == pms_service::store::Backend::Postgres {

@@ -6,14 +6,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
 
 use pms_service::audit::{AuditConn, Entry};
 use pms_service::{repeatable, transaction};
 use serde::Serialize;
 
 use super::admin::one_creation_at_a_time;
-use super::visits::BARRIER_CACHE_TTL;
 use super::{instant, ms, retry, Store, StoreError};
 use crate::devices::IssuedKey;
 use crate::model::{
@@ -35,32 +33,8 @@ fn device_subject(kind: DeviceType, id: i64) -> String {
 
 /// The keys issued to devices, as read lately (the SHA-256 of each, or none: the derived key
 /// applies), by kind and id. A key issued through this replica applies here at once, through
-/// another within [`BARRIER_CACHE_TTL`].
-#[derive(Debug, Default)]
-pub struct IssuedKeys(Mutex<HashMap<(DeviceType, i64), KeyOnFile>>);
-
-/// A device's issued key's hash (none: derived), and when it was read.
-type KeyOnFile = (Option<String>, Instant);
-
-impl IssuedKeys {
-    fn get(&self, kind: DeviceType, id: i64) -> Option<Option<String>> {
-        let cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cached
-            .get(&(kind, id))
-            .filter(|(_, at)| at.elapsed() < BARRIER_CACHE_TTL)
-            .map(|(hash, _)| hash.clone())
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
-
-    fn put(&self, kind: DeviceType, id: i64, hash: Option<String>) {
-        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cached.insert((kind, id), (hash, Instant::now()));
-    }
-}
+/// another within [`TTL`](super::recent::TTL).
+pub type IssuedKeys = super::recent::Recent<(DeviceType, i64), Option<String>>;
 
 /// When devices last proved themselves with their key, as this replica saw it and has not
 /// written yet: noted on every device request (memory only), written every
@@ -249,7 +223,7 @@ impl Store {
         kind: DeviceType,
         id: i64,
     ) -> Result<Option<String>, StoreError> {
-        if let Some(hash) = self.keys.get(kind, id) {
+        if let Some(hash) = self.keys.get(&(kind, id)) {
             return Ok(hash);
         }
         let sql = format!("SELECT key_hash FROM {} WHERE id = $1", table(kind).0);
@@ -262,14 +236,14 @@ impl Store {
         // Only a device that exists is kept: ids nobody has, sent by anyone, would fill the
         // cache.
         if let Some(on_file) = &hash {
-            self.keys.put(kind, id, on_file.clone());
+            self.keys.put((kind, id), on_file.clone());
         }
         Ok(hash.flatten())
     }
 
     /// Issues device `id` of park `number` a new key of its own; `by` is the park manager. The
     /// key it had (issued or derived) stops working at once on this replica, on the others
-    /// within [`BARRIER_CACHE_TTL`]; no other device is touched.
+    /// within [`TTL`](super::recent::TTL); no other device is touched.
     ///
     /// # Errors
     /// [`StoreError::NotFound`] for an unknown park, or a device that is not one of its own;
@@ -306,7 +280,7 @@ impl Store {
             r
         })
         .await?;
-        self.keys.put(kind, id, Some(issued.hash.clone()));
+        self.keys.put((kind, id), Some(issued.hash.clone()));
         Ok(KeyIssued {
             device: kind,
             device_id: id,
@@ -500,7 +474,7 @@ impl Store {
         })
         .await?;
         if device == DeviceType::Barrier {
-            self.barriers.forget(id);
+            self.barriers.forget(&id);
         }
         let switched = DeviceSwitched {
             device,

@@ -28,6 +28,7 @@ pub mod displays;
 pub mod history;
 pub mod parks;
 pub mod quotes;
+pub mod recent;
 pub mod replica;
 pub mod reports;
 pub mod seed;

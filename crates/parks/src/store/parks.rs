@@ -57,17 +57,6 @@ pub struct Park {
     pub opening_hours: Option<OpeningHours>,
 }
 
-impl Park {
-    /// Whether its entrances take a car at `at` (on its clock, `zone`).
-    pub fn takes_cars_at(&self, at: Timestamp, zone: &jiff::tz::TimeZone) -> bool {
-        self.entrances_open
-            && self
-                .opening_hours
-                .as_ref()
-                .is_none_or(|h| h.open_at(at, zone))
-    }
-}
-
 pub(crate) const PARK_COLUMNS: &str =
     "id, park_number, max_occupancy, latitude, longitude, time_zone, \
      parkies_per_hour, parkies_per_minute, overnight_fee, overnight_enabled, name, address, \

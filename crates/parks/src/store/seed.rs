@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use pms_events::conn::EventConn;
 use pms_service::transaction;
 
+use super::admin::one_creation_at_a_time;
 use super::parks::{billed, new_table_version, Park, PriceTableChanged};
 use super::{ms, retry, Store, StoreError};
 use pms_events::NewEvent;
@@ -102,12 +103,7 @@ impl Store {
         retry(|| async {
             let r: Result<bool, StoreError> = transaction!(self, |tx| {
                 // Replicas starting at once: one seeds, the others wait here, then find it done.
-                if self.backend() == pms_service::store::Backend::Postgres {
-                    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                        .bind(pms_service::store::SEED_LOCK_KEY)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                one_creation_at_a_time!(self, tx);
                 let parks: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM parks").fetch_one(&mut *tx).await?;
                 // Falls through to the commit either way (a `return` would skip it and leave the
                 // connection in its transaction, holding the lock, until its next use).

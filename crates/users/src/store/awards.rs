@@ -9,7 +9,6 @@ use jiff::civil::Date;
 use serde::Serialize;
 
 use super::{begin, on_conn, retry_transient, Store, StoreError};
-use pms_service::store::Backend;
 
 /// The coins awarded for an invitation and an anniversary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -80,27 +79,6 @@ macro_rules! award_once {
 }
 pub(crate) use award_once;
 
-/// Locks users `ids`' rows in id order on PostgreSQL (as a grant does, so the two never wait
-/// for each other in a cycle), on `$tx`; evaluates to the ids that exist.
-macro_rules! lock_users {
-    ($store:ident, $tx:ident, $ids:expr) => {{
-        let ids: Vec<i64> = $ids;
-        let list = super::users::placeholders(1, ids.len());
-        let lock = if $store.backend() == Backend::Postgres {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let sql = format!("SELECT id FROM users WHERE id IN ({list}) ORDER BY id{lock}");
-        let mut q = sqlx::query_scalar::<_, i64>(&sql);
-        for id in &ids {
-            q = q.bind(*id);
-        }
-        q.fetch_all(&mut *$tx).await?
-    }};
-}
-pub(crate) use lock_users;
-
 impl Store {
     /// The customer whose invitation code is `code`.
     ///
@@ -157,7 +135,7 @@ impl Store {
             let done = retry_transient(|| async {
                 on_conn!(self, |conn| async {
                     let mut tx = begin(conn).await?;
-                    let found = lock_users!(self, tx, vec![user]);
+                    let found = super::users::lock_users!(self, tx, vec![user]);
                     let awarded = !found.is_empty()
                         && award_once!(tx, key.as_str(), user, coins, reason.as_str(), now);
                     tx.commit().await?;

@@ -11,9 +11,9 @@ use pms_events::conn::EventConn;
 use pms_events::{Applied, Event, NewEvent};
 use serde::{Deserialize, Serialize};
 
-use super::awards::{award_once, lock_users};
+use super::awards::award_once;
+use super::users::lock_users;
 use super::{begin, on_conn, retry_transient, Store, StoreError};
-use pms_service::store::Backend;
 
 /// The consumer name the users service records its positions under.
 pub const CONSUMER: &str = "users";

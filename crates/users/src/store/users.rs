@@ -613,21 +613,7 @@ impl Store {
                     });
                 }
             }
-            if self.backend() == Backend::Postgres {
-                // Lock the rows in id order first. The UPDATE alone locks them in heap order,
-                // which MVCC reshuffles as rows are rewritten, so two grants to the same users
-                // could lock them in opposite orders and deadlock. (SQLite has one writer at a
-                // time.)
-                let lock = format!(
-                    "SELECT id FROM users WHERE id IN ({}) ORDER BY id FOR UPDATE",
-                    placeholders(1, ids.len())
-                );
-                let mut q = sqlx::query(&lock);
-                for id in ids {
-                    q = q.bind(*id);
-                }
-                q.fetch_all(&mut *tx).await?;
-            }
+            lock_users!(self, tx, ids.clone());
             let sql = format!(
                 "UPDATE users SET parkies = parkies + $1 WHERE id IN ({list}) \
                  RETURNING id, parkies"
@@ -818,6 +804,29 @@ pub(super) trait Writes {
     async fn announce(&mut self, user_id: i64, event_type: &'static str)
         -> Result<(), sqlx::Error>;
 }
+
+/// Locks users `ids`' rows in id order on PostgreSQL, on `$tx`; evaluates to the ids that
+/// exist. Every change of several balances takes its locks so: the update alone would lock the
+/// rows in heap order, which MVCC reshuffles as rows are rewritten, and two changes to the same
+/// users could then wait for each other in a cycle. (SQLite has one writer at a time.)
+macro_rules! lock_users {
+    ($store:ident, $tx:ident, $ids:expr) => {{
+        let ids: Vec<i64> = $ids;
+        let list = $crate::store::users::placeholders(1, ids.len());
+        let lock = if $store.backend() == pms_service::store::Backend::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let sql = format!("SELECT id FROM users WHERE id IN ({list}) ORDER BY id{lock}");
+        let mut q = sqlx::query_scalar::<_, i64>(&sql);
+        for id in &ids {
+            q = q.bind(*id);
+        }
+        q.fetch_all(&mut *$tx).await?
+    }};
+}
+pub(crate) use lock_users;
 
 /// Implements [`Writes`] for each connection type given: one body, compiled for each.
 macro_rules! shared_writes {

@@ -29,9 +29,7 @@
 mod in_steps;
 mod one_statement;
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
@@ -89,47 +87,16 @@ impl Barrier {
 }
 
 /// How long a barrier read from the database is used without reading it again.
-pub const BARRIER_CACHE_TTL: Duration = Duration::from_secs(10);
+pub const BARRIER_CACHE_TTL: Duration = super::recent::TTL;
 
 /// Barriers read lately, by id.
-#[derive(Debug, Default)]
-pub struct BarrierCache(Mutex<HashMap<i64, (Barrier, Instant)>>);
+pub type BarrierCache = super::recent::Recent<i64, Barrier>;
 
 impl BarrierCache {
-    fn get(&self, id: i64) -> Option<Barrier> {
-        let cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cached
-            .get(&id)
-            .filter(|(_, at)| at.elapsed() < BARRIER_CACHE_TTL)
-            .map(|(b, _)| b.clone())
-    }
-
-    fn put(&self, barrier: Barrier) {
-        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cached.insert(barrier.id, (barrier, Instant::now()));
-    }
-
-    /// Drops barrier `id`'s cached copy: it changed, so the next passage reads it again.
-    pub(crate) fn forget(&self, id: i64) {
-        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        cached.remove(&id);
-    }
-
-    /// Drops every cached barrier: their parks' settings changed.
-    pub(crate) fn clear(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-
     /// Notes barrier `id`'s clock offset in its cached copy, without making that copy any
     /// younger: its state (switched off, say) is still read again within the TTL.
     fn note_offset(&self, id: i64, offset_ms: i64) {
-        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((barrier, _)) = cached.get_mut(&id) {
-            barrier.clock_offset_ms = Some(offset_ms);
-        }
+        self.update(&id, |barrier| barrier.clock_offset_ms = Some(offset_ms));
     }
 }
 
@@ -767,7 +734,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::NotFound`]; database failures.
     pub async fn barrier(&self, id: i64) -> Result<Barrier, StoreError> {
-        if let Some(b) = self.barriers.get(id) {
+        if let Some(b) = self.barriers.get(&id) {
             return Ok(b);
         }
         type Row = (
@@ -830,7 +797,7 @@ impl Store {
                 per_minute,
             },
         };
-        self.barriers.put(barrier.clone());
+        self.barriers.put(barrier.id, barrier.clone());
         Ok(barrier)
     }
 

@@ -242,18 +242,21 @@ fn the_exit_decides_from_the_read_and_never_keeps_a_car_inside() {
 #[test]
 fn an_offset_noted_keeps_the_cached_barriers_age() {
     let cache = BarrierCache::default();
-    cache.put(Barrier {
-        id: 1,
-        ..barrier(State::Active)
-    });
+    cache.put(
+        1,
+        Barrier {
+            id: 1,
+            ..barrier(State::Active)
+        },
+    );
     let age = |cache: &BarrierCache| cache.0.lock().expect("cache")[&1].1;
     let cached_at = age(&cache);
     cache.note_offset(1, 5_000);
     assert_eq!(age(&cache), cached_at);
-    assert_eq!(cache.get(1).and_then(|b| b.clock_offset_ms), Some(5_000));
+    assert_eq!(cache.get(&1).and_then(|b| b.clock_offset_ms), Some(5_000));
     cache.note_offset(2, 1);
     assert!(
-        cache.get(2).is_none(),
+        cache.get(&2).is_none(),
         "a barrier not cached is not made up"
     );
 }
