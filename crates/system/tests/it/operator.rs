@@ -197,6 +197,50 @@ async fn a_park_made_from_nothing_takes_cars_bills_them_and_is_audited() {
             403,
             "a customer issues no key"
         );
+        // No other park manager's operation is a customer's either, and their refusal changes
+        // nothing (the trail read at the end has exactly the manager's steps).
+        for (method, path, body) in [
+            ("PATCH", "/parks/6", json!({"entrancesOpen": false})),
+            (
+                "POST",
+                "/parks/6/spots",
+                json!({"floorLevel": "Z", "spotVehicleType": "AUTOMOBILE",
+                "spotType": "FUEL", "count": 1}),
+            ),
+            ("DELETE", "/parks/6/spots/A1", serde_json::Value::Null),
+            (
+                "POST",
+                "/parks/6/barriers",
+                json!({"barrierNumber": "E9", "direction": "EXIT"}),
+            ),
+            (
+                "POST",
+                "/parks/6/displays",
+                json!({"displayNumber": "D9", "barrierID": entrance}),
+            ),
+        ] {
+            assert_error(&rui.send(method, path, &body).await, 403, "forbidden", None);
+        }
+        assert_error(&rui.get("/parks/audit").await, 403, "forbidden", None);
+        assert_error(&pm.get("/parks/99").await, 404, "park_not_found", None);
+        assert_error(
+            &pm.get("/parks/x").await,
+            400,
+            "invalid_field",
+            Some("parkNumber"),
+        );
+        assert_error(
+            &pm.send("DELETE", "/parks/6/spots/A-1", &serde_json::Value::Null)
+                .await,
+            400,
+            "invalid_field",
+            Some("spotNumber"),
+        );
+        assert_eq!(
+            rui.get("/parks/6").await.json()["name"],
+            "Aveiro Station",
+            "anyone reads it"
+        );
 
         // Keys issued to each barrier: the derived key no longer opens them.
         let key = |id: i64| {
@@ -363,5 +407,12 @@ async fn a_park_made_from_nothing_takes_cars_bills_them_and_is_audited() {
             "invalid_field",
             Some("from"),
         );
+        assert_error(
+            &sup.get("/users/audit?limit=0").await,
+            400,
+            "invalid_field",
+            Some("limit"),
+        );
+        assert_error(&pm.get("/users/audit").await, 403, "forbidden", None);
     }
 }
