@@ -55,6 +55,19 @@ pub trait EventConn: Send {
         applied: Applied<'a>,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
 
+    /// Replaces the payload of every event in this outbox about one thing (`aggregate_type`,
+    /// `aggregate_id`) of the kinds `event_types` with `payload`, whether or not it was read or
+    /// published already; returns how many. For erasure: the events that carry a thing's state
+    /// are kept for readers that start later, so a person's data they carry is overwritten in
+    /// place when the person's account is closed (`docs/events.md`, "Erasure").
+    fn replace_payloads<'a>(
+        &'a mut self,
+        aggregate_type: &'a str,
+        aggregate_id: &'a str,
+        event_types: &'a [&'a str],
+        payload: &'a str,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
     /// Keeps an event `consumer` cannot apply, with the reason, for a person to look at.
     fn park<'a>(
         &'a mut self,
@@ -160,6 +173,8 @@ const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, u
      ON CONFLICT (consumer, source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at \
      WHERE event_positions.position >= $5 AND event_positions.position < $6 \
      RETURNING position";
+const REPLACE_PAYLOADS: &str = "UPDATE outbox SET payload = $1 \
+     WHERE aggregate_type = $2 AND aggregate_id = $3 AND event_type = $4";
 const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
 
@@ -210,6 +225,29 @@ macro_rules! event_conn {
                         Some(_) => Ok(()),
                         None => Err(applied.elsewhere(consumer)),
                     }
+                }
+            }
+
+            fn replace_payloads<'a>(
+                &'a mut self,
+                aggregate_type: &'a str,
+                aggregate_id: &'a str,
+                event_types: &'a [&'a str],
+                payload: &'a str,
+            ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a {
+                async move {
+                    let mut replaced = 0;
+                    for event_type in event_types {
+                        replaced += sqlx::query(REPLACE_PAYLOADS)
+                            .bind(payload)
+                            .bind(aggregate_type)
+                            .bind(aggregate_id)
+                            .bind(*event_type)
+                            .execute(&mut *self)
+                            .await?
+                            .rows_affected();
+                    }
+                    Ok(replaced)
                 }
             }
 

@@ -192,3 +192,87 @@ pub struct StatusSet {
     /// Whether this request changed it (`false`: it was so already).
     pub changed: bool,
 }
+
+/// `closeAccount`'s body: the account's password, so that a token alone (left on a shared
+/// screen, say) cannot close it.
+/// Its `Debug` output never shows the password.
+#[derive(Clone, Deserialize, ToSchema)]
+#[schema(example = json!({"password": "the account's password"}))]
+pub struct ClosureRequest {
+    /// The account's password.
+    #[serde(deserialize_with = "pms_vocab::lenient::string")]
+    pub password: String,
+}
+
+impl std::fmt::Debug for ClosureRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClosureRequest")
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Something kept of a closed account, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Kept {
+    /// What.
+    pub what: &'static str,
+    /// Why it is kept, and for how long.
+    pub why: &'static str,
+}
+
+/// What closing an account did: what was erased, what was kept and why (the customer is told).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Closure {
+    /// The account closed; the number is never given to another.
+    pub user_id: i64,
+    /// When, RFC 3339 UTC.
+    #[schema(example = "2026-12-06T18:30:00.123456Z")]
+    pub closed_at: String,
+    /// The PARKY coins the wallet held, which went with it.
+    pub coins_forfeited: i64,
+    /// What was erased, in this service now and in the parks and payments services' copies as
+    /// they read the closure.
+    pub erased: Vec<&'static str>,
+    /// What was kept, and why.
+    pub kept: Vec<Kept>,
+}
+
+impl Closure {
+    /// What erasure means in PMS, said to the customer whose account `user_id` closed at
+    /// `closed_at` with `coins_forfeited` coins.
+    pub fn told(user_id: i64, closed_at: String, coins_forfeited: i64) -> Self {
+        Self {
+            user_id,
+            closed_at,
+            coins_forfeited,
+            erased: vec![
+                "Your name, e-mail address, tax number (NIF), password and invitation code.",
+                "Your vehicles and their plates, including in the parks' records of your stays.",
+                "Your PARKY wallet and its history; the coins in it are forfeited.",
+                "The copies of your details that the parks and payments services keep, and the \
+                 events that carried them between the services.",
+            ],
+            kept: vec![
+                Kept {
+                    what: "Invoices",
+                    why: "Tax law requires invoices to be kept as issued, with the tax number and \
+                          plate they name, for 10 years. A car of yours still in a park can \
+                          leave as usual; its stay is invoiced when it leaves and kept likewise, \
+                          and its plate is erased from the park's records a few minutes later.",
+                },
+                Kept {
+                    what: "Your stays, without your plate",
+                    why: "A park's occupancy and reports count them; they no longer name you or \
+                          your vehicle.",
+                },
+                Kept {
+                    what: "The audit trail's entries about your account",
+                    why: "Staff actions stay accountable; the entries name your account's \
+                          number, never you.",
+                },
+            ],
+        }
+    }
+}

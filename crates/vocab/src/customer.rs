@@ -41,3 +41,33 @@ pub struct VehicleDoc {
     /// Energy source.
     pub vehicle_energy_source: EnergySource,
 }
+
+impl CustomerDoc {
+    /// What `customer.registered` and `customer.changed` say of a closed account once its
+    /// personal data is erased: its id, its role, no name, address, tax number (0) or vehicles,
+    /// and `DISABLED`. A reader that applies it keeps nothing of the person.
+    pub fn erased(user_id: i64, role: Role) -> Self {
+        Self {
+            user_id,
+            first_name: String::new(),
+            last_name: String::new(),
+            email: String::new(),
+            nif: 0,
+            role,
+            user_status: UserStatus::Disabled,
+            payment_method: "NOT_DEFINED".to_owned(),
+            vehicles: Vec::new(),
+        }
+    }
+}
+
+/// `customer.closed` (version 1): the customer closed their account; every copy of their
+/// personal data is to be erased (`docs/users.md`, "Closing an account").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerClosedDoc {
+    /// User id.
+    pub user_id: i64,
+    /// When, RFC 3339 UTC.
+    pub closed_at: jiff::Timestamp,
+}

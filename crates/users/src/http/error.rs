@@ -14,6 +14,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict { field } => {
                 (StatusCode::CONFLICT, "already_registered", Some(*field))
             }
+            StoreError::AccountClosed(_) => (StatusCode::GONE, "account_closed", None),
             StoreError::UserNotFound(_) | StoreError::UsersNotFound(_) => {
                 (StatusCode::NOT_FOUND, "user_not_found", None)
             }

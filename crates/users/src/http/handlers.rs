@@ -10,6 +10,7 @@
 //! | vehicles and payment method | the CUSTOMER themself |
 //! | `POST parkies` | CUSTOMER_MANAGER (the token's user becomes the event's manager) |
 //! | `GET parkies/{id}` | the user themself, SUPERVISOR, CUSTOMER_MANAGER |
+//! | `closeAccount` | the CUSTOMER themself, with their password |
 //! | `top10Parky` | any authenticated user |
 
 use axum::body::Body;
@@ -24,7 +25,8 @@ use pms_service::{idempotency, Allowed, ApiError, Caller, CustomerManagers};
 use serde_json::Value;
 
 use crate::model::{
-    PaymentMethodBody, Role, Session, StatusSet, TopParky, UserDto, UserStatus, Vehicle, Wallet,
+    Closure, ClosureRequest, PaymentMethodBody, Role, Session, StatusSet, TopParky, UserDto,
+    UserStatus, Vehicle, Wallet,
 };
 use crate::password::{PasswordError, BUSY_RETRY_AFTER_S};
 use crate::store::users::{Granted, Page, GRANTED};
@@ -450,6 +452,74 @@ pub async fn set_status(
             reason: change.reason,
             changed,
         },
+    ))
+}
+
+/// `POST /users/{userId}/closure` `{password}`: a customer closes their own account. The
+/// password is checked as a login's is (a wrong one counts towards the address's hold), then
+/// the account's personal data is erased here and `customer.closed` sent to the services that
+/// keep copies ([`crate::store::closure`]); the answer says what was erased and what was kept.
+#[utoipa::path(
+    post, path = "/users/{userId}/closure", tag = TAG, operation_id = "closeAccount",
+    summary = "Close the caller's own account, erasing their personal data",
+    description = "Erases the customer's name, e-mail address, tax number, password, vehicles \
+        and wallet here, and in the parks and payments services' copies as they read the \
+        closure; invoices are kept as tax law requires. A car still in a park can leave. The \
+        number is never given to another account; signing up again makes a new account.",
+    params(("userId" = i64, Path, minimum = 1, description = "The caller's own user id.")),
+    request_body = ClosureRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Closed; what was erased and what was kept, and why.",
+            body = Closure),
+        (status = 403, description = "Not the caller's own account, or the caller is not a \
+            CUSTOMER (`forbidden`); or the password is wrong (`wrong_password`).",
+            body = ErrorBody<'static>),
+        NoSuchUser,
+        (status = 410, description = "The account is closed already (`account_closed`).",
+            body = ErrorBody<'static>),
+        (status = 429, description = "Too many wrong passwords for this account's address; \
+            `Retry-After` says when to try again.", body = ErrorBody<'static>,
+            headers(("retry-after" = u64, description = "Seconds to wait."))),
+    )
+)]
+pub async fn close_account(
+    State(s): State<App>,
+    OwnCustomerData(user_id): OwnCustomerData,
+    JsonBody(request): JsonBody<ClosureRequest>,
+) -> Answer {
+    let email = s.store.email_of(user_id).await?;
+    let attempt = s.store.login_record(&email).await?;
+    let now = now_ms();
+    if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
+        return Err(held(left));
+    }
+    let ok = s
+        .passwords
+        .verify(
+            request.password,
+            attempt.account.as_ref().map(|r| r.password_hash.clone()),
+        )
+        .await
+        .map_err(password_error)?;
+    if !ok {
+        s.store.login_failed(&email, now).await?;
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_password",
+            "the password is not this account's: the account stays open",
+        )
+        .with_field("password"));
+    }
+    let closed = s.store.close_account(user_id).await?;
+    s.outbox.committed();
+    tracing::info!(user = user_id, "account closed by its customer");
+    let closed_at = jiff::Timestamp::from_microsecond(closed.closed_at_us)
+        .map_err(internal)?
+        .to_string();
+    Ok(json(
+        StatusCode::OK,
+        &Closure::told(user_id, closed_at, closed.coins_forfeited),
     ))
 }
 

@@ -38,6 +38,7 @@ fn api() -> OpenApiRouter<App> {
         .routes(routes!(h::set_payment_method, h::payment_method))
         .routes(routes!(h::grant))
         .routes(routes!(h::set_status))
+        .routes(routes!(h::close_account))
         .routes(routes!(h::audit_log))
         .routes(routes!(h::wallet))
         .routes(routes!(h::top10))
@@ -85,7 +86,7 @@ mod tests {
     #[test]
     fn every_operation_is_named_and_answers_its_errors() {
         let ops = operations();
-        assert_eq!(ops.len(), 14, "the users endpoints");
+        assert_eq!(ops.len(), 15, "the users endpoints");
         for (path, op) in ops {
             let statuses: Vec<&str> = op.responses.responses.keys().map(String::as_str).collect();
             assert!(op.operation_id.is_some() && op.summary.is_some(), "{path}");

@@ -11,9 +11,11 @@
 //! three vehicles through a checked counter): they then hold under concurrency and for every
 //! writer, not only for this code path.
 //!
-//! Layout: [`users`] has the queries, [`seed`] the demo data; [`pool`] is the kit's.
+//! Layout: [`users`] has the queries, [`coins`] and [`awards`] the wallet's events, [`closure`]
+//! closing an account, [`seed`] the demo data; [`pool`] is the kit's.
 
 pub mod awards;
+pub mod closure;
 pub mod coins;
 pub mod seed;
 pub mod users;
@@ -44,6 +46,9 @@ pub enum StoreError {
     /// No user with that id.
     #[error("user {0} not found")]
     UserNotFound(i64),
+    /// The account was closed by its customer (its data is gone; the id stays taken).
+    #[error("account {0} is closed")]
+    AccountClosed(i64),
     /// Some users of a batch do not exist.
     #[error("users not found: {0:?}")]
     UsersNotFound(Vec<i64>),
@@ -53,8 +58,9 @@ pub enum StoreError {
     /// A deduction would take a balance below zero.
     #[error("the balance of user {0} would drop below zero")]
     InsufficientBalance(i64),
-    /// The account is not a customer's (only a customer's status is set here).
-    #[error("user {0} is not a customer: only customers are blocked or unblocked")]
+    /// The account is not a customer's (only a customer's status is set, and only a customer
+    /// closes their account, here).
+    #[error("user {0} is not a customer: only customers are blocked, unblocked or closed")]
     NotACustomer(i64),
     /// No customer has the invitation code a registration gave.
     #[error("no customer has the invitation code {0}")]
@@ -144,7 +150,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0008_status_reason.sql",
     "0009_audit.sql",
     "0010_coin_awards.sql",
-    "0011_invitations.sql"
+    "0011_invitations.sql",
+    "0012_closed_accounts.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -3,6 +3,7 @@
 
 mod api;
 mod awards;
+mod closure;
 mod concurrency;
 mod outage;
 mod overload;
