@@ -3,6 +3,7 @@
 //! | source | event | effect |
 //! |---|---|---|
 //! | users | `customer.registered`, `customer.changed` (v1) | upsert the customer and replace their vehicles |
+//! | users | `customer.closed` (v1) | erase the customer's personal data ([`crate::store::closure`]) |
 //! | payments | `invoice.issued` (v1) | the visit's price, discount and invoice id, and the price on its exit's displays; the exit waiting for it is handed the price |
 //!
 //! Anything else is skipped. Unknown versions and malformed payloads are parked.
@@ -22,6 +23,7 @@ use pms_events::{Applied, ApplyError, Event, Handler, Outcome};
 use crate::store::replica::{CustomerDoc, InvoiceDoc, CONSUMER};
 use crate::store::StoreError;
 use crate::{rules, App};
+use pms_vocab::customer::CustomerClosedDoc;
 
 /// The parks service's events that tell of something that happened once (a car went in or
 /// out), which its outbox lets go once every reader passed them and the retention window is
@@ -50,6 +52,20 @@ impl Handler for FromUsers {
                     .apply_customer(&c, event)
                     .await
                     .map_err(failed)?;
+                Ok(Outcome::Applied)
+            }
+            "customer.closed" => {
+                let c: CustomerClosedDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                let erased = self
+                    .0
+                    .store
+                    .apply_closure(&c, event, self.0.erase_after_exit)
+                    .await
+                    .map_err(failed)?;
+                if erased {
+                    // A display may have stopped greeting them.
+                    self.0.changed();
+                }
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),

@@ -73,6 +73,9 @@ pub struct ParksConfig {
     pub exit_wait: Duration,
     /// How far a barrier's time is believed ([`clock`]).
     pub clock: clock::ClockRules,
+    /// How long a closed account's stay keeps its plate after the car left, so that a retried
+    /// exit is still recognised ([`store::closure`]).
+    pub erase_after_exit: Duration,
 }
 
 impl std::fmt::Debug for ParksConfig {
@@ -122,6 +125,8 @@ pub struct Inner {
     pub exit_wait: Duration,
     /// How far a barrier's time is believed.
     pub clock: clock::ClockRules,
+    /// How long a closed account's stay keeps its plate after the car left.
+    pub erase_after_exit: Duration,
     /// Exits waiting for their visit's price, handed it when its invoice is applied.
     pub prices: PriceWaiters,
     /// Rung when what a display or a park shows may have changed: the long polls waiting in
@@ -153,6 +158,7 @@ impl App {
             outbox,
             exit_wait: config.exit_wait,
             clock: config.clock,
+            erase_after_exit: config.erase_after_exit,
             prices: PriceWaiters::default(),
             bells: bells::Bells::default(),
             metrics: Metrics::default(),
@@ -181,6 +187,20 @@ impl App {
                 tokio::time::sleep(store::devices::CONTACTS_WRITTEN_EVERY).await;
                 if let Err(e) = store.write_contacts().await {
                     tracing::warn!(error = %e, "devices' last contacts not written; kept for later");
+                }
+            }
+        });
+        let app = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(store::closure::ERASURE_ROUND_EVERY).await;
+                match app.store.finish_erasures(app.erase_after_exit).await {
+                    Ok(erased) if !erased.is_empty() => {
+                        tracing::info!(?erased, "closed accounts erased once their cars left");
+                        app.changed();
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "erasure round failed; tried again later"),
                 }
             }
         });

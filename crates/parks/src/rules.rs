@@ -17,6 +17,8 @@ pub enum Refusal {
     UnknownBarrier,
     /// The customer is blocked.
     Blocked,
+    /// The customer closed their account (entrance; a car inside can always leave).
+    AccountClosed,
     /// The barrier is switched off.
     BarrierDisabled,
     /// No free spot fits the vehicle, or the park is at its maximum occupancy.
@@ -40,6 +42,7 @@ impl Refusal {
             Self::UnknownPlateAtEntrance => "Please use the Park20 app to register and use the parking. Or use the QR code to download the app.",
             Self::UnknownPlateAtExit => "Your vehicle is not registered in the system. Please contact the park manager.",
             Self::UnknownBarrier => "Please contact the park manager.",
+            Self::AccountClosed => "This vehicle's account is closed. Please use the Park20 app to register again.",
             Self::Blocked => "You have reached the maximum number of unpaid parking sessions. Please pay your parking sessions or contact the park manager.",
             Self::BarrierDisabled => "The barrier is not active. Please contact the park manager.",
             Self::Full => "The park is full. Please contact the park manager.",
@@ -56,6 +59,7 @@ impl Refusal {
             Self::UnknownPlateAtEntrance | Self::UnknownPlateAtExit => "unknown_plate",
             Self::UnknownBarrier => "unknown_barrier",
             Self::Blocked => "blocked",
+            Self::AccountClosed => "account_closed",
             Self::BarrierDisabled => "barrier_disabled",
             Self::Full => "full",
             Self::AlreadyInside => "already_inside",
@@ -75,16 +79,22 @@ pub fn welcome(name: &str) -> String {
 /// doubled `€!`), else the promise of an invoice; then the PARKY coins the visit earned, when it
 /// earned any.
 pub fn goodbye(name: &str, price: Option<(&str, &str)>, coins: i64) -> String {
+    let start = goodbye_start(name);
     let mut text = match price {
-        Some((total, discount)) => format!(
-            "Have a nice day {name}! Your total will be {total}€! With a discount of {discount}€."
-        ),
-        None => format!("Have a nice day {name}! Your invoice will follow."),
+        Some((total, discount)) => {
+            format!("{start} Your total will be {total}€! With a discount of {discount}€.")
+        }
+        None => format!("{start} Your invoice will follow."),
     };
     if coins > 0 {
         text.push_str(&format!(" You earned {coins} PARKY coins."));
     }
     text
+}
+
+/// How every goodbye to `name` begins (what names the driver in it).
+pub fn goodbye_start(name: &str) -> String {
+    format!("Have a nice day {name}!")
 }
 
 /// What a park pays in PARKY coins for a visit: its thresholds, per whole hour and per

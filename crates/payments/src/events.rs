@@ -6,6 +6,7 @@
 //! | parks | `visit.opened` (v1) | note the open visit (for quotes) |
 //! | parks | `visit.closed` (v1) | issue the invoice, or ask users for the coins first |
 //! | users | `customer.registered`, `customer.changed` (v1) | upsert the customer and vehicles |
+//! | users | `customer.closed` (v1) | forget the customer and their vehicles; invoices stay |
 //! | users | `wallet.coins_debited` (v1) | finish the invoice with its discount |
 //!
 //! Anything else is skipped. Unknown versions, malformed payloads and visits that cannot be
@@ -17,6 +18,7 @@ use pms_events::{Applied, ApplyError, Event, Handler, Outcome};
 use crate::store::invoices::{CoinsDebited, IssueError, ParksChange, Tables, VisitClosed};
 use crate::store::replica::{CustomerDoc, PriceTableDoc, VisitOpened, CONSUMER};
 use crate::App;
+use pms_vocab::customer::CustomerClosedDoc;
 
 /// The payments service's events, every one of which tells of something that happened once (an
 /// invoice issued, its coins asked for): its outbox lets them go once every reader passed them
@@ -118,6 +120,10 @@ impl Handler for FromUsers {
             "customer.registered" | "customer.changed" => {
                 let c: CustomerDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
                 store.apply_customer(&c, event).await.map_err(retry)?;
+            }
+            "customer.closed" => {
+                let c: CustomerClosedDoc = event.decode(&[1]).map_err(ApplyError::Park)?;
+                store.apply_closure(c.user_id, event).await.map_err(retry)?;
             }
             "wallet.coins_debited" => {
                 let d: CoinsDebited = event.decode(&[1]).map_err(ApplyError::Park)?;

@@ -20,9 +20,10 @@
 //! added, switched, keyed), [`visits`] (entrance
 //! and exit), [`quotes`] (the exit's price), [`displays`], [`devices`] (the operator's view),
 //! [`replica`] (customers and vehicles from the users service's events, invoices from the
-//! payments service's), [`reports`], [`seed`].
+//! payments service's), [`closure`] (erasing a closed account's data), [`reports`], [`seed`].
 
 pub mod admin;
+pub mod closure;
 pub mod devices;
 pub mod displays;
 pub mod history;
@@ -95,7 +96,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0009_administration.sql",
     "0010_coins_earned.sql",
     "0011_retired_spots.sql",
-    "0012_last_contact.sql"
+    "0012_last_contact.sql",
+    "0013_closed_customers.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -61,7 +61,9 @@ fn priced_goodbye(i: &InvoiceDoc, name: &str, coins: Option<i64>) -> (String, St
 }
 
 impl Store {
-    /// Upserts a customer and replaces their vehicles; records `event`'s position.
+    /// Upserts a customer and replaces their vehicles; records `event`'s position. A customer
+    /// who closed their account stays as the closure left them ([`super::closure`]): an older
+    /// state of theirs read again (a replay) changes nothing.
     ///
     /// # Errors
     /// Database failures.
@@ -69,6 +71,15 @@ impl Store {
         let name = format!("{} {}", c.first_name, c.last_name);
         super::retry(|| async {
             let r: Result<(), StoreError> = transaction!(self, |tx| {
+                let closed: Option<Option<i64>> =
+                    sqlx::query_scalar("SELECT closed_at_ms FROM customers WHERE id = $1")
+                        .bind(c.user_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if closed.flatten().is_some() {
+                    tx.record_position(CONSUMER, Applied::one(event)).await?;
+                    return Ok(());
+                }
                 sqlx::query(
                     "INSERT INTO customers (id, nif, name, status) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (id) DO UPDATE SET nif = excluded.nif, name = excluded.name, status = excluded.status",

@@ -185,6 +185,32 @@ impl Store {
         .await
     }
 
+    /// Applies `customer.closed`: forgets the customer and their vehicles (their name, tax
+    /// number and plates); records the position. Invoices stay as issued, tax number and plate
+    /// included, as the law requires; an open visit stays until its invoice (the car inside can
+    /// leave, and its stay is invoiced from its `visit.closed`).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn apply_closure(&self, user_id: i64, event: &Event) -> Result<(), StoreError> {
+        retry(|| async {
+            let r: Result<(), StoreError> = transaction!(self, |tx| {
+                sqlx::query("DELETE FROM vehicles WHERE customer_id = $1")
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM customers WHERE id = $1")
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.record_position(CONSUMER, Applied::one(event)).await?;
+                Ok::<(), StoreError>(())
+            });
+            r
+        })
+        .await
+    }
+
     /// Every stored version of park `park_id`'s price table, unparsed.
     ///
     /// # Errors

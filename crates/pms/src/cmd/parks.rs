@@ -46,6 +46,11 @@ pub struct ParksOptions {
     #[arg(long, default_value_t = pms_parks::clock::DEFAULT_DELAY.as_secs() / 3600,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub passage_delay_h: u64,
+    /// How long a closed account's stay keeps its plate after the car left, in seconds, so
+    /// that a barrier's retried exit is still recognised; then the plate is erased.
+    #[arg(long, default_value_t = pms_parks::store::closure::DEFAULT_ERASE_AFTER_EXIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub erase_after_exit_s: u64,
     /// Do not create the demo parks in an empty database.
     #[arg(long)]
     pub no_seed_parks: bool,
@@ -89,6 +94,7 @@ impl ParksOptions {
                 ahead: std::time::Duration::from_secs(self.clock_ahead_s),
                 delay: std::time::Duration::from_secs(self.passage_delay_h * 3600),
             },
+            erase_after_exit: std::time::Duration::from_secs(self.erase_after_exit_s),
         })
     }
 }

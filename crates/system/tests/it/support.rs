@@ -84,6 +84,9 @@ pub struct Options {
     /// most tests replay fixed dates of 2023 and 2024 (the clock's own tests use the service's
     /// defaults).
     pub clock: pms_parks::clock::ClockRules,
+    /// How long a closed account's stay keeps its plate after the car left (none by default:
+    /// the tests see the erasure at once).
+    pub erase_after_exit: Duration,
 }
 
 impl Default for Options {
@@ -98,6 +101,7 @@ impl Default for Options {
                 delay: Duration::MAX,
                 ..pms_parks::clock::ClockRules::default()
             },
+            erase_after_exit: Duration::ZERO,
         }
     }
 }
@@ -223,6 +227,7 @@ impl System {
             limits: pms_service::http::BodyLimits::default(),
             exit_wait: options.exit_wait,
             clock: options.clock,
+            erase_after_exit: options.erase_after_exit,
         };
         let parks = pms_parks::App::new(parks_config()).expect("parks");
         let payments = pms_payments::App::new(pms_payments::PaymentsConfig {

@@ -278,8 +278,11 @@ fn entrance_rules(
     said_ms: i64,
 ) -> Result<Entering, Refusal> {
     let (owner, open) = read.ok_or(Refusal::UnknownPlateAtEntrance)?;
-    if owner.status == UserStatus::Blocked {
-        return Err(Refusal::Blocked);
+    match owner.status {
+        UserStatus::Blocked => return Err(Refusal::Blocked),
+        // Only a closed account is DISABLED here (`store::closure`).
+        UserStatus::Disabled => return Err(Refusal::AccountClosed),
+        UserStatus::Enabled => {}
     }
     if barrier.state != State::Active {
         return Err(Refusal::BarrierDisabled);

@@ -108,6 +108,13 @@ fn the_entrance_decides_from_the_read_and_the_barrier() {
             Refused(Refusal::BarrierDisabled),
         ),
         (
+            "a closed account's car",
+            active,
+            Some(UserStatus::Disabled),
+            None,
+            Refused(Refusal::AccountClosed),
+        ),
+        (
             "the same entrance again",
             active,
             enabled,
