@@ -3,6 +3,7 @@
 //! a real PostgreSQL.
 
 mod clock;
+mod closure;
 mod coins;
 mod concurrency;
 mod customers;

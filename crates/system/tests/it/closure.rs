@@ -1,0 +1,194 @@
+//! A customer closes their account while one of their cars is inside a park, through the
+//! gateway, on both databases: the services' copies of them go as each reads the closure, the
+//! invoices stay as issued, the car inside leaves and its stay is invoiced to the same tax
+//! number, no car of theirs enters again, and once the car is out the parks service keeps
+//! nothing that names them.
+
+use serde_json::{json, Value};
+
+use crate::support::{assert_error, plate_read, System, Via, BOTH, SEED_PASSWORD};
+
+const RUI: i64 = 6;
+const RUI_NIF: i64 = 514_884_112;
+
+/// The plates of Rui's stays in parks, oldest first.
+async fn stays(sys: &System) -> Vec<String> {
+    let plates: Result<Vec<String>, sqlx::Error> = pms_service::repeatable!(sys.parks.store, |c| {
+        sqlx::query_scalar("SELECT plate FROM visits WHERE customer_id = $1 ORDER BY id")
+            .bind(RUI)
+            .fetch_all(&mut *c)
+            .await
+    });
+    plates.expect("stays")
+}
+
+/// What parks keeps of Rui: his name, tax number and vehicles.
+async fn parks_copy(sys: &System) -> (String, i64, i64) {
+    let row: Result<(String, i64, i64), sqlx::Error> =
+        pms_service::repeatable!(sys.parks.store, |c| {
+            sqlx::query_as(
+                "SELECT name, nif, (SELECT count(*) FROM vehicles WHERE customer_id = $1) \
+                 FROM customers WHERE id = $1",
+            )
+            .bind(RUI)
+            .fetch_one(&mut *c)
+            .await
+        });
+    row.expect("parks' copy")
+}
+
+/// What payments keeps of Rui: his customer rows and vehicles, and his invoices' (nif, plate).
+async fn payments_copy(sys: &System) -> (i64, Vec<(i64, String)>) {
+    let kept: Result<(i64, Vec<(i64, String)>), sqlx::Error> =
+        pms_service::repeatable!(sys.payments.store, |c| async {
+            let copies: i64 = sqlx::query_scalar(
+                "SELECT (SELECT count(*) FROM customers WHERE id = $1) \
+                 + (SELECT count(*) FROM vehicles WHERE customer_id = $1)",
+            )
+            .bind(RUI)
+            .fetch_one(&mut *c)
+            .await?;
+            let invoices = sqlx::query_as(
+                "SELECT nif, plate FROM invoices WHERE customer_id = $1 ORDER BY id",
+            )
+            .bind(RUI)
+            .fetch_all(&mut *c)
+            .await?;
+            Ok((copies, invoices))
+        }
+        .await);
+    kept.expect("payments' copy")
+}
+
+fn opened(r: &Value) -> bool {
+    r["success"] == true
+}
+
+#[tokio::test]
+async fn a_closed_account_is_erased_everywhere_but_its_invoices_and_its_car_gets_out() {
+    for db in BOTH {
+        let Some(sys) = System::start(db).await else {
+            continue;
+        };
+        let mut dev = sys.client(Via::H1).await;
+        let (entrance, exit) = (sys.barrier_key(1), sys.barrier_key(2));
+        let pass = |barrier: i64, plate: &str, at: &str| plate_read(barrier, 1, plate, at);
+
+        // A stay over and invoiced, and a car inside.
+        let r = dev
+            .barrier(
+                "entrance",
+                &entrance,
+                &pass(1, "46-ON-05", "2026-12-07T09:00:00Z"),
+            )
+            .await;
+        assert!(opened(&r.json()), "{db:?}: {}", r.text());
+        let r = dev
+            .barrier("exit", &exit, &pass(2, "46-ON-05", "2026-12-07T10:00:00Z"))
+            .await;
+        assert!(opened(&r.json()), "{}", r.text());
+        let r = dev
+            .barrier(
+                "entrance",
+                &entrance,
+                &pass(1, "32-VT-07", "2026-12-07T11:00:00Z"),
+            )
+            .await;
+        assert!(opened(&r.json()), "{}", r.text());
+        sys.settled().await;
+        assert_eq!(
+            payments_copy(&sys).await.1,
+            [(RUI_NIF, "46-ON-05".to_owned())]
+        );
+
+        // Rui closes his account; the services read it.
+        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+        let r = rui
+            .send(
+                "POST",
+                "/users/6/closure",
+                &json!({"password": SEED_PASSWORD}),
+            )
+            .await;
+        assert_eq!(r.status(), 200, "{db:?}: {}", r.text());
+        sys.settled().await;
+
+        // Payments forgot him but keeps the invoice as issued; parks erased the stay that is
+        // over and keeps what the car inside needs.
+        assert_eq!(
+            payments_copy(&sys).await,
+            (0, vec![(RUI_NIF, "46-ON-05".to_owned())]),
+            "{db:?}"
+        );
+        let plates = stays(&sys).await;
+        assert!(plates[0].starts_with("erased-"), "{db:?}: {plates:?}");
+        assert_eq!(plates[1], "32-VT-07");
+        assert_eq!(
+            parks_copy(&sys).await,
+            ("Rui Soares".to_owned(), RUI_NIF, 1)
+        );
+
+        // No car of his enters; the one inside leaves, and its stay is invoiced to his number.
+        let r = dev
+            .barrier(
+                "entrance",
+                &entrance,
+                &pass(1, "46-ON-05", "2026-12-07T12:00:00Z"),
+            )
+            .await;
+        assert!(!opened(&r.json()), "{db:?}: {}", r.text());
+        let r = dev
+            .barrier("exit", &exit, &pass(2, "32-VT-07", "2026-12-07T13:00:00Z"))
+            .await;
+        assert!(opened(&r.json()), "{db:?}: {}", r.text());
+        let r = dev
+            .barrier(
+                "entrance",
+                &entrance,
+                &pass(1, "32-VT-07", "2026-12-07T14:00:00Z"),
+            )
+            .await;
+        assert!(!opened(&r.json()), "{db:?}: {}", r.text());
+        assert!(
+            r.text().contains("account is closed"),
+            "the driver is told why: {}",
+            r.text()
+        );
+        sys.settled().await;
+        assert_eq!(
+            payments_copy(&sys).await.1,
+            [
+                (RUI_NIF, "46-ON-05".to_owned()),
+                (RUI_NIF, "32-VT-07".to_owned())
+            ],
+            "{db:?}"
+        );
+
+        // Once it is out (the grace is none here), the erasure round leaves nothing of him.
+        assert_eq!(
+            sys.parks
+                .store
+                .finish_erasures(std::time::Duration::ZERO)
+                .await
+                .expect("round"),
+            [RUI]
+        );
+        assert!(stays(&sys).await.iter().all(|p| p.starts_with("erased-")));
+        assert_eq!(parks_copy(&sys).await, (String::new(), 0, 0));
+
+        // His old token finds no account; a supervisor still reads the park's day.
+        assert_error(
+            &rui.get("/users/vehicles/6").await,
+            404,
+            "user_not_found",
+            None,
+        );
+        let mut boss = sys.as_user(Via::H1, "supervisor@isep.ipp.pt").await;
+        let history = boss.get("/parks/parkingHistory/6").await;
+        assert!(
+            !history.text().contains("46-ON-05") && !history.text().contains("32-VT-07"),
+            "{}",
+            history.text()
+        );
+    }
+}
