@@ -1409,3 +1409,76 @@ fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trai
         register.body
     );
 }
+
+#[test]
+fn a_customer_closes_their_account_and_is_told_what_was_kept() {
+    let (_data, _up, port) = start();
+    let maya = sign_in(port, "mayaGupta@isep.ipp.pt");
+    let account = get(port, "/app/account", Some(&maya));
+    assert!(
+        account.body.contains("action=\"/app/close-account\""),
+        "{}",
+        account.body
+    );
+    let csrf = account.csrf();
+    // Staff have no such form: their accounts are not closed this way.
+    let boss = sign_in(port, "supervisor@isep.ipp.pt");
+    let staff = get(port, "/app/account", Some(&boss));
+    assert!(!staff.body.contains("/app/close-account"), "{}", staff.body);
+
+    // A wrong password is refused beside the form, and the account stays; without the CSRF
+    // token, nothing either.
+    let refused = post(
+        port,
+        "/app/close-account",
+        Some(&maya),
+        &[("csrf", &csrf), ("password", "not hers")],
+    );
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(
+        refused.body.contains("id=\"closure-error\""),
+        "{}",
+        refused.body
+    );
+    let forged = post(
+        port,
+        "/app/close-account",
+        Some(&maya),
+        &[("password", "Chosen#Password1")],
+    );
+    assert_eq!(forged.status, 403);
+    assert_eq!(get(port, "/app/account", Some(&maya)).status, 200);
+
+    // Closed: told what went and what stayed, signed out, and she cannot sign in again.
+    let closed = post(
+        port,
+        "/app/close-account",
+        Some(&maya),
+        &[("csrf", &csrf), ("password", "Chosen#Password1")],
+    );
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    for text in ["What was erased", "What was kept, and why", "Invoices"] {
+        assert!(closed.body.contains(text), "{text}: {}", closed.body);
+    }
+    assert!(
+        closed
+            .header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0")),
+        "{:?}",
+        closed.headers
+    );
+    let after = get(port, "/app/account", Some(&maya));
+    assert_eq!(after.status, 303, "the session ended");
+    let signin = get(port, "/app/signin", None);
+    let again = post(
+        port,
+        "/app/signin",
+        signin.session().as_deref(),
+        &[
+            ("csrf", &signin.csrf()),
+            ("email", "mayaGupta@isep.ipp.pt"),
+            ("password", "Chosen#Password1"),
+        ],
+    );
+    assert_eq!(again.status, 401, "{}", again.body);
+}

@@ -191,6 +191,7 @@ pub fn router(app: App) -> Router {
             post(pages::customer::set_payment_method),
         )
         .route("/app/coins", post(pages::customer::set_coin_flag))
+        .route("/app/close-account", post(pages::customer::close_account))
         .route("/app/visits", get(pages::customer::visits))
         .route("/app/users", get(pages::staff::users))
         .route("/app/users/grant", post(pages::staff::grant))

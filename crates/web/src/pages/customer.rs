@@ -1,6 +1,6 @@
 //! A person's own account. Everyone sees who they are; a customer also manages their vehicles
 //! (add one, at most three), their payment method, their PARKY wallet and the "pay my next
-//! visit with coins" flag, and reads their visits and invoices. Every change is a form posted
+//! visit with coins" flag, reads their visits and invoices, and may close the account. Every change is a form posted
 //! here (CSRF-checked), sent to the gateway with the customer's token, then a redirect back
 //! (so a reload never posts twice); a refusal is shown beside the form it concerns.
 
@@ -51,6 +51,7 @@ struct Refusals {
     vehicle: Option<String>,
     payment: Option<String>,
     coins: Option<String>,
+    closure: Option<String>,
 }
 
 #[derive(Template)]
@@ -330,6 +331,67 @@ pub async fn set_coin_flag(
     Form(form): Form<HashMap<String, String>>,
 ) -> Page {
     change(app, headers, form, Change::Coins).await
+}
+
+/// What closing the account told the customer, shown once, signed out.
+#[derive(Template)]
+#[template(path = "closed.html")]
+struct Closed {
+    chrome: Chrome,
+    closed_at: String,
+    coins: String,
+    erased: Vec<String>,
+    /// What was kept, and why.
+    kept: Vec<(String, String)>,
+}
+
+/// `POST /app/close-account`: the customer closes their account, confirming with their
+/// password. Refused (a wrong password, say): the account page with the refusal beside the
+/// form. Closed: the session ends (its cookie too) and the page says what was erased and what
+/// was kept, and why, as the users service told it.
+pub async fn close_account(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Page {
+    let s = checked(&app, &headers, &form).await?;
+    let Some(user) = s.user.clone() else {
+        return Ok(redirect("/app/signin"));
+    };
+    let path = format!("/users/{}/closure", user.id);
+    let body = json!({"password": field(&form, "password")});
+    let reply = call_as(&app, &s, &user, Method::POST, &path, &body).await?;
+    if !reply.status.is_success() {
+        let refusals = Refusals {
+            closure: Some(reply.message()),
+            ..Refusals::default()
+        };
+        let status = reply.refused_status();
+        return account_page(&app, &s, &user, status, refusals, String::new(), None).await;
+    }
+    // The account is gone, so is its session; the cookie is cleared whatever the store says.
+    if let Err(e) = app.sessions.remove(&s.id).await {
+        tracing::warn!(error = %e, "the closed account's session was not removed; it ends with its token");
+    }
+    let told = &reply.body;
+    let list = |key: &str| told[key].as_array().cloned().unwrap_or_default();
+    let html = Closed {
+        chrome: Chrome::signed_out("Your account is closed"),
+        closed_at: when(&text(&told["closedAt"])),
+        coins: text(&told["coinsForfeited"]),
+        erased: list("erased").iter().map(text).collect(),
+        kept: list("kept")
+            .iter()
+            .map(|k| (text(&k["what"]), text(&k["why"])))
+            .collect(),
+    }
+    .render();
+    let mut answer = page(&app, StatusCode::OK, html, None);
+    answer.headers_mut().insert(
+        http::header::SET_COOKIE,
+        crate::session::clear_cookie(app.secure_cookies),
+    );
+    Ok(answer)
 }
 
 /// `GET /app/visits`: the customer's visits and invoices, newest first.

@@ -51,6 +51,15 @@ impl Chrome {
             csrf: s.csrf.clone(),
         }
     }
+
+    /// The frame of page `title` for someone whose session just ended.
+    pub fn signed_out(title: &str) -> Self {
+        Self {
+            title: title.into(),
+            user_name: None,
+            csrf: String::new(),
+        }
+    }
 }
 
 /// What a page handler answers: the page, or the answer that takes its place ([`PageError`]).
