@@ -124,6 +124,7 @@ try {
   for (const [size, viewport] of Object.entries(SIZES)) {
     await journey(size, viewport);
     await staff(size, viewport);
+    await closing(size, viewport);
   }
 } catch (e) {
   problems.push(`${e.stack ?? e}`);
@@ -254,6 +255,33 @@ async function journey(size, viewport) {
   await page.waitForURL(`${base}/app/signin`);
   await page.goto(`${base}/app/account`);
   if (!page.url().endsWith("/app/signin")) say("the account page is still open after signing out");
+  await context.close();
+}
+
+// A customer closes their account (Maya at phone size, Rui at desktop size): a wrong password
+// is said beside the form, then the page that says what was erased and kept, signed out.
+async function closing(size, viewport) {
+  const email = size === "phone" ? "mayaGupta@isep.ipp.pt" : "ruiSoares@isep.ipp.pt";
+  step = `${email} closing the account at ${size} size`;
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  await page.goto(`${base}/app/signin`);
+  await page.getByLabel("E-mail").fill(email);
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${base}/app/account`);
+  const password = page.getByLabel("Your password, to confirm");
+  await password.fill("Wrong#Password1");
+  await page.getByRole("button", { name: "Close my account" }).click();
+  await page.waitForURL(`${base}/app/close-account`);
+  if (!(await page.locator("#closure-error").isVisible())) problems.push(`${size}: a wrong password is not said beside the closing form`);
+  await check(page, size, "close-refused", `${base}/app/account`);
+  await page.getByLabel("Your password, to confirm").fill(PASSWORD);
+  await page.getByRole("button", { name: "Close my account" }).click();
+  await page.getByRole("heading", { name: "What was kept, and why" }).waitFor();
+  await check(page, size, "closed", `${base}/app/signin`);
+  await page.goto(`${base}/app/account`);
+  if (!page.url().endsWith("/app/signin")) problems.push(`${size}: still signed in after closing the account`);
   await context.close();
 }
 
