@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::{assert_error, plate_read, System, Via, BOTH, SEED_PASSWORD};
+use crate::support::{assert_error, plate_read, Db, Options, System, Via, BOTH, SEED_PASSWORD};
 
 const RUI: i64 = 6;
 const RUI_NIF: i64 = 514_884_112;
@@ -67,128 +67,141 @@ fn opened(r: &Value) -> bool {
 #[tokio::test]
 async fn a_closed_account_is_erased_everywhere_but_its_invoices_and_its_car_gets_out() {
     for db in BOTH {
-        let Some(sys) = System::start(db).await else {
-            continue;
-        };
-        let mut dev = sys.client(Via::H1).await;
-        let (entrance, exit) = (sys.barrier_key(1), sys.barrier_key(2));
-        let pass = |barrier: i64, plate: &str, at: &str| plate_read(barrier, 1, plate, at);
-
-        // A stay over and invoiced, and a car inside.
-        let r = dev
-            .barrier(
-                "entrance",
-                &entrance,
-                &pass(1, "46-ON-05", "2026-12-07T09:00:00Z"),
-            )
-            .await;
-        assert!(opened(&r.json()), "{db:?}: {}", r.text());
-        let r = dev
-            .barrier("exit", &exit, &pass(2, "46-ON-05", "2026-12-07T10:00:00Z"))
-            .await;
-        assert!(opened(&r.json()), "{}", r.text());
-        let r = dev
-            .barrier(
-                "entrance",
-                &entrance,
-                &pass(1, "32-VT-07", "2026-12-07T11:00:00Z"),
-            )
-            .await;
-        assert!(opened(&r.json()), "{}", r.text());
-        sys.settled().await;
-        assert_eq!(
-            payments_copy(&sys).await.1,
-            [(RUI_NIF, "46-ON-05".to_owned())]
-        );
-
-        // Rui closes his account; the services read it.
-        let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
-        let r = rui
-            .send(
-                "POST",
-                "/users/6/closure",
-                &json!({"password": SEED_PASSWORD}),
-            )
-            .await;
-        assert_eq!(r.status(), 200, "{db:?}: {}", r.text());
-        sys.settled().await;
-
-        // Payments forgot him but keeps the invoice as issued; parks erased the stay that is
-        // over and keeps what the car inside needs.
-        assert_eq!(
-            payments_copy(&sys).await,
-            (0, vec![(RUI_NIF, "46-ON-05".to_owned())]),
-            "{db:?}"
-        );
-        let plates = stays(&sys).await;
-        assert!(plates[0].starts_with("erased-"), "{db:?}: {plates:?}");
-        assert_eq!(plates[1], "32-VT-07");
-        assert_eq!(
-            parks_copy(&sys).await,
-            ("Rui Soares".to_owned(), RUI_NIF, 1)
-        );
-
-        // No car of his enters; the one inside leaves, and its stay is invoiced to his number.
-        let r = dev
-            .barrier(
-                "entrance",
-                &entrance,
-                &pass(1, "46-ON-05", "2026-12-07T12:00:00Z"),
-            )
-            .await;
-        assert!(!opened(&r.json()), "{db:?}: {}", r.text());
-        let r = dev
-            .barrier("exit", &exit, &pass(2, "32-VT-07", "2026-12-07T13:00:00Z"))
-            .await;
-        assert!(opened(&r.json()), "{db:?}: {}", r.text());
-        let r = dev
-            .barrier(
-                "entrance",
-                &entrance,
-                &pass(1, "32-VT-07", "2026-12-07T14:00:00Z"),
-            )
-            .await;
-        assert!(!opened(&r.json()), "{db:?}: {}", r.text());
-        assert!(
-            r.text().contains("account is closed"),
-            "the driver is told why: {}",
-            r.text()
-        );
-        sys.settled().await;
-        assert_eq!(
-            payments_copy(&sys).await.1,
-            [
-                (RUI_NIF, "46-ON-05".to_owned()),
-                (RUI_NIF, "32-VT-07".to_owned())
-            ],
-            "{db:?}"
-        );
-
-        // Once it is out (the grace is none here), the erasure round leaves nothing of him.
-        assert_eq!(
-            sys.parks
-                .store
-                .finish_erasures(std::time::Duration::ZERO)
-                .await
-                .expect("round"),
-            [RUI]
-        );
-        assert!(stays(&sys).await.iter().all(|p| p.starts_with("erased-")));
-        assert_eq!(parks_copy(&sys).await, (String::new(), 0, 0));
-
-        // His old token finds no account; a supervisor still reads the park's day.
-        assert_error(
-            &rui.get("/users/vehicles/6").await,
-            404,
-            "user_not_found",
-            None,
-        );
-        let mut boss = sys.as_user(Via::H1, "supervisor@isep.ipp.pt").await;
-        let history = boss.get("/parks/parkingHistory/6").await;
-        assert!(
-            !history.text().contains("46-ON-05") && !history.text().contains("32-VT-07"),
-            "{}",
-            history.text()
-        );
+        if let Some(sys) = System::start(db).await {
+            closes_with_a_car_inside(&sys, &format!("{db:?}")).await;
+        }
     }
+}
+
+/// The same, with every event between the services going through a real NATS JetStream.
+#[tokio::test]
+async fn a_closure_reaches_the_copies_across_the_broker() {
+    let options = Options {
+        nats: true,
+        ..Default::default()
+    };
+    if let Some(sys) = System::start_with(Db::Sqlite, options).await {
+        closes_with_a_car_inside(&sys, "NATS").await;
+    }
+}
+
+/// Rui closes his account with a stay over and a car inside; `db` names the run in failures.
+async fn closes_with_a_car_inside(sys: &System, db: &str) {
+    let mut dev = sys.client(Via::H1).await;
+    let (entrance, exit) = (sys.barrier_key(1), sys.barrier_key(2));
+    let pass = |barrier: i64, plate: &str, at: &str| plate_read(barrier, 1, plate, at);
+
+    // A stay over and invoiced, and a car inside.
+    let r = dev
+        .barrier(
+            "entrance",
+            &entrance,
+            &pass(1, "46-ON-05", "2026-12-07T09:00:00Z"),
+        )
+        .await;
+    assert!(opened(&r.json()), "{db}: {}", r.text());
+    let r = dev
+        .barrier("exit", &exit, &pass(2, "46-ON-05", "2026-12-07T10:00:00Z"))
+        .await;
+    assert!(opened(&r.json()), "{}", r.text());
+    let r = dev
+        .barrier(
+            "entrance",
+            &entrance,
+            &pass(1, "32-VT-07", "2026-12-07T11:00:00Z"),
+        )
+        .await;
+    assert!(opened(&r.json()), "{}", r.text());
+    sys.settled().await;
+    assert_eq!(
+        payments_copy(sys).await.1,
+        [(RUI_NIF, "46-ON-05".to_owned())]
+    );
+
+    // Rui closes his account; the services read it.
+    let mut rui = sys.as_user(Via::H1, "ruiSoares@isep.ipp.pt").await;
+    let r = rui
+        .send(
+            "POST",
+            "/users/6/closure",
+            &json!({"password": SEED_PASSWORD}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{db}: {}", r.text());
+    sys.settled().await;
+
+    // Payments forgot him but keeps the invoice as issued; parks erased the stay that is
+    // over and keeps what the car inside needs.
+    assert_eq!(
+        payments_copy(sys).await,
+        (0, vec![(RUI_NIF, "46-ON-05".to_owned())]),
+        "{db}"
+    );
+    let plates = stays(sys).await;
+    assert!(plates[0].starts_with("erased-"), "{db}: {plates:?}");
+    assert_eq!(plates[1], "32-VT-07");
+    assert_eq!(parks_copy(sys).await, ("Rui Soares".to_owned(), RUI_NIF, 1));
+
+    // No car of his enters; the one inside leaves, and its stay is invoiced to his number.
+    let r = dev
+        .barrier(
+            "entrance",
+            &entrance,
+            &pass(1, "46-ON-05", "2026-12-07T12:00:00Z"),
+        )
+        .await;
+    assert!(!opened(&r.json()), "{db}: {}", r.text());
+    let r = dev
+        .barrier("exit", &exit, &pass(2, "32-VT-07", "2026-12-07T13:00:00Z"))
+        .await;
+    assert!(opened(&r.json()), "{db}: {}", r.text());
+    let r = dev
+        .barrier(
+            "entrance",
+            &entrance,
+            &pass(1, "32-VT-07", "2026-12-07T14:00:00Z"),
+        )
+        .await;
+    assert!(!opened(&r.json()), "{db}: {}", r.text());
+    assert!(
+        r.text().contains("account is closed"),
+        "the driver is told why: {}",
+        r.text()
+    );
+    sys.settled().await;
+    assert_eq!(
+        payments_copy(sys).await.1,
+        [
+            (RUI_NIF, "46-ON-05".to_owned()),
+            (RUI_NIF, "32-VT-07".to_owned())
+        ],
+        "{db}"
+    );
+
+    // Once it is out (the grace is none here), the erasure round leaves nothing of him.
+    assert_eq!(
+        sys.parks
+            .store
+            .finish_erasures(std::time::Duration::ZERO)
+            .await
+            .expect("round"),
+        [RUI]
+    );
+    assert!(stays(sys).await.iter().all(|p| p.starts_with("erased-")));
+    assert_eq!(parks_copy(sys).await, (String::new(), 0, 0));
+
+    // His old token finds no account; a supervisor still reads the park's day.
+    assert_error(
+        &rui.get("/users/vehicles/6").await,
+        404,
+        "user_not_found",
+        None,
+    );
+    let mut boss = sys.as_user(Via::H1, "supervisor@isep.ipp.pt").await;
+    let history = boss.get("/parks/parkingHistory/6").await;
+    assert!(
+        !history.text().contains("46-ON-05") && !history.text().contains("32-VT-07"),
+        "{}",
+        history.text()
+    );
 }
