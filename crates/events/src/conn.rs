@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 
@@ -67,6 +68,27 @@ pub trait EventConn: Send {
         event_types: &'a [&'a str],
         payload: &'a str,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
+    /// Asks that the events about one thing (`aggregate_type`, `aggregate_id`) be rewritten
+    /// with `fields` (those of them each event has, [`crate::erasure::rewrite`]) once every reader
+    /// of this outbox has them, and rewrites those it has already; returns how many. The rest
+    /// are rewritten by the retention round as the readers pass them ([`crate::erasure`]). An
+    /// event still on its way is left as written, so its reader gets what the change said.
+    fn erase_when_passed<'a>(
+        &'a mut self,
+        aggregate_type: &'a str,
+        aggregate_id: &'a str,
+        fields: &'a Map<String, Value>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
+    /// Rewrites with `fields` the events about one thing that every reader has; returns how
+    /// many it rewrote and whether any is still on its way (or nobody has noted reading).
+    fn rewrite_passed<'a>(
+        &'a mut self,
+        aggregate_type: &'a str,
+        aggregate_id: &'a str,
+        fields: &'a Map<String, Value>,
+    ) -> impl Future<Output = Result<(u64, bool), sqlx::Error>> + Send + 'a;
 
     /// Keeps an event `consumer` cannot apply, with the reason, for a person to look at.
     fn park<'a>(
@@ -175,6 +197,15 @@ const RECORD: &str = "INSERT INTO event_positions (consumer, source, position, u
      RETURNING position";
 const REPLACE_PAYLOADS: &str = "UPDATE outbox SET payload = $1 \
      WHERE aggregate_type = $2 AND aggregate_id = $3 AND event_type = $4";
+const ASK_ERASURE: &str =
+    "INSERT INTO outbox_erasures (aggregate_type, aggregate_id, fields, asked_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (aggregate_type, aggregate_id) \
+     DO UPDATE SET fields = excluded.fields, asked_at = excluded.asked_at";
+/// The events about one thing, each with whether every reader has it (none has while nobody
+/// has noted reading).
+const ERASABLE: &str = "SELECT id, payload, \
+     COALESCE(id <= (SELECT MIN(through) FROM outbox_readers), FALSE) FROM outbox \
+     WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY id";
 const PARK: &str = "INSERT INTO parked_events (consumer, source, event_id, event_type, version, payload, reason, parked_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, source, event_id) DO NOTHING";
 
@@ -248,6 +279,60 @@ macro_rules! event_conn {
                             .rows_affected();
                     }
                     Ok(replaced)
+                }
+            }
+
+            fn erase_when_passed<'a>(
+                &'a mut self,
+                aggregate_type: &'a str,
+                aggregate_id: &'a str,
+                fields: &'a Map<String, Value>,
+            ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a {
+                async move {
+                    sqlx::query(ASK_ERASURE)
+                        .bind(aggregate_type)
+                        .bind(aggregate_id)
+                        .bind(Value::Object(fields.clone()).to_string())
+                        .bind(now())
+                        .execute(&mut *self)
+                        .await?;
+                    let (rewritten, _) = self.rewrite_passed(aggregate_type, aggregate_id, fields).await?;
+                    Ok(rewritten)
+                }
+            }
+
+            fn rewrite_passed<'a>(
+                &'a mut self,
+                aggregate_type: &'a str,
+                aggregate_id: &'a str,
+                fields: &'a Map<String, Value>,
+            ) -> impl Future<Output = Result<(u64, bool), sqlx::Error>> + Send + 'a {
+                async move {
+                    let rows: Vec<(i64, String, bool)> = sqlx::query_as(ERASABLE)
+                        .bind(aggregate_type)
+                        .bind(aggregate_id)
+                        .fetch_all(&mut *self)
+                        .await?;
+                    let mut rewritten = 0;
+                    let mut pending = false;
+                    for (id, payload, passed) in rows {
+                        if !passed {
+                            pending = true;
+                            continue;
+                        }
+                        let Some(new) = crate::erasure::rewrite(&payload, fields) else {
+                            continue;
+                        };
+                        if new != payload {
+                            sqlx::query("UPDATE outbox SET payload = $1 WHERE id = $2")
+                                .bind(&new)
+                                .bind(id)
+                                .execute(&mut *self)
+                                .await?;
+                            rewritten += 1;
+                        }
+                    }
+                    Ok((rewritten, pending))
                 }
             }
 

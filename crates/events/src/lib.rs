@@ -14,10 +14,12 @@
 //! - [`lease`]: one replica of a service works each stream at a time.
 //! - [`retention`]: keeping an outbox bounded: its readers say what they have passed, and the
 //!   passing events every reader has passed are deleted once older than the retention window.
+//! - [`erasure`]: rewriting a person's data out of events already written, when their account
+//!   is closed.
 //! - [`metrics`]: the events' gauges on a service's `/metrics`.
 //! - [`wiring`]: a service's handlers started by producer, in one process or over NATS.
-//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`] and
-//!   [`SCHEMA_RETENTION`]: the tables,
+//! - [`SCHEMA_SQLITE`] / [`SCHEMA_POSTGRES`], then [`SCHEMA_BROKER_POSITIONS`],
+//!   [`SCHEMA_RETENTION`] and [`SCHEMA_ERASURE`]: the tables,
 //!   for each service's migrations.
 //!
 //! Why an outbox and not a message sent after the commit: a crash between the two would leave a
@@ -53,6 +55,7 @@
 
 pub mod conn;
 pub mod consumer;
+pub mod erasure;
 pub mod event;
 pub mod lease;
 pub mod metrics;
@@ -84,3 +87,5 @@ pub const SCHEMA_BROKER_POSITIONS: &str = include_str!("schema_broker_positions.
 /// The third step, on either backend: the outbox's readers and how far it was pruned
 /// ([`retention`]).
 pub const SCHEMA_RETENTION: &str = include_str!("schema_retention.sql");
+/// The fourth step, on either backend: the erasures asked of the outbox's events ([`erasure`]).
+pub const SCHEMA_ERASURE: &str = include_str!("schema_erasure.sql");

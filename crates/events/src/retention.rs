@@ -251,7 +251,8 @@ async fn prune_batch(
     Ok(ids.len() as u64)
 }
 
-/// Prunes `outbox` every minute until `shutdown` holds `true`.
+/// Settles `outbox`'s erasures ([`crate::erasure::settle`]) and prunes it every minute until
+/// `shutdown` holds `true`.
 pub fn spawn(
     outbox: Outbox,
     retention: Retention,
@@ -262,6 +263,17 @@ pub fn spawn(
             tokio::select! {
                 _ = shutdown.wait_for(|stop| *stop) => return,
                 () = tokio::time::sleep(PRUNE_EVERY) => {}
+            }
+            match crate::erasure::settle(&outbox).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(
+                    source = outbox.source,
+                    rewritten = n,
+                    "erased events rewritten"
+                ),
+                Err(e) => {
+                    tracing::warn!(source = outbox.source, error = %e, "erasures not settled this time");
+                }
             }
             match prune(&outbox, retention, jiff::Timestamp::now()).await {
                 Ok(0) => {}

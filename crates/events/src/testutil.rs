@@ -69,6 +69,9 @@ pub async fn pair(backend: Backend) -> Option<Pair> {
             sqlx::raw_sql(crate::SCHEMA_RETENTION)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::raw_sql(crate::SCHEMA_ERASURE)
+                .execute(&mut *tx)
+                .await?;
             sqlx::raw_sql("CREATE TABLE seen (id BIGINT PRIMARY KEY, name TEXT NOT NULL)")
                 .execute(&mut *tx)
                 .await

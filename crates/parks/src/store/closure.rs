@@ -14,8 +14,8 @@
 //! still recognised. The customer's name and tax number go last, with the greetings that show
 //! the name.
 //!
-//! The stays' events in the outbox (`visit.opened`, `visit.closed`) go with the outbox's
-//! retention (`pms_events::retention`), once every reader has them.
+//! The stays' events in the outbox (`visit.opened`, `visit.closed`) are rewritten as the stays
+//! are, once every reader has them (`pms_events::erasure`).
 
 use std::time::Duration;
 
@@ -47,15 +47,21 @@ pub const ERASED_PLATE_PREFIX: &str = "erased-";
 macro_rules! erase {
     ($tx:ident, $customer:expr, $cutoff:expr, $now:expr) => {{
         let (customer, cutoff, now): (i64, i64, i64) = ($customer, $cutoff, $now);
-        sqlx::query(
+        let stays: Vec<i64> = sqlx::query_scalar(
             "UPDATE visits SET plate = $3 || CAST(id AS TEXT) \
-             WHERE customer_id = $1 AND left_at_ms < $2 AND substr(plate, 1, length($3)) <> $3",
+             WHERE customer_id = $1 AND left_at_ms < $2 AND substr(plate, 1, length($3)) <> $3 \
+             RETURNING id",
         )
         .bind(customer)
         .bind(cutoff)
         .bind(ERASED_PLATE_PREFIX)
-        .execute(&mut *$tx)
+        .fetch_all(&mut *$tx)
         .await?;
+        // Their events in the outbox: as the stays now say, once every reader has them.
+        for stay in stays {
+            $tx.erase_when_passed("visit", &stay.to_string(), &erased_stay(stay))
+                .await?;
+        }
         sqlx::query(
             "DELETE FROM vehicles WHERE customer_id = $1 AND plate NOT IN \
              (SELECT plate FROM visits WHERE customer_id = $1 \
@@ -102,6 +108,18 @@ macro_rules! erase {
             }
         }
     }};
+}
+
+/// What an erased stay's events say instead of the person's data.
+fn erased_stay(stay: i64) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert(
+        "plate".into(),
+        format!("{ERASED_PLATE_PREFIX}{stay}").into(),
+    );
+    fields.insert("nif".into(), 0.into());
+    fields.insert("customerName".into(), "".into());
+    fields
 }
 
 /// How far a stay's end must lie behind `now` for its plate to go, with `grace`.

@@ -97,7 +97,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0010_coins_earned.sql",
     "0011_retired_spots.sql",
     "0012_last_contact.sql",
-    "0013_closed_customers.sql"
+    "0013_closed_customers.sql",
+    "0014_outbox_erasures.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

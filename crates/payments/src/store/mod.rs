@@ -44,7 +44,8 @@ const MIGRATIONS: Migrations = pms_service::migrations!(
     "0003_domains.sql",
     "0004_broker_positions.sql",
     "0005_row_blocks.sql",
-    "0006_outbox_retention.sql"
+    "0006_outbox_retention.sql",
+    "0007_outbox_erasures.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -186,15 +186,29 @@ impl Store {
     }
 
     /// Applies `customer.closed`: forgets the customer and their vehicles (their name, tax
-    /// number and plates); records the position. Invoices stay as issued, tax number and plate
-    /// included, as the law requires; an open visit stays until its invoice (the car inside can
-    /// leave, and its stay is invoiced from its `visit.closed`).
+    /// number and plates), and has the tax number and plate rewritten out of their invoices' events
+    /// once every reader of the outbox has them (`pms_events::erasure`); records the position.
+    /// Invoices stay as issued, tax number and plate included, as the law requires; an open
+    /// visit stays until its invoice (the car inside can leave, and its stay is invoiced from its
+    /// `visit.closed`).
     ///
     /// # Errors
     /// Database failures.
     pub async fn apply_closure(&self, user_id: i64, event: &Event) -> Result<(), StoreError> {
+        let mut erased = serde_json::Map::new();
+        erased.insert("nif".into(), 0.into());
+        erased.insert("plate".into(), "".into());
         retry(|| async {
             let r: Result<(), StoreError> = transaction!(self, |tx| {
+                let invoices: Vec<i64> =
+                    sqlx::query_scalar("SELECT id FROM invoices WHERE customer_id = $1")
+                        .bind(user_id)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                for invoice in invoices {
+                    tx.erase_when_passed("invoice", &invoice.to_string(), &erased)
+                        .await?;
+                }
                 sqlx::query("DELETE FROM vehicles WHERE customer_id = $1")
                     .bind(user_id)
                     .execute(&mut *tx)

@@ -190,6 +190,32 @@ async fn closes_with_a_car_inside(sys: &System, db: &str) {
     assert!(stays(sys).await.iter().all(|p| p.starts_with("erased-")));
     assert_eq!(parks_copy(sys).await, (String::new(), 0, 0));
 
+    // The events in the parks outbox say nothing of him once every reader has them, nor does
+    // the first invoice's (the second was issued after the closure, to his number, as the
+    // invoice itself is; its event goes with the outbox's retention).
+    let (parks_out, payments_out) = (sys.parks.outbox.clone(), sys.payments.outbox.clone());
+    pms_testkit::assert_eventually("the stays' and invoice's events erased", 3000, || {
+        let (parks_out, payments_out) = (parks_out.clone(), payments_out.clone());
+        async move {
+            let _ = pms_events::erasure::settle(&parks_out).await;
+            let _ = pms_events::erasure::settle(&payments_out).await;
+            let parks_events = parks_out.read_after(0, 10_000).await.unwrap_or_default();
+            let quiet = parks_events.iter().all(|e| {
+                let text = e.payload.to_string();
+                !["46-ON-05", "32-VT-07", "Rui Soares", &RUI_NIF.to_string()]
+                    .iter()
+                    .any(|personal| text.contains(personal))
+            });
+            let payments_events = payments_out.read_after(0, 10_000).await.unwrap_or_default();
+            let first = payments_events
+                .iter()
+                .find(|e| e.event_type == "invoice.issued")
+                .map(|e| (e.payload["nif"].clone(), e.payload["plate"].clone()));
+            quiet && first == Some((json!(0), json!("")))
+        }
+    })
+    .await;
+
     // His old token finds no account; a supervisor still reads the park's day.
     assert_error(
         &rui.get("/users/vehicles/6").await,

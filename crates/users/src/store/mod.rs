@@ -151,7 +151,8 @@ const MIGRATIONS: pms_service::store::Migrations = pms_service::migrations!(
     "0009_audit.sql",
     "0010_coin_awards.sql",
     "0011_invitations.sql",
-    "0012_closed_accounts.sql"
+    "0012_closed_accounts.sql",
+    "0013_outbox_erasures.sql"
 );
 pms_service::migrations_test!(MIGRATIONS);
 

@@ -1,0 +1,178 @@
+//! Erasing a person's data from events already written, when their account is closed.
+//!
+//! Events that carry a thing's state are kept for readers that start later, so their payloads
+//! are overwritten at once ([`crate::conn::EventConn::replace_payloads`]). Events that tell of
+//! something that happened once are rewritten once every reader of the outbox has them
+//! ([`crate::conn::EventConn::erase_when_passed`], in the transaction of the erasure): one still
+//! on its way to a reader is left as written, so the reader gets what the change said (an
+//! invoice for a stay before the closure carries the tax number the law wants on it). What is
+//! asked and not yet done is kept (`outbox_erasures`), and the retention round ([`settle`])
+//! finishes it as the readers pass the events.
+
+use pms_service::store::DbError;
+use pms_service::{repeatable, transaction};
+use serde_json::{Map, Value};
+
+use crate::conn::EventConn;
+use crate::outbox::Outbox;
+
+/// Most erasures one round settles.
+const ROUND: i64 = 1_000;
+
+/// `payload` (an event's JSON object) with each of `fields` that it has set to the value given;
+/// `None` when it is not an object or has none of them (nothing to rewrite). Fields it lacks are
+/// not added, so a reader of an older version finds the shape it knows.
+pub fn rewrite(payload: &str, fields: &Map<String, Value>) -> Option<String> {
+    let mut doc: Value = serde_json::from_str(payload).ok()?;
+    let object = doc.as_object_mut()?;
+    let mut changed = false;
+    for (name, value) in fields {
+        if let Some(slot) = object.get_mut(name) {
+            slot.clone_from(value);
+            changed = true;
+        }
+    }
+    changed.then(|| doc.to_string())
+}
+
+/// Rewrites the events of `outbox` that erasures asked for and every reader now has, and
+/// forgets each erasure none of whose events is still on its way. Returns how many events it
+/// rewrote.
+///
+/// # Errors
+/// When the database is unavailable (what was done before stays done).
+pub async fn settle(outbox: &Outbox) -> Result<u64, DbError> {
+    let asked: Vec<(String, String, String)> = repeatable!(outbox.db(), |conn| {
+        sqlx::query_as(
+            "SELECT aggregate_type, aggregate_id, fields FROM outbox_erasures \
+             ORDER BY asked_at LIMIT $1",
+        )
+        .bind(ROUND)
+        .fetch_all(&mut *conn)
+        .await
+    })
+    .map_err(|e| DbError::of(&e))?;
+    let mut total = 0;
+    for (kind, id, fields) in asked {
+        let fields: Map<String, Value> = serde_json::from_str(&fields).unwrap_or_default();
+        let done: Result<u64, sqlx::Error> = transaction!(outbox.db(), |tx| {
+            let (rewritten, pending) = tx.rewrite_passed(&kind, &id, &fields).await?;
+            if !pending {
+                sqlx::query(
+                    "DELETE FROM outbox_erasures WHERE aggregate_type = $1 AND aggregate_id = $2",
+                )
+                .bind(&kind)
+                .bind(&id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            Ok::<u64, sqlx::Error>(rewritten)
+        });
+        total += done.map_err(|e| DbError::of(&e))?;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::retention::acknowledge;
+    use crate::testutil::{pair, produce, Backend};
+
+    /// Every payload of `outbox`, in id order.
+    async fn payloads(outbox: &Outbox) -> Vec<(String, String)> {
+        let events = outbox.read_after(0, 100).await.expect("read");
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.aggregate_id,
+                    e.payload["name"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_erasure_waits_for_every_reader_then_rewrites_and_is_forgotten() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(pair) = pair(backend).await else {
+                continue;
+            };
+            let outbox = Outbox::new("p", pair.producer.clone());
+            // Two events about "ana" (ids 1 and 3), one about "rui" (id 2).
+            produce(&pair.producer, &["ana".into(), "rui".into(), "ana".into()]).await;
+            let fields = json!({"name": "", "absent": 1});
+            let fields = fields.as_object().expect("object");
+            let ask: Result<u64, sqlx::Error> = transaction!(&pair.producer, |tx| {
+                tx.erase_when_passed("thing", "ana", fields).await
+            });
+            assert_eq!(
+                ask.expect("asked"),
+                0,
+                "{backend:?}: nobody has read anything yet"
+            );
+            assert_eq!(settle(&outbox).await.expect("round"), 0);
+
+            // One reader past the first event, another past all: only the first is rewritten.
+            acknowledge(&outbox, "near", 1).await.expect("note");
+            acknowledge(&outbox, "far", 3).await.expect("note");
+            assert_eq!(settle(&outbox).await.expect("round"), 1, "{backend:?}");
+            let named = |name: &str| (name.to_owned(), name.to_owned());
+            assert_eq!(
+                payloads(&outbox).await,
+                [("ana".into(), String::new()), named("rui"), named("ana")]
+            );
+            let pending: Result<i64, sqlx::Error> = repeatable!(&pair.producer, |c| {
+                sqlx::query_scalar("SELECT count(*) FROM outbox_erasures")
+                    .fetch_one(&mut *c)
+                    .await
+            });
+            assert_eq!(
+                pending.expect("count"),
+                1,
+                "kept while an event is on its way"
+            );
+
+            // Once every reader has them all: done, and the erasure forgotten.
+            acknowledge(&outbox, "near", 3).await.expect("note");
+            assert_eq!(settle(&outbox).await.expect("round"), 1, "{backend:?}");
+            assert_eq!(
+                payloads(&outbox).await,
+                [
+                    ("ana".into(), String::new()),
+                    named("rui"),
+                    ("ana".into(), String::new())
+                ]
+            );
+            let pending: Result<i64, sqlx::Error> = repeatable!(&pair.producer, |c| {
+                sqlx::query_scalar("SELECT count(*) FROM outbox_erasures")
+                    .fetch_one(&mut *c)
+                    .await
+            });
+            assert_eq!(pending.expect("count"), 0, "{backend:?}");
+            assert_eq!(settle(&outbox).await.expect("round"), 0);
+        }
+    }
+
+    #[test]
+    fn only_the_fields_present_are_rewritten() {
+        let visit =
+            r#"{"visitId":7,"plate":"46-ON-05","nif":514884112,"customerName":"Rui Soares"}"#;
+        let fields = json!({"plate": "erased-7", "nif": 0, "customerName": "", "email": ""});
+        let fields = fields.as_object().expect("object");
+        let erased = rewrite(visit, fields).expect("rewritten");
+        let doc: Value = serde_json::from_str(&erased).expect("json");
+        assert_eq!(
+            doc,
+            json!({"visitId": 7, "plate": "erased-7", "nif": 0, "customerName": ""})
+        );
+        let nif = json!({"nif": 0});
+        let nif = nif.as_object().expect("object");
+        assert_eq!(rewrite(r#"{"invoiceId":1}"#, nif), None);
+        assert_eq!(rewrite("[1]", nif), None);
+        assert_eq!(rewrite("not json", nif), None);
+    }
+}
