@@ -9,6 +9,9 @@ machine plays each party itself:
 - a person: every call carries a bearer token, the one given (`--bearer`, a customer manager's)
   until a registration or a login in the sequence succeeds, then the token of that customer's
   login; coins are always granted with the customer manager's token;
+- a customer who closes their account (`closeAccount`, linked from the registration and the
+  login with the password they used) can no longer log in, and the sequence goes on as the
+  customer manager; a car of theirs still inside gets out at the end all the same;
 - park 1's barriers: an entrance is sent by barrier `--entrance` with its key, an exit by barrier
   `--exit` with its key, each naming park 1, as the devices would.
 
@@ -50,6 +53,7 @@ OPERATIONS = [
     "barrierExit",
     "getMyPayments",
     "getInvoice",
+    "closeAccount",
 ]
 PARK = 1
 
@@ -116,6 +120,7 @@ def main() -> int:
     class Visits(schema.as_state_machine()):  # type: ignore[misc]
         def setup(self) -> None:
             current["bearer"] = args.bearer
+            current.pop("email", None)
             # Plate -> the time it entered, for the cars this sequence let in.
             self.inside: dict[str, object] = {}
             self.left: set[str] = set()
@@ -124,14 +129,16 @@ def main() -> int:
 
         def teardown(self) -> None:
             # The cars still inside leave (at the time they entered), so sequences do not fill
-            # the park for the ones after them.
+            # the park for the ones after them; a car always gets out, its account closed or not.
             for plate, date in self.inside.items():
-                requests.post(
+                out = requests.post(
                     f"{args.base}/barriers/exit",
                     json={"barrierID": args.exit[0], "parkID": PARK, "plateNumber": plate, "date": date},
                     headers={"x-device-key": args.exit[1]},
                     timeout=30,
                 )
+                if out.status_code != 200 or not out.json().get("success"):
+                    raise AssertionError(f"car {plate} kept inside: {out.status_code} {out.text}")
 
         def before_call(self, case) -> None:
             # A barrier names itself and its park, as the device would; a body generated to break
@@ -177,6 +184,20 @@ def main() -> int:
                 )
                 if login.status_code == 200:
                     current["bearer"] = login.json()["token"]
+                    current["email"] = case.body["email"]
+            if operation == "closeAccount" and response.status_code == 200:
+                # Closed: the address and password open nothing any more, and the sequence goes
+                # on as the customer manager (the customer is gone).
+                if "email" in current:
+                    again = requests.post(
+                        f"{args.base}/users/login",
+                        json={"email": current["email"], "password": case.body["password"]},
+                        timeout=30,
+                    )
+                    if again.status_code != 401:
+                        raise AssertionError(f"a closed account's login: {again.status_code}")
+                current["bearer"] = args.bearer
+                visits["closed"] += 1
             if operation == "grantParkies" and response.status_code == 201:
                 self.granted.update(case.body["userIds"])
                 coins["granted"] += 1
@@ -185,6 +206,7 @@ def main() -> int:
             body = response.json()
             if operation == "login":
                 current["bearer"] = body["token"]
+                current["email"] = case.body["email"]
             elif operation in ("barrierEntrance", "barrierExit") and body.get("success"):
                 plate = case.body["plateNumber"].strip().upper()
                 if operation == "barrierEntrance":
@@ -226,6 +248,7 @@ def main() -> int:
         f"visits: {visits['entered']} entered, {visits['left']} left, "
         f"{visits['invoice read']} with their invoice read by the customer"
     )
+    print(f"accounts: {visits['closed']} closed by their customer")
     if not failed and visits["left"] == 0:
         # The links no longer lead to an entrance and on to the exit (a link or an operation id
         # changed), or no car gets in and out any more. (How many sequences go on to the invoice

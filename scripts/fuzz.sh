@@ -124,7 +124,7 @@ device_key() { "$pms" device key --data-dir "$work/data" barrier "$1"; }
 if python3 scripts/fuzz-visits.py "$base" --bearer "${bearer[CUSTOMER_MANAGER]:-}" \
   --scenarios "$scenarios" --entrance "1:$(device_key 1)" --exit "2:$(device_key 2)" \
   >"$out/visits.log" 2>&1; then
-  sed -n '1p;/^coins:/p;/^visits:/p' "$out/visits.log" | sed 's/^/  /'
+  sed -n '1p;/^coins:/p;/^visits:/p;/^accounts:/p' "$out/visits.log" | sed 's/^/  /'
 else
   failed=1
   cat "$out/visits.log"

@@ -1279,34 +1279,63 @@ fn an_operator_builds_a_park_in_the_front_office_and_a_supervisor_reads_the_trai
     assert!(page.body.contains("of 2 spots free now"), "{}", page.body);
     let gone = retire("A3");
     assert_eq!(gone.status, 404, "{}", gone.body);
-    let mut settings = form(&[
+    let settings = form(&[
         ("csrf", csrf.clone()),
         ("name", "Riverside".into()),
         ("address", "Cais 1".into()),
         ("latitude", "41.14".into()),
         ("longitude", "-8.61".into()),
         ("timeZone", "Europe/Lisbon".into()),
-        ("hoursEditable", "1".into()),
-        ("mondayFrom", "07:00".into()),
-        ("mondayTo", "22:00".into()),
+        ("mondayHours", "07:00-12:00, 13:00\u{2013}22:00".into()),
+        (
+            "hoursExceptions",
+            "2026-12-25 closed\n\n2026-12-24 08:00-13:00".into(),
+        ),
     ]);
-    assert_eq!(send("/app/parks/6/settings", settings.clone()).status, 303);
+    let saved = send("/app/parks/6/settings", settings.clone());
+    assert_eq!(saved.status, 303, "{}", saved.body);
     let page = get(port, "/app/parks/6?done=settings", Some(&pm));
     assert!(page.body.contains("Settings saved."));
-    assert_eq!(value_of(&page, "mondayFrom"), "07:00");
+    assert_eq!(value_of(&page, "mondayHours"), "07:00-12:00, 13:00-22:00");
+    assert_eq!(value_of(&page, "tuesdayHours"), "", "closed all day");
+    assert!(
+        page.body
+            .contains(">2026-12-25 closed\n2026-12-24 08:00-13:00</textarea>"),
+        "{}",
+        page.body
+    );
     assert!(
         !page.body.contains("id=\"entrancesOpen\" checked"),
         "closed to new cars"
     );
-    settings.push(("tuesdayFrom", "09:00".into()));
-    let refused = send("/app/parks/6/settings", settings);
+    // Refused on the page (not hours at all) and by the API (a span backwards): each beside
+    // the form, with everything kept as typed.
+    for (day, typed, says) in [
+        ("tuesdayHours", "09:00", "is not a span such as 07:00-12:00"),
+        ("wednesdayHours", "12:00-09:00", "weekly.wednesday[0]"),
+    ] {
+        let mut bad = settings.clone();
+        bad.push((day, typed.into()));
+        let refused = send("/app/parks/6/settings", bad);
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert!(
+            refused.body.contains("id=\"settings-error\""),
+            "{}",
+            refused.body
+        );
+        assert!(refused.body.contains(says), "{says}: {}", refused.body);
+        assert_eq!(value_of(&refused, day), typed, "kept as typed");
+    }
+    let mut bad = settings.clone();
+    bad.retain(|(k, _)| *k != "hoursExceptions");
+    bad.push(("hoursExceptions", "Christmas".into()));
+    let refused = send("/app/parks/6/settings", bad);
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(
-        refused.body.contains("id=\"settings-error\""),
+        refused.body.contains("Exceptions, line 1"),
         "{}",
         refused.body
     );
-    assert_eq!(value_of(&refused, "tuesdayFrom"), "09:00", "kept as typed");
 
     // A barrier and its display, and a key shown once on a page nobody keeps.
     let barrier = form(&[

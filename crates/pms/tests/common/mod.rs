@@ -140,13 +140,15 @@ pub fn post_from(
     ))
 }
 
-/// Form encoding of the characters these tests send.
+/// Form encoding (`application/x-www-form-urlencoded`, UTF-8) of a value.
 pub fn encode(v: &str) -> String {
-    v.chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '.' | '_' => c.to_string(),
-            ' ' => "+".into(),
-            c => format!("%{:02X}", c as u32),
+    v.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                char::from(b).to_string()
+            }
+            b' ' => "+".into(),
+            b => format!("%{b:02X}"),
         })
         .collect()
 }

@@ -135,23 +135,22 @@ struct Settings {
     hours: Hours,
 }
 
-/// The opening hours as the settings form edits them: one span per weekday, or around the
-/// clock. Hours the form cannot show (two spans in a day, dated exceptions) are left alone:
-/// the form then sends none, and says where to change them.
+/// The opening hours as the settings form edits them: around the clock, or each weekday's
+/// spans as text (`07:00-12:00, 14:00-20:00`; empty: closed that day) and the dated exceptions,
+/// one a line (`2026-12-25 closed`, `2026-12-24 08:00-13:00`). Every shape the API takes fits.
 #[derive(Debug, Clone, Default)]
 struct Hours {
     always: bool,
-    editable: bool,
-    days: Vec<DaySpan>,
+    days: Vec<DaySpans>,
+    exceptions: String,
 }
 
-/// A weekday's span in the form (both empty: closed that day).
+/// A weekday's spans in the form.
 #[derive(Debug, Clone)]
-struct DaySpan {
+struct DaySpans {
     key: &'static str,
     label: &'static str,
-    from: String,
-    to: String,
+    spans: String,
 }
 
 /// The weekdays, as the API and the form name them.
@@ -165,28 +164,65 @@ const WEEKDAYS: [(&str, &str); 7] = [
     ("sunday", "Sunday"),
 ];
 
+/// What an exception line says for a day the park is closed all day.
+const CLOSED: &str = "closed";
+
+/// The API's spans (`[{"from","to"}…]`) as the form writes them.
+fn spans_text(spans: &Value) -> String {
+    spans
+        .items()
+        .map(|s| format!("{}-{}", text(&s["from"]), text(&s["to"])))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Spans as typed (`07:00-12:00, 14:00-20:00`, an en dash taken too) as the API's; the times
+/// themselves are the API's to judge.
+///
+/// # Errors
+/// A piece that is not two times joined by a dash, said for the person who typed it.
+fn typed_spans(typed: &str) -> Result<Value, String> {
+    let mut spans = Vec::new();
+    for piece in typed.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let times: Vec<&str> = piece.split(['-', '\u{2013}']).map(str::trim).collect();
+        match times[..] {
+            [from, to] if !from.is_empty() && !to.is_empty() => {
+                spans.push(json!({"from": from, "to": to}));
+            }
+            _ => return Err(format!("\"{piece}\" is not a span such as 07:00-12:00")),
+        }
+    }
+    Ok(Value::Array(spans))
+}
+
 impl Hours {
     /// The form's view of the API's `openingHours`.
     fn of(hours: &Value) -> Self {
-        let weekly = &hours["weekly"];
-        let editable = hours["exceptions"].items().len() == 0
-            && WEEKDAYS.iter().all(|(k, _)| weekly[*k].items().len() <= 1);
         let days = WEEKDAYS
             .iter()
-            .map(|(key, label)| {
-                let span = &weekly[*key][0];
-                DaySpan {
-                    key,
-                    label,
-                    from: text(&span["from"]),
-                    to: text(&span["to"]),
-                }
+            .map(|(key, label)| DaySpans {
+                key,
+                label,
+                spans: spans_text(&hours["weekly"][*key]),
             })
             .collect();
+        let exceptions = hours["exceptions"]
+            .items()
+            .map(|e| {
+                let open = spans_text(&e["open"]);
+                let open = if open.is_empty() {
+                    CLOSED.to_owned()
+                } else {
+                    open
+                };
+                format!("{} {open}", text(&e["date"]))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
         Self {
             always: hours.is_null(),
-            editable,
             days,
+            exceptions,
         }
     }
 
@@ -194,33 +230,54 @@ impl Hours {
     fn typed(form: &HashMap<String, String>) -> Self {
         let days = WEEKDAYS
             .iter()
-            .map(|(key, label)| DaySpan {
+            .map(|(key, label)| DaySpans {
                 key,
                 label,
-                from: field(form, &format!("{key}From")).trim().to_owned(),
-                to: field(form, &format!("{key}To")).trim().to_owned(),
+                spans: field(form, &format!("{key}Hours")).trim().to_owned(),
             })
             .collect();
         Self {
             always: field(form, "alwaysOpen") == "on",
-            editable: field(form, "hoursEditable") == "1",
             days,
+            exceptions: field(form, "hoursExceptions").trim().to_owned(),
         }
     }
 
-    /// `updatePark`'s `openingHours`: `null` around the clock, else the weekdays with a span
-    /// (a day with either time typed is sent, for the API to judge).
-    fn body(&self) -> Value {
+    /// `updatePark`'s `openingHours`: `null` around the clock, else the weekdays with spans and
+    /// the exceptions.
+    ///
+    /// # Errors
+    /// What cannot be read as spans or an exception, naming the day or the line.
+    fn body(&self) -> Result<Value, String> {
         if self.always {
-            return Value::Null;
+            return Ok(Value::Null);
         }
-        let weekly: serde_json::Map<String, Value> = self
-            .days
-            .iter()
-            .filter(|d| !d.from.is_empty() || !d.to.is_empty())
-            .map(|d| (d.key.to_owned(), json!([{"from": d.from, "to": d.to}])))
-            .collect();
-        json!({ "weekly": weekly })
+        let mut weekly = serde_json::Map::new();
+        for d in self.days.iter().filter(|d| !d.spans.is_empty()) {
+            let spans = typed_spans(&d.spans).map_err(|e| format!("{}: {e}", d.label))?;
+            weekly.insert(d.key.to_owned(), spans);
+        }
+        let mut exceptions = Vec::new();
+        for (i, line) in self.exceptions.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |e: String| format!("Exceptions, line {}: {e}", i + 1);
+            let (date, open) = line.split_once(char::is_whitespace).ok_or_else(|| {
+                at(format!(
+                    "\"{line}\" needs a date and its hours, such as 2026-12-25 {CLOSED}"
+                ))
+            })?;
+            let open = open.trim();
+            let open = if open.eq_ignore_ascii_case(CLOSED) {
+                json!([])
+            } else {
+                typed_spans(open).map_err(at)?
+            };
+            exceptions.push(json!({"date": date, "open": open}));
+        }
+        Ok(json!({ "weekly": weekly, "exceptions": exceptions }))
     }
 }
 
@@ -556,8 +613,15 @@ async fn settle(
                 "timeZone": typed.time_zone,
                 "entrancesOpen": typed.entrances_open,
             });
-            if typed.hours.editable {
-                body["openingHours"] = typed.hours.body();
+            match typed.hours.body() {
+                Ok(hours) => body["openingHours"] = hours,
+                Err(message) => {
+                    // Not sent: what was typed is shown again with what to fix.
+                    let refusal = Refusal { section, message };
+                    let keep = Some((refusal, Some(typed.clone())));
+                    return park_page(&app, &s, &user, number, StatusCode::BAD_REQUEST, None, keep)
+                        .await;
+                }
             }
             (vec![(Method::PATCH, park_path.as_str(), body)], "settings")
         }
