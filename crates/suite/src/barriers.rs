@@ -50,6 +50,9 @@ pub struct Ports {
     pub parks: u16,
     /// The payments service's own listener (its `/metrics`).
     pub payments: u16,
+    /// The users service's own listener (its `/metrics`: it credits the coins each visit
+    /// earned from the parks service's `visit.closed`).
+    pub users: u16,
 }
 
 /// What a run measured.
@@ -66,7 +69,7 @@ pub struct Outcome {
     /// From the end of the load until parks and payments had applied every event: each exit's
     /// invoice issued and its price on the visit. What the barriers' answers do not wait for.
     pub settled: Duration,
-    /// The most events parks and payments had left to apply together, sampled during the
+    /// The most events parks, payments and users had left to apply together, sampled during the
     /// measured window.
     pub most_lag: f64,
     /// Quotes, µs.
@@ -360,14 +363,18 @@ async fn register(api: &Api, n: usize) -> Result<(), SuiteError> {
     Ok(())
 }
 
-/// Waits until parks and payments report no event of another service left to apply.
+/// Waits until parks, payments and users report no event of another service left to apply.
 async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
     let started = Instant::now();
     loop {
         let mut lagging = Vec::new();
         // Payments first: once it has nothing left, parks' reading after it sees every invoice
         // payments will write for what parks wrote so far.
-        for (name, port) in [("payments", ports.payments), ("parks", ports.parks)] {
+        for (name, port) in [
+            ("payments", ports.payments),
+            ("parks", ports.parks),
+            ("users", ports.users),
+        ] {
             if lag(name, port).await? != Some(0.0) {
                 lagging.push(name);
             }
@@ -389,14 +396,18 @@ async fn caught_up(ports: Ports) -> Result<(), SuiteError> {
 /// How often the lag is sampled during the load.
 const LAG_EVERY: Duration = Duration::from_millis(250);
 
-/// The most events parks and payments had left to apply together, sampled every
+/// The most events parks, payments and users had left to apply together, sampled every
 /// [`LAG_EVERY`] from `from` until `end`: whether the consumers keep up under the load.
 async fn most_lag(ports: Ports, from: Instant, end: Instant) -> f64 {
     tokio::time::sleep_until(from.into()).await;
     let mut most = 0.0f64;
     while Instant::now() < end {
         let mut now = 0.0;
-        for (name, port) in [("payments", ports.payments), ("parks", ports.parks)] {
+        for (name, port) in [
+            ("payments", ports.payments),
+            ("parks", ports.parks),
+            ("users", ports.users),
+        ] {
             now += lag(name, port).await.ok().flatten().unwrap_or(0.0);
         }
         most = most.max(now);

@@ -87,7 +87,7 @@ pub fn start(
     system.procs.push(proc);
     let nats_url = format!("nats://127.0.0.1:{nats_port}");
 
-    let users_port = free_port()?;
+    let users_port = ports.users;
     let mut services = Vec::new();
     for (name, port) in [
         ("users", users_port),
@@ -196,6 +196,7 @@ mod tests {
             gateway: 41001,
             parks: 41002,
             payments: 41003,
+            users: 41006,
         };
         let text = gateway_config(ports, 41004, 41005).expect("config");
         assert!(text.contains("listen = \"127.0.0.1:41001\""), "{text}");

@@ -312,6 +312,7 @@ fn barriers(
         gateway: free_port()?,
         parks: free_port()?,
         payments: free_port()?,
+        users: free_port()?,
     };
     // The system, and where `pms device key` finds the device secret.
     let (procs, secret) = match (backend, &database) {
@@ -397,11 +398,11 @@ fn pms_up(
         .args(listen("--listen", ports.gateway))
         .args(listen("--parks-listen", ports.parks))
         .args(listen("--payments-listen", ports.payments))
+        .args(listen("--users-listen", ports.users))
         // What the load does not reach directly takes any free port (fewer ports picked ahead
         // of time, fewer races with other programs for them).
         .args(listen("--tls-listen", 0))
         .args(listen("--admin-listen", 0))
-        .args(listen("--users-listen", 0))
         .args(listen("--web-listen", 0))
         .args([
             "--demo-extra-spots".to_owned(),
@@ -420,7 +421,7 @@ fn pms_up(
     record.commands.push(up.shell_line());
     let mut proc = up.start(&data.with_file_name("up.log"))?;
     // pms up migrates and seeds users before the gateway listens.
-    for port in [ports.parks, ports.payments] {
+    for port in [ports.parks, ports.payments, ports.users] {
         let ready =
             Ready::url(&format!("http://127.0.0.1:{port}/readyz")).map_err(SuiteError::Failed)?;
         proc.wait_ready(&ready, READY_TIMEOUT)?;

@@ -2,11 +2,12 @@
 //! coins of an invoice (`coins.requested`, v1) and the wallet pays what it has, once per invoice;
 //! the parks service closes a visit (`visit.closed`, v1) and the coins it earned are credited,
 //! once per visit, with the inviter's coins when it is an invited customer's first
-//! ([`crate::store::coins`], [`crate::store::awards`]). Anything else is skipped; unreadable
+//! ([`crate::store::coins`], [`crate::store::awards`]); a run of closed visits is credited in one
+//! transaction. Anything else is skipped; unreadable
 //! events are parked.
 
 use pms_events::wiring::{MissingSource, Shutdown, Sources, Tasks, Wiring};
-use pms_events::{ApplyError, Event, Handler, Outcome};
+use pms_events::{Applied, ApplyError, Event, Handler, Outcome};
 
 use crate::store::coins::{CoinsRequested, VisitEarned, CONSUMER};
 use crate::App;
@@ -54,25 +55,62 @@ impl Handler for FromParks {
         match event.event_type.as_str() {
             "visit.closed" => {
                 let v: VisitEarned = event.decode(&[1]).map_err(ApplyError::Park)?;
-                let invitation = self.0.awards.invitation;
-                let (earned, invited) = self
+                let credited = self
                     .0
                     .store
-                    .credit_for_visit(&v, invitation, event)
+                    .credit_for_visit(&v, self.0.awards.invitation, event)
                     .await
                     .map_err(|e| ApplyError::Retry(e.to_string()))?;
-                if earned > 0 || invited > 0 {
-                    tracing::info!(
-                        user = v.customer_id,
-                        visit = v.visit_id,
-                        earned,
-                        invited,
-                        "coins earned"
-                    );
-                }
+                log_credits(std::slice::from_ref(&v), &[credited]);
                 Ok(Outcome::Applied)
             }
             _ => Ok(Outcome::Ignored),
+        }
+    }
+
+    /// Closed visits (and events of no interest), until one that would be parked: their coins
+    /// credited in one transaction ([`crate::store::Store::credit_for_visits`]).
+    async fn apply_run(&self, events: &[Event]) -> Result<usize, ApplyError> {
+        let mut visits = Vec::new();
+        let mut taken = 0usize;
+        for event in events {
+            if event.event_type == "visit.closed" {
+                let Ok(v) = event.decode::<VisitEarned>(&[1]) else {
+                    break;
+                };
+                visits.push(v);
+            }
+            taken += 1;
+        }
+        let Some(last) = taken.checked_sub(1).map(|i| &events[i]) else {
+            return Ok(0);
+        };
+        let credited = self
+            .0
+            .store
+            .credit_for_visits(
+                &visits,
+                self.0.awards.invitation,
+                Applied::run(&events[0], last),
+            )
+            .await
+            .map_err(|e| ApplyError::Retry(e.to_string()))?;
+        log_credits(&visits, &credited);
+        Ok(taken)
+    }
+}
+
+/// Logs the coins `visits` earned their customers and inviters.
+fn log_credits(visits: &[VisitEarned], credited: &[(i64, i64)]) {
+    for (v, &(earned, invited)) in visits.iter().zip(credited) {
+        if earned > 0 || invited > 0 {
+            tracing::info!(
+                user = v.customer_id,
+                visit = v.visit_id,
+                earned,
+                invited,
+                "coins earned"
+            );
         }
     }
 }

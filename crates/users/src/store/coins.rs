@@ -164,40 +164,81 @@ impl Store {
         invitation: i64,
         event: &Event,
     ) -> Result<(i64, i64), StoreError> {
+        let credited = self
+            .credit_for_visits(std::slice::from_ref(v), invitation, Applied::one(event))
+            .await?;
+        Ok(credited.first().copied().unwrap_or_default())
+    }
+
+    /// [`Store::credit_for_visit`] for a run of visits, in one transaction that moves the
+    /// position past `applied` (the run's events, those of no interest included): one commit
+    /// for the run, not one per visit, so the consumer keeps up with the barriers. Every
+    /// wallet the run touches (the customers and their inviters) is locked first, in id order,
+    /// as every change of several balances locks them. Returns, per visit, the coins credited to
+    /// the customer and to the inviter.
+    ///
+    /// # Errors
+    /// Database failures (nothing is credited then).
+    pub async fn credit_for_visits(
+        &self,
+        visits: &[VisitEarned],
+        invitation: i64,
+        applied: Applied<'_>,
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
         retry_transient(|| async {
             on_conn!(self, |conn| async {
                 let mut tx = begin(conn).await?;
-                let inviter: Option<Option<i64>> =
-                    sqlx::query_scalar("SELECT invited_by FROM users WHERE id = $1")
-                        .bind(v.customer_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                let inviter = inviter.flatten().filter(|_| invitation > 0);
-                let found = lock_users!(
-                    self,
-                    tx,
-                    inviter.into_iter().chain([v.customer_id]).collect()
-                );
-                let now = super::users::now_micros();
-                let mut credited = (0, 0);
-                if v.coins_earned > 0 && found.contains(&v.customer_id) {
-                    let key = format!("visit:{}", v.visit_id);
-                    let reason = format!("Visit {} in park {}", v.visit_id, v.park_number);
-                    if award_once!(tx, key, v.customer_id, v.coins_earned, reason, now) {
-                        credited.0 = v.coins_earned;
-                    }
-                }
-                if let Some(inviter) = inviter.filter(|i| found.contains(i)) {
-                    let key = format!("invitation:{}", v.customer_id);
-                    let reason = format!(
-                        "Invited customer {}, whose first visit closed (visit {})",
-                        v.customer_id, v.visit_id
+                let mut customers: Vec<i64> = visits.iter().map(|v| v.customer_id).collect();
+                customers.sort_unstable();
+                customers.dedup();
+                // Who invited them (read before the locks, as a grant reads its list).
+                let mut inviters = std::collections::HashMap::new();
+                if invitation > 0 && !customers.is_empty() {
+                    let list = super::users::placeholders(1, customers.len());
+                    let sql = format!(
+                        "SELECT id, invited_by FROM users WHERE id IN ({list}) \
+                         AND invited_by IS NOT NULL"
                     );
-                    if award_once!(tx, key, inviter, invitation, reason, now) {
-                        credited.1 = invitation;
+                    let mut q = sqlx::query_as::<_, (i64, i64)>(&sql);
+                    for id in &customers {
+                        q = q.bind(*id);
                     }
+                    inviters.extend(q.fetch_all(&mut *tx).await?);
                 }
-                tx.record_position(CONSUMER, Applied::one(event)).await?;
+                let mut wallets: Vec<i64> =
+                    customers.iter().chain(inviters.values()).copied().collect();
+                wallets.sort_unstable();
+                wallets.dedup();
+                let found = if wallets.is_empty() {
+                    Vec::new()
+                } else {
+                    lock_users!(self, tx, wallets)
+                };
+                let now = super::users::now_micros();
+                let mut credited = Vec::with_capacity(visits.len());
+                for v in visits {
+                    let mut this = (0, 0);
+                    if v.coins_earned > 0 && found.contains(&v.customer_id) {
+                        let key = format!("visit:{}", v.visit_id);
+                        let reason = format!("Visit {} in park {}", v.visit_id, v.park_number);
+                        if award_once!(tx, key, v.customer_id, v.coins_earned, reason, now) {
+                            this.0 = v.coins_earned;
+                        }
+                    }
+                    let inviter = inviters.get(&v.customer_id).copied();
+                    if let Some(inviter) = inviter.filter(|i| found.contains(i)) {
+                        let key = format!("invitation:{}", v.customer_id);
+                        let reason = format!(
+                            "Invited customer {}, whose first visit closed (visit {})",
+                            v.customer_id, v.visit_id
+                        );
+                        if award_once!(tx, key, inviter, invitation, reason, now) {
+                            this.1 = invitation;
+                        }
+                    }
+                    credited.push(this);
+                }
+                tx.record_position(CONSUMER, applied).await?;
                 tx.commit().await?;
                 Ok(credited)
             }

@@ -119,6 +119,63 @@ async fn an_invitation_pays_once_on_the_friends_first_visit_and_visits_pay_once_
 }
 
 #[tokio::test]
+async fn a_run_of_closed_visits_credits_each_once_in_one_transaction() {
+    for db in [Db::Sqlite, Db::Postgres] {
+        let Some(stack) = Stack::start(db).await else {
+            continue;
+        };
+        let store = &stack.users.app.store;
+        let mut anyone = stack.client(Via::GatewayH1).await;
+        let code = wallet(&stack, 6).await["invitationCode"]
+            .as_str()
+            .expect("Rui's code")
+            .to_owned();
+        let mut ana = registration("ana@example.com", 231_456_789, "AA-11-BB");
+        ana["invitationCode"] = json!(code);
+        let r = anyone.send_json("POST", "/users/createUser", &ana).await;
+        assert_eq!(r.status(), 201, "{db:?}: {}", r.text());
+        let ana_id = r.json()["id"].as_i64().expect("id");
+        let (leo, rui) = (
+            wallet(&stack, 4).await["parkies"].as_i64().expect("coins"),
+            wallet(&stack, 6).await["parkies"].as_i64().expect("coins"),
+        );
+
+        // Events 1–4: Ana's first visit, one of no interest, Leo's, Ana's second; one call.
+        let visits: Vec<(VisitEarned, Event)> =
+            [(1, 700, ana_id, 15), (3, 701, 4, 7), (4, 702, ana_id, 5)]
+                .into_iter()
+                .map(|(id, visit, customer, coins)| closed(id, visit, customer, coins))
+                .collect();
+        let mut opened = visits[0].1.clone();
+        opened.id = 2;
+        opened.prev = 1;
+        opened.event_type = "visit.opened".into();
+        let run = [&visits[0].1, &opened, &visits[1].1, &visits[2].1];
+        let applied = pms_events::Applied::run(run[0], run[3]);
+        let only: Vec<VisitEarned> = visits.iter().map(|(v, _)| v.clone()).collect();
+        assert_eq!(
+            store
+                .credit_for_visits(&only, 100, applied)
+                .await
+                .expect("run"),
+            [(15, 100), (7, 0), (5, 0)],
+            "{db:?}"
+        );
+        // The same run again (a redelivery): the position refuses it, nothing moves.
+        assert!(store.credit_for_visits(&only, 100, applied).await.is_err());
+        assert_eq!(wallet(&stack, ana_id).await["parkies"], 20, "{db:?}");
+        assert_eq!(wallet(&stack, 4).await["parkies"].as_i64(), Some(leo + 7));
+        assert_eq!(wallet(&stack, 6).await["parkies"].as_i64(), Some(rui + 100));
+        assert_eq!(
+            pms_events::position::position(store.db(), "users", "parks")
+                .await
+                .expect("position"),
+            4
+        );
+    }
+}
+
+#[tokio::test]
 async fn anniversaries_pay_once_a_year_on_the_day() {
     for db in [Db::Sqlite, Db::Postgres] {
         let Some(stack) = Stack::start(db).await else {
