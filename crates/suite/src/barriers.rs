@@ -66,8 +66,9 @@ pub struct Outcome {
     /// Of which with the price in the answer (quoted by the exit, or the invoice arrived
     /// within the exit's wait).
     pub priced_exits: u64,
-    /// From the end of the load until parks and payments had applied every event: each exit's
-    /// invoice issued and its price on the visit. What the barriers' answers do not wait for.
+    /// From the end of the load until parks, payments and users had applied every event: each
+    /// exit's invoice issued, its price on the visit and its coins in the wallet. What the
+    /// barriers' answers do not wait for.
     pub settled: Duration,
     /// The most events parks, payments and users had left to apply together, sampled during the
     /// measured window.
