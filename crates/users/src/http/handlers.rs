@@ -29,7 +29,7 @@ use crate::model::{
     UserStatus, Vehicle, Wallet,
 };
 use crate::password::{PasswordError, BUSY_RETRY_AFTER_S};
-use crate::store::users::{Granted, Page, GRANTED};
+use crate::store::users::{Granted, LoginRecord, Page, GRANTED};
 use crate::throttle;
 use crate::validate::{self, Credentials, Grant, NewUser, PaymentChange, StatusChange};
 use crate::App;
@@ -124,40 +124,13 @@ pub async fn create_user(State(s): State<App>, JsonBody(body): JsonBody<Value>) 
 pub async fn login(State(s): State<App>, JsonBody(creds): JsonBody<Credentials>) -> Answer {
     s.shell.ready.check()?;
     let creds = validate::credentials(creds);
-    let attempt = s.store.login_record(&creds.email).await?;
-    let now = now_ms();
-    if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
-        return Err(held(left));
-    }
-    let ok = s
-        .passwords
-        .verify(
-            creds.password,
-            attempt.account.as_ref().map(|r| r.password_hash.clone()),
-        )
-        .await
-        .map_err(password_error)?;
-    let record = match attempt.account {
-        Some(r) if ok => r,
-        _ => {
-            let (failures, until) = s.store.login_failed(&creds.email, now).await?;
-            if let Some(left) = throttle::seconds_left(now, until) {
-                tracing::warn!(
-                    failures,
-                    hold_s = left,
-                    "failed logins in a row: the address is held"
-                );
-            }
-            return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "invalid_credentials",
-                "wrong e-mail or password",
-            ));
-        }
+    let Some(record) = password_checked(&s, &creds.email, creds.password).await? else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_credentials",
+            "wrong e-mail or password",
+        ));
     };
-    if attempt.failures > 0 {
-        s.store.login_succeeded(&creds.email).await?;
-    }
     if record.status != UserStatus::Enabled {
         let status = record.status.as_str().to_ascii_lowercase();
         return Err(ApiError::forbidden(match record.status_reason {
@@ -178,6 +151,53 @@ pub async fn login(State(s): State<App>, JsonBody(creds): JsonBody<Credentials>)
             role: record.role,
         },
     ))
+}
+
+/// The account with `email` when `password` is its own, as a login checks it: an address held
+/// after failed attempts is 429 without the password being looked at; a mismatch (or no such
+/// account, after the same hashing work) counts towards the address's hold and is `None`; a
+/// match clears the address's failures.
+///
+/// # Errors
+/// 429 while the address is held; 503 `busy` when as many passwords are being checked as the
+/// service takes; database failures.
+async fn password_checked(
+    s: &App,
+    email: &str,
+    password: String,
+) -> Result<Option<LoginRecord>, ApiError> {
+    let attempt = s.store.login_record(email).await?;
+    let now = now_ms();
+    if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
+        return Err(held(left));
+    }
+    let ok = s
+        .passwords
+        .verify(
+            password,
+            attempt.account.as_ref().map(|r| r.password_hash.clone()),
+        )
+        .await
+        .map_err(password_error)?;
+    match attempt.account {
+        Some(record) if ok => {
+            if attempt.failures > 0 {
+                s.store.login_succeeded(email).await?;
+            }
+            Ok(Some(record))
+        }
+        _ => {
+            let (failures, until) = s.store.login_failed(email, now).await?;
+            if let Some(left) = throttle::seconds_left(now, until) {
+                tracing::warn!(
+                    failures,
+                    hold_s = left,
+                    "failed logins in a row: the address is held"
+                );
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// The answer to a login for an address being held.
@@ -497,21 +517,10 @@ pub async fn close_account(
     JsonBody(request): JsonBody<ClosureRequest>,
 ) -> Answer {
     let email = s.store.email_of(user_id).await?;
-    let attempt = s.store.login_record(&email).await?;
-    let now = now_ms();
-    if let Some(left) = throttle::seconds_left(now, attempt.held_until_ms) {
-        return Err(held(left));
-    }
-    let ok = s
-        .passwords
-        .verify(
-            request.password,
-            attempt.account.as_ref().map(|r| r.password_hash.clone()),
-        )
-        .await
-        .map_err(password_error)?;
-    if !ok {
-        s.store.login_failed(&email, now).await?;
+    if password_checked(&s, &email, request.password)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "wrong_password",
