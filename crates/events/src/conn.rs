@@ -70,7 +70,7 @@ pub trait EventConn: Send {
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
 
     /// Asks that the events about one thing (`aggregate_type`, `aggregate_id`) be rewritten
-    /// with `fields` (those of them each event has, [`crate::erasure::rewrite`]) once every reader
+    /// with `fields` (those of them each event has, [`crate::event::rewrite`]) once every reader
     /// of this outbox has them, and rewrites those it has already; returns how many. The rest
     /// are rewritten by the retention round as the readers pass them ([`crate::erasure`]). An
     /// event still on its way is left as written, so its reader gets what the change said.
@@ -320,7 +320,7 @@ macro_rules! event_conn {
                             pending = true;
                             continue;
                         }
-                        let Some(new) = crate::erasure::rewrite(&payload, fields) else {
+                        let Some(new) = crate::event::rewrite(&payload, fields) else {
                             continue;
                         };
                         if new != payload {

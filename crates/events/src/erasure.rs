@@ -9,40 +9,23 @@
 //! asked and not yet done is kept (`outbox_erasures`), and the retention round ([`settle`])
 //! finishes it as the readers pass the events.
 
-use pms_service::store::DbError;
+use pms_service::store::{Db, DbError};
 use pms_service::{repeatable, transaction};
 use serde_json::{Map, Value};
 
 use crate::conn::EventConn;
-use crate::outbox::Outbox;
 
 /// Most erasures one round settles.
 const ROUND: i64 = 1_000;
 
-/// `payload` (an event's JSON object) with each of `fields` that it has set to the value given;
-/// `None` when it is not an object or has none of them (nothing to rewrite). Fields it lacks are
-/// not added, so a reader of an older version finds the shape it knows.
-pub fn rewrite(payload: &str, fields: &Map<String, Value>) -> Option<String> {
-    let mut doc: Value = serde_json::from_str(payload).ok()?;
-    let object = doc.as_object_mut()?;
-    let mut changed = false;
-    for (name, value) in fields {
-        if let Some(slot) = object.get_mut(name) {
-            slot.clone_from(value);
-            changed = true;
-        }
-    }
-    changed.then(|| doc.to_string())
-}
-
-/// Rewrites the events of `outbox` that erasures asked for and every reader now has, and
-/// forgets each erasure none of whose events is still on its way. Returns how many events it
+/// Rewrites the events of the outbox in `db` that erasures asked for and every reader now has,
+/// and forgets each erasure none of whose events is still on its way. Returns how many events it
 /// rewrote.
 ///
 /// # Errors
 /// When the database is unavailable (what was done before stays done).
-pub async fn settle(outbox: &Outbox) -> Result<u64, DbError> {
-    let asked: Vec<(String, String, String)> = repeatable!(outbox.db(), |conn| {
+pub async fn settle(db: &Db) -> Result<u64, DbError> {
+    let asked: Vec<(String, String, String)> = repeatable!(db, |conn| {
         sqlx::query_as(
             "SELECT aggregate_type, aggregate_id, fields FROM outbox_erasures \
              ORDER BY asked_at LIMIT $1",
@@ -55,7 +38,7 @@ pub async fn settle(outbox: &Outbox) -> Result<u64, DbError> {
     let mut total = 0;
     for (kind, id, fields) in asked {
         let fields: Map<String, Value> = serde_json::from_str(&fields).unwrap_or_default();
-        let done: Result<u64, sqlx::Error> = transaction!(outbox.db(), |tx| {
+        let done: Result<u64, sqlx::Error> = transaction!(db, |tx| {
             let (rewritten, pending) = tx.rewrite_passed(&kind, &id, &fields).await?;
             if !pending {
                 sqlx::query(
@@ -78,6 +61,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::outbox::Outbox;
     use crate::retention::acknowledge;
     use crate::testutil::{pair, produce, Backend};
 
@@ -114,12 +98,12 @@ mod tests {
                 0,
                 "{backend:?}: nobody has read anything yet"
             );
-            assert_eq!(settle(&outbox).await.expect("round"), 0);
+            assert_eq!(settle(outbox.db()).await.expect("round"), 0);
 
             // One reader past the first event, another past all: only the first is rewritten.
             acknowledge(&outbox, "near", 1).await.expect("note");
             acknowledge(&outbox, "far", 3).await.expect("note");
-            assert_eq!(settle(&outbox).await.expect("round"), 1, "{backend:?}");
+            assert_eq!(settle(outbox.db()).await.expect("round"), 1, "{backend:?}");
             let named = |name: &str| (name.to_owned(), name.to_owned());
             assert_eq!(
                 payloads(&outbox).await,
@@ -138,7 +122,7 @@ mod tests {
 
             // Once every reader has them all: done, and the erasure forgotten.
             acknowledge(&outbox, "near", 3).await.expect("note");
-            assert_eq!(settle(&outbox).await.expect("round"), 1, "{backend:?}");
+            assert_eq!(settle(outbox.db()).await.expect("round"), 1, "{backend:?}");
             assert_eq!(
                 payloads(&outbox).await,
                 [
@@ -153,26 +137,7 @@ mod tests {
                     .await
             });
             assert_eq!(pending.expect("count"), 0, "{backend:?}");
-            assert_eq!(settle(&outbox).await.expect("round"), 0);
+            assert_eq!(settle(outbox.db()).await.expect("round"), 0);
         }
-    }
-
-    #[test]
-    fn only_the_fields_present_are_rewritten() {
-        let visit =
-            r#"{"visitId":7,"plate":"46-ON-05","nif":514884112,"customerName":"Rui Soares"}"#;
-        let fields = json!({"plate": "erased-7", "nif": 0, "customerName": "", "email": ""});
-        let fields = fields.as_object().expect("object");
-        let erased = rewrite(visit, fields).expect("rewritten");
-        let doc: Value = serde_json::from_str(&erased).expect("json");
-        assert_eq!(
-            doc,
-            json!({"visitId": 7, "plate": "erased-7", "nif": 0, "customerName": ""})
-        );
-        let nif = json!({"nif": 0});
-        let nif = nif.as_object().expect("object");
-        assert_eq!(rewrite(r#"{"invoiceId":1}"#, nif), None);
-        assert_eq!(rewrite("[1]", nif), None);
-        assert_eq!(rewrite("not json", nif), None);
     }
 }

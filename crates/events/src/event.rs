@@ -99,6 +99,25 @@ impl NewEvent {
     }
 }
 
+/// `payload` (an event's JSON object) with each of `fields` that it has set to the value given;
+/// `None` when it is not an object or has none of them (nothing to rewrite). Fields it lacks are
+/// not added, so a reader of an older version finds the shape it knows.
+pub fn rewrite(
+    payload: &str,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    let mut doc: serde_json::Value = serde_json::from_str(payload).ok()?;
+    let object = doc.as_object_mut()?;
+    let mut changed = false;
+    for (name, value) in fields {
+        if let Some(slot) = object.get_mut(name) {
+            slot.clone_from(value);
+            changed = true;
+        }
+    }
+    changed.then(|| doc.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +172,25 @@ mod tests {
         assert!(event(1, serde_json::json!({"nom": "x"}))
             .decode::<Named>(&[1])
             .is_err());
+    }
+
+    #[test]
+    fn only_the_fields_present_are_rewritten() {
+        let visit =
+            r#"{"visitId":7,"plate":"46-ON-05","nif":514884112,"customerName":"Rui Soares"}"#;
+        let fields =
+            serde_json::json!({"plate": "erased-7", "nif": 0, "customerName": "", "email": ""});
+        let fields = fields.as_object().expect("object");
+        let erased = rewrite(visit, fields).expect("rewritten");
+        let doc: serde_json::Value = serde_json::from_str(&erased).expect("json");
+        assert_eq!(
+            doc,
+            serde_json::json!({"visitId": 7, "plate": "erased-7", "nif": 0, "customerName": ""})
+        );
+        let nif = serde_json::json!({"nif": 0});
+        let nif = nif.as_object().expect("object");
+        assert_eq!(rewrite(r#"{"invoiceId":1}"#, nif), None);
+        assert_eq!(rewrite("[1]", nif), None);
+        assert_eq!(rewrite("not json", nif), None);
     }
 }

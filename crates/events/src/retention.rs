@@ -264,7 +264,7 @@ pub fn spawn(
                 _ = shutdown.wait_for(|stop| *stop) => return,
                 () = tokio::time::sleep(PRUNE_EVERY) => {}
             }
-            match crate::erasure::settle(&outbox).await {
+            match crate::erasure::settle(outbox.db()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(
                     source = outbox.source,

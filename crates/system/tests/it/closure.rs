@@ -197,8 +197,8 @@ async fn closes_with_a_car_inside(sys: &System, db: &str) {
     pms_testkit::assert_eventually("the stays' and invoice's events erased", 3000, || {
         let (parks_out, payments_out) = (parks_out.clone(), payments_out.clone());
         async move {
-            let _ = pms_events::erasure::settle(&parks_out).await;
-            let _ = pms_events::erasure::settle(&payments_out).await;
+            let _ = pms_events::erasure::settle(parks_out.db()).await;
+            let _ = pms_events::erasure::settle(payments_out.db()).await;
             let parks_events = parks_out.read_after(0, 10_000).await.unwrap_or_default();
             let quiet = parks_events.iter().all(|e| {
                 let text = e.payload.to_string();
