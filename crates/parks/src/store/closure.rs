@@ -374,4 +374,48 @@ mod tests {
             assert_eq!(person, (String::new(), 0));
         }
     }
+
+    #[tokio::test]
+    async fn a_closure_and_the_exit_of_the_car_inside_at_once_both_go_through() {
+        for postgres in [false, true] {
+            let Some((store, _dir)) = crate::store::seeded_for_test(postgres).await else {
+                continue;
+            };
+            store
+                .apply_customer(&ana(), &users_event(1, "customer.registered"))
+                .await
+                .expect("Ana");
+            pass(&store, 1, "AA-00-01", "2026-12-04T10:00:00Z").await;
+            pass(&store, 1, "AA-00-02", "2026-12-04T10:05:00Z").await;
+            let closed = CustomerClosedDoc {
+                user_id: 1,
+                closed_at: Timestamp::now(),
+            };
+            let event = users_event(2, "customer.closed");
+            let exit = store.barrier(2).await.expect("exit");
+            // The closure and both cars' exits at the same moment, in any order the database
+            // takes them: each exit lets its car out, the closure goes through.
+            let (erased, first, second) = tokio::join!(
+                store.apply_closure(&closed, &event, Duration::ZERO),
+                store.pass(&exit, "AA-00-01", at("2026-12-04T11:00:00Z")),
+                store.pass(&exit, "AA-00-02", at("2026-12-04T11:00:00Z")),
+            );
+            erased.expect("the closure");
+            for out in [first, second] {
+                assert!(
+                    matches!(out.expect("an exit"), Passage::Open { .. }),
+                    "postgres {postgres}"
+                );
+            }
+            // Whatever the order was, the round leaves nothing of her.
+            let _ = store.finish_erasures(Duration::ZERO).await.expect("round");
+            let (plates, vehicles, person, _) = what_parks_has(&store).await;
+            assert!(
+                plates.iter().all(|p| p.starts_with(ERASED_PLATE_PREFIX)),
+                "{plates:?}"
+            );
+            assert!(vehicles.is_empty(), "{vehicles:?}");
+            assert_eq!(person, (String::new(), 0));
+        }
+    }
 }
