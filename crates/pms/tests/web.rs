@@ -245,17 +245,7 @@ fn a_person_registers_signs_out_and_signs_in_through_the_front_office() {
     assert_eq!(get(port, "/app/account", Some(&session)).status, 303);
 
     // And in again with the password chosen at registration.
-    let signin = get(port, "/app/signin", None);
-    let again = post(
-        port,
-        "/app/signin",
-        signin.session().as_deref(),
-        &[
-            ("csrf", &signin.csrf()),
-            ("email", "ana@example.pt"),
-            ("password", "Longer#Password1"),
-        ],
-    );
+    let again = common::try_sign_in(port, "ana@example.pt", "Longer#Password1");
     assert_eq!(again.status, 303, "{}", again.body);
     let account = get(port, "/app/account", again.session().as_deref());
     assert!(account.body.contains("AB-12-CD"));
@@ -1498,16 +1488,6 @@ fn a_customer_closes_their_account_and_is_told_what_was_kept() {
     );
     let after = get(port, "/app/account", Some(&maya));
     assert_eq!(after.status, 303, "the session ended");
-    let signin = get(port, "/app/signin", None);
-    let again = post(
-        port,
-        "/app/signin",
-        signin.session().as_deref(),
-        &[
-            ("csrf", &signin.csrf()),
-            ("email", "mayaGupta@isep.ipp.pt"),
-            ("password", "Chosen#Password1"),
-        ],
-    );
+    let again = common::try_sign_in(port, "mayaGupta@isep.ipp.pt", "Chosen#Password1");
     assert_eq!(again.status, 401, "{}", again.body);
 }

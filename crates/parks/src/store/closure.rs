@@ -244,6 +244,24 @@ mod tests {
         .expect("customer")
     }
 
+    /// A seeded store on either backend that has Ana as a customer.
+    async fn with_ana(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
+        let (store, dir) = crate::store::seeded_for_test(postgres).await?;
+        store
+            .apply_customer(&ana(), &users_event(1, "customer.registered"))
+            .await
+            .expect("Ana");
+        Some((store, dir))
+    }
+
+    /// Ana's closure, now.
+    fn closed_now() -> CustomerClosedDoc {
+        CustomerClosedDoc {
+            user_id: 1,
+            closed_at: Timestamp::now(),
+        }
+    }
+
     fn at(text: &str) -> PassageTime {
         PassageTime::as_said(text.parse::<Timestamp>().expect("time"))
     }
@@ -286,21 +304,14 @@ mod tests {
     #[tokio::test]
     async fn a_closure_erases_at_once_what_no_car_needs_and_the_rest_once_it_left() {
         for postgres in [false, true] {
-            let Some((store, _dir)) = crate::store::seeded_for_test(postgres).await else {
+            let Some((store, _dir)) = with_ana(postgres).await else {
                 continue;
             };
-            store
-                .apply_customer(&ana(), &users_event(1, "customer.registered"))
-                .await
-                .expect("Ana");
             // One stay over, one car inside (barrier 1 is park 1's entrance, 2 its exit).
             pass(&store, 1, "AA-00-01", "2026-12-04T10:00:00Z").await;
             pass(&store, 2, "AA-00-01", "2026-12-04T11:00:00Z").await;
             pass(&store, 1, "AA-00-02", "2026-12-04T12:00:00Z").await;
-            let closed = CustomerClosedDoc {
-                user_id: 1,
-                closed_at: Timestamp::now(),
-            };
+            let closed = closed_now();
             let erased = store
                 .apply_closure(&closed, &users_event(2, "customer.closed"), Duration::ZERO)
                 .await
@@ -378,19 +389,12 @@ mod tests {
     #[tokio::test]
     async fn a_closure_and_the_exit_of_the_car_inside_at_once_both_go_through() {
         for postgres in [false, true] {
-            let Some((store, _dir)) = crate::store::seeded_for_test(postgres).await else {
+            let Some((store, _dir)) = with_ana(postgres).await else {
                 continue;
             };
-            store
-                .apply_customer(&ana(), &users_event(1, "customer.registered"))
-                .await
-                .expect("Ana");
             pass(&store, 1, "AA-00-01", "2026-12-04T10:00:00Z").await;
             pass(&store, 1, "AA-00-02", "2026-12-04T10:05:00Z").await;
-            let closed = CustomerClosedDoc {
-                user_id: 1,
-                closed_at: Timestamp::now(),
-            };
+            let closed = closed_now();
             let event = users_event(2, "customer.closed");
             let exit = store.barrier(2).await.expect("exit");
             // The closure and both cars' exits at the same moment, in any order the database

@@ -153,12 +153,12 @@ pub fn encode(v: &str) -> String {
         .collect()
 }
 
-/// Signs `email` in through the front office on `port` (the sign-in form, then its post);
-/// returns the signed-in session's id.
-pub fn sign_in(port: u16, email: &str, password: &str) -> String {
+/// The front office's answer to signing `email` in on `port` with `password`, as a browser
+/// does it: the sign-in form, then its post with the form's session and CSRF token.
+pub fn try_sign_in(port: u16, email: &str, password: &str) -> Page {
     let signin = get(port, "/app/signin", None);
     assert_eq!(signin.status, 200, "{}", signin.body);
-    let r = post(
+    post(
         port,
         "/app/signin",
         signin.session().as_deref(),
@@ -167,7 +167,13 @@ pub fn sign_in(port: u16, email: &str, password: &str) -> String {
             ("email", email),
             ("password", password),
         ],
-    );
+    )
+}
+
+/// Signs `email` in through the front office on `port` (the sign-in form, then its post);
+/// returns the signed-in session's id.
+pub fn sign_in(port: u16, email: &str, password: &str) -> String {
+    let r = try_sign_in(port, email, password);
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(r.header("location"), Some("/app/account"));
     r.session().expect("signed in")
