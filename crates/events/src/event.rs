@@ -106,16 +106,25 @@ pub fn rewrite(
     payload: &str,
     fields: &serde_json::Map<String, serde_json::Value>,
 ) -> Option<String> {
-    let mut doc: serde_json::Value = serde_json::from_str(payload).ok()?;
-    let object = doc.as_object_mut()?;
+    let doc: serde_json::Value = serde_json::from_str(payload).ok()?;
+    erase(&doc, fields).map(|doc| doc.to_string())
+}
+
+/// [`rewrite`] for a payload already read.
+pub fn erase(
+    payload: &serde_json::Value,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Option<serde_json::Value> {
+    let object = payload.as_object()?;
     let mut changed = false;
+    let mut out = object.clone();
     for (name, value) in fields {
-        if let Some(slot) = object.get_mut(name) {
+        if let Some(slot) = out.get_mut(name) {
             slot.clone_from(value);
             changed = true;
         }
     }
-    changed.then(|| doc.to_string())
+    changed.then_some(serde_json::Value::Object(out))
 }
 
 #[cfg(test)]

@@ -30,6 +30,10 @@
 //! running consumer notices within [`IDLE_CHECK`] when quiet (at its next write otherwise, which
 //! the position refuses), and reads the stream from its start again.
 //!
+//! A person's data travels sealed under a key of their own, which a closure of their account
+//! erases after a delay (the `sealing` module): then no copy on the broker opens any more, and
+//! every reader gets the erased payloads.
+//!
 //! While the broker is away nothing is lost: the outbox keeps the events and the relay drains it
 //! when the broker returns; the services stay ready.
 
@@ -37,16 +41,19 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::event::Event;
 
 mod reader;
 mod relay;
+mod sealing;
 mod wire;
 
 pub use reader::NatsConsumer;
 pub use relay::{relay, relay_once};
+pub use sealing::{DEFAULT_ERASE_AFTER, ERASURES_BUCKET, KEYS_BUCKET};
 
 /// The stream all PMS events go to.
 pub const STREAM: &str = "PMS_EVENTS";
@@ -70,7 +77,10 @@ fn nats_error(e: impl std::fmt::Display) -> NatsError {
 /// A connection to JetStream with the PMS stream in place.
 #[derive(Clone)]
 pub struct Nats {
-    js: jetstream::Context,
+    /// The JetStream context (large: shared).
+    js: std::sync::Arc<jetstream::Context>,
+    /// The customers' keys to their data on the broker (the buckets' handles are large: shared).
+    keyring: std::sync::Arc<sealing::Keyring>,
 }
 
 impl std::fmt::Debug for Nats {
@@ -81,10 +91,10 @@ impl std::fmt::Debug for Nats {
 
 impl Nats {
     /// Connects (retrying in the background if the server is not up yet) and makes sure the
-    /// stream exists.
+    /// stream and the key buckets ([`KEYS_BUCKET`], [`ERASURES_BUCKET`]) exist.
     ///
     /// # Errors
-    /// When the URL is malformed or the stream cannot be created.
+    /// When the URL is malformed or the stream or a bucket cannot be created.
     pub async fn connect(url: &str) -> Result<Self, NatsError> {
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
@@ -101,7 +111,58 @@ impl Nats {
         })
         .await
         .map_err(nats_error)?;
-        Ok(Self { js })
+        let keyring = std::sync::Arc::new(sealing::Keyring::new(&js).await?);
+        Ok(Self {
+            js: std::sync::Arc::new(js),
+            keyring,
+        })
+    }
+
+    /// The same connection, erasing a closed account's key `after` the relay published its
+    /// closure (instead of [`DEFAULT_ERASE_AFTER`]).
+    #[must_use]
+    pub fn erasing_after(mut self, after: Duration) -> Self {
+        self.keyring = std::sync::Arc::new(self.keyring.erasing_after(after));
+        self
+    }
+
+    /// Erases the keys of closed accounts whose time has come; returns how many (the relay does
+    /// this once a minute, and right after it published a closure).
+    ///
+    /// # Errors
+    /// When the broker does not answer.
+    pub async fn erase_due_keys(&self) -> Result<usize, NatsError> {
+        self.keyring.sweep().await
+    }
+
+    /// Every event of `source` on the broker now, in order, as a reader starting now applies
+    /// them (sealed payloads opened where their key is still there), with the raw bodies of the
+    /// messages they came in (for operators and tests).
+    ///
+    /// # Errors
+    /// When the broker does not answer.
+    pub async fn read_all(&self, source: &str) -> Result<(Vec<Event>, Vec<Bytes>), NatsError> {
+        let stream = self.js.get_stream(STREAM).await.map_err(nats_error)?;
+        let consumer = stream
+            .create_consumer(jetstream::consumer::pull::OrderedConfig {
+                filter_subject: wire::subjects(source),
+                ..Default::default()
+            })
+            .await
+            .map_err(nats_error)?;
+        let mut left = consumer.cached_info().num_pending;
+        let mut messages = consumer.messages().await.map_err(nats_error)?;
+        let (mut carried, mut bodies) = (Vec::new(), Vec::new());
+        while left > 0 {
+            let Some(message) = messages.next().await else {
+                break;
+            };
+            let message = message.map_err(nats_error)?;
+            left = message.info().map(|i| i.pending).unwrap_or(0);
+            carried.extend(wire::events(&message.payload).map_err(nats_error)?);
+            bodies.push(message.payload.clone());
+        }
+        Ok((sealing::open(&self.keyring, carried).await?, bodies))
     }
 
     /// Messages in the stream now (for tests and operators).
@@ -160,8 +221,9 @@ impl Nats {
     /// `shutdown` holds `true`: a plain subscription, no durable consumer, so every subscriber
     /// gets each event once while connected and nothing is replayed. For notifications whose
     /// effects a [`NatsConsumer`] also records (an exit waiting in one replica for the price of
-    /// an invoice that another replica's consumer applies). Subscribes again, backing off, when
-    /// the subscription fails or ends.
+    /// an invoice that another replica's consumer applies). A person's data comes erased (the
+    /// sealed payloads are not opened: a notification needs none). Subscribes again, backing
+    /// off, when the subscription fails or ends.
     pub async fn follow(
         self,
         source: &str,
@@ -231,7 +293,7 @@ impl LiveEvents {
             }
             let message = self.subscriber.next().await?;
             match wire::events(&message.payload) {
-                Ok(events) => self.next.extend(events),
+                Ok(events) => self.next.extend(events.into_iter().map(|c| c.event)),
                 Err(e) => {
                     tracing::warn!(subject = %message.subject, error = %e, "a message that is not events")
                 }

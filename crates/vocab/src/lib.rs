@@ -4,7 +4,8 @@
 //! closed set, request headers every side names, and reading JSON values as the original
 //! services read them, naming the field at fault ([`fields`]), and the same as serde readers
 //! for request body types ([`lenient`]); and the customer as the users service's events carry
-//! them to parks and payments ([`customer`]).
+//! them to parks and payments ([`customer`]); which events carry a person's data, and what they
+//! say once it is erased ([`personal`]).
 //!
 //! A leaf: no I/O, no HTTP server, no database, so the pure parts of the house (the tariff
 //! engine) and the front office use these words without the service kit behind them.
@@ -14,6 +15,7 @@
 pub mod customer;
 pub mod fields;
 pub mod lenient;
+pub mod personal;
 pub mod words;
 
 pub use crate::fields::FieldError;

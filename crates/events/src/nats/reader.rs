@@ -1,6 +1,7 @@
 //! A consuming service's reader of one producer's events on the broker: an ordered consumer
 //! from just after the recorded position, the events applied in batches, duplicates skipped and
-//! gaps set aside, by the replica that holds the stream's lease.
+//! gaps set aside, by the replica that holds the stream's lease; a person's data opened with
+//! their key ([`super::sealing`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,7 +145,7 @@ impl<H: Handler> NatsConsumer<H> {
             let Some(chunk) = chunk else {
                 return Err(NatsError("the broker ended the subscription".into()));
             };
-            let mut events = Vec::with_capacity(chunk.len());
+            let mut carried = Vec::with_capacity(chunk.len());
             // The broker's count of messages after the last one delivered.
             let mut pending = 0;
             for message in chunk {
@@ -154,7 +155,7 @@ impl<H: Handler> NatsConsumer<H> {
                     pending = info.pending;
                 }
                 match wire::events(&message.payload) {
-                    Ok(run) => events.extend(run),
+                    Ok(run) => carried.extend(run),
                     // Not events at all: nothing to park it under. Said loudly; if it held
                     // events, the next one's `prev` shows the gap.
                     Err(e) => {
@@ -162,6 +163,8 @@ impl<H: Handler> NatsConsumer<H> {
                     }
                 }
             }
+            // A person's data opened with their key, or erased where it was erased.
+            let events = super::sealing::open(&self.nats.keyring, carried).await?;
             // Until they are applied, the delivered events count in the lag too.
             let (first_age, last_age) = (
                 events.first().map(Event::age).unwrap_or_default(),

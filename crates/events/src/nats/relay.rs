@@ -1,9 +1,10 @@
 //! The relay: one service's outbox published to the broker, in id order, by the replica that
-//! holds the outbox's relay lease.
+//! holds the outbox's relay lease; a person's data sealed ([`super::sealing`]), and the keys of
+//! closed accounts erased when their time comes.
 
 use std::time::Duration;
 
-use super::{nats_error, wire, Nats, NatsError, MAX_BACKOFF};
+use super::{nats_error, sealing, wire, Nats, NatsError, MAX_BACKOFF};
 use crate::outbox::Outbox;
 use crate::retention::{acknowledge, Notes, RELAY};
 
@@ -12,6 +13,8 @@ const RELAY_BATCH: i64 = 1000;
 /// How often the relay looks at the outbox when nobody rings: the bell rings in the replica
 /// that holds the relay's lease only, so the other replicas' events wait up to this long.
 const RELAY_POLL: Duration = Duration::from_millis(25);
+/// How often the relay erases the keys of closed accounts whose time has come.
+const ERASE_KEYS_EVERY: Duration = Duration::from_secs(60);
 
 /// The publisher of one outbox: reads on after what it published last (from the database at
 /// first, then from memory), publishes in id order, and marks what the broker acknowledged.
@@ -46,12 +49,28 @@ impl Relay<'_> {
             self.through = Some(after);
             return Ok(0);
         };
-        let messages = wire::messages(self.outbox.source, &events).map_err(nats_error)?;
+        let carried = sealing::seal(&self.nats.keyring, &events).await?;
+        let messages = wire::messages(self.outbox.source, &carried).map_err(nats_error)?;
         for message in messages {
             if let Err(e) = self.nats.publish(message).await {
                 self.through = None;
                 return Err(e);
             }
+        }
+        // Closures on the broker: their customers' keys go after the delay (scheduled before
+        // the rows are marked, so a relay that dies here schedules them again).
+        let closed: Vec<i64> = events
+            .iter()
+            .filter_map(|e| pms_vocab::personal::closes(&e.event_type, &e.payload))
+            .collect();
+        for &owner in &closed {
+            if let Err(e) = self.nats.keyring.schedule(owner).await {
+                self.through = None;
+                return Err(e);
+            }
+        }
+        if !closed.is_empty() {
+            self.nats.keyring.sweep().await?;
         }
         if mark {
             if let Err(e) = self.outbox.mark_published(first.id, last.id).await {
@@ -99,11 +118,20 @@ async fn relay_while_leased(nats: &Nats, outbox: &Outbox) {
     };
     let mut backoff = Duration::from_millis(100);
     let mut notes = Notes::default();
+    let mut keys_erased_at = tokio::time::Instant::now();
     loop {
         let rung = bell.notified();
         tokio::pin!(rung);
         rung.as_mut().enable();
         let round = relay.round(true).await;
+        if keys_erased_at.elapsed() >= ERASE_KEYS_EVERY {
+            keys_erased_at = tokio::time::Instant::now();
+            match nats.erase_due_keys().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(keys = n, "erased the keys of closed accounts"),
+                Err(e) => tracing::warn!(error = %e, "closed accounts' keys not erased yet"),
+            }
+        }
         if let (Some(through), true) = (relay.through, notes.due()) {
             // Everything through here is on the broker: the outbox need not keep it for us.
             match acknowledge(outbox, RELAY, through).await {

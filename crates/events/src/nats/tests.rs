@@ -486,7 +486,8 @@ async fn an_event_missing_from_the_broker_is_set_aside_said_and_counted() {
     produce(&pair.producer, &names(0..3)).await;
     let events = outbox.read_visible(0, 10).await.expect("read");
     for event in [&events[0], &events[2]] {
-        for message in wire::messages("producer", std::slice::from_ref(event)).expect("message") {
+        let carried = [wire::Carried::from(event.clone())];
+        for message in wire::messages("producer", &carried).expect("message") {
             nats.publish(message).await.expect("publish");
         }
     }
@@ -576,4 +577,139 @@ async fn a_second_replica_stands_by_and_takes_over_when_the_first_dies() {
     assert!(all.windows(2).all(|w| w[0].0 + 1 == w[1].0), "in order");
     let _ = stop.send(true);
     second.await.expect("second");
+}
+
+/// A person's data crosses the broker sealed: the stream's messages never hold it in the clear,
+/// a reader gets the events as written, and once the closure's key is erased every reader gets
+/// them erased; another customer's events, and events with no person, are untouched.
+#[tokio::test]
+async fn a_persons_data_crosses_sealed_and_goes_with_their_key() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
+        return;
+    };
+    let nats = nats.erasing_after(std::time::Duration::ZERO);
+    let customer = |id: i64, name: &str| {
+        let doc = serde_json::json!({"userId": id, "firstName": name, "lastName": "Soares",
+            "email": format!("{name}@isep.ipp.pt"), "nif": 514884112 + id, "role": "CUSTOMER",
+            "userStatus": "ENABLED", "paymentMethod": "PAYPAL",
+            "vehicles": [{"licensePlateNumber": format!("46-ON-0{id}"), "vehicleType": "AUTOMOBILE",
+                          "vehicleEnergySource": "FUEL"}]});
+        NewEvent::new("customer", id, "customer.registered", 1, &doc).expect("event")
+    };
+    let visit = serde_json::json!({"visitId": 12, "customerId": 6, "nif": 514884118,
+        "customerName": "Ruizinho Soares", "plate": "46-ON-06", "useCoins": false});
+    for event in [
+        customer(6, "Ruizinho"),
+        customer(7, "Anabela"),
+        NewEvent::new("visit", 12, "visit.closed", 1, &visit).expect("event"),
+    ] {
+        append_one(&pair.producer, &event).await;
+    }
+    produce(&pair.producer, &names(0..1)).await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+
+    let (read, bodies) = nats.read_all("producer").await.expect("read");
+    let raw = String::from_utf8(bodies.concat()).expect("utf-8");
+    for secret in ["Ruizinho", "514884118", "46-ON-06", "Anabela", "46-ON-07"] {
+        assert!(!raw.contains(secret), "{secret} in the clear: {raw}");
+    }
+    assert_eq!(read.len(), 4);
+    assert_eq!(read[0].payload["firstName"], "Ruizinho", "opened: {read:?}");
+    assert_eq!(
+        read[0].payload["vehicles"][0]["licensePlateNumber"],
+        "46-ON-06"
+    );
+    assert_eq!(read[2].payload["customerName"], "Ruizinho Soares");
+    assert_eq!(read[3].payload["name"], "n0 | \"x\" \\ ü");
+
+    // Customer 6 closes their account; the relay publishes it and erases the key at once (no
+    // delay here).
+    let closed = serde_json::json!({"userId": 6, "closedAt": "2026-12-06T20:00:00Z"});
+    append_one(
+        &pair.producer,
+        &NewEvent::new("customer", 6, "customer.closed", 1, &closed).expect("event"),
+    )
+    .await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let (read, _) = nats.read_all("producer").await.expect("read");
+    assert_eq!(read.len(), 5);
+    assert_eq!(
+        read[0].payload["firstName"], "",
+        "erased: {:?}",
+        read[0].payload
+    );
+    assert_eq!(read[0].payload["nif"], 0);
+    assert_eq!(read[0].payload["vehicles"], serde_json::json!([]));
+    assert_eq!(read[0].payload["userStatus"], "DISABLED");
+    assert_eq!(read[0].payload["userId"], 6, "the id stays");
+    assert_eq!(
+        read[1].payload["firstName"], "Anabela",
+        "another customer's stay"
+    );
+    assert_eq!(read[2].payload["plate"], "erased-12");
+    assert_eq!(
+        (&read[2].payload["customerName"], &read[2].payload["nif"]),
+        (&"".into(), &0.into())
+    );
+    assert_eq!(
+        read[2].payload["useCoins"], false,
+        "what is not personal stays"
+    );
+    assert_eq!(read[4].payload["userId"], 6);
+
+    // A car of theirs still inside leaves later: sealed under a key of its own, readable.
+    let later = serde_json::json!({"visitId": 13, "customerId": 6, "nif": 514884118,
+        "customerName": "Ruizinho Soares", "plate": "46-ON-06"});
+    append_one(
+        &pair.producer,
+        &NewEvent::new("visit", 13, "visit.closed", 1, &later).expect("event"),
+    )
+    .await;
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let (read, bodies) = nats.read_all("producer").await.expect("read");
+    assert!(!String::from_utf8(bodies.concat())
+        .expect("utf-8")
+        .contains("Ruizinho"));
+    assert_eq!(read[5].payload["nif"], 514884118, "{:?}", read[5].payload);
+    assert_eq!(read[0].payload["firstName"], "", "the old key stays erased");
+}
+
+/// A closure's key is kept for the delay (readers behind get what the events said), then the
+/// relay's sweep erases it.
+#[tokio::test]
+async fn a_closures_key_goes_when_its_delay_is_over() {
+    let Some(Broker {
+        _server,
+        nats,
+        pair,
+        outbox,
+    }) = broker(Backend::Sqlite).await
+    else {
+        return;
+    };
+    let nats = nats.erasing_after(std::time::Duration::from_millis(300));
+    let visit = serde_json::json!({"visitId": 1, "customerId": 9, "nif": 123456789,
+        "customerName": "Inês", "plate": "AA-00-00"});
+    let closed = serde_json::json!({"userId": 9, "closedAt": "2026-12-06T20:00:00Z"});
+    for event in [
+        NewEvent::new("visit", 1, "visit.closed", 1, &visit).expect("event"),
+        NewEvent::new("customer", 9, "customer.closed", 1, &closed).expect("event"),
+    ] {
+        append_one(&pair.producer, &event).await;
+    }
+    relay_once(&nats, &outbox, true).await.expect("publish");
+    let (read, _) = nats.read_all("producer").await.expect("read");
+    assert_eq!(read[0].payload["nif"], 123456789, "within the delay");
+    assert_eq!(nats.erase_due_keys().await.expect("sweep"), 0);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(nats.erase_due_keys().await.expect("sweep"), 1);
+    let (read, _) = nats.read_all("producer").await.expect("read");
+    assert_eq!(read[0].payload["nif"], 0, "{:?}", read[0].payload);
+    assert_eq!(nats.erase_due_keys().await.expect("sweep"), 0, "done once");
 }

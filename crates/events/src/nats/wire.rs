@@ -2,7 +2,9 @@
 //! consecutive in its outbox and in id order, as JSON (`{"events": [...]}`), on the subject
 //! `pms.events.<source>.batch` with the message id `<source>-<first>-<last>`; each event names
 //! the id before it (`prev`). Reading also takes the single-event messages relays sent before
-//! 2026-12 (`pms.events.<source>.<event_type>`, the event alone).
+//! 2026-12 (`pms.events.<source>.<event_type>`, the event alone). An event that carries a
+//! person's data travels with those fields erased and the whole payload sealed beside it
+//! (`sealed`: whose, and the box; the `sealing` module).
 //!
 //! Why several events to a message: the relay waits for the broker's acknowledgement of each
 //! message before it sends the next (that keeps the stream in id order), so a message per event
@@ -33,6 +35,39 @@ struct Wire {
     version: i64,
     payload: serde_json::Value,
     created_at: String,
+    /// The payload as written, sealed under its owner's key, when `payload` is the erased one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sealed: Option<Sealed>,
+}
+
+/// A payload sealed under a person's key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Sealed {
+    /// Whose data it holds: the customer's user id.
+    pub(crate) owner: i64,
+    /// The payload's JSON sealed (ChaCha20-Poly1305, the event's source and id as associated
+    /// data), base64: the nonce, then the ciphertext and its tag.
+    #[serde(rename = "box")]
+    pub(crate) sealed: String,
+}
+
+/// An event as the broker carries it: its payload with any person's data erased, and the
+/// payload as written sealed beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Carried {
+    /// The event, its payload erased where `sealed` is given.
+    pub(crate) event: Event,
+    /// The payload as written, sealed.
+    pub(crate) sealed: Option<Sealed>,
+}
+
+impl From<Event> for Carried {
+    fn from(event: Event) -> Self {
+        Self {
+            event,
+            sealed: None,
+        }
+    }
 }
 
 /// A message's body as read: a run of events, or one event alone (earlier relays).
@@ -69,7 +104,10 @@ pub(crate) fn subjects(source: &str) -> String {
 ///
 /// # Errors
 /// When an event cannot be serialized (a payload that is not JSON cannot come from an outbox).
-pub(crate) fn messages(source: &str, events: &[Event]) -> Result<Vec<Message>, serde_json::Error> {
+pub(crate) fn messages(
+    source: &str,
+    events: &[Carried],
+) -> Result<Vec<Message>, serde_json::Error> {
     let mut out = Vec::new();
     let mut body: Vec<u8> = Vec::new();
     let mut first_last: Option<(i64, i64)> = None;
@@ -83,7 +121,7 @@ pub(crate) fn messages(source: &str, events: &[Event]) -> Result<Vec<Message>, s
             });
         }
     };
-    for event in events {
+    for Carried { event, sealed } in events {
         let one = serde_json::to_vec(&Wire {
             id: event.id,
             prev: Some(event.prev),
@@ -94,6 +132,7 @@ pub(crate) fn messages(source: &str, events: &[Event]) -> Result<Vec<Message>, s
             version: event.version,
             payload: event.payload.clone(),
             created_at: event.created_at.clone(),
+            sealed: sealed.clone(),
         })?;
         if first_last.is_some() && body.len() + one.len() > MESSAGE_BYTES {
             flush(&mut body, &mut first_last);
@@ -118,25 +157,28 @@ pub(crate) fn messages(source: &str, events: &[Event]) -> Result<Vec<Message>, s
 ///
 /// # Errors
 /// When the body is neither a run of events nor one event.
-pub(crate) fn events(body: &[u8]) -> Result<Vec<Event>, serde_json::Error> {
+pub(crate) fn events(body: &[u8]) -> Result<Vec<Carried>, serde_json::Error> {
     let wires = match serde_json::from_slice(body)? {
         Body::Run { events } => events,
         Body::One(w) => vec![w],
     };
     Ok(wires
         .into_iter()
-        .map(|w| Event {
-            id: w.id,
-            // Without it (an earlier relay), nothing can be told about gaps: 0 lets it follow
-            // any position.
-            prev: w.prev.unwrap_or(0),
-            source: w.source,
-            aggregate_type: w.aggregate_type,
-            aggregate_id: w.aggregate_id,
-            event_type: w.event_type,
-            version: w.version,
-            payload: w.payload,
-            created_at: w.created_at,
+        .map(|w| Carried {
+            event: Event {
+                id: w.id,
+                // Without it (an earlier relay), nothing can be told about gaps: 0 lets it follow
+                // any position.
+                prev: w.prev.unwrap_or(0),
+                source: w.source,
+                aggregate_type: w.aggregate_type,
+                aggregate_id: w.aggregate_id,
+                event_type: w.event_type,
+                version: w.version,
+                payload: w.payload,
+                created_at: w.created_at,
+            },
+            sealed: w.sealed,
         })
         .collect())
 }
@@ -145,8 +187,8 @@ pub(crate) fn events(body: &[u8]) -> Result<Vec<Event>, serde_json::Error> {
 mod tests {
     use super::*;
 
-    fn event(id: i64, prev: i64, name: &str) -> Event {
-        Event {
+    fn event(id: i64, prev: i64, name: &str) -> Carried {
+        Carried::from(Event {
             id,
             prev,
             source: "parks".into(),
@@ -156,16 +198,20 @@ mod tests {
             version: 1,
             payload: serde_json::json!({"name": name}),
             created_at: "2026-12-04T10:00:00Z".into(),
-        }
+        })
     }
 
     #[test]
     fn a_run_of_events_travels_as_messages_and_comes_back_as_it_was() {
-        let run = vec![
+        let mut run = vec![
             event(3, 1, "a | \"b\" ü"),
             event(4, 3, "c"),
             event(7, 4, "d"),
         ];
+        run[1].sealed = Some(Sealed {
+            owner: 6,
+            sealed: "AAAA".into(),
+        });
         let sent = messages("parks", &run).expect("messages");
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].subject, "pms.events.parks.batch");
@@ -177,11 +223,11 @@ mod tests {
     #[test]
     fn messages_stay_under_their_size_and_keep_the_order() {
         let big = "x".repeat(MESSAGE_BYTES / 3);
-        let run: Vec<Event> = (1..=7).map(|id| event(id, id - 1, &big)).collect();
+        let run: Vec<Carried> = (1..=7).map(|id| event(id, id - 1, &big)).collect();
         let sent = messages("parks", &run).expect("messages");
         assert!(sent.len() >= 3, "{}", sent.len());
         assert!(sent.iter().all(|m| m.body.len() <= MESSAGE_BYTES + 1024));
-        let back: Vec<Event> = sent
+        let back: Vec<Carried> = sent
             .iter()
             .flat_map(|m| events(&m.body).expect("read"))
             .collect();
@@ -197,7 +243,8 @@ mod tests {
             "event_type":"visit.opened","version":1,"payload":{},"created_at":"2026-12-01T00:00:00Z"}"#;
         let read = events(body).expect("read");
         assert_eq!(read.len(), 1);
-        assert_eq!((read[0].id, read[0].prev), (5, 0));
+        assert_eq!((read[0].event.id, read[0].event.prev), (5, 0));
+        assert_eq!(read[0].sealed, None);
         assert!(events(b"{\"nope\": 1}").is_err());
     }
 }

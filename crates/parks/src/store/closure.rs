@@ -24,6 +24,7 @@ use pms_events::conn::EventConn;
 use pms_events::{Applied, Event};
 use pms_service::transaction;
 use pms_vocab::customer::CustomerClosedDoc;
+use pms_vocab::personal::erased_visit;
 
 use super::devices::NEW_DISPLAY_MESSAGE;
 use super::replica::CONSUMER;
@@ -37,9 +38,7 @@ pub const DEFAULT_ERASE_AFTER_EXIT: Duration = Duration::from_secs(5 * 60);
 /// How often the erasure round looks for closed accounts whose cars have since left.
 pub const ERASURE_ROUND_EVERY: Duration = Duration::from_secs(60);
 
-/// The prefix of the plate an erased stay is left with (`erased-12`): one per stay, so no two
-/// erased stays are ever taken for the same vehicle's, and no real plate has this shape.
-pub const ERASED_PLATE_PREFIX: &str = "erased-";
+pub use pms_vocab::personal::ERASED_PLATE_PREFIX;
 
 /// Erases on `$tx` what customer `$customer` has here that no car needs at `$now` (ms) with
 /// stays ended before `$cutoff` (ms) past their grace; evaluates to whether the customer is now
@@ -59,7 +58,7 @@ macro_rules! erase {
         .await?;
         // Their events in the outbox: as the stays now say, once every reader has them.
         for stay in stays {
-            $tx.erase_when_passed("visit", &stay.to_string(), &erased_stay(stay))
+            $tx.erase_when_passed("visit", &stay.to_string(), &erased_visit(stay))
                 .await?;
         }
         sqlx::query(
@@ -108,18 +107,6 @@ macro_rules! erase {
             }
         }
     }};
-}
-
-/// What an erased stay's events say instead of the person's data.
-fn erased_stay(stay: i64) -> serde_json::Map<String, serde_json::Value> {
-    let mut fields = serde_json::Map::new();
-    fields.insert(
-        "plate".into(),
-        format!("{ERASED_PLATE_PREFIX}{stay}").into(),
-    );
-    fields.insert("nif".into(), 0.into());
-    fields.insert("customerName".into(), "".into());
-    fields
 }
 
 /// How far a stay's end must lie behind `now` for its plate to go, with `grace`.

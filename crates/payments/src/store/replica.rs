@@ -195,9 +195,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn apply_closure(&self, user_id: i64, event: &Event) -> Result<(), StoreError> {
-        let mut erased = serde_json::Map::new();
-        erased.insert("nif".into(), 0.into());
-        erased.insert("plate".into(), "".into());
+        let erased = pms_vocab::personal::erased_invoice();
         retry(|| async {
             let r: Result<(), StoreError> = transaction!(self, |tx| {
                 let invoices: Vec<i64> =

@@ -104,6 +104,11 @@ pub struct Args {
     /// the services' processes (the distributed mode).
     #[arg(long, env = "PMS_NATS_URL")]
     nats_url: Option<String>,
+    /// Seconds after a closed account's `customer.closed` reached the broker until its key is
+    /// erased there, and with it every copy of the customer's data on the broker (readers that
+    /// are behind by more than this get the copies erased). Distributed mode only.
+    #[arg(long, env = "PMS_NATS_ERASE_AFTER_S", default_value_t = pms_events::nats::DEFAULT_ERASE_AFTER.as_secs())]
+    nats_erase_after_s: u64,
 }
 
 /// How tokens are signed and checked.
@@ -164,6 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .spawn(&app.outbox, pms_users::events::PASSING_EVENTS, stop.clone());
         pms_users::anniversaries::spawn(&app, stop.clone());
         if let Some(nats) = super::service::events_broker(args.nats_url.as_deref(), "users").await? {
+            let nats = nats.erasing_after(Duration::from_secs(args.nats_erase_after_s));
             pms_users::events::spawn_consumers(&app, Sources::Nats(nats), stop)?;
         }
         let drain = pms_users::run(listener, app, serve, stopped).await;

@@ -216,6 +216,44 @@ async fn closes_with_a_car_inside(sys: &System, db: &str) {
     })
     .await;
 
+    // Across the broker, his data never travelled in the clear, and what was sealed before the
+    // closure no longer opens: a reader starting now gets it erased. (The car inside left after
+    // the closure: its stay's and invoice's events are sealed under a key of their own, as
+    // the invoice keeps his number.)
+    if let Some((_, nats)) = &sys.broker {
+        // (No short text: a sealed box is base64, where "Rui" turns up by chance.)
+        let nif = RUI_NIF.to_string();
+        let personal = [
+            "46-ON-05",
+            "32-VT-07",
+            "Rui Soares",
+            "Soares",
+            "ruiSoares@",
+            &nif,
+        ];
+        for source in ["users", "parks", "payments"] {
+            let (read, bodies) = nats.read_all(source).await.expect("read the stream");
+            let raw = String::from_utf8_lossy(&bodies.concat()).into_owned();
+            assert!(
+                !personal.iter().any(|p| raw.contains(p)),
+                "{source} in the clear: {raw}"
+            );
+            for event in read {
+                let text = event.payload.to_string();
+                let about_rui =
+                    event.payload["userId"] == RUI || event.payload["customerId"] == RUI;
+                let after_closure = text.contains("32-VT-07") && event.event_type != "visit.opened";
+                if about_rui && !after_closure {
+                    assert!(
+                        !personal.iter().any(|p| text.contains(p)),
+                        "{source} {} opens: {text}",
+                        event.event_type
+                    );
+                }
+            }
+        }
+    }
+
     // His old token finds no account; a supervisor still reads the park's day.
     assert_error(
         &rui.get("/users/vehicles/6").await,

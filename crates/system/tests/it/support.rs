@@ -119,7 +119,8 @@ pub struct System {
     stop: tokio::sync::watch::Sender<bool>,
     /// The in-process consumers, stopped by `stop`.
     consumers: Vec<tokio::task::JoinHandle<()>>,
-    _broker: Option<pms_testkit::nats::NatsServer>,
+    /// The broker, with [`Options::nats`]; a closed account's key is erased at once here.
+    pub broker: Option<(pms_testkit::nats::NatsServer, pms_events::nats::Nats)>,
     _spawned: Vec<Spawned<Drain>>,
     gateway: Option<Spawned<Result<Drain, pms_gateway::StartError>>>,
     /// What a restart starts again on.
@@ -246,7 +247,8 @@ impl System {
             let server = pms_testkit::nats::NatsServer::start();
             let nats = pms_events::nats::Nats::connect(&server.url)
                 .await
-                .expect("nats");
+                .expect("nats")
+                .erasing_after(std::time::Duration::ZERO);
             pms_users::events::spawn_consumers(
                 &users,
                 Sources::Nats(nats.clone()),
@@ -281,9 +283,9 @@ impl System {
                 )
                 .expect("parks' consumers");
             }
-            pms_payments::events::spawn_consumers(&payments, Sources::Nats(nats), stop_rx)
+            pms_payments::events::spawn_consumers(&payments, Sources::Nats(nats.clone()), stop_rx)
                 .expect("payments' consumers");
-            Some(server)
+            Some((server, nats))
         } else {
             let outboxes = Sources::InProcess(vec![
                 users.outbox.clone(),
@@ -338,7 +340,7 @@ impl System {
             gw_tls,
             keys: DeviceKeys::new(DEVICE_SECRET).expect("keys"),
             stop,
-            _broker: broker,
+            broker,
             _spawned: spawned,
             consumers,
             gateway: Some(gateway),
