@@ -37,6 +37,8 @@ pub const KEYS_BUCKET: &str = "PMS_KEYS";
 pub const ERASURES_BUCKET: &str = "PMS_ERASURES";
 /// How long after a closure its customer's key is erased, unless told otherwise.
 pub const DEFAULT_ERASE_AFTER: Duration = Duration::from_secs(24 * 3600);
+/// What a customer's entry holds once their key is erased.
+const ERASED: &[u8] = b"erased";
 /// Keys read at once.
 const READS_AT_ONCE: usize = 16;
 
@@ -122,28 +124,49 @@ impl Keyring {
         Ok(value.and_then(|v| Key::try_from(&v[..]).ok()))
     }
 
-    /// `owner`'s key, drawn now if they have none (another relay drawing one at the same time
-    /// wins, and both use its).
+    /// `owner`'s key, drawn now if they have none. A customer whose key was erased (a closed
+    /// account with a car still inside, leaving after the delay) gets a new one, scheduled for
+    /// erasure after the delay in turn: no key of a closed account outlives it. Another relay
+    /// drawing one at the same time wins, and both use its.
     async fn key_for(&self, owner: i64) -> Result<Key, NatsError> {
-        if let Some(key) = self.key_of(owner).await? {
-            return Ok(key);
+        for _ in 0..3 {
+            let now = self.keys.entry(entry(owner)).await.map_err(nats_error)?;
+            let erased = match &now {
+                Some(e) if e.operation == kv::Operation::Put => {
+                    if let Ok(key) = Key::try_from(&e.value[..]) {
+                        return Ok(key);
+                    }
+                    Some(e.revision)
+                }
+                _ => None,
+            };
+            let mut key = Key::default();
+            SystemRandom::new()
+                .fill(&mut key)
+                .map_err(|_| NatsError("no randomness for a key".into()))?;
+            let value = Bytes::copy_from_slice(&key);
+            let drawn = match erased {
+                Some(revision) => {
+                    // Scheduled first: a relay that dies next leaves no key unscheduled.
+                    self.schedule(owner).await?;
+                    self.keys
+                        .update(entry(owner), value, revision)
+                        .await
+                        .is_ok()
+                }
+                None => match self.keys.create(entry(owner), value).await {
+                    Ok(_) => true,
+                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => false,
+                    Err(e) => return Err(nats_error(e)),
+                },
+            };
+            if drawn {
+                return Ok(key);
+            }
         }
-        let mut key = Key::default();
-        SystemRandom::new()
-            .fill(&mut key)
-            .map_err(|_| NatsError("no randomness for a key".into()))?;
-        match self
-            .keys
-            .create(entry(owner), Bytes::copy_from_slice(&key))
-            .await
-        {
-            Ok(_) => Ok(key),
-            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => self
-                .key_of(owner)
-                .await?
-                .ok_or_else(|| NatsError(format!("customer {owner}'s key went as it was drawn"))),
-            Err(e) => Err(nats_error(e)),
-        }
+        Err(NatsError(format!(
+            "customer {owner}'s key kept changing as it was drawn"
+        )))
     }
 
     /// The keys of `owners` (`None`: erased), read a few at once.
@@ -194,7 +217,12 @@ impl Keyring {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0);
             if due <= now {
-                self.keys.purge(&name).await.map_err(nats_error)?;
+                // Replaced (the bucket keeps no history): the key is gone, and the mark says a
+                // key drawn for them later is to go too.
+                self.keys
+                    .put(&name, Bytes::from_static(ERASED))
+                    .await
+                    .map_err(nats_error)?;
                 self.erasures.purge(&name).await.map_err(nats_error)?;
                 erased += 1;
             }

@@ -678,6 +678,12 @@ async fn a_persons_data_crosses_sealed_and_goes_with_their_key() {
         .contains("Ruizinho"));
     assert_eq!(read[5].payload["nif"], 514884118, "{:?}", read[5].payload);
     assert_eq!(read[0].payload["firstName"], "", "the old key stays erased");
+    // That key goes after the delay too.
+    assert_eq!(nats.erase_due_keys().await.expect("sweep"), 1);
+    let (read, _) = nats.read_all("producer").await.expect("read");
+    assert_eq!(read[5].payload["nif"], 0, "{:?}", read[5].payload);
+    assert_eq!(read[1].payload["firstName"], "Anabela");
+    assert_eq!(nats.erase_due_keys().await.expect("sweep"), 0);
 }
 
 /// A closure's key is kept for the delay (readers behind get what the events said), then the
