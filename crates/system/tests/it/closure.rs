@@ -221,11 +221,8 @@ async fn closes_with_a_car_inside(sys: &System, db: &str) {
     // the events of the car that left after the closure, sealed under a key of their own,
     // which goes after the same delay.
     if let Some((_, nats)) = &sys.broker {
-        assert_eq!(
-            nats.erase_due_keys().await.expect("sweep"),
-            1,
-            "the later key"
-        );
+        // (The relay's own sweep, once a minute, may have been first.)
+        nats.erase_due_keys().await.expect("sweep");
         // (No short text: a sealed box is base64, where "Rui" turns up by chance.)
         let nif = RUI_NIF.to_string();
         let personal = [
