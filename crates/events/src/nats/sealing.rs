@@ -282,24 +282,31 @@ fn open_payload(key: &Key, aad: &str, boxed: &str) -> Option<serde_json::Value> 
 /// # Errors
 /// When a key cannot be read or drawn (the broker is away).
 pub(crate) async fn seal(keyring: &Keyring, events: &[Event]) -> Result<Vec<Carried>, NatsError> {
-    let mut keys: HashMap<i64, Key> = HashMap::new();
+    let personal: Vec<_> = events
+        .iter()
+        .map(|e| pms_vocab::personal::personal(&e.event_type, &e.aggregate_id, &e.payload))
+        .collect();
+    let mut owners: Vec<i64> = personal.iter().flatten().map(|p| p.owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let keys: HashMap<i64, Key> = futures_util::stream::iter(owners)
+        .map(|owner| async move { Ok::<_, NatsError>((owner, keyring.key_for(owner).await?)) })
+        .buffer_unordered(READS_AT_ONCE)
+        .try_collect()
+        .await?;
     let mut carried = Vec::with_capacity(events.len());
-    for event in events {
-        let personal =
-            pms_vocab::personal::personal(&event.event_type, &event.aggregate_id, &event.payload);
+    for (event, personal) in events.iter().zip(personal) {
         let Some(personal) = personal else {
             carried.push(Carried::from(event.clone()));
             continue;
         };
-        let key = match keys.get(&personal.owner) {
-            Some(key) => *key,
-            None => {
-                let key = keyring.key_for(personal.owner).await?;
-                keys.insert(personal.owner, key);
-                key
-            }
+        let Some(key) = keys.get(&personal.owner) else {
+            return Err(NatsError(format!(
+                "no key drawn for customer {}",
+                personal.owner
+            )));
         };
-        let sealed = seal_payload(&key, &aad(event), &event.payload)?;
+        let sealed = seal_payload(key, &aad(event), &event.payload)?;
         let mut erased = event.clone();
         if let Some(payload) = event::erase(&event.payload, &personal.erased) {
             erased.payload = payload;
