@@ -579,6 +579,18 @@ async fn a_second_replica_stands_by_and_takes_over_when_the_first_dies() {
     second.await.expect("second");
 }
 
+/// Appends one event of (aggregate, id, type) to `outbox` and relays what is unpublished.
+async fn append_and_relay(
+    nats: &Nats,
+    outbox: &Outbox,
+    (aggregate, id, event_type): (&'static str, i64, &'static str),
+    payload: &serde_json::Value,
+) {
+    let event = NewEvent::new(aggregate, id, event_type, 1, payload).expect("event");
+    append_one(outbox.db(), &event).await;
+    relay_once(nats, outbox, true).await.expect("publish");
+}
+
 /// A person's data crosses the broker sealed: the stream's messages never hold it in the clear,
 /// a reader gets the events as written, and once the closure's key is erased every reader gets
 /// them erased; another customer's events, and events with no person, are untouched.
@@ -631,12 +643,7 @@ async fn a_persons_data_crosses_sealed_and_goes_with_their_key() {
     // Customer 6 closes their account; the relay publishes it and erases the key at once (no
     // delay here).
     let closed = serde_json::json!({"userId": 6, "closedAt": "2026-12-06T20:00:00Z"});
-    append_one(
-        &pair.producer,
-        &NewEvent::new("customer", 6, "customer.closed", 1, &closed).expect("event"),
-    )
-    .await;
-    relay_once(&nats, &outbox, true).await.expect("publish");
+    append_and_relay(&nats, &outbox, ("customer", 6, "customer.closed"), &closed).await;
     let (read, _) = nats.read_all("producer").await.expect("read");
     assert_eq!(read.len(), 5);
     assert_eq!(
@@ -666,12 +673,7 @@ async fn a_persons_data_crosses_sealed_and_goes_with_their_key() {
     // A car of theirs still inside leaves later: sealed under a key of its own, readable.
     let later = serde_json::json!({"visitId": 13, "customerId": 6, "nif": 514884118,
         "customerName": "Ruizinho Soares", "plate": "46-ON-06"});
-    append_one(
-        &pair.producer,
-        &NewEvent::new("visit", 13, "visit.closed", 1, &later).expect("event"),
-    )
-    .await;
-    relay_once(&nats, &outbox, true).await.expect("publish");
+    append_and_relay(&nats, &outbox, ("visit", 13, "visit.closed"), &later).await;
     let (read, bodies) = nats.read_all("producer").await.expect("read");
     assert!(!String::from_utf8(bodies.concat())
         .expect("utf-8")
