@@ -90,6 +90,17 @@ pub trait EventConn: Send {
         fields: &'a Map<String, Value>,
     ) -> impl Future<Output = Result<(u64, bool), sqlx::Error>> + Send + 'a;
 
+    /// Erases customer `owner`'s data from the events of the kinds `event_types` set aside here
+    /// (their payloads as [`pms_vocab::personal`] says); returns how many. For a closure: a
+    /// set-aside event is a copy like any other, and trying it again applies what it says then
+    /// (so a service leaves out the kinds whose data it still owes someone: payments, a stay's
+    /// `visit.closed`, whose invoice must name the tax number).
+    fn erase_parked<'a>(
+        &'a mut self,
+        owner: i64,
+        event_types: &'a [&'a str],
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
     /// Keeps an event `consumer` cannot apply, with the reason, for a person to look at.
     fn park<'a>(
         &'a mut self,
@@ -298,6 +309,49 @@ macro_rules! event_conn {
                         .await?;
                     let (rewritten, _) = self.rewrite_passed(aggregate_type, aggregate_id, fields).await?;
                     Ok(rewritten)
+                }
+            }
+
+            fn erase_parked<'a>(
+                &'a mut self,
+                owner: i64,
+                event_types: &'a [&'a str],
+            ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a {
+                async move {
+                    let rows: Vec<(String, String, i64, String, String)> = sqlx::query_as(
+                        "SELECT consumer, source, event_id, event_type, payload FROM parked_events",
+                    )
+                    .fetch_all(&mut *self)
+                    .await?;
+                    let mut erased = 0;
+                    for (consumer, source, id, event_type, payload) in rows {
+                        if !event_types.contains(&event_type.as_str()) {
+                            continue;
+                        }
+                        let Ok(doc) = serde_json::from_str::<Value>(&payload) else {
+                            continue;
+                        };
+                        let Some(personal) = pms_vocab::personal::personal(&event_type, &doc)
+                            .filter(|p| p.owner == owner)
+                        else {
+                            continue;
+                        };
+                        let Some(new) = crate::event::erase(&doc, &personal.erased) else {
+                            continue;
+                        };
+                        erased += sqlx::query(
+                            "UPDATE parked_events SET payload = $1 \
+                             WHERE consumer = $2 AND source = $3 AND event_id = $4",
+                        )
+                        .bind(new.to_string())
+                        .bind(&consumer)
+                        .bind(&source)
+                        .bind(id)
+                        .execute(&mut *self)
+                        .await?
+                        .rows_affected();
+                    }
+                    Ok(erased)
                 }
             }
 

@@ -140,4 +140,65 @@ mod tests {
             assert_eq!(settle(outbox.db()).await.expect("round"), 0);
         }
     }
+
+    #[tokio::test]
+    async fn a_closure_erases_the_kinds_asked_of_its_customers_set_aside_events() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let Some(pair) = pair(backend).await else {
+                continue;
+            };
+            let event = |id: i64, event_type: &str, payload: Value| crate::Event {
+                id,
+                prev: id - 1,
+                source: "users".into(),
+                aggregate_type: "customer".into(),
+                aggregate_id: id.to_string(),
+                event_type: event_type.into(),
+                version: 1,
+                payload,
+                created_at: "2026-12-06T20:00:00Z".into(),
+            };
+            let parked = [
+                event(
+                    1,
+                    "customer.registered",
+                    json!({"userId": 6, "firstName": "Rui"}),
+                ),
+                event(
+                    2,
+                    "visit.closed",
+                    json!({"visitId": 4, "customerId": 6, "nif": 514884112}),
+                ),
+                event(
+                    3,
+                    "customer.changed",
+                    json!({"userId": 7, "firstName": "Ana"}),
+                ),
+                event(4, "missing", json!({"after": 0})),
+            ];
+            let erased: Result<u64, sqlx::Error> = transaction!(&pair.consumer, |tx| {
+                for e in &parked {
+                    tx.park("test", e, "cannot read it").await?;
+                }
+                tx.erase_parked(6, &["customer.registered", "customer.changed"])
+                    .await
+            });
+            assert_eq!(erased.expect("erased"), 1, "{backend:?}");
+            let kept: Result<Vec<(i64, String)>, sqlx::Error> = repeatable!(&pair.consumer, |c| {
+                sqlx::query_as("SELECT event_id, payload FROM parked_events ORDER BY event_id")
+                    .fetch_all(&mut *c)
+                    .await
+            });
+            let kept: Vec<(i64, Value)> = kept
+                .expect("parked")
+                .into_iter()
+                .map(|(id, p)| (id, serde_json::from_str(&p).expect("json")))
+                .collect();
+            assert_eq!(kept[0].1["firstName"], "", "{backend:?}: {kept:?}");
+            assert_eq!(kept[0].1["userId"], 6);
+            assert_eq!(kept[1].1["nif"], 514884112, "a kind not asked stays");
+            assert_eq!(kept[2].1["firstName"], "Ana", "another customer's");
+            assert_eq!(kept[3].1, parked[3].payload);
+        }
+    }
 }

@@ -22,12 +22,15 @@ pub struct Personal {
     pub erased: Map<String, Value>,
 }
 
-/// The person's data that an event of `event_type` about `aggregate_id` carries in `payload`;
-/// `None` for an event that carries none, or names no customer.
-pub fn personal(event_type: &str, aggregate_id: &str, payload: &Value) -> Option<Personal> {
+/// The person's data that an event of `event_type` carries in `payload`; `None` for an event that
+/// carries none, or names no customer.
+pub fn personal(event_type: &str, payload: &Value) -> Option<Personal> {
     let (owner, erased) = match event_type {
         "customer.registered" | "customer.changed" => ("userId", erased_customer()),
-        "visit.opened" | "visit.closed" => ("customerId", erased_visit(aggregate_id)),
+        "visit.opened" | "visit.closed" => {
+            let visit = payload.get("visitId").and_then(Value::as_i64).unwrap_or(0);
+            ("customerId", erased_visit(visit))
+        }
         "invoice.issued" => ("customerId", erased_invoice()),
         _ => return None,
     };
@@ -88,24 +91,21 @@ mod tests {
     #[test]
     fn each_kind_names_its_owner_and_the_fields_that_go() {
         let customer = json!({"userId": 6, "firstName": "Rui", "nif": 514884112});
-        let p = personal("customer.changed", "6", &customer).expect("personal");
+        let p = personal("customer.changed", &customer).expect("personal");
         assert_eq!(p.owner, 6);
         assert_eq!(p.erased["firstName"], "");
         assert_eq!(p.erased["vehicles"], json!([]));
         assert!(!p.erased.contains_key("userId") && !p.erased.contains_key("role"));
 
         let visit = json!({"visitId": 12, "customerId": 6, "plate": "46-ON-05"});
-        let p = personal("visit.closed", "12", &visit).expect("personal");
+        let p = personal("visit.closed", &visit).expect("personal");
         assert_eq!((p.owner, &p.erased["plate"]), (6, &json!("erased-12")));
         let invoice = json!({"invoiceId": 3, "customerId": 6, "nif": 514884112});
-        assert_eq!(
-            personal("invoice.issued", "3", &invoice).expect("p").owner,
-            6
-        );
+        assert_eq!(personal("invoice.issued", &invoice).expect("p").owner, 6);
 
         // No person: another kind, or no customer named.
-        assert_eq!(personal("coins.requested", "3", &invoice), None);
-        assert_eq!(personal("visit.opened", "12", &json!({"plate": "x"})), None);
+        assert_eq!(personal("coins.requested", &invoice), None);
+        assert_eq!(personal("visit.opened", &json!({"plate": "x"})), None);
         assert_eq!(closes("customer.closed", &json!({"userId": 6})), Some(6));
         assert_eq!(closes("customer.changed", &json!({"userId": 6})), None);
     }

@@ -284,7 +284,7 @@ fn open_payload(key: &Key, aad: &str, boxed: &str) -> Option<serde_json::Value> 
 pub(crate) async fn seal(keyring: &Keyring, events: &[Event]) -> Result<Vec<Carried>, NatsError> {
     let personal: Vec<_> = events
         .iter()
-        .map(|e| pms_vocab::personal::personal(&e.event_type, &e.aggregate_id, &e.payload))
+        .map(|e| pms_vocab::personal::personal(&e.event_type, &e.payload))
         .collect();
     let mut owners: Vec<i64> = personal.iter().flatten().map(|p| p.owner).collect();
     owners.sort_unstable();

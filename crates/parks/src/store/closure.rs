@@ -40,6 +40,9 @@ pub const ERASURE_ROUND_EVERY: Duration = Duration::from_secs(60);
 
 pub use pms_vocab::personal::ERASED_PLATE_PREFIX;
 
+/// The kinds of set-aside events whose copy of a closed customer's data goes at the closure.
+const PARKED_ERASED: &[&str] = &["customer.registered", "customer.changed", "invoice.issued"];
+
 /// Erases on `$tx` what customer `$customer` has here that no car needs at `$now` (ms) with
 /// stays ended before `$cutoff` (ms) past their grace; evaluates to whether the customer is now
 /// erased entirely (name, tax number and the greetings showing the name included).
@@ -146,6 +149,8 @@ impl Store {
                 } else {
                     false
                 };
+                // Set aside: their states, and invoices (read here for the price only).
+                tx.erase_parked(c.user_id, PARKED_ERASED).await?;
                 tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<bool, StoreError>(erased)
             });
@@ -286,6 +291,51 @@ mod tests {
         })
         .expect("displays");
         (plates, vehicles, person, greeting)
+    }
+
+    /// An event about Ana set aside here (one of her states, one of her invoices) is a copy
+    /// like any other: the closure erases her data from it.
+    #[tokio::test]
+    async fn a_closure_erases_her_data_from_the_events_set_aside() {
+        for postgres in [false, true] {
+            let Some((store, _dir)) = with_ana(postgres).await else {
+                continue;
+            };
+            let mut state = users_event(7, "customer.changed");
+            state.payload = serde_json::to_value(ana()).expect("json");
+            let mut invoice = users_event(3, "invoice.issued");
+            invoice.source = "payments".into();
+            invoice.payload = json!({"invoiceId": 3, "customerId": 1, "nif": 100_000_001,
+                "plate": "AA-00-01", "finalPrice": "1.20"});
+            let parked: Result<(), StoreError> = transaction!(&store, |tx| {
+                tx.park(CONSUMER, &state, "a version not read here").await?;
+                tx.park(CONSUMER, &invoice, "no such visit").await?;
+                Ok::<(), StoreError>(())
+            });
+            parked.expect("parked");
+            store
+                .apply_closure(
+                    &closed_now(),
+                    &users_event(2, "customer.closed"),
+                    Duration::ZERO,
+                )
+                .await
+                .expect("closure");
+            let kept: Vec<String> = repeatable!(&store, |conn| {
+                sqlx::query_scalar("SELECT payload FROM parked_events ORDER BY source")
+                    .fetch_all(&mut *conn)
+                    .await
+            })
+            .expect("parked");
+            assert_eq!(kept.len(), 2);
+            for payload in kept {
+                assert!(
+                    !payload.contains("Ana") && !payload.contains("AA-00-01"),
+                    "{payload}"
+                );
+                assert!(!payload.contains("100000001"), "{payload}");
+            }
+        }
     }
 
     #[tokio::test]

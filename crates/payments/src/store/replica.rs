@@ -215,6 +215,10 @@ impl Store {
                     .bind(user_id)
                     .execute(&mut *tx)
                     .await?;
+                // Set aside: their states go; a stay's events stay as written, for the invoice
+                // still owed (it names the tax number, as the law wants).
+                tx.erase_parked(user_id, &["customer.registered", "customer.changed"])
+                    .await?;
                 tx.record_position(CONSUMER, Applied::one(event)).await?;
                 Ok::<(), StoreError>(())
             });
@@ -369,5 +373,77 @@ impl Store {
                 .ok_or_else(|| StoreError::internal(t))
         })
         .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::runs::tests::store;
+
+    fn event(id: i64, source: &str, event_type: &str, payload: serde_json::Value) -> Event {
+        Event {
+            id,
+            prev: id - 1,
+            source: source.into(),
+            aggregate_type: "customer".into(),
+            aggregate_id: "6".into(),
+            event_type: event_type.into(),
+            version: 1,
+            payload,
+            created_at: String::new(),
+        }
+    }
+
+    /// A closure erases the customer's states set aside here, and keeps a stay of theirs set
+    /// aside as written: the invoice still owed names the tax number.
+    #[tokio::test]
+    async fn a_closure_erases_the_states_set_aside_and_keeps_the_stays() {
+        for postgres in [false, true] {
+            let Some((store, _dir)) = store(postgres).await else {
+                continue;
+            };
+            let state = event(
+                5,
+                "users",
+                "customer.changed",
+                json!({"userId": 6, "firstName": "Rui", "lastName": "Soares", "nif": 514884112}),
+            );
+            let stay = event(
+                9,
+                "parks",
+                "visit.closed",
+                json!({"visitId": 9, "customerId": 6, "nif": 514884112, "plate": "46-ON-05"}),
+            );
+            let parked: Result<(), sqlx::Error> = transaction!(&store, |tx| {
+                tx.park(CONSUMER, &state, "a version not read here").await?;
+                tx.park(CONSUMER, &stay, "no price table").await
+            });
+            parked.expect("parked");
+            store
+                .apply_closure(
+                    6,
+                    &event(1, "users", "customer.closed", json!({"userId": 6})),
+                )
+                .await
+                .expect("closure");
+            let kept: Vec<(String, String)> = repeatable!(&store, |conn| {
+                sqlx::query_as("SELECT event_type, payload FROM parked_events ORDER BY event_id")
+                    .fetch_all(&mut *conn)
+                    .await
+            })
+            .expect("parked");
+            assert_eq!(kept.len(), 2);
+            assert!(
+                !kept[0].1.contains("Soares") && !kept[0].1.contains("514884112"),
+                "{kept:?}"
+            );
+            assert!(
+                kept[1].1.contains("514884112") && kept[1].1.contains("46-ON-05"),
+                "{kept:?}"
+            );
+        }
     }
 }

@@ -157,7 +157,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use jiff::{Timestamp, ToSpan};
     use pms_events::{Applied, Event, Outbox};
     use pms_tariff::json::TableDoc;
@@ -169,7 +169,7 @@ mod tests {
 
     /// A migrated store on SQLite (a temp file) or PostgreSQL (a fresh database), with park 1's
     /// seed price table; `None` where PostgreSQL tests are skipped.
-    async fn store(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
+    pub(in crate::store) async fn store(postgres: bool) -> Option<(Store, tempfile::TempDir)> {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = pms_testkit::pg::test_database(postgres, dir.path(), "payments.db")?;
         let store = Store::open(&StoreConfig::new(url)).expect("open");

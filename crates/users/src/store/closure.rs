@@ -114,6 +114,9 @@ impl Store {
                 .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
             tx.replace_payloads("customer", &user_id.to_string(), STATE_EVENTS, &erased)
                 .await?;
+            // Stays set aside here (read for the coins they earned, which go with the wallet).
+            tx.erase_parked(user_id, &["visit.opened", "visit.closed"])
+                .await?;
             // Vehicles, wallet history and coin debits go with the row (ON DELETE CASCADE);
             // customers this one invited keep their accounts (ON DELETE SET NULL).
             sqlx::query("DELETE FROM users WHERE id = $1")

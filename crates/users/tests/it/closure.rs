@@ -5,8 +5,10 @@
 //! address, tax number and plate, and events that still come for the old account credit and
 //! debit nothing. A closure and a grant at once: one is ordered before the other, never half.
 
+use pms_events::conn::EventConn;
 use pms_events::Event;
-use pms_users::store::coins::{CoinsRequested, VisitEarned};
+use pms_service::{repeatable, transaction};
+use pms_users::store::coins::{CoinsRequested, VisitEarned, CONSUMER};
 use pms_users::store::StoreError;
 use pms_users::validate::Grant;
 use serde_json::{json, Value};
@@ -121,6 +123,18 @@ async fn a_customer_closes_their_own_account_and_nothing_of_them_stays() {
             "{db:?}: {before:?}"
         );
 
+        // A stay of his that this service set aside (a copy of his plate and number).
+        let stay = event(
+            "parks",
+            40,
+            "visit.closed",
+            json!({"visitId": 900, "customerId": 6, "nif": 514_884_112, "plate": "46-ON-05"}),
+        );
+        let parked: Result<(), sqlx::Error> = transaction!(store, |tx| {
+            tx.park(CONSUMER, &stay, "cannot read it").await
+        });
+        parked.expect("parked");
+
         // Closed: told what went and what stayed, the coins forfeited.
         let r = rui.send_json("POST", "/users/6/closure", &right).await;
         assert_eq!(r.status(), 200, "{db:?}: {}", r.text());
@@ -191,6 +205,18 @@ async fn a_customer_closes_their_own_account_and_nothing_of_them_stays() {
             );
             assert_eq!(payload["vehicles"], json!([]), "{payload}");
         }
+
+        // The stay set aside says nothing of him either.
+        let parked: Result<String, sqlx::Error> = repeatable!(store, |conn| {
+            sqlx::query_scalar("SELECT payload FROM parked_events WHERE event_id = 40")
+                .fetch_one(&mut *conn)
+                .await
+        });
+        let parked = parked.expect("parked");
+        assert!(
+            !parked.contains("46-ON-05") && !parked.contains("514884112"),
+            "{db:?}: {parked}"
+        );
 
         // The audit trail has the closure, by Rui, without his data.
         let mut boss = stack.client(Via::GatewayH1).await;
