@@ -46,6 +46,7 @@ use futures_util::StreamExt;
 
 use crate::event::Event;
 
+mod keycache;
 mod reader;
 mod relay;
 mod sealing;

@@ -27,6 +27,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
 
+use super::keycache::{key_in, owner_of, Key, KeyCache};
 use super::wire::{Carried, Sealed};
 use super::{nats_error, NatsError};
 use crate::event::{self, Event};
@@ -42,13 +43,12 @@ const ERASED: &[u8] = b"erased";
 /// Keys read at once.
 const READS_AT_ONCE: usize = 16;
 
-/// A customer's key.
-type Key = [u8; 32];
-
 /// The customers' keys, and the erasures scheduled.
 #[derive(Clone)]
 pub(crate) struct Keyring {
     keys: kv::Store,
+    /// The keys as last read, kept current (shared by the copies).
+    cache: std::sync::Arc<KeyCache>,
     erasures: kv::Store,
     /// How long after a closure its customer's key is erased.
     erase_after: Duration,
@@ -93,13 +93,15 @@ async fn bucket(
 impl Keyring {
     /// The buckets on `js`, made if missing.
     pub(crate) async fn new(js: &jetstream::Context) -> Result<Self, NatsError> {
+        let keys = bucket(
+            js,
+            KEYS_BUCKET,
+            "PMS: each customer's key to their data on the broker",
+        )
+        .await?;
         Ok(Self {
-            keys: bucket(
-                js,
-                KEYS_BUCKET,
-                "PMS: each customer's key to their data on the broker",
-            )
-            .await?,
+            cache: KeyCache::watching(keys.clone()),
+            keys,
             erasures: bucket(
                 js,
                 ERASURES_BUCKET,
@@ -120,8 +122,18 @@ impl Keyring {
 
     /// `owner`'s key; `None` once erased (or never drawn).
     async fn key_of(&self, owner: i64) -> Result<Option<Key>, NatsError> {
-        let value = self.keys.get(entry(owner)).await.map_err(nats_error)?;
-        Ok(value.and_then(|v| Key::try_from(&v[..]).ok()))
+        if let Some(known) = self.cache.get(owner) {
+            return Ok(known);
+        }
+        let epoch = self.cache.epoch();
+        let now = self.keys.entry(entry(owner)).await.map_err(nats_error)?;
+        let (revision, key) = match now {
+            Some(e) if e.operation == kv::Operation::Put => (e.revision, key_in(&e.value)),
+            Some(e) => (e.revision, None),
+            None => (0, None),
+        };
+        self.cache.note(epoch, owner, revision, key);
+        Ok(key)
     }
 
     /// `owner`'s key, drawn now if they have none. A customer whose key was erased (a closed
@@ -129,11 +141,16 @@ impl Keyring {
     /// erasure after the delay in turn: no key of a closed account outlives it. Another relay
     /// drawing one at the same time wins, and both use its.
     async fn key_for(&self, owner: i64) -> Result<Key, NatsError> {
+        if let Some(Some(key)) = self.cache.get(owner) {
+            return Ok(key);
+        }
         for _ in 0..3 {
+            let epoch = self.cache.epoch();
             let now = self.keys.entry(entry(owner)).await.map_err(nats_error)?;
             let erased = match &now {
                 Some(e) if e.operation == kv::Operation::Put => {
-                    if let Ok(key) = Key::try_from(&e.value[..]) {
+                    if let Some(key) = key_in(&e.value) {
+                        self.cache.note(epoch, owner, e.revision, Some(key));
                         return Ok(key);
                     }
                     Some(e.revision)
@@ -149,18 +166,16 @@ impl Keyring {
                 Some(revision) => {
                     // Scheduled first: a relay that dies next leaves no key unscheduled.
                     self.schedule(owner).await?;
-                    self.keys
-                        .update(entry(owner), value, revision)
-                        .await
-                        .is_ok()
+                    self.keys.update(entry(owner), value, revision).await.ok()
                 }
                 None => match self.keys.create(entry(owner), value).await {
-                    Ok(_) => true,
-                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => false,
+                    Ok(revision) => Some(revision),
+                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
                     Err(e) => return Err(nats_error(e)),
                 },
             };
-            if drawn {
+            if let Some(revision) = drawn {
+                self.cache.note(epoch, owner, revision, Some(key));
                 return Ok(key);
             }
         }
@@ -219,10 +234,16 @@ impl Keyring {
             if due <= now {
                 // Replaced (the bucket keeps no history): the key is gone, and the mark says a
                 // key drawn for them later is to go too.
-                self.keys
+                let epoch = self.cache.epoch();
+                let revision = self
+                    .keys
                     .put(&name, Bytes::from_static(ERASED))
                     .await
                     .map_err(nats_error)?;
+                if let Some(owner) = owner_of(&name) {
+                    // Known here at once; elsewhere as the watch tells.
+                    self.cache.note(epoch, owner, revision, None);
+                }
                 self.erasures.purge(&name).await.map_err(nats_error)?;
                 erased += 1;
             }

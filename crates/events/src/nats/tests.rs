@@ -712,12 +712,25 @@ async fn a_closures_key_goes_when_its_delay_is_over() {
         append_one(&pair.producer, &event).await;
     }
     relay_once(&nats, &outbox, true).await.expect("publish");
-    let (read, _) = nats.read_all("producer").await.expect("read");
-    assert_eq!(read[0].payload["nif"], 123456789, "within the delay");
+    // Another process reads too (and so knows the key).
+    let other = Nats::connect(&_server.url).await.expect("connect");
+    for reader in [&nats, &other] {
+        let (read, _) = reader.read_all("producer").await.expect("read");
+        assert_eq!(read[0].payload["nif"], 123456789, "within the delay");
+    }
     assert_eq!(nats.erase_due_keys().await.expect("sweep"), 0);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(nats.erase_due_keys().await.expect("sweep"), 1);
     let (read, _) = nats.read_all("producer").await.expect("read");
     assert_eq!(read[0].payload["nif"], 0, "{:?}", read[0].payload);
     assert_eq!(nats.erase_due_keys().await.expect("sweep"), 0, "done once");
+    // The other process hears of it: what it knew of the key goes.
+    pms_testkit::assert_eventually("the other process reads it erased", 2000, || {
+        let other = other.clone();
+        async move {
+            let (read, _) = other.read_all("producer").await.expect("read");
+            read[0].payload["nif"] == 0
+        }
+    })
+    .await;
 }
