@@ -14,8 +14,11 @@
 //! readers that were behind get what the events said meanwhile (a stay that ended before the
 //! closure is invoiced with its tax number, as the outbox's erasure waits for its readers too),
 //! and a car still inside that leaves within the delay is sealed under the same key. Once the
-//! key is purged ([`Keyring::sweep`]), no copy on the broker opens any more: every reader gets
-//! the erased payloads, the same as the outboxes hold after their erasure.
+//! key is replaced by a mark ([`Keyring::sweep`]), no copy on the broker opens any more: every
+//! reader gets the erased payloads, the same as the outboxes hold after their erasure. A key
+//! drawn over the mark (a car that left after the delay) is scheduled for erasure in turn.
+//! Each process keeps the keys it read, current by a watch of the bucket (the `keycache`
+//! module).
 
 use std::collections::HashMap;
 use std::time::Duration;
