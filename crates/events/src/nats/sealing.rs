@@ -187,18 +187,6 @@ impl Keyring {
         )))
     }
 
-    /// The keys of `owners` (`None`: erased), read a few at once.
-    async fn keys_of(
-        &self,
-        owners: impl IntoIterator<Item = i64>,
-    ) -> Result<HashMap<i64, Option<Key>>, NatsError> {
-        futures_util::stream::iter(owners)
-            .map(|owner| async move { Ok((owner, self.key_of(owner).await?)) })
-            .buffer_unordered(READS_AT_ONCE)
-            .try_collect()
-            .await
-    }
-
     /// Schedules the erasure of `owner`'s key, its delay from now (a later schedule replaces an
     /// earlier one).
     pub(crate) async fn schedule(&self, owner: i64) -> Result<(), NatsError> {
@@ -253,6 +241,27 @@ impl Keyring {
         }
         Ok(erased)
     }
+}
+
+/// `key` of each of `owners` (each once, a few at once).
+async fn per_owner<T, F>(
+    owners: impl Iterator<Item = i64>,
+    key: impl Fn(i64) -> F,
+) -> Result<HashMap<i64, T>, NatsError>
+where
+    F: std::future::Future<Output = Result<T, NatsError>>,
+{
+    let mut owners: Vec<i64> = owners.collect();
+    owners.sort_unstable();
+    owners.dedup();
+    futures_util::stream::iter(owners)
+        .map(|owner| {
+            let read = key(owner);
+            async move { Ok((owner, read.await?)) }
+        })
+        .buffer_unordered(READS_AT_ONCE)
+        .try_collect()
+        .await
 }
 
 /// The associated data a box is sealed with: its event, so it opens for that event only.
@@ -310,14 +319,8 @@ pub(crate) async fn seal(keyring: &Keyring, events: &[Event]) -> Result<Vec<Carr
         .iter()
         .map(|e| pms_vocab::personal::personal(&e.event_type, &e.payload))
         .collect();
-    let mut owners: Vec<i64> = personal.iter().flatten().map(|p| p.owner).collect();
-    owners.sort_unstable();
-    owners.dedup();
-    let keys: HashMap<i64, Key> = futures_util::stream::iter(owners)
-        .map(|owner| async move { Ok::<_, NatsError>((owner, keyring.key_for(owner).await?)) })
-        .buffer_unordered(READS_AT_ONCE)
-        .try_collect()
-        .await?;
+    let owners = personal.iter().flatten().map(|p| p.owner);
+    let keys = per_owner(owners, |owner| keyring.key_for(owner)).await?;
     let mut carried = Vec::with_capacity(events.len());
     for (event, personal) in events.iter().zip(personal) {
         let Some(personal) = personal else {
@@ -357,17 +360,10 @@ pub(crate) async fn open(
     keyring: &Keyring,
     carried: Vec<Carried>,
 ) -> Result<Vec<Event>, NatsError> {
-    let mut owners: Vec<i64> = carried
+    let owners = carried
         .iter()
-        .filter_map(|c| c.sealed.as_ref().map(|s| s.owner))
-        .collect();
-    owners.sort_unstable();
-    owners.dedup();
-    let keys = if owners.is_empty() {
-        HashMap::new()
-    } else {
-        keyring.keys_of(owners).await?
-    };
+        .filter_map(|c| c.sealed.as_ref().map(|s| s.owner));
+    let keys = per_owner(owners, |owner| keyring.key_of(owner)).await?;
     Ok(carried
         .into_iter()
         .map(|Carried { mut event, sealed }| {
