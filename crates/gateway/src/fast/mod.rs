@@ -3,7 +3,8 @@
 //! hop. Heads are parsed in place with `httparse` and their header lines rewritten by the rules
 //! hyper's path applies too ([`rules::Forward`], [`rules::Relay`]) straight into the outgoing
 //! head, with no `HeaderMap` in between (see [`fields`]); bodies are copied as they
-//! come, framed by `Content-Length` or chunked coding.
+//! come, framed by `Content-Length` or chunked coding, a streamed request body and its answer
+//! both ways at once (see `Exchange::duplex`).
 //!
 //! Why: profiling h1c→h1c under load put about half of the gateway's CPU in the kernel and the
 //! user-space half in hyper's HTTP/1.1 codec on both hops, the pooled client's per-request
@@ -123,7 +124,7 @@ struct Buffers {
     /// Bytes on their way out, to either side.
     out: Vec<u8>,
     /// The upstream's answer deadline: one timer for all the connection's requests.
-    deadline: Option<Deadline>,
+    deadline: Deadline,
 }
 
 impl Buffers {
@@ -133,7 +134,7 @@ impl Buffers {
             fields: Fields::default(),
             up: BytesMut::new(),
             out: Vec::new(),
-            deadline: None,
+            deadline: Deadline::new(tokio::time::Instant::now()),
         }
     }
 
@@ -385,7 +386,7 @@ impl FastPath {
         }
         match result {
             Ok(Done::Whole) if head.keep_alive => Next::Continue,
-            Ok(Done::Whole) => Next::Close,
+            Ok(Done::Whole | Done::Close) => Next::Close,
             Ok(Done::BodyLeft) => Next::Linger,
             Err(Failure::Answer { err, consumed }) => {
                 let request_id = request_id.to_header_value();
@@ -505,7 +506,18 @@ async fn send_whole(
         let got = match sent {
             Err(_) => Err(NoHead::Timeout),
             Ok(Err(e)) => Err(NoHead::Closed(e.to_string())),
-            Ok(Ok(())) => read_head(&mut conn.stream, up, fields, head_request, deadline).await,
+            Ok(Ok(())) => {
+                // An `up` with no capacity (a request's own buffer, as the bridge's) is
+                // allocated, on a cleartext connection, once the response starts to arrive, so
+                // a request waiting for its upstream holds no read buffer: with a thousand
+                // HTTP/2 streams in flight that was 8 MB of empty buffers. An error here comes
+                // back from the read.
+                if up.capacity() == 0 && deadline.run(conn.stream.readable()).await.is_err() {
+                    Err(NoHead::Timeout)
+                } else {
+                    read_head(&mut conn.stream, up, fields, head_request, deadline).await
+                }
+            }
         };
         if let Ok(head) = &got {
             pool.answered(conn, head.status.as_u16());
@@ -628,42 +640,56 @@ impl Exchange<'_> {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        self.gather_body(io, &mut bufs.buf).await?;
+        let (mut conn, streamed) = self.checkout(bufs).await?;
+        if streamed > 0 {
+            return self.duplex(io, conn, streamed, bufs, answered).await;
+        }
+        // The whole body is in `out` with the head: the request can be sent again.
+        let resend = Resend {
+            idempotent: self.head.idempotent(),
+            after_503: self.resend_after_503,
+        };
+        let head_request = self.head.method == Method::HEAD;
         let Buffers {
-            buf,
             fields,
             up,
             out,
             deadline,
-        } = bufs;
-        self.gather_body(io, buf).await?;
-        let (mut conn, sent) = self.send(io, buf, fields, up, out, deadline).await?;
-        *answered = Some((sent.head.status.as_u16(), Instant::now()));
-        let deadline = deadline.as_mut().ok_or(Failure::Abort)?;
-        let reusable = match self
-            .relay(io, &mut conn, &sent, fields, up, out, deadline)
-            .await
-        {
+            ..
+        } = &mut *bufs;
+        let head = send_whole(
+            self.pool,
+            &mut conn,
+            out,
+            up,
+            fields,
+            head_request,
+            resend,
+            deadline,
+        )
+        .await
+        .map_err(|no| self.no_head(no, true))?;
+        *answered = Some((head.status.as_u16(), Instant::now()));
+        let close = !self.head.keep_alive;
+        let reusable = match self.relay(io, &mut conn.stream, &head, close, bufs).await {
             Ok(reusable) => reusable,
             Err(Relay::Unsent(err)) => {
                 // Nothing of the response went out: the client gets the error instead.
                 *answered = None;
                 return Err(Failure::Answer {
                     err,
-                    consumed: sent.consumed,
+                    consumed: true,
                 });
             }
             Err(Relay::Broken(failure)) => return Err(failure),
         };
         io.flush().await.map_err(|_| Failure::Abort)?;
         // Bytes past the end of the response: the upstream cannot be trusted with another.
-        if reusable && !sent.body_left && up.is_empty() {
+        if reusable && bufs.up.is_empty() {
             self.pool.checkin(conn);
         }
-        Ok(if sent.body_left {
-            Done::BodyLeft
-        } else {
-            Done::Whole
-        })
+        Ok(Done::Whole)
     }
 
     /// Reads a body of up to [`GATHER`] bytes whole into `buf` before an upstream connection is
@@ -692,28 +718,19 @@ impl Exchange<'_> {
         }
     }
 
-    /// Takes an upstream connection, sends the head in `out` and the body (from `buf`, the rest
-    /// streamed from the client), and reads the response head into `up`.
-    async fn send<IO>(
-        &self,
-        io: &mut IO,
-        buf: &mut BytesMut,
-        fields: &mut Fields,
-        up: &mut BytesMut,
-        out: &mut Vec<u8>,
-        deadline: &mut Option<Deadline>,
-    ) -> Result<(Conn, Sent), Failure>
-    where
-        IO: AsyncRead + AsyncWrite + Unpin + Send,
-    {
+    /// Takes an upstream connection and puts the request in `bufs.out`: the head (in `out`
+    /// already, but for its `Host`) and the body that `buf` holds; how much of the body is
+    /// still to come from the client. Starts the answer deadline.
+    async fn checkout(&self, bufs: &mut Buffers) -> Result<(Conn, u64), Failure> {
+        let Buffers {
+            buf, out, deadline, ..
+        } = bufs;
         let body = self.head.body;
-        let mut conn = self.pool.checkout().await.map_err(|e| Failure::Answer {
+        let conn = self.pool.checkout().await.map_err(|e| Failure::Answer {
             err: self.shared.upstream_error(self.upstream, e),
             consumed: body == 0,
         })?;
         request::insert_host(out, self.host_at, conn.authority(self.pool));
-        // The whole body is here: it goes out with the head, and the request can be sent again
-        // on a fresh connection. Otherwise the rest streams from the client.
         let streamed = if body <= buf.len() as u64 {
             // At most buf.len(), so it fits in usize.
             let n = body as usize;
@@ -726,146 +743,213 @@ impl Exchange<'_> {
             buf.clear();
             rest
         };
-        let consumed = streamed == 0;
         self.upstream.count_request();
-        let at = tokio::time::Instant::now() + self.upstream.request_timeout();
-        let deadline = deadline.get_or_insert_with(|| Deadline::new(at));
-        deadline.set(at);
-        let head_request = self.head.method == Method::HEAD;
-        let (got, body_left) = if consumed {
-            let resend = Resend {
-                idempotent: self.head.idempotent(),
-                after_503: self.resend_after_503,
-            };
-            let got = send_whole(
-                self.pool,
-                &mut conn,
-                out,
-                up,
-                fields,
-                head_request,
-                resend,
-                deadline,
-            )
-            .await;
-            (got, false)
-        } else {
-            let sent = self
-                .stream_body(io, &mut conn, out, streamed, up, fields, deadline)
-                .await?;
-            if let Ok(head) = &sent.0 {
-                self.pool.answered(&conn, head.status.as_u16());
-            }
-            sent
-        };
-        let head = got.map_err(|no| match no {
+        deadline.set(tokio::time::Instant::now() + self.upstream.request_timeout());
+        Ok((conn, streamed))
+    }
+
+    /// The answer to the client when no response head came; `consumed`: the request body is
+    /// all off the client connection.
+    fn no_head(&self, no: NoHead, consumed: bool) -> Failure {
+        match no {
             NoHead::Timeout => self.timeout(consumed),
             NoHead::Reconnect(e) => Failure::Answer {
                 err: self.shared.upstream_error(self.upstream, e),
                 consumed,
             },
             NoHead::Closed(why) | NoHead::Invalid(why) => self.bad_gateway(why, consumed),
-        })?;
-        Ok((
-            conn,
-            Sent {
-                head,
-                consumed,
-                body_left,
-            },
-        ))
+        }
     }
 
-    /// Writes the head in `out`, then copies the `streamed` bytes of body left from the client
-    /// to the upstream, and reads the response head. With it, whether the upstream answered
-    /// before it had read the whole body (which then stays unread).
-    #[allow(clippy::too_many_arguments)]
-    async fn stream_body<IO>(
+    /// Sends the request in `bufs.out`, then streams the `streamed` bytes of body still to
+    /// come from the client to the upstream while its answer is read and relayed back: an
+    /// upstream may answer the first part of a body before it has the rest, and its client may
+    /// wait for that answer before it sends more.
+    ///
+    /// An answer that comes before the whole body has gone up says `connection: close`; when it
+    /// has been relayed and the body is still not all up, the rest stays unread (a 413 for a
+    /// body over the upstream's limit, as nginx relays it) and both connections close.
+    async fn duplex<IO>(
         &self,
         io: &mut IO,
-        conn: &mut Conn,
-        out: &[u8],
+        mut conn: Conn,
         streamed: u64,
-        up: &mut BytesMut,
-        fields: &mut Fields,
-        deadline: &mut Deadline,
-    ) -> Result<(Result<response::Head, NoHead>, bool), Failure>
+        bufs: &mut Buffers,
+        answered: &mut Option<(u16, Instant)>,
+    ) -> Result<Done, Failure>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        let body = self.head.body;
-        let head_request = self.head.method == Method::HEAD;
-        let body_timeout = self.shared.body_read_timeout;
-        let mut rest = Upload::new((&mut *io).take(streamed), body_timeout);
-        let sent = deadline
+        let sent = bufs
+            .deadline
             .run(async {
-                conn.stream.write_all(out).await?;
-                if tokio::io::copy(&mut rest, &mut conn.stream).await? < streamed {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the client closed before sending its whole body",
-                    ));
-                }
+                conn.stream.write_all(&bufs.out).await?;
                 // TLS holds written records until flushed.
                 conn.stream.flush().await
             })
             .await;
-        let got = body - streamed + rest.received();
         match sent {
-            // The upstream waited for the rest of the body, and so did the gateway.
-            Err(_) if rest.waiting_on_client() => Err(Failure::Answer {
-                err: GatewayError::SlowBody {
-                    after_ms: self.upstream.request_timeout().as_millis(),
-                    got,
-                    expected: Some(body),
-                },
-                consumed: false,
-            }),
-            Err(_) => Ok((Err(NoHead::Timeout), false)),
-            Ok(Err(_)) if rest.stalled() => Err(Failure::Answer {
-                err: GatewayError::BodyStalled(BodyStalled {
-                    after: body_timeout,
-                    received: got,
-                }),
-                consumed: false,
-            }),
-            // The client went away mid-body: nobody to answer.
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof || rest.client_failed() => {
-                Err(Failure::Abort)
-            }
-            // The upstream stopped reading the body: it may have answered already (a 413 for a
-            // body over its limit), and then that answer is the client's, as nginx relays it;
-            // the rest of the body stays unread.
-            Ok(Err(e)) => {
-                match read_head(&mut conn.stream, up, fields, head_request, deadline).await {
-                    Ok(head) => Ok((Ok(head), true)),
-                    Err(_) => Ok((Err(NoHead::Closed(e.to_string())), false)),
+            Err(_) => return Err(self.timeout(false)),
+            Ok(Err(e)) => return Err(self.bad_gateway(e.to_string(), false)),
+            Ok(Ok(())) => {}
+        }
+        let body = self.head.body;
+        let head_request = self.head.method == Method::HEAD;
+        let (client_in, mut client_out) = tokio::io::split(&mut *io);
+        let mut rest = Upload::new(client_in.take(streamed), self.shared.body_read_timeout);
+        let mut uploaded = None;
+        let (mut up_in, mut up_out) = tokio::io::split(&mut conn.stream);
+        bufs.up.reserve(BUF);
+        let ended = {
+            let upload = async {
+                let copied = match tokio::io::copy(&mut rest, &mut up_out).await {
+                    Ok(n) if n == streamed => up_out.flush().await.map(|()| Uploaded::Whole),
+                    Ok(_) => Ok(Uploaded::ClientGone),
+                    Err(e) => Err(e),
+                };
+                match copied {
+                    Ok(done) => done,
+                    Err(_) if rest.stalled() => {
+                        Uploaded::Stalled(body - streamed + rest.received())
+                    }
+                    Err(_) if rest.client_failed() => Uploaded::ClientGone,
+                    // The upstream stopped reading: its answer, if one comes, decides.
+                    Err(_) => Uploaded::Stopped,
+                }
+            };
+            let mut upload = std::pin::pin!(upload);
+            let got = {
+                let Buffers {
+                    up,
+                    fields,
+                    deadline,
+                    ..
+                } = &mut *bufs;
+                let mut got =
+                    std::pin::pin!(read_head(&mut up_in, up, fields, head_request, deadline));
+                loop {
+                    tokio::select! {
+                        biased;
+                        got = &mut got => break got,
+                        done = &mut upload, if uploaded.is_none() => {
+                            uploaded = Some(self.uploading(done)?);
+                        }
+                    }
+                }
+            };
+            let whole = uploaded == Some(Uploaded::Whole);
+            match got {
+                Err(NoHead::Timeout) if !whole => Ended::TimedOut,
+                Err(no) => return Err(self.no_head(no, whole)),
+                Ok(head) => {
+                    *answered = Some((head.status.as_u16(), Instant::now()));
+                    let close = !self.head.keep_alive || !whole;
+                    let mut relay =
+                        std::pin::pin!(self.relay(&mut client_out, &mut up_in, &head, close, bufs));
+                    let relayed = loop {
+                        tokio::select! {
+                            biased;
+                            relayed = &mut relay => break relayed,
+                            done = &mut upload, if uploaded.is_none() => {
+                                // The answer has begun: a client that fails now is not answered.
+                                uploaded = Some(self.uploading(done).map_err(|_| Failure::Abort)?);
+                            }
+                        }
+                    };
+                    Ended::Relayed {
+                        status: head.status.as_u16(),
+                        relayed,
+                        close,
+                    }
                 }
             }
-            Ok(Ok(())) => {
-                let head = read_head(&mut conn.stream, up, fields, head_request, deadline).await;
-                Ok((head, false))
+        };
+        // The rest of the body, if any, stays unread.
+        let waiting_on_client = rest.waiting_on_client();
+        let got = body - streamed + rest.received();
+        drop((rest, up_in, up_out, client_out));
+        let whole = uploaded == Some(Uploaded::Whole);
+        let (status, relayed, close) = match ended {
+            Ended::TimedOut if waiting_on_client => {
+                return Err(Failure::Answer {
+                    err: GatewayError::SlowBody {
+                        after_ms: self.upstream.request_timeout().as_millis(),
+                        got,
+                        expected: Some(body),
+                    },
+                    consumed: false,
+                })
             }
+            Ended::TimedOut => return Err(self.timeout(false)),
+            Ended::Relayed {
+                status,
+                relayed,
+                close,
+            } => (status, relayed, close),
+        };
+        self.pool.answered(&conn, status);
+        match relayed {
+            Ok(reusable) => {
+                io.flush().await.map_err(|_| Failure::Abort)?;
+                if reusable && whole && bufs.up.is_empty() {
+                    self.pool.checkin(conn);
+                }
+                Ok(match (whole, close) {
+                    (false, _) => Done::BodyLeft,
+                    (true, true) => Done::Close,
+                    (true, false) => Done::Whole,
+                })
+            }
+            Err(Relay::Unsent(err)) => {
+                *answered = None;
+                Err(Failure::Answer {
+                    err,
+                    consumed: whole,
+                })
+            }
+            Err(Relay::Broken(failure)) => Err(failure),
         }
     }
 
-    /// Writes the response head, rewritten, and relays the body as its framing says; whether
-    /// the upstream connection may carry another request.
-    #[allow(clippy::too_many_arguments)]
-    async fn relay<IO>(
+    /// What an ended upload means while the answer is awaited: the body is up, or the upstream
+    /// stopped reading it (its answer decides); a client that went away or stopped sending
+    /// fails the exchange.
+    fn uploading(&self, done: Uploaded) -> Result<Uploaded, Failure> {
+        match done {
+            Uploaded::Whole | Uploaded::Stopped => Ok(done),
+            // Nobody to answer.
+            Uploaded::ClientGone => Err(Failure::Abort),
+            Uploaded::Stalled(received) => Err(Failure::Answer {
+                err: GatewayError::BodyStalled(BodyStalled {
+                    after: self.shared.body_read_timeout,
+                    received,
+                }),
+                consumed: false,
+            }),
+        }
+    }
+
+    /// Writes the response head, rewritten (`connection: close` when `close`), and relays the
+    /// body as its framing says; whether the upstream connection may carry another request.
+    async fn relay<IO, S>(
         &self,
         io: &mut IO,
-        conn: &mut Conn,
-        sent: &Sent,
-        fields: &Fields,
-        up: &mut BytesMut,
-        out: &mut Vec<u8>,
-        deadline: &mut Deadline,
+        from: &mut S,
+        head: &response::Head,
+        close: bool,
+        bufs: &mut Buffers,
     ) -> Result<bool, Relay>
     where
         IO: AsyncWrite + Unpin,
+        S: AsyncRead + Unpin,
     {
-        let head = &sent.head;
+        let Buffers {
+            fields,
+            up,
+            out,
+            deadline,
+            ..
+        } = bufs;
         let chunked = matches!(head.framing, Framing::Chunked | Framing::UntilClose);
         out.clear();
         status_line(head.status, out);
@@ -875,19 +959,18 @@ impl Exchange<'_> {
             chunked,
         };
         fields::write(fields, up, &rule, out);
-        if !self.head.keep_alive || sent.body_left {
+        if close {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
         up.advance(head.len);
-
         let read_timeout = self.upstream.read_timeout();
         match head.framing {
             Framing::Empty => write(io, out).await?,
             Framing::Length(n) => {
                 if n > up.len() as u64 && n <= GATHER as u64 {
                     // At most GATHER, so it fits in usize.
-                    gather_response(&mut conn.stream, up, n as usize, deadline, self.upstream)
+                    gather_response(from, up, n as usize, deadline, self.upstream)
                         .await
                         .map_err(Relay::Unsent)?;
                 }
@@ -897,7 +980,7 @@ impl Exchange<'_> {
                 write(io, out).await?;
                 let left = n - first as u64;
                 if left > 0 {
-                    let mut rest = ReadDeadline::new((&mut conn.stream).take(left), read_timeout);
+                    let mut rest = ReadDeadline::new(from.take(left), read_timeout);
                     let copied = tokio::io::copy(&mut rest, io)
                         .await
                         .map_err(|e| self.cut_off(&e))?;
@@ -906,9 +989,9 @@ impl Exchange<'_> {
                     }
                 }
             }
-            Framing::Chunked => self.relay_chunked(io, conn, up, out, read_timeout).await?,
+            Framing::Chunked => self.relay_chunked(io, from, up, out, read_timeout).await?,
             Framing::UntilClose => {
-                self.relay_until_close(io, conn, up, out, read_timeout)
+                self.relay_until_close(io, from, up, out, read_timeout)
                     .await?;
                 return Ok(false);
             }
@@ -918,16 +1001,17 @@ impl Exchange<'_> {
 
     /// Relays a chunked body as it came, from what `up` holds after the head (`out` holds the
     /// head) to the last chunk and the trailers.
-    async fn relay_chunked<IO>(
+    async fn relay_chunked<IO, S>(
         &self,
         io: &mut IO,
-        conn: &mut Conn,
+        from: &mut S,
         up: &mut BytesMut,
         out: &mut Vec<u8>,
         read_timeout: Duration,
     ) -> Result<(), Relay>
     where
         IO: AsyncWrite + Unpin,
+        S: AsyncRead + Unpin,
     {
         let mut scanner = ChunkScanner::default();
         let n = scanner
@@ -936,7 +1020,7 @@ impl Exchange<'_> {
         out.extend_from_slice(&up[..n]);
         up.advance(n);
         write(io, out).await?;
-        let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
+        let mut from = ReadDeadline::new(from, read_timeout);
         while !scanner.is_done() {
             up.clear();
             up.reserve(BUF);
@@ -954,22 +1038,23 @@ impl Exchange<'_> {
 
     /// Relays a body that ends when the upstream closes, re-framed as chunks (`out` holds the
     /// head); the connection cannot be used again.
-    async fn relay_until_close<IO>(
+    async fn relay_until_close<IO, S>(
         &self,
         io: &mut IO,
-        conn: &mut Conn,
+        from: &mut S,
         up: &mut BytesMut,
         out: &mut Vec<u8>,
         read_timeout: Duration,
     ) -> Result<(), Relay>
     where
         IO: AsyncWrite + Unpin,
+        S: AsyncRead + Unpin,
     {
         if !up.is_empty() {
             chunk(up, out);
         }
         write(io, out).await?;
-        let mut from = ReadDeadline::new(&mut conn.stream, read_timeout);
+        let mut from = ReadDeadline::new(from, read_timeout);
         loop {
             up.clear();
             up.reserve(BUF);
@@ -988,13 +1073,29 @@ impl Exchange<'_> {
     }
 }
 
-/// A request sent, and the head of its answer.
-struct Sent {
-    head: response::Head,
-    /// The request's body is all off the client connection.
-    consumed: bool,
-    /// The answer came before the client's whole body was passed on.
-    body_left: bool,
+/// How the streaming of a request body to the upstream ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Uploaded {
+    /// All of it went up.
+    Whole,
+    /// The upstream stopped reading it (it may have answered already).
+    Stopped,
+    /// The client's connection ended or failed before the whole body.
+    ClientGone,
+    /// The client sent nothing for the body read timeout; how much of the body came.
+    Stalled(u64),
+}
+
+/// How a full-duplex exchange ended, its upload's futures dropped.
+enum Ended {
+    /// No answer head came in time while the body was still going up.
+    TimedOut,
+    /// The answer, with its status, relayed (or not); `close`: its head said so.
+    Relayed {
+        status: u16,
+        relayed: Result<bool, Relay>,
+        close: bool,
+    },
 }
 
 /// Why a response was not relayed to its end.
@@ -1015,6 +1116,8 @@ impl From<Failure> for Relay {
 enum Done {
     /// The request was read whole: the connection may carry the next one.
     Whole,
+    /// The request was read whole, but the answer said the connection closes.
+    Close,
     /// The answer came before the client's whole body was read: the connection is closed
     /// after it (lingering, so that the client gets the answer rather than a reset).
     BodyLeft,
@@ -1022,13 +1125,8 @@ enum Done {
 
 /// Reads and parses the response head into `up` (skipping interim 1xx responses); on return
 /// `up` starts with the head (`len` bytes, its header lines in `fields`), then what came after.
-///
-/// An `up` with no capacity (a request's own buffer, as the bridge's) is allocated, on a
-/// cleartext connection, once the response starts to arrive, so a request waiting for its
-/// upstream holds no read buffer: with a thousand HTTP/2 streams in flight that was 8 MB of
-/// empty buffers.
-async fn read_head(
-    stream: &mut pool::Stream,
+async fn read_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
     up: &mut BytesMut,
     fields: &mut Fields,
     head_request: bool,
@@ -1055,12 +1153,6 @@ async fn read_head(
                     )))
                 }
                 response::Parsed::Partial => {}
-            }
-        }
-        if up.capacity() == 0 {
-            // An error here comes back from the read below.
-            if deadline.run(stream.readable()).await.is_err() {
-                return Err(NoHead::Timeout);
             }
         }
         up.reserve(BUF);

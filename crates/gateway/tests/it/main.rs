@@ -8,6 +8,7 @@ mod auth;
 mod balancing;
 mod client_bodies;
 mod cors;
+mod duplex;
 mod errors;
 mod fast_path;
 mod protocols;
