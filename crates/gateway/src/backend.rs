@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 
 use crate::discovery::EndpointSet;
-use crate::h1pool::Pool;
+use crate::h1up::pool::Pool;
 use crate::metrics::Metrics;
 use crate::upstream::Upstream;
 
@@ -72,7 +72,7 @@ impl Backend {
 #[derive(Debug)]
 pub(crate) struct Backends {
     current: Vec<ArcSwap<Backend>>,
-    /// Requests the fast path's bridge sent (`fast::bridge`).
+    /// Requests the fast path's bridge sent (`proxy::bridge`).
     pub(crate) bridged: Counter,
 }
 

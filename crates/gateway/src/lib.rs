@@ -17,16 +17,17 @@
 //! - `pipeline`: what every request goes through on either front end — route, admission (rate
 //!   limit, token, role), the record of its answer; `ratelimit`: the per-route
 //!   token buckets.
-//! - `proxy`: the hyper front end (HTTP/2, TLS, and HTTP/1.1 the fast path hands over);
+//! - `proxy`: the hyper front end (HTTP/2, TLS, and HTTP/1.1 the fast path hands over), with
+//!   the bridge that sends its small requests over the HTTP/1.1 upstream pools;
 //!   `unread`: a refused request's body, read to its end or the connection closed, so a
 //!   keep-alive client is never left writing into a closed socket.
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type, the size cap and the upstream read timeout.
 //! - [`access`]: the access log (a JSON line per answered request, written off the request path).
-//! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop, and
-//!   the bridge that sends hyper's small requests over the same upstream connections;
-//!   `h1pool`: those connections, the HTTP/1.1 upstream pool both use.
+//! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop.
+//! - `h1up`: the HTTP/1.1 upstream client both front ends use — per-worker pools, requests
+//!   written and responses parsed in place.
 //! - `openfiles`: the connection caps fitted into the open-file limit at start.
 //! - `server`: binding, starting, serving and draining ([`Bound`], [`run`]), and what stops a
 //!   start ([`StartError`]); `worker`: one worker thread's runtime, backends and serve loops.
@@ -50,7 +51,7 @@ pub mod cors;
 mod discovery;
 mod fast;
 pub mod forwarder;
-mod h1pool;
+mod h1up;
 pub mod headers;
 mod health;
 pub mod jwt;

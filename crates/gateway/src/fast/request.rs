@@ -8,10 +8,10 @@
 use std::ops::Range;
 
 use bytes::BufMut;
-use http::header::HeaderMap;
 use http::Method;
 
-use super::fields::{self, Fields};
+use crate::h1up::fields::{self, Fields};
+use crate::h1up::head;
 use crate::headers::rules::{Forward, Kind};
 
 /// Most header lines a request may have on the fast path (hyper's default limit is 100; a
@@ -57,7 +57,7 @@ impl Head {
 
     /// Writes the head as it goes upstream to `out`, but for its `Host` line and the blank line
     /// that ends it: the endpoint is not known yet. The `Host` line goes at the returned index,
-    /// just after the request line (see [`insert_host`]). `buf` and `fields` are what the head
+    /// just after the request line (see [`head::insert_host`]). `buf` and `fields` are what the head
     /// was parsed from; the header lines are rewritten by `rule` (see [`fields::write`]).
     pub(super) fn write_upstream(
         &self,
@@ -73,70 +73,6 @@ impl Head {
         let host_at = out.len();
         fields::write(fields, buf, rule, out);
         host_at
-    }
-}
-
-/// Completes a head [`Head::write_upstream`] wrote to the start of `out`: the `Host` line at
-/// `at`, and the blank line.
-pub(super) fn insert_host(out: &mut Vec<u8>, at: usize, authority: &str) {
-    const NAME: &[u8] = b"host: ";
-    let line = NAME.len() + authority.len() + 2;
-    let end = out.len();
-    // Room for the line, then the header lines after `at` moved up in one copy (`Vec::splice`
-    // with a chained iterator moved them byte by byte); the blank line goes last.
-    out.resize(end + line, 0);
-    out.copy_within(at..end, at + line);
-    let (name, rest) = out[at..at + line].split_at_mut(NAME.len());
-    name.copy_from_slice(NAME);
-    let (value, crlf) = rest.split_at_mut(authority.len());
-    value.copy_from_slice(authority.as_bytes());
-    crlf.copy_from_slice(b"\r\n");
-    out.put_slice(b"\r\n");
-}
-
-/// Points a request head written by [`insert_host`] or [`write_head`] (its `Host` line just
-/// after the request line) at `authority` instead, to send it to another endpoint.
-pub(super) fn replace_host(out: &mut Vec<u8>, authority: &str) {
-    const NAME: &[u8] = b"host: ";
-    let Some(line) = out.windows(2).position(|w| w == b"\r\n") else {
-        return;
-    };
-    let start = line + 2 + NAME.len();
-    let Some(len) = out
-        .get(start..)
-        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
-    else {
-        return;
-    };
-    out.splice(start..start + len, authority.bytes());
-}
-
-/// A request head as sent upstream: request line, `Host` of the endpoint, then `headers`
-/// (already rewritten, without `Host`) in order, and the blank line.
-pub(super) fn write_head(
-    method: &Method,
-    target: &str,
-    authority: &str,
-    headers: &HeaderMap,
-    out: &mut Vec<u8>,
-) {
-    out.put_slice(method.as_str().as_bytes());
-    out.put_u8(b' ');
-    out.put_slice(target.as_bytes());
-    out.put_slice(b" HTTP/1.1\r\nhost: ");
-    out.put_slice(authority.as_bytes());
-    out.put_slice(b"\r\n");
-    write_headers(headers, out);
-    out.put_slice(b"\r\n");
-}
-
-/// Header lines, `name: value\r\n` each.
-pub(super) fn write_headers(headers: &HeaderMap, out: &mut Vec<u8>) {
-    for (name, value) in headers {
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
     }
 }
 
@@ -205,7 +141,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
         origin |= h.name.len() == 6 && h.name.eq_ignore_ascii_case("origin");
         match kind {
             Kind::TransferEncoding | Kind::Expect | Kind::Upgrade => return Parsed::Decline,
-            Kind::ContentLength => match (content_length(h.value), body) {
+            Kind::ContentLength => match (head::content_length(h.value), body) {
                 (Some(n), None) => body = Some(n),
                 (Some(n), Some(m)) if n == m => continue, // a repeat: forward one
                 _ => return Parsed::Decline,
@@ -263,18 +199,10 @@ const PLAIN: [bool; 256] = {
     table
 };
 
-/// A `Content-Length` value: digits only, no sign, no spaces, no list.
-pub(super) fn content_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    // At most 19 digits: below u64::MAX, so no step overflows.
-    Some(v.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h1up::head::{insert_host, replace_host};
 
     fn take(raw: &str) -> (Head, Fields) {
         let mut fields = Fields::default();
@@ -406,22 +334,6 @@ mod tests {
     }
 
     #[test]
-    fn the_host_line_goes_where_it_is_asked_for() {
-        let head = b"GET / HTTP/1.1\r\na: 1\r\nbb: 22\r\n";
-        for authority in ["", "h", "127.0.0.1:9000", "[::1]:8443"] {
-            for at in [0, 5, 16, head.len()] {
-                let mut out = head.to_vec();
-                insert_host(&mut out, at, authority);
-                let mut expected = head[..at].to_vec();
-                expected.extend_from_slice(format!("host: {authority}\r\n").as_bytes());
-                expected.extend_from_slice(&head[at..]);
-                expected.extend_from_slice(b"\r\n");
-                assert_eq!(out, expected, "{authority:?} at {at}");
-            }
-        }
-    }
-
-    #[test]
     fn the_upstream_head_has_the_endpoint_host_first_and_the_lines_in_order() {
         let raw =
             "PUT /x?y HTTP/1.1\r\nHost: client\r\nContent-Length: 0\r\nB: 2\r\nA: 1\r\nB: 3\r\n\
@@ -476,27 +388,5 @@ mod tests {
         }
         let long = format!("/{}", "a".repeat(70_000));
         assert!(!valid_target(&long), "over http's length limit");
-    }
-
-    #[test]
-    fn content_lengths_are_plain_digits() {
-        assert_eq!(content_length(b"0"), Some(0));
-        assert_eq!(content_length(b"1234"), Some(1234));
-        assert_eq!(content_length(b"007"), Some(7));
-        assert_eq!(
-            content_length(b"9999999999999999999"),
-            Some(9_999_999_999_999_999_999)
-        );
-        for bad in [
-            &b""[..],
-            b" 1",
-            b"1 ",
-            b"-1",
-            b"1,1",
-            b"99999999999999999999",
-            b"0x10",
-        ] {
-            assert_eq!(content_length(bad), None, "{bad:?}");
-        }
     }
 }

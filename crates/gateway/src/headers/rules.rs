@@ -3,7 +3,7 @@
 //! response on its way back ([`Relay`]).
 //!
 //! A rule reads a head through [`Head`] and writes what it adds through [`Out`]. The fast path
-//! applies the rules line by line to a head parsed in place (`fast::fields`), with no allocation
+//! applies the rules line by line to a head parsed in place (`h1up::fields`), with no allocation
 //! per header; hyper's path applies the same rules to a `HeaderMap` ([`Rule::apply`]).
 //!
 //! - Both ways, hop-by-hop lines go (RFC 9110 §7.6.1): `Connection`, the names it lists, and

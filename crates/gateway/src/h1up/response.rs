@@ -6,7 +6,7 @@
 use http::StatusCode;
 
 use super::fields::Fields;
-use super::request::content_length;
+use super::head::content_length;
 use crate::headers::rules::Kind;
 
 /// Most header lines an upstream response may have.
@@ -14,7 +14,7 @@ const MAX_HEADERS: usize = 100;
 
 /// How the body after the head ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Framing {
+pub(crate) enum Framing {
     /// No body.
     Empty,
     /// Exactly this many bytes.
@@ -27,20 +27,20 @@ pub(super) enum Framing {
 
 /// A parsed upstream response head; its header lines are in the [`Fields`] it was parsed with.
 #[derive(Debug)]
-pub(super) struct Head {
-    pub(super) status: StatusCode,
+pub(crate) struct Head {
+    pub(crate) status: StatusCode,
     /// `1` for HTTP/1.1, `0` for HTTP/1.0.
-    pub(super) minor: u8,
+    pub(crate) minor: u8,
     /// Bytes of the head, blank line included.
-    pub(super) len: usize,
-    pub(super) framing: Framing,
+    pub(crate) len: usize,
+    pub(crate) framing: Framing,
     /// The connection may carry another request after this response.
-    pub(super) reusable: bool,
+    pub(crate) reusable: bool,
 }
 
 impl Head {
     /// The protocol the upstream answered in.
-    pub(super) fn version(&self) -> http::Version {
+    pub(crate) fn version(&self) -> http::Version {
         if self.minor == 0 {
             http::Version::HTTP_10
         } else {
@@ -51,7 +51,7 @@ impl Head {
 
 /// What the start of the buffer holds.
 #[derive(Debug)]
-pub(super) enum Parsed {
+pub(crate) enum Parsed {
     Head(Head),
     Partial,
     /// Not a valid HTTP/1.x response head.
@@ -61,7 +61,7 @@ pub(super) enum Parsed {
 /// Parses the response head at the start of `buf`, its header lines into `fields`;
 /// `head_request` says the request was HEAD (the response then has no body whatever its headers
 /// say).
-pub(super) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Parsed {
+pub(crate) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Parsed {
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut storage);
     let len = match resp.parse(buf) {
@@ -142,7 +142,7 @@ pub(super) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Pars
 /// Finds where a chunked body ends while it is relayed unchanged: chunk-size lines (with
 /// extensions), chunk data, the last chunk and the trailer section.
 #[derive(Debug, Default)]
-pub(super) struct ChunkScanner {
+pub(crate) struct ChunkScanner {
     state: State,
     /// Digits of the chunk size being read.
     size: u64,
@@ -179,13 +179,13 @@ enum State {
 impl ChunkScanner {
     /// Consumes `input` up to the end of the body; returns how many bytes belong to it, or an
     /// error for bad framing. `is_done` tells whether the end was reached.
-    pub(super) fn feed(&mut self, input: &[u8]) -> Result<usize, &'static str> {
+    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<usize, &'static str> {
         self.feed_data(input, |_| {})
     }
 
     /// As [`feed`](Self::feed), and also reports where chunk data lies in `input`, range by
     /// range in order: decoding for a client that does not get the chunked coding itself.
-    pub(super) fn feed_data(
+    pub(crate) fn feed_data(
         &mut self,
         input: &[u8],
         mut data: impl FnMut(std::ops::Range<usize>),
@@ -265,7 +265,7 @@ impl ChunkScanner {
     }
 
     /// Whether the last chunk and trailers have been seen.
-    pub(super) fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.state == State::Done
     }
 }

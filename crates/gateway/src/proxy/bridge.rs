@@ -29,13 +29,13 @@ use pms_net::deadline::Deadline;
 use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::AsyncReadExt;
 
-use super::fields::Fields;
-use super::response::{ChunkScanner, Framing};
-use super::{
-    bad_gateway, gather_response, request, send_whole, timed_out, NoHead, Resend, BUF, GATHER,
-};
 use crate::body::{BoxError, ProxyBody};
-use crate::h1pool::{Conn, Pool};
+use crate::h1up::fields::Fields;
+use crate::h1up::pool::{Conn, Pool};
+use crate::h1up::response::{ChunkScanner, Framing};
+use crate::h1up::{
+    bad_gateway, gather_response, head, send_whole, timed_out, NoHead, Resend, Whole, BUF, GATHER,
+};
 use crate::headers::rules::{self, Rule};
 use crate::health;
 use crate::pipeline::Shared;
@@ -43,7 +43,7 @@ use crate::respond::GatewayError;
 use crate::upstream::Upstream;
 
 /// What [`send`] did with a request.
-pub(crate) enum Bridged {
+pub(super) enum Bridged {
     /// It sent it; the response or the error to answer.
     Sent(Result<Response<ProxyBody>, GatewayError>),
     /// It does not take it (see the module doc): the request, untouched, for hyper's client.
@@ -53,7 +53,7 @@ pub(crate) enum Bridged {
 /// Sends the request (head already rewritten, see [`rules::Forward`]) to upstream `index` over
 /// the fast path's pool when it takes it, and returns the upstream's response, rewritten by
 /// [`rules::Relay`]. `declared` is the request's `Content-Length`.
-pub(crate) async fn send(
+pub(super) async fn send(
     shared: &Shared,
     index: usize,
     parts: http::request::Parts,
@@ -116,14 +116,17 @@ async fn exchange(
     // Allocated when the response arrives (see `read_head`).
     let mut up = BytesMut::new();
     let mut fields = Fields::default();
+    let request = Whole {
+        bytes: &mut out,
+        head_request,
+        resend,
+    };
     let head = match send_whole(
         pool,
         &mut conn,
-        &mut out,
+        request,
         &mut up,
         &mut fields,
-        head_request,
-        resend,
         &mut deadline,
     )
     .await
@@ -195,7 +198,7 @@ fn whole_request(parts: &mut http::request::Parts, body: &Bytes, authority: &str
     }
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut out = Vec::with_capacity(512 + body.len());
-    request::write_head(&parts.method, target, authority, &parts.headers, &mut out);
+    head::write_head(&parts.method, target, authority, &parts.headers, &mut out);
     out.extend_from_slice(body);
     out
 }

@@ -1,8 +1,10 @@
 //! The hyper front end: requests hyper's server read (HTTP/2, TLS, and HTTP/1.1 the fast path
 //! handed over) taken through the [`pipeline`] — route, admission, header
-//! rules — then their bodies transformed or streamed to the upstream, over the fast path's pooled
-//! connections ([`fast::bridge`]) or hyper's client, and the response streamed back. Every
-//! failure becomes a [`GatewayError`] answered by `respond`.
+//! rules — then their bodies transformed or streamed to the upstream, over the HTTP/1.1 upstream
+//! pools ([`bridge`]) or hyper's client, and the response streamed back. Every failure becomes a
+//! [`GatewayError`] answered by `respond`.
+
+mod bridge;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,11 +20,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use pms_net::serve::ConnInfo;
 
+use self::bridge::Bridged;
 use crate::body::{
     find_source, BodyStalled, Capped, ClientBodyFailed, FromUpstream, ProxyBody, TooLarge,
 };
 use crate::cors;
-use crate::fast;
 use crate::headers;
 use crate::headers::rules::{Forward, Relay, Rule};
 use crate::pipeline::{self, log_error, Asked, Shared};
@@ -203,10 +205,10 @@ async fn forward(
         .take()
         .ok_or_else(|| GatewayError::BodyRead("the request body was taken twice".into()))?;
     let (mut parts, body) = if route.json_to_xml.is_none() {
-        let sent = fast::bridge::send(shared, route.upstream, parts, body, declared, request_id);
+        let sent = bridge::send(shared, route.upstream, parts, body, declared, request_id);
         match sent.await {
-            fast::bridge::Bridged::Sent(result) => return result,
-            fast::bridge::Bridged::Declined(parts, body) => (parts, body),
+            Bridged::Sent(result) => return result,
+            Bridged::Declined(parts, body) => (parts, body),
         }
     } else {
         (parts, body)
