@@ -24,7 +24,8 @@
 //! - [`respond`]: the JSON error responses.
 //! - [`metrics`] and `admin`: Prometheus metrics, `/healthz`, `/readyz`, `/metrics`.
 //! - [`body`]: the streamed body type, the size cap and the upstream read timeout.
-//! - [`access`]: the access log (a JSON line per answered request, written off the request path).
+//! - [`access`]: the access log (a JSON line per answered request, written off the request path);
+//!   [`spans`]: the gateway's own spans, exported over OTLP when asked for.
 //! - `fast`: the HTTP/1.1 fast path, relaying plain requests without hyper on either hop.
 //! - `h1up`: the HTTP/1.1 upstream client both front ends use — per-worker pools, requests
 //!   written and responses parsed in place.
@@ -64,6 +65,7 @@ mod ratelimit;
 pub mod respond;
 pub mod router;
 mod server;
+pub mod spans;
 mod start_error;
 pub mod transform;
 mod unread;

@@ -22,6 +22,7 @@ use crate::metrics::RouteMetrics;
 use crate::ratelimit::RateLimits;
 use crate::respond::GatewayError;
 use crate::router::{NoRoute, Router};
+use crate::spans::RequestSpan;
 use crate::upstream::{SendError, Upstream};
 
 /// Everything the request path reads; one per worker thread, shared by that worker's
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     /// Cross-origin requests from browsers, when allowed: the hyper front end answers them
     /// (the fast path hands over every request with an `Origin` then).
     pub(crate) cors: Option<Arc<crate::cors::Cors>>,
+    /// Where the gateway's own spans go, when they are exported.
+    pub(crate) spans: Option<crate::spans::Spans>,
 }
 
 impl AsRef<Backends> for Shared {
@@ -121,17 +124,29 @@ impl Shared {
         Ok(Some(claims))
     }
 
-    /// Counts an answered request on its route's metrics (`None`: no route took it), and writes
-    /// its access-log line when there is a log and `asked` (taken only then).
+    /// Counts an answered request on its route's metrics (`None`: no route took it), writes
+    /// its access-log line when there is a log and `asked` (taken only then), and closes its
+    /// span, if it has one.
     pub(crate) fn record(
         &self,
         route: Option<usize>,
         asked: Option<&Asked<'_>>,
+        span: Option<RequestSpan>,
         status: u16,
         took: Duration,
     ) {
         let metrics = route.map_or(&self.unrouted, |i| &self.route_metrics[i]);
         metrics.observe(status, took.as_secs_f64());
+        match (span, route) {
+            (Some(span), Some(i)) => {
+                let route = self.router.route(i);
+                let backend = self.backends.get(route.upstream);
+                let names = (route.name.as_str(), backend.upstream.name());
+                span.close(Some(names), status, took);
+            }
+            (Some(span), None) => span.close(None, status, took),
+            (None, _) => {}
+        }
         if let Some(asked) = asked {
             self.log(route, asked, status, took);
         }

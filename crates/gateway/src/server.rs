@@ -152,6 +152,7 @@ pub async fn run(
         workers,
         io: settings.io,
         cors: settings.cors.clone().map(Arc::new),
+        spans: settings.spans.clone(),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -32,6 +32,8 @@ pub(crate) struct Common {
     pub(crate) io: config::IoDriver,
     /// Cross-origin requests from browsers, when allowed.
     pub(crate) cors: Option<Arc<crate::cors::Cors>>,
+    /// Where the gateway's own spans go, when they are exported.
+    pub(crate) spans: Option<crate::spans::Spans>,
 }
 
 /// One worker's listeners: settings, socket, listener-wide permits, metrics observer.
@@ -151,6 +153,7 @@ fn start(
         body_read_timeout: common.limits.body_read_timeout,
         access_log: common.access_log.clone(),
         cors: common.cors.clone(),
+        spans: common.spans.clone(),
     });
     for (index, sets) in followed.into_iter().enumerate() {
         if let Some(sets) = sets {

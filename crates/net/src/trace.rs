@@ -36,17 +36,46 @@ pub fn trace_id(value: &[u8]) -> Option<&str> {
     std::str::from_utf8(&head[3..35]).ok()
 }
 
+/// What a valid `traceparent` value names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parent {
+    /// The trace.
+    pub trace_id: u128,
+    /// The sender's span, the parent of the receiver's.
+    pub span_id: u64,
+    /// Trace flags; bit 0: sampled.
+    pub flags: u8,
+}
+
+/// The parent a `traceparent` value names, when the value is valid (see [`trace_id`]).
+pub fn parent(value: &[u8]) -> Option<Parent> {
+    let trace = trace_id(value)?;
+    // Valid: ASCII hex digits where these are read.
+    let text = std::str::from_utf8(value.get(..LEN)?).ok()?;
+    Some(Parent {
+        trace_id: u128::from_str_radix(trace, 16).ok()?,
+        span_id: u64::from_str_radix(&text[36..52], 16).ok()?,
+        flags: u8::from_str_radix(&text[53..55], 16).ok()?,
+    })
+}
+
 /// A version-00 value for trace `trace_id` with parent `parent_id` (the span of whoever sends
 /// it), flags `01`: sampled. The gateway starts a trace for every request that comes without
 /// one, and the services record their spans of it when an OTLP exporter is configured (their
 /// `OTEL_TRACES_SAMPLER` decides how many).
 pub fn write(trace_id: u128, parent_id: u64) -> [u8; LEN] {
+    write_flags(trace_id, parent_id, 1)
+}
+
+/// [`write()`] with `flags` as they are.
+pub fn write_flags(trace_id: u128, parent_id: u64, flags: u8) -> [u8; LEN] {
     let mut out = [0u8; LEN];
     out[..3].copy_from_slice(b"00-");
     put_hex(&mut out[3..35], trace_id);
     out[35] = b'-';
     put_hex(&mut out[36..52], u128::from(parent_id));
-    out[52..].copy_from_slice(b"-01");
+    out[52] = b'-';
+    put_hex(&mut out[53..55], u128::from(flags));
     out
 }
 
@@ -100,6 +129,32 @@ mod tests {
         assert!(trace_id(v1.as_bytes()).is_some());
         assert!(trace_id(format!("{v1}-more").as_bytes()).is_some());
         assert!(trace_id(format!("{v1}more").as_bytes()).is_none());
+    }
+
+    #[test]
+    fn a_parent_is_read_with_its_ids_and_flags() {
+        assert_eq!(
+            parent(EXAMPLE.as_bytes()),
+            Some(Parent {
+                trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+                span_id: 0x00f0_67aa_0ba9_02b7,
+                flags: 1,
+            })
+        );
+        let unsampled = write_flags(7, 9, 0);
+        assert_eq!(
+            parent(&unsampled),
+            Some(Parent {
+                trace_id: 7,
+                span_id: 9,
+                flags: 0,
+            })
+        );
+        assert_eq!(
+            parent(b"00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(parent(b"garbage"), None);
     }
 
     #[test]

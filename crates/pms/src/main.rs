@@ -18,14 +18,18 @@ const EX_USAGE: u8 = 64;
 fn main() -> ExitCode {
     let cli = cmd::Cli::parse();
     // Flushes the exported traces when main returns.
-    let _traces = init_tracing(cli.service_name());
+    let traces = init_tracing(cli.service_name());
+    // The gateway makes its own spans (not `tracing`'s) and exports them the same way.
+    let spans = traces
+        .as_ref()
+        .map(|t| pms_gateway::spans::Spans::new(t.tracer()));
     // Servers and the load generator alike hold a descriptor per connection: take all the
     // open files the hard limit allows, as HAProxy and Go programs do.
     match pms_net::fdlimit::raise_to_hard() {
         Ok(limit) => tracing::debug!(?limit, "open-file limit"),
         Err(err) => tracing::warn!(error = %err, "cannot raise the open-file limit"),
     }
-    match cmd::run(cli) {
+    match cmd::run(cli, spans) {
         Ok(()) => ExitCode::SUCCESS,
         // Output piped into something that stopped reading (`| head`): done, not a failure.
         Err(err) if broken_pipe(&err) => ExitCode::SUCCESS,

@@ -62,6 +62,11 @@ impl Traces {
         Ok(Some(Self { provider }))
     }
 
+    /// A tracer of this exporter, for spans made without `tracing` (the gateway's).
+    pub fn tracer(&self) -> SdkTracer {
+        self.provider.tracer("pms")
+    }
+
     /// The layer that turns `tracing` spans into exported spans.
     pub fn layer<S>(&self) -> tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>
     where
@@ -71,7 +76,7 @@ impl Traces {
         tracing_opentelemetry::layer()
             .with_threads(false)
             .with_tracked_inactivity(false)
-            .with_tracer(self.provider.tracer("pms"))
+            .with_tracer(self.tracer())
     }
 }
 
@@ -87,14 +92,11 @@ impl Drop for Traces {
 /// The remote parent a `traceparent` value names, as an OpenTelemetry context; `None` when the
 /// value is not a valid one (see [`pms_net::trace::trace_id`]).
 pub fn parent(traceparent: &[u8]) -> Option<Context> {
-    let trace = TraceId::from_hex(pms_net::trace::trace_id(traceparent)?).ok()?;
-    let text = std::str::from_utf8(traceparent).ok()?;
-    let span = SpanId::from_hex(text.get(36..52)?).ok()?;
-    let flags = u8::from_str_radix(text.get(53..55)?, 16).ok()?;
+    let parent = pms_net::trace::parent(traceparent)?;
     let context = SpanContext::new(
-        trace,
-        span,
-        TraceFlags::new(flags),
+        TraceId::from(parent.trace_id),
+        SpanId::from(parent.span_id),
+        TraceFlags::new(parent.flags),
         true,
         TraceState::default(),
     );

@@ -266,6 +266,7 @@ impl RawConfig {
             access_log,
             api_docs: self.api_docs.enabled.unwrap_or(true),
             openapi: None,
+            spans: None,
             cors,
         })
     }

@@ -55,6 +55,9 @@ pub struct Settings {
     pub openapi: Option<OpenApiSource>,
     /// Cross-origin requests from browsers (`[cors]`); none allowed without it.
     pub cors: Option<crate::cors::Cors>,
+    /// Where the gateway's own spans go ([`spans`](crate::spans)). Not read from the file: the
+    /// program running the gateway sets it (`pms` does when an OTLP endpoint is configured).
+    pub spans: Option<crate::spans::Spans>,
 }
 
 /// Where the services' OpenAPI document comes from: made when `/openapi.json` or `/docs` is

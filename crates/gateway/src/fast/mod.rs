@@ -30,7 +30,7 @@ mod upload;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Buf, BytesMut};
 use http::Version;
@@ -49,6 +49,7 @@ use crate::health;
 use crate::metrics::FastPathCounters;
 use crate::pipeline::{self, Asked, Shared};
 use crate::respond::GatewayError;
+use crate::spans::RequestSpan;
 
 use self::exchange::{Done, Exchange};
 use self::relay::answer;
@@ -323,6 +324,10 @@ impl FastPath {
         };
         // From here on the request is the fast path's. Its head, rewritten, goes to `out`
         // while `buf` still holds it.
+        let mut span = shared.spans.as_ref().map(|spans| {
+            let client = fields.first(buf, Kind::Traceparent);
+            spans.open(client, &head.method, head.path(buf), SystemTime::now())
+        });
         out.clear();
         let rule = rules::Forward {
             conn: info,
@@ -332,6 +337,7 @@ impl FastPath {
             request_id: request_id.as_bytes(),
             identity: shared.jwt.identity(),
             claims: claims.as_ref(),
+            traceparent: span.as_ref().map(RequestSpan::traceparent),
         };
         let host_at = head.write_upstream(buf, fields, &rule, out);
         let resend_after_503 = health::resend_after_503(&head.method, || {
@@ -365,12 +371,8 @@ impl FastPath {
             started,
         });
         if let Some((status, at)) = answered {
-            shared.record(
-                Some(index),
-                asked.as_ref(),
-                status,
-                at.duration_since(started),
-            );
+            let took = at.duration_since(started);
+            shared.record(Some(index), asked.as_ref(), span.take(), status, took);
         }
         match result {
             Ok(Done::Whole) if head.keep_alive => Next::Continue,
@@ -380,7 +382,8 @@ impl FastPath {
                 let request_id = request_id.to_header_value();
                 pipeline::log_error(&request_id, &err);
                 let status = err.status().as_u16();
-                shared.record(Some(index), asked.as_ref(), status, started.elapsed());
+                let took = started.elapsed();
+                shared.record(Some(index), asked.as_ref(), span.take(), status, took);
                 let keep = consumed && head.keep_alive;
                 match answer(io, err, &request_id, keep, &mut bufs.out).await {
                     true if keep => Next::Continue,

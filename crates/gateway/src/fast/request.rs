@@ -352,6 +352,7 @@ mod tests {
             request_id: request_id.as_bytes(),
             identity: jwt.identity(),
             claims: None,
+            traceparent: None,
         };
         let mut out = b"left over".to_vec();
         out.clear();

@@ -152,6 +152,7 @@ fn forward<'a>(jwt: &'a JwtAuth, request_id: &'a [u8], claims: Option<&'a Claims
         request_id,
         identity: jwt.identity(),
         claims,
+        traceparent: None,
     }
 }
 

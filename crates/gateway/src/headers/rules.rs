@@ -255,6 +255,9 @@ pub(crate) struct Forward<'a> {
     pub(crate) identity: &'a [(String, HeaderName)],
     /// The verified claims, on an authenticated route.
     pub(crate) claims: Option<&'a Claims>,
+    /// The `traceparent` that names the gateway's own span of the request, when it has one
+    /// ([`crate::spans`]): sent instead of the client's or a new one.
+    pub(crate) traceparent: Option<&'a [u8]>,
 }
 
 impl Rule for Forward<'_> {
@@ -304,6 +307,10 @@ impl Rule for Forward<'_> {
         }
         add_via(head, listed, via_token(self.version), out);
         out.add(&X_REQUEST_ID, self.request_id);
+        if let Some(own) = self.traceparent {
+            out.add(&TRACEPARENT, own);
+            return;
+        }
         let client = head
             .first(Kind::Traceparent, &TRACEPARENT)
             .filter(|_| !listed.contains(TRACEPARENT.as_str().as_bytes()));
@@ -523,6 +530,7 @@ mod tests {
             request_id: b"the-id",
             identity: &[],
             claims: None,
+            traceparent: None,
         }
     }
 

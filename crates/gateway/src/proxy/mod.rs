@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT};
@@ -29,6 +29,7 @@ use crate::headers;
 use crate::headers::rules::{Forward, Relay, Rule};
 use crate::pipeline::{self, log_error, Asked, Shared};
 use crate::respond::GatewayError;
+use crate::spans::RequestSpan;
 use crate::transform;
 use crate::unread;
 use crate::upstream::SendError;
@@ -55,6 +56,12 @@ impl hyper::service::Service<Request<Incoming>> for Proxy {
 async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Response<ProxyBody> {
     let started = Instant::now();
     let request_id = headers::request_id(req.headers());
+    let span = shared.spans.as_ref().map(|spans| {
+        let client = req.headers().get(pms_net::trace::TRACEPARENT);
+        let path = req.uri().path().as_bytes();
+        let start = SystemTime::now();
+        spans.open(client.map(HeaderValue::as_bytes), req.method(), path, start)
+    });
     // What the access log needs of the request, which `forward` takes.
     let logged = shared.access_log.as_ref().map(|_| {
         let target = match req.uri().path_and_query() {
@@ -92,7 +99,13 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
         (Ok(()), None, None) => match shared.route(&parts.method, parts.uri.path()) {
             Ok(i) => {
                 route = Some(i);
-                forward(shared, i, conn, &request_id, parts, &mut unread).await
+                let traceparent = span.as_ref().map(RequestSpan::traceparent);
+                let request = Forwarded {
+                    conn,
+                    request_id: &request_id,
+                    traceparent,
+                };
+                forward(shared, i, request, parts, &mut unread).await
             }
             Err(err) => Err(err),
         },
@@ -123,7 +136,7 @@ async fn handle(shared: &Shared, conn: ConnInfo, req: Request<Incoming>) -> Resp
         request_id: request_id.to_str().unwrap_or("-"),
         started,
     });
-    shared.record(route, asked.as_ref(), status, started.elapsed());
+    shared.record(route, asked.as_ref(), span, status, started.elapsed());
     resp
 }
 
@@ -162,16 +175,29 @@ fn mark(resp: &mut Response<ProxyBody>, marks: http::HeaderMap) {
     }
 }
 
+/// What a request forwarded upstream carries besides its head and body.
+struct Forwarded<'a> {
+    /// The client's connection.
+    conn: ConnInfo,
+    request_id: &'a HeaderValue,
+    /// The `traceparent` naming the gateway's span of it, when it has one.
+    traceparent: Option<&'a [u8]>,
+}
+
 /// Admits the request on route `route_index` and sends it with its body, which it takes from
 /// `unread` once it is admitted; a refusal before that leaves the body there.
 async fn forward(
     shared: &Shared,
     route_index: usize,
-    conn: ConnInfo,
-    request_id: &HeaderValue,
+    request: Forwarded<'_>,
     mut parts: http::request::Parts,
     unread: &mut Option<Incoming>,
 ) -> Result<Response<ProxyBody>, GatewayError> {
+    let Forwarded {
+        conn,
+        request_id,
+        traceparent,
+    } = request;
     let route = shared.router.route(route_index);
     let backend = shared.backends.get(route.upstream);
     let upstream = &backend.upstream;
@@ -194,6 +220,7 @@ async fn forward(
         request_id: request_id.as_bytes(),
         identity: shared.jwt.identity(),
         claims: claims.as_ref(),
+        traceparent,
     };
     rule.apply(&mut parts.headers);
     if route.json_to_xml.is_none() && declared.is_some_and(|n| n > shared.max_body_bytes) {

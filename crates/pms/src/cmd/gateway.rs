@@ -17,12 +17,13 @@ pub struct Args {
     check: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Args, spans: Option<pms_gateway::spans::Spans>) -> anyhow::Result<()> {
     let mut settings = pms_gateway::config::load(&args.config, &pms_gateway::config::process_env)
         .map_err(|e| UsageError(format!("invalid configuration:\n{e}")))?;
     settings.openapi = Some(pms_gateway::config::OpenApiSource::new(
         super::openapi::json,
     ));
+    settings.spans = spans;
     if args.check {
         println!("{}: configuration OK", args.config.display());
         return Ok(());

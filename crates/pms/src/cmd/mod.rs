@@ -90,11 +90,11 @@ impl Cli {
     }
 }
 
-/// Runs the chosen subcommand.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the chosen subcommand; a gateway's spans go to `spans`, when there.
+pub fn run(cli: Cli, spans: Option<pms_gateway::spans::Spans>) -> anyhow::Result<()> {
     match cli.command {
-        Command::Up(args) => up::run(args),
-        Command::Gateway(args) => gateway::run(args),
+        Command::Up(args) => up::run(args, spans),
+        Command::Gateway(args) => gateway::run(args, spans),
         Command::Users(args) => users::run(args),
         Command::Parks(args) => parks::run(args),
         Command::Payments(args) => payments::run(args),

@@ -65,7 +65,7 @@ pub struct Args {
     parks: ParksOptions,
 }
 
-pub fn run(mut args: Args) -> anyhow::Result<()> {
+pub fn run(mut args: Args, spans: Option<pms_gateway::spans::Spans>) -> anyhow::Result<()> {
     // Absolute, so the paths written into the generated config do not depend on where it lives.
     super::create_private_dir(&args.data_dir)?;
     args.data_dir = std::fs::canonicalize(&args.data_dir)
@@ -139,6 +139,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         settings.openapi = Some(pms_gateway::config::OpenApiSource::new(
             super::openapi::json,
         ));
+        settings.spans = spans;
         let bound = pms_gateway::Bound::bind(&settings).context("binding the gateway")?;
 
         let seeded = super::users::start(&app).await?;

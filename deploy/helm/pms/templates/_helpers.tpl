@@ -90,7 +90,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- /* The front office names the people it signs in; the gateway trusts it by this key. */}}
 {{ include "pms.secretEnv" (dict "root" .root "name" "PMS_FORWARDER_KEY" "key" "forwarder-key") }}
 {{- end }}
-{{- if and $v.otlp.endpoint (has .component (list "users" "parks" "payments")) }}
+{{- if and $v.otlp.endpoint (has .component (list "gateway" "users" "parks" "payments")) }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ $v.otlp.endpoint | quote }}
 {{- end }}
