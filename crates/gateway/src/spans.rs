@@ -12,11 +12,8 @@
 use std::time::{Duration, SystemTime};
 
 use http::Method;
-use opentelemetry::trace::{
-    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt as _, TraceFlags, TraceId,
-    TraceState, Tracer as _,
-};
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
+use opentelemetry::KeyValue;
 use opentelemetry_sdk::trace::{SdkTracer, Span};
 
 /// Where the gateway's spans go.
@@ -40,7 +37,9 @@ impl Spans {
         path: &[u8],
         start: SystemTime,
     ) -> RequestSpan {
-        let parent = client.and_then(remote_parent).unwrap_or_default();
+        let parent = client
+            .and_then(pms_net::trace::remote_parent)
+            .unwrap_or_default();
         let span = self
             .tracer
             .span_builder(method.as_str().to_owned())
@@ -97,17 +96,4 @@ impl RequestSpan {
         }
         self.span.end_with_timestamp(self.start + took);
     }
-}
-
-/// The remote parent a valid `traceparent` names.
-fn remote_parent(traceparent: &[u8]) -> Option<Context> {
-    let parent = pms_net::trace::parent(traceparent)?;
-    let context = SpanContext::new(
-        TraceId::from(parent.trace_id),
-        SpanId::from(parent.span_id),
-        TraceFlags::new(parent.flags),
-        true,
-        TraceState::default(),
-    );
-    Some(Context::new().with_remote_span_context(context))
 }

@@ -59,6 +59,21 @@ pub fn parent(value: &[u8]) -> Option<Parent> {
     })
 }
 
+/// The remote parent a `traceparent` value names, as an OpenTelemetry context for a span of the
+/// receiver's; `None` when the value is not a valid one.
+pub fn remote_parent(value: &[u8]) -> Option<opentelemetry::Context> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId};
+    let parent = parent(value)?;
+    let context = SpanContext::new(
+        TraceId::from(parent.trace_id),
+        SpanId::from(parent.span_id),
+        TraceFlags::new(parent.flags),
+        true,
+        opentelemetry::trace::TraceState::default(),
+    );
+    Some(opentelemetry::Context::new().with_remote_span_context(context))
+}
+
 /// A version-00 value for trace `trace_id` with parent `parent_id` (the span of whoever sends
 /// it), flags `01`: sampled. The gateway starts a trace for every request that comes without
 /// one, and the services record their spans of it when an OTLP exporter is configured (their
@@ -155,6 +170,22 @@ mod tests {
             None
         );
         assert_eq!(parent(b"garbage"), None);
+    }
+
+    #[test]
+    fn a_traceparent_becomes_a_remote_parent_with_its_ids_and_flags() {
+        use opentelemetry::trace::TraceContextExt as _;
+        let cx = remote_parent(EXAMPLE.as_bytes()).expect("valid");
+        let sc = cx.span().span_context().clone();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
+        assert!(sc.is_sampled() && sc.is_remote());
+        let not_sampled = remote_parent(&write_flags(7, 9, 0)).expect("valid");
+        assert!(!not_sampled.span().span_context().is_sampled());
+        assert!(remote_parent(b"garbage").is_none());
     }
 
     #[test]

@@ -73,7 +73,7 @@ async fn request_id(mut req: Request, next: Next) -> Response {
         .and_then(|v| pms_net::trace::trace_id(v.as_bytes()))
         .unwrap_or_default()
         .to_owned();
-    let parent = traceparent.and_then(|v| crate::telemetry::parent(v.as_bytes()));
+    let parent = traceparent.and_then(|v| pms_net::trace::remote_parent(v.as_bytes()));
     req.extensions_mut().insert(RequestId(id.clone()));
     // `otel.*` and the `http.*`/`url.*` names are what an OTLP exporter makes of the span
     // (`telemetry`): a server span named for its method, child of the caller's.

@@ -10,10 +10,7 @@
 //! `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_TRACES_SAMPLER` (default
 //! `parentbased_always_on`), `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`.
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
-};
-use opentelemetry::Context;
+use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::registry::LookupSpan;
@@ -86,43 +83,5 @@ impl Drop for Traces {
         if let Err(e) = self.provider.shutdown() {
             eprintln!("pms: exporting the last traces failed: {e}");
         }
-    }
-}
-
-/// The remote parent a `traceparent` value names, as an OpenTelemetry context; `None` when the
-/// value is not a valid one (see [`pms_net::trace::trace_id`]).
-pub fn parent(traceparent: &[u8]) -> Option<Context> {
-    let parent = pms_net::trace::parent(traceparent)?;
-    let context = SpanContext::new(
-        TraceId::from(parent.trace_id),
-        SpanId::from(parent.span_id),
-        TraceFlags::new(parent.flags),
-        true,
-        TraceState::default(),
-    );
-    Some(Context::new().with_remote_span_context(context))
-}
-
-#[cfg(test)]
-mod tests {
-    use opentelemetry::trace::TraceContextExt as _;
-
-    use super::*;
-
-    #[test]
-    fn a_traceparent_becomes_a_remote_parent_with_its_ids_and_flags() {
-        let cx = parent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").expect("valid");
-        let sc = cx.span().span_context().clone();
-        assert_eq!(
-            sc.trace_id().to_string(),
-            "4bf92f3577b34da6a3ce929d0e0e4736"
-        );
-        assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
-        assert!(sc.is_sampled() && sc.is_remote());
-        let not_sampled =
-            parent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").expect("valid");
-        assert!(!not_sampled.span().span_context().is_sampled());
-        assert!(parent(b"00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none());
-        assert!(parent(b"garbage").is_none());
     }
 }
