@@ -1,9 +1,9 @@
 //! The gateway's own spans. Given a tracer ([`Settings::spans`](crate::Settings::spans); `pms`
 //! makes one when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, exporting over OTLP as the services do),
-//! every request a route takes gets a server span: a child of the client's `traceparent` when
-//! it sent a valid one, else the root of a new trace; named for its method, with its path,
-//! route, upstream and status; from the request's head to the answer's head, as the duration
-//! histogram measures it. The `traceparent` the upstream gets names this span as its parent, so
+//! every request the gateway answers (but a head it cannot read) gets a server span: a child of
+//! the client's `traceparent` when it sent a valid one, else the root of a new trace; named for
+//! its method, with its path and status, and the route and upstream when a route took it; from
+//! the request's head to the answer's head, as the duration histogram measures it. The `traceparent` the upstream gets names this span as its parent, so
 //! the services' spans hang under the gateway's. A 5xx marks the span as failed.
 //!
 //! Without a tracer none of this runs: no span is made, and the `traceparent` the upstream gets
