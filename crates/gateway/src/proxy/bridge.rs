@@ -1,6 +1,7 @@
 //! Requests that hyper's server received (HTTP/2 from the client, or HTTP/1.1 on a connection
-//! the fast path handed over) sent to an HTTP/1.1 upstream over the fast path's pooled
-//! connections instead of through hyper's client.
+//! the fast path handed over) sent to an HTTP/1.1 upstream over the [`h1up`](crate::h1up)
+//! client's pooled connections, which the fast path relays over too, instead of through hyper's
+//! client.
 //!
 //! Why: with an HTTP/2 client in front of an HTTP/1.1 back-end, hyper's pooled client cost the
 //! gateway about a tenth of its CPU per request (its dispatch channel, a task per upstream
