@@ -200,10 +200,9 @@ impl FastEcho {
         // The body bytes already read leave with the head, in one write.
         let mut left = head.body;
         let first = clamp(left, buf.len());
-        out.extend_from_slice(&buf[..first]);
+        pms_h1::write_two(io, out, &buf[..first]).await?;
         buf.advance(first);
         left -= first as u64;
-        io.write_all(out).await?;
         while left > 0 {
             buf.reserve(BUF);
             let n = match tokio::time::timeout(self.body_read_timeout, io.read_buf(buf)).await {
@@ -253,7 +252,7 @@ fn parse(buf: &[u8]) -> Parsed {
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
-            match (&head.content_length, content_length(h.value)) {
+            match (&head.content_length, pms_h1::content_length(h.value)) {
                 (None, Some(n)) => {
                     head.body = n;
                     head.content_length = Some(place(h.value));
@@ -282,14 +281,6 @@ fn parse(buf: &[u8]) -> Parsed {
         }
     }
     Parsed::Take(head)
-}
-
-/// A `Content-Length` value: decimal digits only (no sign, no list), without overflow.
-fn content_length(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(value.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')))
 }
 
 /// The `date` value, formatted once a second.

@@ -60,31 +60,37 @@ impl Exchange<'_> {
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
         self.gather_body(io, &mut bufs.buf).await?;
-        let (mut conn, streamed) = self.checkout(bufs).await?;
+        let (mut conn, held) = self.checkout(bufs).await?;
+        // `held` is at most the body's length.
+        let streamed = self.head.body - held as u64;
         if streamed > 0 {
+            // All of `buf` is the body's start.
             return self.duplex(io, conn, streamed, bufs, answered).await;
         }
-        // The whole body is in `out` with the head: the request can be sent again.
+        // The whole body is in `buf` behind the head: the request can be sent again.
         let resend = Resend {
             idempotent: self.head.idempotent(),
             after_503: self.resend_after_503,
         };
         let head_request = self.head.method == Method::HEAD;
         let Buffers {
+            buf,
             fields,
             up,
             out,
             deadline,
-            ..
         } = &mut *bufs;
         let request = Whole {
-            bytes: out,
+            head: out,
+            body: &buf[..held],
             head_request,
             resend,
         };
-        let head = send_whole(self.pool, &mut conn, request, up, fields, deadline)
-            .await
-            .map_err(|no| self.no_head(no, true))?;
+        let sent = send_whole(self.pool, &mut conn, request, up, fields, deadline).await;
+        // The body is off the client connection, whatever became of it: what follows it in
+        // `buf` is the client's next request.
+        buf.advance(held);
+        let head = sent.map_err(|no| self.no_head(no, true))?;
         *answered = Some((head.status.as_u16(), Instant::now()));
         let close = !self.head.keep_alive;
         let reusable = match self
@@ -137,10 +143,10 @@ impl Exchange<'_> {
         }
     }
 
-    /// Takes an upstream connection and puts the request in `bufs.out`: the head (in `out`
-    /// already, but for its `Host`) and the body that `buf` holds; how much of the body is
-    /// still to come from the client. Starts the answer deadline.
-    async fn checkout(&self, bufs: &mut Buffers) -> Result<(Conn, u64), Failure> {
+    /// Takes an upstream connection and completes the request's head in `bufs.out` with its
+    /// `Host`; how many bytes of the body `buf` holds (at its start), to go with the head.
+    /// Starts the answer deadline.
+    async fn checkout(&self, bufs: &mut Buffers) -> Result<(Conn, usize), Failure> {
         let Buffers {
             buf, out, deadline, ..
         } = bufs;
@@ -150,21 +156,11 @@ impl Exchange<'_> {
             consumed: body == 0,
         })?;
         h1up::head::insert_host(out, self.host_at, conn.authority(self.pool));
-        let streamed = if body <= buf.len() as u64 {
-            // At most buf.len(), so it fits in usize.
-            let n = body as usize;
-            out.extend_from_slice(&buf[..n]);
-            buf.advance(n);
-            0
-        } else {
-            out.extend_from_slice(buf);
-            let rest = body - buf.len() as u64;
-            buf.clear();
-            rest
-        };
+        // At most buf.len(), so it fits in usize.
+        let held = body.min(buf.len() as u64) as usize;
         self.upstream.count_request();
         deadline.set(tokio::time::Instant::now() + self.upstream.request_timeout());
-        Ok((conn, streamed))
+        Ok((conn, held))
     }
 
     /// The upstream's answer on its way to the client, its head saying `close` or not.
@@ -189,7 +185,8 @@ impl Exchange<'_> {
         }
     }
 
-    /// Sends the request in `bufs.out`, then streams the `streamed` bytes of body still to
+    /// Sends the head in `bufs.out` and the body's start (all of `bufs.buf`), then streams the
+    /// `streamed` bytes of body still to
     /// come from the client to the upstream while its answer is read and relayed back: an
     /// upstream may answer the first part of a body before it has the rest, and its client may
     /// wait for that answer before it sends more.
@@ -208,14 +205,17 @@ impl Exchange<'_> {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
     {
-        let sent = bufs
-            .deadline
+        let Buffers {
+            buf, out, deadline, ..
+        } = &mut *bufs;
+        let sent = deadline
             .run(async {
-                conn.stream.write_all(&bufs.out).await?;
+                pms_h1::write_two(&mut conn.stream, out, buf).await?;
                 // TLS holds written records until flushed.
                 conn.stream.flush().await
             })
             .await;
+        buf.clear();
         match sent {
             Err(_) => return Err(self.timeout(false)),
             Ok(Err(e)) => return Err(self.bad_gateway(e.to_string(), false)),

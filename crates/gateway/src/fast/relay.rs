@@ -13,12 +13,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::{Buffers, Failure};
 use crate::h1up::fields;
 use crate::h1up::head::write_headers;
-use crate::h1up::response::{self, ChunkScanner, Framing};
+use crate::h1up::response::{self, Framing};
 use crate::h1up::{bad_gateway, gather_response, BUF, GATHER};
 use crate::headers::rules;
 use crate::headers::RequestId;
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
+use pms_h1::ChunkScanner;
 
 /// An upstream's answer on its way to the client.
 pub(super) struct Relaying<'a> {
@@ -68,7 +69,7 @@ impl Relaying<'_> {
         up.advance(head.len);
         let read_timeout = self.upstream.read_timeout();
         match head.framing {
-            Framing::Empty => write(io, out).await?,
+            Framing::Empty => write(io, out, &[]).await?,
             Framing::Length(n) => {
                 if n > up.len() as u64 && n <= GATHER as u64 {
                     // At most GATHER, so it fits in usize.
@@ -77,9 +78,8 @@ impl Relaying<'_> {
                         .map_err(Relay::Unsent)?;
                 }
                 let first = n.min(up.len() as u64) as usize;
-                out.extend_from_slice(&up[..first]);
+                write(io, out, &up[..first]).await?;
                 up.advance(first);
-                write(io, out).await?;
                 let left = n - first as u64;
                 if left > 0 {
                     let mut rest = ReadDeadline::new(from.take(left), read_timeout);
@@ -101,14 +101,14 @@ impl Relaying<'_> {
         Ok(head.reusable)
     }
 
-    /// Relays a chunked body as it came, from what `up` holds after the head (`out` holds the
-    /// head) to the last chunk and the trailers.
+    /// Relays a chunked body as it came, from what `up` holds after the head (`head`, which
+    /// goes out with it) to the last chunk and the trailers.
     async fn relay_chunked<IO, S>(
         &self,
         io: &mut IO,
         from: &mut S,
         up: &mut BytesMut,
-        out: &mut Vec<u8>,
+        head: &[u8],
         read_timeout: Duration,
     ) -> Result<(), Relay>
     where
@@ -119,9 +119,8 @@ impl Relaying<'_> {
         let n = scanner
             .feed(up)
             .map_err(|e| Relay::Unsent(bad_gateway(self.upstream, e)))?;
-        out.extend_from_slice(&up[..n]);
+        write(io, head, &up[..n]).await?;
         up.advance(n);
-        write(io, out).await?;
         let mut from = ReadDeadline::new(from, read_timeout);
         while !scanner.is_done() {
             up.clear();
@@ -132,7 +131,7 @@ impl Relaying<'_> {
                 Ok(_) => {}
             }
             let n = scanner.feed(up).map_err(|_| Failure::Abort)?;
-            write(io, &up[..n]).await?;
+            write(io, &up[..n], &[]).await?;
             up.advance(n);
         }
         Ok(())
@@ -155,7 +154,7 @@ impl Relaying<'_> {
         if !up.is_empty() {
             chunk(up, out);
         }
-        write(io, out).await?;
+        write(io, out, &[]).await?;
         let mut from = ReadDeadline::new(from, read_timeout);
         loop {
             up.clear();
@@ -167,9 +166,9 @@ impl Relaying<'_> {
             }
             out.clear();
             chunk(up, out);
-            write(io, out).await?;
+            write(io, out, &[]).await?;
         }
-        write(io, b"0\r\n\r\n").await?;
+        write(io, b"0\r\n\r\n", &[]).await?;
         up.clear();
         Ok(())
     }
@@ -219,9 +218,16 @@ fn chunk(data: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Writes to the client; a failure ends the connection.
-async fn write<IO: AsyncWrite + Unpin>(io: &mut IO, data: &[u8]) -> Result<(), Failure> {
-    io.write_all(data).await.map_err(|_| Failure::Abort)
+/// Writes `head` and `body` to the client (in one vectored write); a failure ends the
+/// connection.
+async fn write<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    head: &[u8],
+    body: &[u8],
+) -> Result<(), Failure> {
+    pms_h1::write_two(io, head, body)
+        .await
+        .map_err(|_| Failure::Abort)
 }
 
 /// Answers `err` as the hyper path would (the same JSON body and headers); `false` when the

@@ -11,7 +11,6 @@ use bytes::BufMut;
 use http::Method;
 
 use crate::h1up::fields::{self, Fields};
-use crate::h1up::head;
 use crate::headers::rules::{Forward, Kind};
 
 /// Most header lines a request may have on the fast path (hyper's default limit is 100; a
@@ -57,7 +56,7 @@ impl Head {
 
     /// Writes the head as it goes upstream to `out`, but for its `Host` line and the blank line
     /// that ends it: the endpoint is not known yet. The `Host` line goes at the returned index,
-    /// just after the request line (see [`head::insert_host`]). `buf` and `fields` are what the head
+    /// just after the request line (see [`insert_host`](crate::h1up::head::insert_host)). `buf` and `fields` are what the head
     /// was parsed from; the header lines are rewritten by `rule` (see [`fields::write`]).
     pub(super) fn write_upstream(
         &self,
@@ -141,7 +140,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Fields) -> Parsed {
         origin |= h.name.len() == 6 && h.name.eq_ignore_ascii_case("origin");
         match kind {
             Kind::TransferEncoding | Kind::Expect | Kind::Upgrade => return Parsed::Decline,
-            Kind::ContentLength => match (head::content_length(h.value), body) {
+            Kind::ContentLength => match (pms_h1::content_length(h.value), body) {
                 (Some(n), None) => body = Some(n),
                 (Some(n), Some(m)) if n == m => continue, // a repeat: forward one
                 _ => return Parsed::Decline,

@@ -1,6 +1,6 @@
 //! Request heads as they go to an HTTP/1.1 upstream, written straight into bytes: the request
 //! line, the endpoint's `Host` (put in, or changed for another endpoint, without rewriting the
-//! rest), the header lines; and the one `Content-Length` syntax both hops read.
+//! rest), the header lines. (The `Content-Length` syntax both hops read is `pms_h1`'s.)
 
 use bytes::BufMut;
 use http::header::HeaderMap;
@@ -70,15 +70,6 @@ pub(crate) fn write_headers(headers: &HeaderMap, out: &mut Vec<u8>) {
     }
 }
 
-/// A `Content-Length` value: digits only, no sign, no spaces, no list.
-pub(crate) fn content_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    // At most 19 digits: below u64::MAX, so no step overflows.
-    Some(v.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,28 +87,6 @@ mod tests {
                 expected.extend_from_slice(b"\r\n");
                 assert_eq!(out, expected, "{authority:?} at {at}");
             }
-        }
-    }
-
-    #[test]
-    fn content_lengths_are_plain_digits() {
-        assert_eq!(content_length(b"0"), Some(0));
-        assert_eq!(content_length(b"1234"), Some(1234));
-        assert_eq!(content_length(b"007"), Some(7));
-        assert_eq!(
-            content_length(b"9999999999999999999"),
-            Some(9_999_999_999_999_999_999)
-        );
-        for bad in [
-            &b""[..],
-            b" 1",
-            b"1 ",
-            b"-1",
-            b"1,1",
-            b"99999999999999999999",
-            b"0x10",
-        ] {
-            assert_eq!(content_length(bad), None, "{bad:?}");
         }
     }
 }

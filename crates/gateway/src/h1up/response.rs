@@ -1,29 +1,18 @@
-//! Response heads from upstreams on the fast path, and how their bodies are framed (RFC 9112
-//! §6.3): none (HEAD, 1xx, 204, 304), `Content-Length`, chunked (relayed as it comes, with a
-//! scanner that finds the end), or until the upstream closes (re-framed as chunked for the
-//! client, so its connection can stay open).
+//! Response heads from upstreams, parsed in place: status, version, header lines (into
+//! [`Fields`]) and how the body is framed, by `pms_h1`'s rules (RFC 9112 §6.3): none (HEAD, 1xx,
+//! 204, 304), `Content-Length`, chunked (relayed as it comes, its end found by
+//! [`pms_h1::ChunkScanner`]), or until the upstream closes (re-framed as chunked for the client,
+//! so its connection can stay open).
 
 use http::StatusCode;
+pub(crate) use pms_h1::Framing;
+use pms_h1::{Framed, ResponseFraming};
 
 use super::fields::Fields;
-use super::head::content_length;
 use crate::headers::rules::Kind;
 
 /// Most header lines an upstream response may have.
 const MAX_HEADERS: usize = 100;
-
-/// How the body after the head ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// No body.
-    Empty,
-    /// Exactly this many bytes.
-    Length(u64),
-    /// Chunked transfer coding.
-    Chunked,
-    /// Until the upstream closes the connection.
-    UntilClose,
-}
 
 /// A parsed upstream response head; its header lines are in the [`Fields`] it was parsed with.
 #[derive(Debug)]
@@ -74,208 +63,26 @@ pub(crate) fn parse(buf: &[u8], head_request: bool, fields: &mut Fields) -> Pars
         return Parsed::Invalid("invalid status code".into());
     };
     fields.clear();
-    // The first Content-Length, and whether all agree with it.
-    let mut length = None;
-    let mut lengths_agree = true;
-    let mut chunked = None;
-    let mut close = minor == 0;
+    let mut framing = ResponseFraming::new(minor);
     for h in resp.headers.iter() {
         let kind = Kind::of(h.name.as_bytes());
         match kind {
-            Kind::ContentLength => {
-                let n = content_length(h.value);
-                match length {
-                    None => length = Some(n),
-                    Some(first) => lengths_agree &= first == n,
-                }
-            }
-            Kind::TransferEncoding => {
-                // The last coding decides; a later header line continues the list.
-                let last = h.value.rsplit(|b| *b == b',').next().unwrap_or_default();
-                chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-            }
-            Kind::Connection => {
-                for t in h.value.split(|b| *b == b',') {
-                    let t = t.trim_ascii();
-                    if t.eq_ignore_ascii_case(b"close") {
-                        close = true;
-                    } else if minor == 0 && t.eq_ignore_ascii_case(b"keep-alive") {
-                        close = false;
-                    }
-                }
-            }
+            Kind::ContentLength => framing.content_length(h.value),
+            Kind::TransferEncoding => framing.transfer_encoding(h.value),
+            Kind::Connection => framing.connection(h.value),
             _ => {}
         }
         fields.push(buf, h, kind);
     }
-    let no_body = head_request
-        || status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
-    let framing = if no_body {
-        Framing::Empty
-    } else if let Some(chunked) = chunked {
-        // Transfer-Encoding overrides Content-Length (and a response with both is suspect:
-        // the length is dropped on the way out).
-        if chunked {
-            Framing::Chunked
-        } else {
-            Framing::UntilClose
-        }
-    } else if let Some(first) = length {
-        match (first, lengths_agree) {
-            (Some(n), true) => Framing::Length(n),
-            _ => return Parsed::Invalid("invalid or conflicting Content-Length".into()),
-        }
-    } else {
-        Framing::UntilClose
-    };
-    Parsed::Head(Head {
-        status,
-        minor,
-        len,
-        framing,
-        reusable: !close && framing != Framing::UntilClose,
-    })
-}
-
-/// Finds where a chunked body ends while it is relayed unchanged: chunk-size lines (with
-/// extensions), chunk data, the last chunk and the trailer section.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkScanner {
-    state: State,
-    /// Digits of the chunk size being read.
-    size: u64,
-    digits: u8,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Reading hex digits of a chunk size.
-    #[default]
-    Size,
-    /// After the size: extensions up to CR.
-    Extension,
-    /// Expecting LF after the size line.
-    SizeLf,
-    /// Chunk data, this many bytes left.
-    Data(u64),
-    /// CR after chunk data.
-    DataCr,
-    /// LF after chunk data.
-    DataLf,
-    /// At the start of a trailer line (or the final blank line).
-    TrailerStart,
-    /// Inside a trailer line.
-    Trailer,
-    /// LF ending a trailer line.
-    TrailerLf,
-    /// LF ending the final blank line.
-    EndLf,
-    /// The body is complete.
-    Done,
-}
-
-impl ChunkScanner {
-    /// Consumes `input` up to the end of the body; returns how many bytes belong to it, or an
-    /// error for bad framing. `is_done` tells whether the end was reached.
-    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<usize, &'static str> {
-        self.feed_data(input, |_| {})
-    }
-
-    /// As [`feed`](Self::feed), and also reports where chunk data lies in `input`, range by
-    /// range in order: decoding for a client that does not get the chunked coding itself.
-    pub(crate) fn feed_data(
-        &mut self,
-        input: &[u8],
-        mut data: impl FnMut(std::ops::Range<usize>),
-    ) -> Result<usize, &'static str> {
-        let mut i = 0;
-        while i < input.len() {
-            let b = input[i];
-            self.state = match self.state {
-                State::Size => match hex(b) {
-                    Some(d) => {
-                        self.digits += 1;
-                        if self.digits > 15 {
-                            return Err("chunk size too long");
-                        }
-                        self.size = self.size * 16 + u64::from(d);
-                        State::Size
-                    }
-                    None if self.digits == 0 => return Err("missing chunk size"),
-                    None if b == b'\r' => State::SizeLf,
-                    None if b == b';' || b == b' ' || b == b'\t' => State::Extension,
-                    None => return Err("invalid chunk size"),
-                },
-                State::Extension => match b {
-                    b'\r' => State::SizeLf,
-                    b'\n' => return Err("bare LF in chunk extension"),
-                    _ => State::Extension,
-                },
-                State::SizeLf => {
-                    if b != b'\n' {
-                        return Err("expected LF after chunk size");
-                    }
-                    let size = std::mem::take(&mut self.size);
-                    self.digits = 0;
-                    if size == 0 {
-                        State::TrailerStart
-                    } else {
-                        State::Data(size)
-                    }
-                }
-                State::Data(left) => {
-                    let n = left.min((input.len() - i) as u64);
-                    // `n` fits in usize: it is at most input.len() - i.
-                    data(i..i + n as usize);
-                    i += n as usize;
-                    self.state = if left == n {
-                        State::DataCr
-                    } else {
-                        State::Data(left - n)
-                    };
-                    continue;
-                }
-                State::DataCr if b == b'\r' => State::DataLf,
-                State::DataLf if b == b'\n' => State::Size,
-                State::DataCr | State::DataLf => return Err("expected CRLF after chunk data"),
-                State::TrailerStart => match b {
-                    b'\r' => State::EndLf,
-                    b'\n' => return Err("bare LF in trailer"),
-                    _ => State::Trailer,
-                },
-                State::Trailer => match b {
-                    b'\r' => State::TrailerLf,
-                    b'\n' => return Err("bare LF in trailer"),
-                    _ => State::Trailer,
-                },
-                State::TrailerLf if b == b'\n' => State::TrailerStart,
-                State::TrailerLf => return Err("expected LF in trailer"),
-                State::EndLf if b == b'\n' => {
-                    self.state = State::Done;
-                    return Ok(i + 1);
-                }
-                State::EndLf => return Err("expected LF at the end of the body"),
-                State::Done => return Ok(i),
-            };
-            i += 1;
-        }
-        Ok(i)
-    }
-
-    /// Whether the last chunk and trailers have been seen.
-    pub(crate) fn is_done(&self) -> bool {
-        self.state == State::Done
-    }
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
+    match framing.finish(status.as_u16(), head_request) {
+        Ok(Framed { framing, reusable }) => Parsed::Head(Head {
+            status,
+            minor,
+            len,
+            framing,
+            reusable,
+        }),
+        Err(bad) => Parsed::Invalid(bad.to_string()),
     }
 }
 
@@ -352,44 +159,5 @@ mod tests {
             parse(b"HTTP/1.1 200 OK\r\n", false, &mut Fields::default()),
             Parsed::Partial
         ));
-    }
-
-    #[test]
-    fn the_scanner_finds_the_end_byte_by_byte_and_all_at_once() {
-        let body = b"5;ext=1\r\nhello\r\nA\r\n0123456789\r\n0\r\nx-t: 1\r\n\r\nNEXT";
-        let end = body.len() - 4;
-        let mut all = ChunkScanner::default();
-        assert_eq!(all.feed(body), Ok(end));
-        assert!(all.is_done());
-        let mut bytewise = ChunkScanner::default();
-        let mut used = 0;
-        for b in body.chunks(1) {
-            used += bytewise.feed(b).unwrap();
-            if bytewise.is_done() {
-                break;
-            }
-        }
-        assert_eq!(used, end);
-        let mut empty = ChunkScanner::default();
-        assert_eq!(empty.feed(b"0\r\n\r\n"), Ok(5));
-        assert!(empty.is_done());
-    }
-
-    #[test]
-    fn the_scanner_rejects_bad_framing() {
-        for bad in [
-            &b"x\r\n"[..],
-            b"\r\n",
-            b"5\nhello",
-            b"5\r\nhelloX",
-            b"ffffffffffffffff1\r\n",
-            b"0\r\nx\n",
-            b"0\r\n\rX",
-        ] {
-            assert!(ChunkScanner::default().feed(bad).is_err(), "{bad:?}");
-        }
-        let mut partial = ChunkScanner::default();
-        assert_eq!(partial.feed(b"5\r\nhel"), Ok(6));
-        assert!(!partial.is_done());
     }
 }

@@ -44,8 +44,10 @@ pub(crate) struct Resend {
 
 /// A request whose body is all in hand, as it goes to an upstream.
 pub(crate) struct Whole<'a> {
-    /// Head and body as written; its `Host` changes when it goes to another endpoint.
-    pub(crate) bytes: &'a mut Vec<u8>,
+    /// The head as written; its `Host` changes when it goes to another endpoint.
+    pub(crate) head: &'a mut Vec<u8>,
+    /// The body, which leaves with the head in one vectored write (not copied behind it).
+    pub(crate) body: &'a [u8],
     /// A `HEAD` request: its response has no body, whatever its head says.
     pub(crate) head_request: bool,
     /// When it may be sent again.
@@ -65,7 +67,8 @@ pub(crate) async fn send_whole(
     deadline: &mut Deadline,
 ) -> Result<response::Head, NoHead> {
     let Whole {
-        bytes: request,
+        head: request,
+        body,
         head_request,
         resend,
     } = request;
@@ -75,7 +78,7 @@ pub(crate) async fn send_whole(
     loop {
         let sent = deadline
             .run(async {
-                conn.stream.write_all(request).await?;
+                pms_h1::write_two(&mut conn.stream, request, body).await?;
                 // TLS holds written records until flushed.
                 conn.stream.flush().await
             })

@@ -33,7 +33,7 @@ use tokio::io::AsyncReadExt;
 use crate::body::{BoxError, ProxyBody};
 use crate::h1up::fields::Fields;
 use crate::h1up::pool::{Conn, Pool};
-use crate::h1up::response::{ChunkScanner, Framing};
+use crate::h1up::response::Framing;
 use crate::h1up::{
     bad_gateway, gather_response, head, send_whole, timed_out, NoHead, Resend, Whole, BUF, GATHER,
 };
@@ -42,6 +42,7 @@ use crate::health;
 use crate::pipeline::Shared;
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
+use pms_h1::ChunkScanner;
 
 /// What [`send`] did with a request.
 pub(super) enum Bridged {
@@ -101,7 +102,7 @@ async fn exchange(
         .checkout()
         .await
         .map_err(|e| shared.upstream_error(upstream, e))?;
-    let mut out = whole_request(&mut parts, &body, conn.authority(pool));
+    let mut out = whole_head(&mut parts, body.len(), conn.authority(pool));
     upstream.count_request();
 
     let at = tokio::time::Instant::now() + timeout;
@@ -118,7 +119,8 @@ async fn exchange(
     let mut up = BytesMut::new();
     let mut fields = Fields::default();
     let request = Whole {
-        bytes: &mut out,
+        head: &mut out,
+        body: &body,
         head_request,
         resend,
     };
@@ -184,23 +186,22 @@ async fn exchange(
     Ok(resp)
 }
 
-/// The request as it goes to the upstream at `authority`, its body read whole: `Expect` goes (there
-/// is nothing left to wait for), and `Content-Length` states the body's length where there is a
-/// body or the method takes one.
-fn whole_request(parts: &mut http::request::Parts, body: &Bytes, authority: &str) -> Vec<u8> {
+/// The head of the request as it goes to the upstream at `authority`, its body (of `body`
+/// bytes) read whole: `Expect` goes (there is nothing left to wait for), and `Content-Length`
+/// states the body's length where there is a body or the method takes one.
+fn whole_head(parts: &mut http::request::Parts, body: usize, authority: &str) -> Vec<u8> {
     parts.headers.remove(EXPECT);
-    if !body.is_empty()
+    if body > 0
         || parts.headers.contains_key(CONTENT_LENGTH)
         || matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
     {
         parts
             .headers
-            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            .insert(CONTENT_LENGTH, HeaderValue::from(body));
     }
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = Vec::with_capacity(512 + body.len());
+    let mut out = Vec::with_capacity(512);
     head::write_head(&parts.method, target, authority, &parts.headers, &mut out);
-    out.extend_from_slice(body);
     out
 }
 
