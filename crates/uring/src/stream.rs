@@ -300,6 +300,9 @@ impl AsyncWrite for UringTcp {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(this.poll_written(cx))?;
+        // One allocation for all the slices (a head and its body, say), not one that grows.
+        let total = bufs.iter().map(|b| b.len()).sum::<usize>();
+        this.wr.buf.reserve(total.min(MAX_WRITE));
         let mut taken = 0;
         for b in bufs {
             let n = b.len().min(MAX_WRITE - taken);
