@@ -288,7 +288,11 @@ mod tests {
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
         ] {
             let (r, open) = answer(response, false).await;
-            assert_eq!((r.err(), open), (Some(ErrorKind::Reset), false), "{response:?}");
+            assert_eq!(
+                (r.err(), open),
+                (Some(ErrorKind::Reset), false),
+                "{response:?}"
+            );
         }
     }
 }

@@ -186,10 +186,9 @@ impl Exchange<'_> {
     }
 
     /// Sends the head in `bufs.out` and the body's start (all of `bufs.buf`), then streams the
-    /// `streamed` bytes of body still to
-    /// come from the client to the upstream while its answer is read and relayed back: an
-    /// upstream may answer the first part of a body before it has the rest, and its client may
-    /// wait for that answer before it sends more.
+    /// `streamed` bytes of body still to come from the client to the upstream while its answer
+    /// is read and relayed back: an upstream may answer the first part of a body before it has
+    /// the rest, and its client may wait for that answer before it sends more.
     ///
     /// An answer that comes before the whole body has gone up says `connection: close`; when it
     /// has been relayed and the body is still not all up, the rest stays unread (a 413 for a

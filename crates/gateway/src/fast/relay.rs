@@ -7,6 +7,7 @@ use bytes::{Buf, BytesMut};
 use http::header::HeaderValue;
 use http::StatusCode;
 use http_body_util::BodyExt;
+use pms_h1::ChunkScanner;
 use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -19,7 +20,6 @@ use crate::headers::rules;
 use crate::headers::RequestId;
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
-use pms_h1::ChunkScanner;
 
 /// An upstream's answer on its way to the client.
 pub(super) struct Relaying<'a> {

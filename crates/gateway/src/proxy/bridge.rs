@@ -26,6 +26,7 @@ use http::{Method, Response};
 use http_body::{Body as _, Frame};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Incoming;
+use pms_h1::ChunkScanner;
 use pms_net::deadline::Deadline;
 use pms_net::stall::{ReadDeadline, ReadStalled};
 use tokio::io::AsyncReadExt;
@@ -42,7 +43,6 @@ use crate::health;
 use crate::pipeline::Shared;
 use crate::respond::GatewayError;
 use crate::upstream::Upstream;
-use pms_h1::ChunkScanner;
 
 /// What [`send`] did with a request.
 pub(super) enum Bridged {
