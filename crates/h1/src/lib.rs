@@ -6,7 +6,7 @@
 //! - [`framing`]: the `Content-Length` syntax, and how a response's body ends and whether its
 //!   connection can carry another request (RFC 9112 §6.3), gathered line by line from its head.
 //! - [`chunked`]: the chunked coding scanned as it passes, its end found and its data located.
-//! - [`write`]: a head and a body from separate buffers sent in one vectored write.
+//! - [`write`](mod@write): a head and a body from separate buffers sent in one vectored write.
 //!
 //! Why one crate: each of them once kept its own copy of these rules, and the copies had drifted
 //! (the load generator took `+5` for a length and let a second `Content-Length` win). Head
