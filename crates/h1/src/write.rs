@@ -49,6 +49,16 @@ mod tests {
         writes: usize,
     }
 
+    impl Trickle {
+        fn new(step: usize) -> Self {
+            Self {
+                got: Vec::new(),
+                step,
+                writes: 0,
+            }
+        }
+    }
+
     impl AsyncWrite for Trickle {
         fn poll_write(
             self: Pin<&mut Self>,
@@ -97,20 +107,12 @@ mod tests {
                 (&[][..], &body[..]),
                 (&head[..], &[][..]),
             ] {
-                let mut w = Trickle {
-                    got: Vec::new(),
-                    step,
-                    writes: 0,
-                };
+                let mut w = Trickle::new(step);
                 write_two(&mut w, h, b).await.expect("written");
                 assert_eq!(w.got, [h, b].concat(), "step {step}");
             }
         }
-        let mut w = Trickle {
-            got: Vec::new(),
-            step: 1000,
-            writes: 0,
-        };
+        let mut w = Trickle::new(1000);
         write_two(&mut w, head, body).await.expect("written");
         assert_eq!(
             w.writes, 1,
@@ -120,11 +122,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_that_takes_nothing_is_an_error() {
-        let mut w = Trickle {
-            got: Vec::new(),
-            step: 0,
-            writes: 0,
-        };
+        let mut w = Trickle::new(0);
         let err = write_two(&mut w, b"head", b"body")
             .await
             .expect_err("no room");
