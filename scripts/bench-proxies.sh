@@ -108,39 +108,7 @@ LUA
 "$PMS" echo --listen 127.0.0.1:$ECHO_PORT "${ECHO_ARGS[@]}" 2>/dev/null & PIDS+=($!)
 ECHO_PID=$!
 
-mkdir -p "$WORK/nginx"
-cat > "$WORK/nginx.conf" <<NGX
-user root;
-worker_processes auto;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  # No cap on requests per connection, as in config/peers/nginx.conf: with nginx's default (1000)
-  # it closes HTTP/1.1 connections and sends GOAWAY on HTTP/2 every 1000 requests. wrk reopens
-  # (paying a new TLS handshake each time), h2load does not: its HTTP/2 connections die and
-  # nginx's HTTP/2 figure stops at 100 x 1000 requests over the run. PMS and HAProxy have no cap.
-  keepalive_requests 1000000;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fastcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
-  upstream echo { server 127.0.0.1:$ECHO_PORT; keepalive 256; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:19101;
-    listen 127.0.0.1:19102 ssl http2;
-    ssl_certificate $CERT;
-    ssl_certificate_key $KEY;
-    location / {
-      proxy_pass http://echo;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-NGX
+nginx_proxy_config "$WORK" $ECHO_PORT 19101 19102 "$CERT" "$KEY" 256
 nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>/dev/null & PIDS+=($!)
 NGINX_PID=$!
 

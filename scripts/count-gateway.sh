@@ -58,37 +58,9 @@ fi
 # The proxy under test, as `proxy=(command...)`.
 case "$WHO" in
   nginx)
-    mkdir -p "$WORK/nginx"
-    cat > "$WORK/nginx.conf" <<NGX
-master_process off;
-daemon off;
-user root;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fastcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
-  upstream echo { server 127.0.0.1:$BACKEND; keepalive 1024; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:19301;
-    listen 127.0.0.1:19302 ssl http2;
-    ssl_certificate $CERT;
-    ssl_certificate_key $KEY;
-    location / {
-      proxy_pass http://echo;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-NGX
-    proxy=(nginx -c "$WORK/nginx.conf")
+    # One process, no master: callgrind follows no forks.
+    nginx_proxy_config "$WORK" $BACKEND 19301 19302 "$CERT" "$KEY" 1024 "master_process off;"
+    proxy=(nginx -c "$WORK/nginx.conf" -g 'daemon off;')
     ;;
   haproxy)
     cat "$CERT" "$KEY" > "$WORK/haproxy.pem"
@@ -115,13 +87,10 @@ HAP
     proxy=(haproxy -f "$WORK/haproxy.cfg" -db)
     ;;
   *)
-    proxy_gateway_config "$WORK/gateway.toml" $BACKEND "$CERT" "$KEY"
-    if [ "$MODE" = h2h2 ]; then
-      # The same gateway, its upstream HTTP/2 over TLS, trusting the throwaway CA.
-      sed -i -e "s#\"http://127.0.0.1:$BACKEND\"#\"https://127.0.0.1:$BACKEND\"#" \
-        -e 's#^protocol = "h1"$#protocol = "h2"\ntls = { ca = "'"$CA"'" }#' "$WORK/gateway.toml"
-      grep -q '^protocol = "h2"$' "$WORK/gateway.toml" || { echo "h2h2: gateway config not rewritten" >&2; exit 1; }
-    fi
+    # For h2h2 the upstream is HTTP/2 over TLS, trusting the throwaway CA.
+    upstream_ca=""
+    if [ "$MODE" = h2h2 ]; then upstream_ca=$CA; fi
+    proxy_gateway_config "$WORK/gateway.toml" $BACKEND "$CERT" "$KEY" "$upstream_ca"
     proxy=("$BIN" gateway --config "$WORK/gateway.toml")
     ;;
 esac

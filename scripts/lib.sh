@@ -54,10 +54,20 @@ us_per_request() {
     'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else printf "-" }'
 }
 
-# proxy_gateway_config FILE ECHO_PORT CERT KEY: the gateway the proxy benchmark measures, written
-# to FILE: admin on 127.0.0.1:19901, cleartext HTTP/1.1 and h2c on 19301, TLS (h2, http/1.1) on
-# 19302, every path to the echo back-end on ECHO_PORT over HTTP/1.1.
+# proxy_gateway_config FILE ECHO_PORT CERT KEY [CA]: the gateway the proxy benchmark measures,
+# written to FILE: admin on 127.0.0.1:19901, cleartext HTTP/1.1 and h2c on 19301, TLS (h2,
+# http/1.1) on 19302, every path to the echo back-end on ECHO_PORT over HTTP/1.1; with CA, over
+# HTTP/2 over TLS instead, trusting CA.
 proxy_gateway_config() {
+  local upstream
+  if [ -n "${5:-}" ]; then
+    upstream="endpoints = [\"https://127.0.0.1:$2\"]
+protocol = \"h2\"
+tls = { ca = \"$5\" }"
+  else
+    upstream="endpoints = [\"http://127.0.0.1:$2\"]
+protocol = \"h1\""
+  fi
   cat > "$1" <<GW
 [admin]
 listen = "127.0.0.1:19901"
@@ -70,12 +80,52 @@ listen = "127.0.0.1:19302"
 tls = { cert = "$3", key = "$4" }
 [[upstreams]]
 name = "echo"
-endpoints = ["http://127.0.0.1:$2"]
-protocol = "h1"
+$upstream
 [[routes]]
 match = { path_prefix = "/" }
 upstream = "echo"
 GW
+}
+
+# nginx_proxy_config DIR ECHO_PORT HTTP_PORT TLS_PORT CERT KEY KEEPALIVE [MAIN]: nginx as the
+# proxy benchmarks run it, written to DIR/nginx.conf (its files under DIR/nginx): cleartext
+# HTTP/1.1 on 127.0.0.1:HTTP_PORT, TLS (h2, http/1.1) on TLS_PORT, every path to the echo on
+# ECHO_PORT over HTTP/1.1, keeping up to KEEPALIVE idle connections to it. MAIN is the main
+# context's process line ("worker_processes auto;" unless given). Run it with -g 'daemon off;'.
+nginx_proxy_config() {
+  mkdir -p "$1/nginx"
+  cat > "$1/nginx.conf" <<NGX
+${8:-worker_processes auto;}
+user root;
+pid $1/nginx/nginx.pid;
+error_log $1/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  # No cap on requests per connection, as in config/peers/nginx.conf: with nginx's default (1000)
+  # it closes HTTP/1.1 connections and sends GOAWAY on HTTP/2 every 1000 requests. wrk reopens
+  # (paying a new TLS handshake each time), h2load does not: its HTTP/2 connections die and
+  # nginx's HTTP/2 figure stops at 100 x 1000 requests over the run. PMS and HAProxy have no cap.
+  keepalive_requests 1000000;
+  client_body_temp_path $1/nginx/body;
+  proxy_temp_path $1/nginx/proxy;
+  fastcgi_temp_path $1/nginx/fastcgi;
+  uwsgi_temp_path $1/nginx/uwsgi;
+  scgi_temp_path $1/nginx/scgi;
+  upstream echo { server 127.0.0.1:$2; keepalive $7; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$3;
+    listen 127.0.0.1:$4 ssl http2;
+    ssl_certificate $5;
+    ssl_certificate_key $6;
+    location / {
+      proxy_pass http://echo;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGX
 }
 
 # require_free_ports PORT...: exits 1, naming the port, when something on 127.0.0.1 listens on one
