@@ -11,7 +11,8 @@
 # 127.0.0.1:19050, HTTP/2 over TLS on 19051. The proxy runs under valgrind on the proxy
 # benchmark's ports (19301 cleartext, 19302 TLS offering h2 and http/1.1): the gateway BIN, or
 # nginx or HAProxy as the suite's peers are set up (one process or thread here: callgrind runs
-# one at a time anyway). h2load sends N POSTs of SIZE bytes over 100 connections:
+# one at a time anyway). h2load sends N POSTs of SIZE bytes over 100 connections (CONNECTIONS
+# sets another number: the cache misses of many connections' buffers show at 1,000):
 #   h1c    HTTP/1.1 cleartext, to the back-end over HTTP/1.1 cleartext
 #   h2     HTTP/2 over TLS, to the back-end over HTTP/1.1 cleartext
 #   h2h2   HTTP/2 over TLS, to the back-end over HTTP/2 over TLS (not nginx: no HTTP/2 upstreams)
@@ -105,7 +106,7 @@ if [ "$MODE" = h1c ]; then
 else
   url=https://127.0.0.1:19302/ proto=(-m 1)
 fi
-h2load "${proto[@]}" -n "$N" -c 100 -d "$WORK/body" -H 'content-type: application/octet-stream' "$url" \
+h2load "${proto[@]}" -n "$N" -c "${CONNECTIONS:-100}" -d "$WORK/body" -H 'content-type: application/octet-stream' "$url" \
   | grep -E '^(requests|status codes):'
 # callgrind writes its counts when the proxy exits: SIGTERM drains the gateway and stops
 # haproxy; nginx finishes its requests on SIGQUIT.

@@ -6,13 +6,18 @@
 //! lives, the stream does not touch it (it knows the operation is in flight); when the stream is
 //! dropped first, the buffer moves into the slot ([`Slot::Orphan`]) and is freed on completion.
 //! Where no driver is left to take it (the thread is exiting), the buffer is leaked instead.
+//! A read that took one of the ring's provided buffers ([`crate::bufring`]) names it in its
+//! completion; whoever takes the completion gives the buffer back, the driver itself when
+//! nobody will.
 
 use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use io_uring::{opcode, squeue, IoUring};
+use io_uring::{cqueue, opcode, squeue, IoUring};
+
+use crate::bufring::BufRing;
 
 /// `user_data` of cancel requests, whose completions nobody waits for.
 const CANCEL: u64 = u64::MAX;
@@ -29,8 +34,9 @@ enum Slot {
     Free,
     /// Queued or submitted; the task to wake on completion.
     Waiting(Option<Waker>),
-    /// Completed with this result (bytes, or a negated errno), not yet taken.
-    Done(i32),
+    /// Completed with this result (bytes, or a negated errno), not yet taken, and the
+    /// provided buffer its bytes are in, if any.
+    Done(i32, Option<u16>),
     /// Its stream is gone; the buffer is freed when the completion comes.
     Orphan(Vec<u8>),
 }
@@ -38,6 +44,9 @@ enum Slot {
 pub(crate) struct Driver {
     id: u64,
     ring: IoUring,
+    /// Buffers for reads that take theirs when bytes arrive; `None` where the kernel refused
+    /// them (reads then bring their own).
+    bufs: Option<BufRing>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// Entries pushed since the last submit.
@@ -81,6 +90,7 @@ impl Driver {
     fn reap(&mut self) {
         let Self {
             ring,
+            bufs,
             slots,
             free,
             wake,
@@ -88,22 +98,28 @@ impl Driver {
         } = self;
         for cqe in ring.completion() {
             let data = cqe.user_data();
-            if data == CANCEL {
-                continue;
-            }
-            let Some(slot) = slots.get_mut(data as usize) else {
-                continue;
+            let buffer = cqueue::buffer_select(cqe.flags());
+            let slot = match slots.get_mut(data as usize) {
+                Some(slot) if data != CANCEL => slot,
+                _ => {
+                    give_back(bufs, buffer);
+                    continue;
+                }
             };
             match std::mem::replace(slot, Slot::Free) {
                 Slot::Waiting(waker) => {
-                    *slot = Slot::Done(cqe.result());
+                    *slot = Slot::Done(cqe.result(), buffer);
                     wake.extend(waker);
                 }
                 Slot::Orphan(buf) => {
                     drop(buf);
+                    give_back(bufs, buffer);
                     free.push(data as u32);
                 }
-                other => *slot = other,
+                other => {
+                    *slot = other;
+                    give_back(bufs, buffer);
+                }
             }
         }
     }
@@ -115,6 +131,13 @@ impl Driver {
         }
         self.slots.push(Slot::Waiting(None));
         (self.slots.len() - 1) as u32
+    }
+}
+
+/// Returns a provided buffer that a completion named to the ring.
+fn give_back(bufs: &mut Option<BufRing>, buffer: Option<u16>) {
+    if let (Some(bufs), Some(bid)) = (bufs, buffer) {
+        bufs.give_back(bid);
     }
 }
 
@@ -146,10 +169,13 @@ pub(crate) fn install(entries: u32) -> io::Result<std::os::fd::OwnedFd> {
         .setup_single_issuer()
         .build(entries)?;
     let fd = ring.as_fd().try_clone_to_owned()?;
+    // A kernel without buffer rings (before 5.19) still runs reads with their own buffers.
+    let bufs = BufRing::register(&ring).ok();
     DRIVER.with(|d| {
         *d.borrow_mut() = Some(Driver {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ring,
+            bufs,
             slots: Vec::new(),
             free: Vec::new(),
             queued: false,
@@ -230,15 +256,49 @@ pub(crate) fn start(id: u64, entry: impl FnOnce(u64) -> squeue::Entry) -> io::Re
     .unwrap_or_else(|| Err(foreign()))
 }
 
-/// The result of the operation in `slot` once it has completed (the slot is then free again);
-/// until then `cx`'s waker is kept to be woken.
-pub(crate) fn poll(id: u64, slot: u32, cx: &mut Context<'_>) -> Poll<io::Result<i32>> {
+/// Whether this thread's driver `id` has provided buffers for reads.
+pub(crate) fn provides_buffers(id: u64) -> bool {
+    with(Some(id), |d| d.bufs.is_some()).unwrap_or(false)
+}
+
+/// Runs `f` on bytes `range` of provided buffer `bid`, and gives the buffer back when `f` says
+/// it is done with it. `None` when the driver is not this thread's.
+pub(crate) fn read_buffer<R>(
+    id: u64,
+    bid: u16,
+    range: std::ops::Range<usize>,
+    f: impl FnOnce(&[u8]) -> (R, bool),
+) -> Option<R> {
+    with(Some(id), |d| {
+        let bufs = d.bufs.as_mut()?;
+        let (out, done) = f(bufs.bytes(bid, range));
+        if done {
+            bufs.give_back(bid);
+        }
+        Some(out)
+    })
+    .flatten()
+}
+
+/// Gives back provided buffer `bid` unread (its stream is gone).
+pub(crate) fn return_buffer(id: u64, bid: u16) {
+    with(Some(id), |d| give_back(&mut d.bufs, Some(bid)));
+}
+
+/// The result of the operation in `slot` once it has completed (the slot is then free again),
+/// with the provided buffer it filled, which the caller must give back; until then `cx`'s
+/// waker is kept to be woken.
+pub(crate) fn poll(
+    id: u64,
+    slot: u32,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<(i32, Option<u16>)>> {
     with(Some(id), |d| match &mut d.slots[slot as usize] {
-        Slot::Done(res) => {
-            let res = *res;
+        Slot::Done(res, buffer) => {
+            let done = (*res, *buffer);
             d.slots[slot as usize] = Slot::Free;
             d.free.push(slot);
-            Poll::Ready(Ok(res))
+            Poll::Ready(Ok(done))
         }
         Slot::Waiting(w) => {
             match w {
@@ -257,7 +317,7 @@ pub(crate) fn poll(id: u64, slot: u32, cx: &mut Context<'_>) -> Poll<io::Result<
 /// Whether the operation in `slot` has completed, without waiting or registering a waker.
 pub(crate) fn is_done(id: u64, slot: u32) -> bool {
     with(Some(id), |d| {
-        matches!(d.slots[slot as usize], Slot::Done(_))
+        matches!(d.slots[slot as usize], Slot::Done(..))
     })
     .unwrap_or(true)
 }
@@ -280,6 +340,10 @@ pub(crate) fn abandon(id: u64, ops: [(Option<u32>, Vec<u8>); 2]) -> Result<(), [
             let Some(slot) = slot else {
                 continue;
             };
+            let s = &mut d.slots[slot as usize];
+            if let Slot::Done(_, buffer) = s {
+                give_back(&mut d.bufs, *buffer);
+            }
             let s = &mut d.slots[slot as usize];
             if matches!(s, Slot::Waiting(_)) {
                 *s = Slot::Orphan(buf);

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+mod bufring;
 mod driver;
 mod stream;
 
@@ -34,6 +35,12 @@ pub fn install(entries: u32) -> io::Result<Ring> {
     Ok(Ring {
         fd: driver::install(entries)?,
     })
+}
+
+/// How many reads, on any thread, found every provided buffer of their ring taken and went
+/// again with a buffer of their own: when it grows under load, the rings have too few.
+pub fn reads_short_of_buffers() -> u64 {
+    stream::SHORT_OF_BUFFERS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether this thread has a ring.

@@ -1,7 +1,9 @@
 //! [`UringTcp`]: a TCP stream whose reads and writes are io_uring operations on its thread's
 //! ring, behind tokio's `AsyncRead` and `AsyncWrite`.
 //!
-//! Reads go into the stream's own buffer and are copied out. Writes are copied into the
+//! Reads take one of the ring's provided buffers when their bytes arrive ([`crate::bufring`]),
+//! which the stream gives back once its reader has taken them all; where the ring has no
+//! buffer free (or no buffers at all), a read brings the stream's own. Writes are copied into the
 //! stream's own buffer and reported done as soon as they are queued; the next write or a
 //! shutdown waits for the kernel to have taken them, and reports an error it met (a flush
 //! reports one without waiting). So a request's write upstream and the read of its answer
@@ -11,14 +13,19 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream as StdTcpStream};
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 
-use io_uring::{opcode, types};
+use io_uring::{opcode, squeue, types};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::driver;
+use crate::{bufring, driver};
 
-/// Bytes one read may bring at first, and again after a read that did not fill its buffer.
+/// Reads that found no provided buffer free: see [`crate::reads_short_of_buffers`].
+pub(crate) static SHORT_OF_BUFFERS: AtomicU64 = AtomicU64::new(0);
+
+/// For reads with a buffer of their own: bytes one read may bring at first, and again after a
+/// read that did not fill its buffer.
 /// A read that does fill it doubles the next one's, up to `MAX_READ_BUF`: small requests then
 /// touch one page each, and large bodies still come in few reads. (16 KiB for every read
 /// cost the gateway 3 MB more under h2load with 100 connections: freed and reused, the
@@ -42,14 +49,33 @@ pub struct UringTcp {
 
 #[derive(Debug)]
 struct ReadSide {
-    /// Capacity `READ_BUF` while a read is in flight or bytes are held, none otherwise; its
-    /// length is how much the last read brought.
+    /// The stream's own bytes: the buffer of a read in flight that brought its own, or bytes
+    /// such a read brought, or what was left of a provided buffer; `buf[start..]` not yet read.
     buf: Vec<u8>,
     start: usize,
+    /// Bytes waiting in a provided buffer, lent by the driver until they are all read.
+    lent: Option<Lent>,
     op: Option<u32>,
     eof: bool,
-    /// Capacity of the next read's buffer.
+    /// Whether reads take provided buffers: the ring has them, and the last read found one.
+    provided: bool,
+    /// Capacity of the next read's own buffer.
     next: usize,
+}
+
+/// The bytes a read left in a provided buffer: `start..end` are not yet read.
+#[derive(Debug, Clone, Copy)]
+struct Lent {
+    bid: u16,
+    start: usize,
+    end: usize,
+}
+
+impl ReadSide {
+    /// Whether bytes are waiting to be read.
+    fn holds(&self) -> bool {
+        self.start < self.buf.len() || self.lent.is_some()
+    }
 }
 
 #[derive(Debug)]
@@ -79,8 +105,10 @@ impl UringTcp {
             rd: ReadSide {
                 buf: Vec::new(),
                 start: 0,
+                lent: None,
                 op: None,
                 eof: false,
+                provided: driver::provides_buffers(driver),
                 next: READ_BUF,
             },
             wr: WriteSide {
@@ -127,7 +155,7 @@ impl UringTcp {
     /// closed. Asks the socket itself (a peek that does not wait) unless a read is in flight,
     /// whose completion says it; what has arrived stays for the next read.
     pub fn idle_and_open(&mut self) -> bool {
-        if self.rd.start < self.rd.buf.len() || self.rd.eof {
+        if self.rd.holds() || self.rd.eof {
             return false;
         }
         if let Some(slot) = self.rd.op {
@@ -147,6 +175,18 @@ impl UringTcp {
 
     fn start_read(&mut self) -> io::Result<()> {
         let fd = types::Fd(self.sock()?.as_raw_fd());
+        if self.rd.provided {
+            // No buffer named: the kernel takes one from the ring when bytes arrive.
+            let slot = driver::start(self.driver, |data| {
+                opcode::Recv::new(fd, std::ptr::null_mut(), bufring::SIZE as u32)
+                    .buf_group(bufring::GROUP)
+                    .build()
+                    .flags(squeue::Flags::BUFFER_SELECT)
+                    .user_data(data)
+            })?;
+            self.rd.op = Some(slot);
+            return Ok(());
+        }
         if self.rd.buf.capacity() == 0 {
             self.rd.buf = Vec::with_capacity(self.rd.next);
         }
@@ -162,17 +202,34 @@ impl UringTcp {
     /// Brings bytes into the read buffer unless it has some, or the stream has ended.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
-            if self.rd.start < self.rd.buf.len() || self.rd.eof {
+            if self.rd.holds() || self.rd.eof {
                 return Poll::Ready(Ok(()));
             }
             let Some(slot) = self.rd.op else {
                 self.start_read()?;
                 continue;
             };
-            let res = ready!(driver::poll(self.driver, slot, cx))?;
+            let (res, buffer) = ready!(driver::poll(self.driver, slot, cx))?;
             self.rd.op = None;
+            if let Some(bid) = buffer {
+                if res > 0 {
+                    self.rd.lent = Some(Lent {
+                        bid,
+                        start: 0,
+                        end: res as usize,
+                    });
+                    continue;
+                }
+                driver::return_buffer(self.driver, bid);
+            }
             match res {
                 0 => self.rd.eof = true,
+                e if -e == ENOBUFS => {
+                    // Every provided buffer is out: this read, and those after it until one
+                    // brings bytes, bring their own.
+                    SHORT_OF_BUFFERS.fetch_add(1, Ordering::Relaxed);
+                    self.rd.provided = false;
+                }
                 n if n > 0 => {
                     // SAFETY: the kernel wrote `n` bytes (at most the capacity it was given)
                     // at the start of the buffer, and its operation is over.
@@ -186,6 +243,7 @@ impl UringTcp {
                     } else {
                         READ_BUF
                     };
+                    self.rd.provided = driver::provides_buffers(self.driver);
                 }
                 e if -e == EINTR || -e == EAGAIN => {}
                 e => return Poll::Ready(Err(io::Error::from_raw_os_error(-e))),
@@ -198,7 +256,7 @@ impl UringTcp {
     fn poll_written(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             if let Some(slot) = self.wr.op {
-                let res = ready!(driver::poll(self.driver, slot, cx))?;
+                let (res, _) = ready!(driver::poll(self.driver, slot, cx))?;
                 self.wr.op = None;
                 match res {
                     n if n >= 0 => self.wr.sent += n as usize,
@@ -256,6 +314,7 @@ impl UringTcp {
 
 const EINTR: i32 = 4;
 const EAGAIN: i32 = 11;
+const ENOBUFS: i32 = 105;
 const MSG_NOSIGNAL: i32 = 0x4000;
 const MSG_WAITALL: i32 = 0x100;
 
@@ -270,6 +329,21 @@ impl AsyncRead for UringTcp {
             return Poll::Ready(Ok(()));
         }
         ready!(this.poll_fill(cx))?;
+        if let Some(lent) = &mut this.rd.lent {
+            // What fits in `out`; the rest stays where it is for the next read (the buffer
+            // is back in the ring once it is all read).
+            let n = driver::read_buffer(this.driver, lent.bid, lent.start..lent.end, |bytes| {
+                let n = bytes.len().min(out.remaining());
+                out.put_slice(&bytes[..n]);
+                (n, n == bytes.len())
+            })
+            .ok_or_else(driver::foreign)?;
+            lent.start += n;
+            if lent.start == lent.end {
+                this.rd.lent = None;
+            }
+            return Poll::Ready(Ok(()));
+        }
         let have = &this.rd.buf[this.rd.start..];
         let n = have.len().min(out.remaining());
         out.put_slice(&have[..n]);
@@ -342,6 +416,9 @@ impl AsyncWrite for UringTcp {
 
 impl Drop for UringTcp {
     fn drop(&mut self) {
+        if let Some(lent) = self.rd.lent.take() {
+            driver::return_buffer(self.driver, lent.bid);
+        }
         if self.rd.op.is_none() && self.wr.op.is_none() {
             return;
         }

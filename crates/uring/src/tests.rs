@@ -11,7 +11,12 @@ use super::*;
 /// Runs `f` on a current-thread runtime with this thread's ring installed and driven. `None`
 /// where the kernel refuses io_uring (said on stderr): the gateway reports that at start.
 fn run<F: Future>(f: impl FnOnce() -> F) -> Option<F::Output> {
-    let ring = match install(64) {
+    run_with(64, f)
+}
+
+/// [`run`] with a ring of `entries` submission entries (and twice as many for completions).
+fn run_with<F: Future>(entries: u32, f: impl FnOnce() -> F) -> Option<F::Output> {
+    let ring = match install(entries) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("io_uring unavailable here, test not run: {e}");
@@ -217,4 +222,99 @@ fn a_thread_without_a_ring_cannot_make_streams() {
     let s = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
     assert!(!installed());
     assert!(UringTcp::from_std(s).is_err());
+}
+
+/// Whether this thread's ring has provided buffers; says so on stderr when not.
+fn ring_provides_buffers() -> bool {
+    let provided = driver::current().is_some_and(driver::provides_buffers);
+    if !provided {
+        eprintln!("this kernel refused a buffer ring, test not run");
+    }
+    provided
+}
+
+/// Starts a read on every stream, has every peer send a message of its own, then reads each
+/// one back: its first byte alone, so the rest waits in its buffer for a second read.
+async fn round(pairs: &mut [(UringTcp, TcpStream)], n: usize) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for (ours, _) in pairs.iter_mut() {
+        assert!(ours.poll_read_ready(&mut cx).is_pending());
+    }
+    for (i, (_, peer)) in pairs.iter_mut().enumerate() {
+        let msg = format!("round {n}, stream {i}");
+        peer.write_all(msg.as_bytes()).await.expect("peer write");
+    }
+    for (i, (ours, _)) in pairs.iter_mut().enumerate() {
+        let want = format!("round {n}, stream {i}");
+        let mut got = vec![0u8; want.len()];
+        within(ours.read_exact(&mut got[..1])).await.expect("read");
+        within(ours.read_exact(&mut got[1..])).await.expect("read");
+        assert_eq!(String::from_utf8_lossy(&got), want);
+    }
+}
+
+#[test]
+fn reads_beyond_the_provided_buffers_bring_their_own_and_every_buffer_comes_back() {
+    // As the gateway's: room for all 140 completions at once.
+    run_with(DEFAULT_ENTRIES, || async {
+        if !ring_provides_buffers() {
+            return;
+        }
+        let mut pairs = Vec::new();
+        for _ in 0..140 {
+            pairs.push(pair().await);
+        }
+        let short = reads_short_of_buffers();
+        // 140 messages arrive before any is read: the ring's 128 buffers run out.
+        round(&mut pairs, 1).await;
+        assert!(
+            reads_short_of_buffers() > short,
+            "140 reads completed at once and none found the ring empty"
+        );
+        // Every buffer was given back: 100 reads at once all find one.
+        pairs.truncate(100);
+        let short = reads_short_of_buffers();
+        round(&mut pairs, 2).await;
+        assert_eq!(
+            reads_short_of_buffers(),
+            short,
+            "buffers were not given back"
+        );
+    });
+}
+
+#[test]
+fn a_stream_dropped_with_bytes_unread_gives_its_buffer_back() {
+    run_with(DEFAULT_ENTRIES, || async {
+        if !ring_provides_buffers() {
+            return;
+        }
+        let mut pairs = Vec::new();
+        for _ in 0..128 {
+            pairs.push(pair().await);
+        }
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        for (ours, _) in &mut pairs {
+            assert!(ours.poll_read_ready(&mut cx).is_pending());
+        }
+        for (_, peer) in &mut pairs {
+            peer.write_all(b"never read").await.expect("peer write");
+        }
+        for (ours, _) in &mut pairs {
+            within(ours.readable()).await.expect("readable");
+        }
+        // Each holds a provided buffer now; dropped, they give them back.
+        drop(pairs);
+        let mut pairs = Vec::new();
+        for _ in 0..100 {
+            pairs.push(pair().await);
+        }
+        let short = reads_short_of_buffers();
+        round(&mut pairs, 1).await;
+        assert_eq!(
+            reads_short_of_buffers(),
+            short,
+            "buffers were not given back"
+        );
+    });
 }
