@@ -9,13 +9,14 @@
 //!
 //! Ownership rule: a buffer is the kernel's from the moment it is in the ring until a
 //! completion names it; then it is the driver's, lent to the stream whose read it was, until
-//! given back. The ring's memory is never freed once registered (see [`BufRing::register`]).
+//! given back. The ring's memory is never unmapped once registered (see [`BufRing::register`]).
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
 use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
+
+use rustix::mm::{mmap_anonymous, munmap, MapFlags, ProtFlags};
 
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
@@ -29,8 +30,10 @@ pub(crate) const GROUP: u16 = 0;
 const COUNT: u16 = 128;
 /// Bytes per buffer: a 10 KB body and its head arrive in one read.
 pub(crate) const SIZE: usize = 16 * 1024;
-/// The kernel wants the ring's entries on a page of their own.
+/// The ring's entries take the mapping's first page (the kernel wants them page-aligned).
 const PAGE: usize = 4096;
+/// The whole mapping: the entries' page, then the buffers.
+const MAPPED: usize = PAGE + COUNT as usize * SIZE;
 
 pub(crate) struct BufRing {
     /// `COUNT` entries, page-aligned; the tail the kernel reads overlays the first one's
@@ -43,39 +46,44 @@ pub(crate) struct BufRing {
 }
 
 impl BufRing {
-    /// Allocates the buffers and registers them with `ring` as [`GROUP`]. On success the
-    /// memory is never freed: the kernel may write into a buffer until the ring is torn down,
+    /// Maps the buffers and registers them with `ring` as [`GROUP`]. On success the memory is
+    /// never unmapped: the kernel may write into a buffer until the ring is torn down,
     /// which finishes after the ring's descriptor is closed, so a worker thread that exits
     /// leaks its ring's buffers (once, at exit).
+    ///
+    /// The memory is a mapping of its own rather than the allocator's, so a page is only
+    /// resident once the kernel has written into it: small messages touch only the first page
+    /// of each buffer.
     pub(crate) fn register(ring: &IoUring) -> io::Result<Self> {
-        let entries_layout = entries_layout()?;
-        let mem_layout = mem_layout()?;
-        // SAFETY: both layouts have a non-zero size.
+        const _: () = assert!(COUNT as usize * std::mem::size_of::<BufRingEntry>() <= PAGE);
+        // SAFETY: a fresh private anonymous mapping, placed by the kernel: it aliases nothing.
         #[allow(unsafe_code)]
-        let (entries, mem) = unsafe {
-            (
-                alloc_zeroed(entries_layout).cast::<BufRingEntry>(),
-                alloc_zeroed(mem_layout),
+        let base = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                MAPPED,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
             )
-        };
-        let (Some(entries), Some(mem)) = (NonNull::new(entries), NonNull::new(mem)) else {
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
-        };
-        // SAFETY: `entries` is page-aligned, zeroed (a tail of 0: no buffers yet) and lives as
-        // long as the ring, as the memory the entries will point at does (never freed once
-        // registered).
+        }?;
+        let base = NonNull::new(base.cast::<u8>())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let entries = base.cast::<BufRingEntry>();
+        // SAFETY: `PAGE` is inside the mapping.
+        #[allow(unsafe_code)]
+        let mem = unsafe { base.add(PAGE) };
+        // SAFETY: `entries` is page-aligned, zeroed as a fresh mapping is (a tail of 0: no
+        // buffers yet) and lives as long as the ring, as the memory the entries will point at
+        // does (never unmapped once registered).
         #[allow(unsafe_code)]
         let registered = unsafe {
             ring.submitter()
                 .register_buf_ring(entries.as_ptr() as u64, COUNT, GROUP)
         };
         if let Err(e) = registered {
-            // SAFETY: allocated above with these layouts, and the kernel never saw them.
+            // SAFETY: mapped above, and the kernel never saw it.
             #[allow(unsafe_code)]
-            unsafe {
-                dealloc(entries.as_ptr().cast(), entries_layout);
-                dealloc(mem.as_ptr(), mem_layout);
-            }
+            let _ = unsafe { munmap(base.as_ptr().cast(), MAPPED) };
             return Err(e);
         }
         let mut this = Self {
@@ -137,16 +145,4 @@ impl BufRing {
             (*tail).store(self.tail, Ordering::Release);
         }
     }
-}
-
-fn entries_layout() -> io::Result<Layout> {
-    Layout::from_size_align(
-        usize::from(COUNT) * std::mem::size_of::<BufRingEntry>(),
-        PAGE,
-    )
-    .map_err(io::Error::other)
-}
-
-fn mem_layout() -> io::Result<Layout> {
-    Layout::from_size_align(usize::from(COUNT) * SIZE, PAGE).map_err(io::Error::other)
 }
