@@ -202,10 +202,12 @@ run_wrk() {
 # "req/s - non2xx cpu_us_per_request echo_cpu_us_per_request" (h2load reports no percentiles)
 run_h2load() {
   local url=$1 pid=$2 before echo_before out
-  h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
+  # h2load waits for the requests still out when its time is up; a proxy that stops answering
+  # (nginx over HTTP/2 at 1,000 connections and 10 KB, once) would hold it forever.
+  timeout $((WARMUP + 30)) h2load -c"$CONNECTIONS" -t2 -m1 -D"$WARMUP" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >/dev/null 2>&1 || true
   before=$( [ -n "$pid" ] && cpu_ticks "$pid" || echo 0)
   echo_before=$(cpu_ticks "$ECHO_PID")
-  out=$(h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null | awk '
+  out=$({ timeout $((DURATION + 30)) h2load -c"$CONNECTIONS" -t2 -m1 -D"$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" 2>/dev/null || true; } | awk '
     /^finished in/ { rps = $4 }
     /^requests:/ { n = $8 }
     /^status codes:/ { gsub(",", ""); bad = $5 + $7 + $9 }
