@@ -2,10 +2,13 @@
 //! before the runtime parks, and their completions handed back through per-operation slots.
 //!
 //! Ownership rule that makes the `unsafe` pushes sound: a buffer given to the kernel stays
-//! where it is until that operation's completion has been reaped. While the stream that owns it
-//! lives, the stream does not touch it (it knows the operation is in flight); when the stream is
-//! dropped first, the buffer moves into the slot ([`Slot::Orphan`]) and is freed on completion.
-//! Where no driver is left to take it (the thread is exiting), the buffer is leaked instead.
+//! where it is until that operation's completion has been reaped. A send's buffer moves into its
+//! slot ([`Slot::Sending`]) and is freed as soon as the completion says all of it went, so a
+//! connection that answered and went idle holds no write buffer; one that did not all go is
+//! handed back to the stream. A read's buffer stays with its stream, which does not touch it
+//! while the read is in flight; when the stream is dropped first, the buffer moves into the slot
+//! ([`Slot::Orphan`]) and is freed on completion. Where no driver is left to take them (the
+//! thread is exiting), buffers are leaked instead.
 //! A read that took one of the ring's provided buffers ([`crate::bufring`]) names it in its
 //! completion; whoever takes the completion gives the buffer back, the driver itself when
 //! nobody will.
@@ -18,6 +21,17 @@ use std::task::{Context, Poll, Waker};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
 use crate::bufring::BufRing;
+
+/// How an operation ended.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    /// Bytes, or a negated errno.
+    pub(crate) res: i32,
+    /// The provided buffer a read's bytes are in, which the taker must give back.
+    pub(crate) buffer: Option<u16>,
+    /// A send's buffer, when not all of it went, and how much had gone before this send.
+    pub(crate) unsent: Option<(Vec<u8>, usize)>,
+}
 
 /// `user_data` of cancel requests, whose completions nobody waits for.
 const CANCEL: u64 = u64::MAX;
@@ -34,9 +48,14 @@ enum Slot {
     Free,
     /// Queued or submitted; the task to wake on completion.
     Waiting(Option<Waker>),
-    /// Completed with this result (bytes, or a negated errno), not yet taken, and the
-    /// provided buffer its bytes are in, if any.
-    Done(i32, Option<u16>),
+    /// A send in flight: bytes `sent..` of `buf` were submitted.
+    Sending {
+        waker: Option<Waker>,
+        buf: Vec<u8>,
+        sent: usize,
+    },
+    /// Completed, not yet taken.
+    Done(Completion),
     /// Its stream is gone; the buffer is freed when the completion comes.
     Orphan(Vec<u8>),
 }
@@ -106,9 +125,25 @@ impl Driver {
                     continue;
                 }
             };
+            let res = cqe.result();
             match std::mem::replace(slot, Slot::Free) {
                 Slot::Waiting(waker) => {
-                    *slot = Slot::Done(cqe.result(), buffer);
+                    *slot = Slot::Done(Completion {
+                        res,
+                        buffer,
+                        unsent: None,
+                    });
+                    wake.extend(waker);
+                }
+                Slot::Sending { waker, buf, sent } => {
+                    let all = usize::try_from(res).is_ok_and(|n| sent + n >= buf.len());
+                    // All of it went: freed here, not when the stream next writes.
+                    let unsent = (!all).then_some((buf, sent));
+                    *slot = Slot::Done(Completion {
+                        res,
+                        buffer,
+                        unsent,
+                    });
                     wake.extend(waker);
                 }
                 Slot::Orphan(buf) => {
@@ -146,7 +181,7 @@ impl Drop for Driver {
     /// before this returns, so their buffers are leaked rather than freed under the kernel.
     fn drop(&mut self) {
         for slot in self.slots.drain(..) {
-            if let Slot::Orphan(buf) = slot {
+            if let Slot::Orphan(buf) | Slot::Sending { buf, .. } = slot {
                 std::mem::forget(buf);
             }
         }
@@ -285,33 +320,90 @@ pub(crate) fn return_buffer(id: u64, bid: u16) {
     with(Some(id), |d| give_back(&mut d.bufs, Some(bid)));
 }
 
-/// The result of the operation in `slot` once it has completed (the slot is then free again),
-/// with the provided buffer it filled, which the caller must give back; until then `cx`'s
-/// waker is kept to be woken.
-pub(crate) fn poll(
+/// Queues a send of bytes `sent..` of `buf`, which the slot keeps until the kernel is done
+/// with it (`entry` gets the `user_data`, and the bytes' address and length); returns the slot.
+pub(crate) fn start_send(
     id: u64,
-    slot: u32,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<(i32, Option<u16>)>> {
-    with(Some(id), |d| match &mut d.slots[slot as usize] {
-        Slot::Done(res, buffer) => {
-            let done = (*res, *buffer);
-            d.slots[slot as usize] = Slot::Free;
-            d.free.push(slot);
-            Poll::Ready(Ok(done))
-        }
-        Slot::Waiting(w) => {
-            match w {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => *w = Some(cx.waker().clone()),
+    buf: Vec<u8>,
+    sent: usize,
+    entry: impl FnOnce(u64, *const u8, u32) -> squeue::Entry,
+) -> io::Result<u32> {
+    let rest = buf.get(sent..).unwrap_or_default();
+    // The bytes stay where they are when `buf` moves into the slot: a vector's heap buffer
+    // does not move with it.
+    let (ptr, len) = (rest.as_ptr(), u32::try_from(rest.len()).unwrap_or(u32::MAX));
+    with(Some(id), |d| {
+        let slot = d.take_slot();
+        d.slots[slot as usize] = Slot::Sending {
+            waker: None,
+            buf,
+            sent,
+        };
+        match d.push(&entry(u64::from(slot), ptr, len)) {
+            Ok(()) => Ok(slot),
+            Err(e) => {
+                // Not queued: the kernel never saw the buffer, which is dropped.
+                d.slots[slot as usize] = Slot::Free;
+                d.free.push(slot);
+                Err(e)
             }
-            Poll::Pending
         }
-        Slot::Free | Slot::Orphan(_) => Poll::Ready(Err(io::Error::other(
-            "io_uring operation polled after it was taken",
-        ))),
+    })
+    .unwrap_or_else(|| Err(foreign()))
+}
+
+/// How the operation in `slot` ended, once it has (the slot is then free again); until then
+/// `cx`'s waker is kept to be woken. A provided buffer in it must be given back.
+pub(crate) fn poll(id: u64, slot: u32, cx: &mut Context<'_>) -> Poll<io::Result<Completion>> {
+    with(Some(id), |d| {
+        let s = &mut d.slots[slot as usize];
+        match std::mem::replace(s, Slot::Free) {
+            Slot::Done(done) => {
+                d.free.push(slot);
+                Poll::Ready(Ok(done))
+            }
+            Slot::Waiting(mut waker) => {
+                keep(&mut waker, cx);
+                *s = Slot::Waiting(waker);
+                Poll::Pending
+            }
+            Slot::Sending {
+                mut waker,
+                buf,
+                sent,
+            } => {
+                keep(&mut waker, cx);
+                *s = Slot::Sending { waker, buf, sent };
+                Poll::Pending
+            }
+            other @ (Slot::Free | Slot::Orphan(_)) => {
+                *s = other;
+                Poll::Ready(Err(io::Error::other(
+                    "io_uring operation polled after it was taken",
+                )))
+            }
+        }
     })
     .unwrap_or_else(|| Poll::Ready(Err(foreign())))
+}
+
+/// Keeps `cx`'s waker in `waker`, unless the one there would wake the same task.
+fn keep(waker: &mut Option<Waker>, cx: &Context<'_>) {
+    match waker {
+        Some(w) if w.will_wake(cx.waker()) => {}
+        _ => *waker = Some(cx.waker().clone()),
+    }
+}
+
+/// Bytes of buffer the operation in `slot` holds in the driver.
+#[cfg(test)]
+pub(crate) fn held(id: u64, slot: u32) -> usize {
+    with(Some(id), |d| match &d.slots[slot as usize] {
+        Slot::Sending { buf, .. } | Slot::Orphan(buf) => buf.capacity(),
+        Slot::Done(done) => done.unsent.as_ref().map_or(0, |(buf, _)| buf.capacity()),
+        Slot::Free | Slot::Waiting(_) => 0,
+    })
+    .unwrap_or(0)
 }
 
 /// Whether the operation in `slot` has completed, without waiting or registering a waker.
@@ -341,11 +433,16 @@ pub(crate) fn abandon(id: u64, ops: [(Option<u32>, Vec<u8>); 2]) -> Result<(), [
                 continue;
             };
             let s = &mut d.slots[slot as usize];
-            if let Slot::Done(_, buffer) = s {
-                give_back(&mut d.bufs, *buffer);
+            if let Slot::Done(done) = s {
+                give_back(&mut d.bufs, done.buffer);
             }
             let s = &mut d.slots[slot as usize];
-            if matches!(s, Slot::Waiting(_)) {
+            let in_flight = match std::mem::replace(s, Slot::Free) {
+                Slot::Waiting(_) => Some(buf),
+                Slot::Sending { buf, .. } => Some(buf),
+                _ => None,
+            };
+            if let Some(buf) = in_flight {
                 *s = Slot::Orphan(buf);
                 let cancel = opcode::AsyncCancel::new(u64::from(slot))
                     .build()

@@ -80,8 +80,10 @@ impl ReadSide {
 
 #[derive(Debug)]
 struct WriteSide {
+    /// Bytes written and not yet sent; empty while a send is in flight (its buffer is in the
+    /// driver's slot, and is freed there once it has all gone) unless a send's rest came back.
     buf: Vec<u8>,
-    /// How much of `buf` the kernel has taken. `buf` is freed once it has taken it all.
+    /// How much of `buf` the kernel has taken.
     sent: usize,
     op: Option<u32>,
 }
@@ -209,7 +211,8 @@ impl UringTcp {
                 self.start_read()?;
                 continue;
             };
-            let (res, buffer) = ready!(driver::poll(self.driver, slot, cx))?;
+            let done = ready!(driver::poll(self.driver, slot, cx))?;
+            let (res, buffer) = (done.res, done.buffer);
             self.rd.op = None;
             if let Some(bid) = buffer {
                 if res > 0 {
@@ -256,9 +259,14 @@ impl UringTcp {
     fn poll_written(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             if let Some(slot) = self.wr.op {
-                let (res, _) = ready!(driver::poll(self.driver, slot, cx))?;
+                let done = ready!(driver::poll(self.driver, slot, cx))?;
                 self.wr.op = None;
-                match res {
+                // `None`: all of it went, and the driver freed the buffer.
+                if let Some((buf, sent)) = done.unsent {
+                    self.wr.buf = buf;
+                    self.wr.sent = sent;
+                }
+                match done.res {
                     n if n >= 0 => self.wr.sent += n as usize,
                     e if -e == EINTR || -e == EAGAIN => {}
                     e => {
@@ -269,8 +277,6 @@ impl UringTcp {
                 }
             }
             if self.wr.sent >= self.wr.buf.len() {
-                // Freed, not kept: the allocator hands the same memory to the next connection
-                // that writes, so a thousand idle connections hold no write buffers.
                 self.wr.buf = Vec::new();
                 self.wr.sent = 0;
                 return Poll::Ready(Ok(()));
@@ -295,11 +301,19 @@ impl UringTcp {
         }
     }
 
+    /// Bytes of write buffer this stream holds, itself or in its send's slot.
+    #[cfg(test)]
+    pub(crate) fn write_buffered(&self) -> usize {
+        self.wr.buf.capacity() + self.wr.op.map_or(0, |op| driver::held(self.driver, op))
+    }
+
+    /// Sends what `buf` holds past `sent`, handing the buffer to the driver: it comes back only
+    /// if not all of it goes.
     fn start_write(&mut self) -> io::Result<()> {
         let fd = types::Fd(self.sock()?.as_raw_fd());
-        let rest = &self.wr.buf[self.wr.sent..];
-        let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
-        let slot = driver::start(self.driver, |data| {
+        let buf = std::mem::take(&mut self.wr.buf);
+        let sent = std::mem::take(&mut self.wr.sent);
+        let slot = driver::start_send(self.driver, buf, sent, |data, ptr, len| {
             opcode::Send::new(fd, ptr, len)
                 // MSG_WAITALL: the ring sends the whole buffer, waiting for room as needed,
                 // rather than completing a short write.

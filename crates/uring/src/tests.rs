@@ -90,6 +90,31 @@ fn bytes_go_both_ways_unchanged_in_any_size() {
 }
 
 #[test]
+fn a_send_frees_its_buffer_once_it_has_all_gone_not_at_the_next_write() {
+    run(|| async {
+        let (mut ours, mut peer) = pair().await;
+        let answer = vec![7u8; 10_240];
+        ours.write_all(&answer).await.expect("write");
+        ours.flush().await.expect("flush");
+        let mut got = vec![0u8; answer.len()];
+        within(peer.read_exact(&mut got)).await.expect("peer read");
+        assert!(got == answer, "bytes read differ from bytes written");
+        // The connection now waits for its next request: it should hold no write buffer.
+        within(async {
+            while ours.write_buffered() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        // And it writes again as before.
+        ours.write_all(b"next").await.expect("write again");
+        let mut next = [0u8; 4];
+        within(peer.read_exact(&mut next)).await.expect("peer read");
+        assert_eq!(&next, b"next");
+    });
+}
+
+#[test]
 fn end_of_stream_reads_as_zero() {
     run(|| async {
         let (mut ours, mut peer) = pair().await;
