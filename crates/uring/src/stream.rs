@@ -3,11 +3,12 @@
 //!
 //! Reads take one of the ring's provided buffers when their bytes arrive ([`crate::bufring`]),
 //! which the stream gives back once its reader has taken them all; where the ring has no
-//! buffer free (or no buffers at all), a read brings the stream's own. Writes are copied into the
-//! stream's own buffer and reported done as soon as they are queued; the next write or a
-//! shutdown waits for the kernel to have taken them, and reports an error it met (a flush
-//! reports one without waiting). So a request's write upstream and the read of its answer
-//! leave in the same `io_uring_enter`.
+//! buffer free (or no buffers at all), a read brings the stream's own. Writes are copied into a
+//! buffer of the stream's, which the send takes along and the driver frees once it has all gone,
+//! and reported done as soon as they are queued; the next write or a shutdown waits for the
+//! kernel to have taken them, and reports an error it met (a flush reports one without
+//! waiting). So a request's write upstream and the read of its answer leave in the same
+//! `io_uring_enter`.
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream as StdTcpStream};
@@ -49,8 +50,8 @@ pub struct UringTcp {
 
 #[derive(Debug)]
 struct ReadSide {
-    /// The stream's own bytes: the buffer of a read in flight that brought its own, or bytes
-    /// such a read brought, or what was left of a provided buffer; `buf[start..]` not yet read.
+    /// The stream's own bytes: the buffer of a read in flight that brought its own, or the
+    /// bytes such a read brought, `buf[start..]` not yet read.
     buf: Vec<u8>,
     start: usize,
     /// Bytes waiting in a provided buffer, lent by the driver until they are all read.
