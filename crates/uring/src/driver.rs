@@ -159,13 +159,28 @@ impl Driver {
         }
     }
 
-    fn take_slot(&mut self) -> u32 {
-        if let Some(i) = self.free.pop() {
-            self.slots[i as usize] = Slot::Waiting(None);
-            return i;
+    /// Takes a free slot in state `first`, queues `entry` (built with the slot's `user_data`)
+    /// and returns the slot. When the entry cannot be queued the slot is free again, and what
+    /// `first` held (a send's buffer, which the kernel never saw) is dropped.
+    fn queue(&mut self, first: Slot, entry: impl FnOnce(u64) -> squeue::Entry) -> io::Result<u32> {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = first;
+                i
+            }
+            None => {
+                self.slots.push(first);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        match self.push(&entry(u64::from(slot))) {
+            Ok(()) => Ok(slot),
+            Err(e) => {
+                self.slots[slot as usize] = Slot::Free;
+                self.free.push(slot);
+                Err(e)
+            }
         }
-        self.slots.push(Slot::Waiting(None));
-        (self.slots.len() - 1) as u32
     }
 }
 
@@ -277,18 +292,7 @@ pub(crate) fn foreign() -> io::Error {
 
 /// Queues `entry` (built with the slot's `user_data`) and returns its slot.
 pub(crate) fn start(id: u64, entry: impl FnOnce(u64) -> squeue::Entry) -> io::Result<u32> {
-    with(Some(id), |d| {
-        let slot = d.take_slot();
-        match d.push(&entry(u64::from(slot))) {
-            Ok(()) => Ok(slot),
-            Err(e) => {
-                d.slots[slot as usize] = Slot::Free;
-                d.free.push(slot);
-                Err(e)
-            }
-        }
-    })
-    .unwrap_or_else(|| Err(foreign()))
+    with(Some(id), |d| d.queue(Slot::Waiting(None), entry)).unwrap_or_else(|| Err(foreign()))
 }
 
 /// Whether this thread's driver `id` has provided buffers for reads.
@@ -332,24 +336,13 @@ pub(crate) fn start_send(
     // The bytes stay where they are when `buf` moves into the slot: a vector's heap buffer
     // does not move with it.
     let (ptr, len) = (rest.as_ptr(), u32::try_from(rest.len()).unwrap_or(u32::MAX));
-    with(Some(id), |d| {
-        let slot = d.take_slot();
-        d.slots[slot as usize] = Slot::Sending {
-            waker: None,
-            buf,
-            sent,
-        };
-        match d.push(&entry(u64::from(slot), ptr, len)) {
-            Ok(()) => Ok(slot),
-            Err(e) => {
-                // Not queued: the kernel never saw the buffer, which is dropped.
-                d.slots[slot as usize] = Slot::Free;
-                d.free.push(slot);
-                Err(e)
-            }
-        }
-    })
-    .unwrap_or_else(|| Err(foreign()))
+    let first = Slot::Sending {
+        waker: None,
+        buf,
+        sent,
+    };
+    with(Some(id), |d| d.queue(first, |data| entry(data, ptr, len)))
+        .unwrap_or_else(|| Err(foreign()))
 }
 
 /// How the operation in `slot` ended, once it has (the slot is then free again); until then

@@ -44,6 +44,15 @@ async fn pair() -> (UringTcp, TcpStream) {
     (UringTcp::from_tokio(ours).expect("to io_uring"), peer)
 }
 
+/// `n` connected pairs, as [`pair`] makes them.
+async fn many_pairs(n: usize) -> Vec<(UringTcp, TcpStream)> {
+    let mut pairs = Vec::with_capacity(n);
+    for _ in 0..n {
+        pairs.push(pair().await);
+    }
+    pairs
+}
+
 /// Fails the test instead of hanging when `f` never finishes.
 async fn within<T>(f: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), f)
@@ -285,10 +294,7 @@ fn reads_beyond_the_provided_buffers_bring_their_own_and_every_buffer_comes_back
         if !ring_provides_buffers() {
             return;
         }
-        let mut pairs = Vec::new();
-        for _ in 0..140 {
-            pairs.push(pair().await);
-        }
+        let mut pairs = many_pairs(140).await;
         let short = reads_short_of_buffers();
         // 140 messages arrive before any is read: the ring's 128 buffers run out.
         round(&mut pairs, 1).await;
@@ -314,10 +320,7 @@ fn a_stream_dropped_with_bytes_unread_gives_its_buffer_back() {
         if !ring_provides_buffers() {
             return;
         }
-        let mut pairs = Vec::new();
-        for _ in 0..128 {
-            pairs.push(pair().await);
-        }
+        let mut pairs = many_pairs(128).await;
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         for (ours, _) in &mut pairs {
             assert!(ours.poll_read_ready(&mut cx).is_pending());
@@ -330,10 +333,7 @@ fn a_stream_dropped_with_bytes_unread_gives_its_buffer_back() {
         }
         // Each holds a provided buffer now; dropped, they give them back.
         drop(pairs);
-        let mut pairs = Vec::new();
-        for _ in 0..100 {
-            pairs.push(pair().await);
-        }
+        let mut pairs = many_pairs(100).await;
         let short = reads_short_of_buffers();
         round(&mut pairs, 1).await;
         assert_eq!(
