@@ -40,7 +40,8 @@ pub fn between_requests(
 /// Reads more of a request head into `buf`. With none of a head yet (`buf` empty) it waits until
 /// `ended` resolves; once a head has begun, until `deadline`, which the first such read sets to
 /// `limit` from then. `false`: the connection is done (closed or failed, ended, or out of time).
-/// The caller reserves room in `buf` first.
+/// With a head begun, the caller reserves room in `buf` first; an empty `buf` may have none, and
+/// borrows a spare once bytes come ([`crate::spare::read_into`]).
 pub async fn read_head_bytes<IO>(
     io: &mut IO,
     buf: &mut BytesMut,
@@ -55,7 +56,7 @@ where
         tokio::select! {
             // The read first: `ended` is only polled when no request is there yet.
             biased;
-            r = io.read_buf(buf) => r,
+            r = crate::spare::read_into(io, buf) => r,
             () = ended => return false,
         }
     } else {

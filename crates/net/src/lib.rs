@@ -18,6 +18,7 @@
 //!   request.
 //! - [`linger`]: closing a connection the client may still be writing to, without resetting it.
 //! - [`rewind`]: bytes read from a connection put back in front of it (to hand it to hyper).
+//! - [`spare`]: a worker thread's spare buffers, so that idle keep-alive connections hold none.
 //! - [`stall`]: writes that give up on a client that stops reading, reads that give up on a
 //!   peer that stops sending.
 //! - [`trace`]: W3C Trace Context's `traceparent`, read and written.
@@ -40,6 +41,7 @@ pub mod listen;
 pub mod port;
 pub mod rewind;
 pub mod serve;
+pub mod spare;
 pub mod stall;
 mod starve;
 pub mod tls;

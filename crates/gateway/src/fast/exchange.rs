@@ -14,7 +14,7 @@ use super::upload::Upload;
 use super::{request, Buffers, Failure};
 use crate::body::BodyStalled;
 use crate::h1up::pool::{Conn, Pool};
-use crate::h1up::{self, read_head, send_whole, NoHead, Resend, Whole, BUF, GATHER};
+use crate::h1up::{self, read_head, send_whole, NoHead, Resend, Whole, GATHER};
 use crate::headers::RequestId;
 use crate::pipeline::Shared;
 use crate::respond::GatewayError;
@@ -90,6 +90,7 @@ impl Exchange<'_> {
         // The body is off the client connection, whatever became of it: what follows it in
         // `buf` is the client's next request.
         buf.advance(held);
+        Buffers::release(buf);
         let head = sent.map_err(|no| self.no_head(no, true))?;
         *answered = Some((head.status.as_u16(), Instant::now()));
         let close = !self.head.keep_alive;
@@ -215,6 +216,7 @@ impl Exchange<'_> {
             })
             .await;
         buf.clear();
+        Buffers::release(buf);
         match sent {
             Err(_) => return Err(self.timeout(false)),
             Ok(Err(e)) => return Err(self.bad_gateway(e.to_string(), false)),
@@ -226,7 +228,6 @@ impl Exchange<'_> {
         let mut rest = Upload::new(client_in.take(streamed), self.shared.body_read_timeout);
         let mut uploaded = None;
         let (mut up_in, mut up_out) = tokio::io::split(&mut conn.stream);
-        bufs.up.reserve(BUF);
         let ended = {
             let upload = async {
                 let copied = match tokio::io::copy(&mut rest, &mut up_out).await {

@@ -39,6 +39,7 @@ use pms_net::head::{between_requests, read_head_bytes};
 use pms_net::linger::linger;
 use pms_net::rewind::Rewind;
 use pms_net::serve::{BoxIo, ConnInfo, Http1Fast, Stop};
+use pms_net::spare;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::h1up::fields::Fields;
@@ -54,7 +55,7 @@ use crate::spans::RequestSpan;
 use self::exchange::{Done, Exchange};
 use self::relay::answer;
 
-/// Buffers larger than this are released between requests.
+/// An outgoing buffer larger than this is released between requests.
 const KEEP: usize = 2 * BUF;
 
 /// One worker's fast path.
@@ -102,13 +103,15 @@ impl Http1Fast for FastPath {
     }
 }
 
-/// One client connection's buffers, kept from request to request.
+/// One client connection's buffers. Between requests the two that take bodies go back to the
+/// thread's spares ([`pms_net::spare`]): a thousand idle connections hold none, and a request
+/// reads into the buffer that the thread's last request gave back, still in cache.
 struct Buffers {
-    /// Bytes from the client.
+    /// Bytes from the client: none between requests (unless the client sent more than one).
     buf: BytesMut,
     /// Where the header lines of the head at hand are, on either hop (in `buf` or `up`).
     fields: Fields,
-    /// Bytes from the upstream.
+    /// Bytes from the upstream: none until its answer comes (see [`crate::h1up::read_head`]).
     up: BytesMut,
     /// Bytes on their way out, to either side.
     out: Vec<u8>,
@@ -119,7 +122,7 @@ struct Buffers {
 impl Buffers {
     fn new() -> Self {
         Self {
-            buf: BytesMut::with_capacity(BUF),
+            buf: BytesMut::new(),
             fields: Fields::default(),
             up: BytesMut::new(),
             out: Vec::new(),
@@ -127,15 +130,21 @@ impl Buffers {
         }
     }
 
-    /// After a request: a large body grew the buffers, and an idle connection does not keep
-    /// that.
-    fn shrink(&mut self) {
-        if self.buf.is_empty() && self.buf.capacity() > KEEP {
-            self.buf = BytesMut::with_capacity(BUF);
+    /// Gives `buf` back to the spares once all it held has gone (bytes the client sent ahead
+    /// stay).
+    fn release(buf: &mut BytesMut) {
+        if buf.is_empty() {
+            spare::give_back(std::mem::take(buf));
         }
-        if self.up.capacity() > KEEP {
-            self.up = BytesMut::new();
-        }
+    }
+
+    /// After a request, with the connection going idle: the body buffers go back to the spares
+    /// (what the client sent beyond the request stays in `buf`; bytes the upstream sent beyond
+    /// its answer are dropped with its connection, as `up` is), a large head's outgoing buffer
+    /// is freed.
+    fn idle(&mut self) {
+        Self::release(&mut self.buf);
+        spare::give_back(std::mem::take(&mut self.up));
         if self.out.capacity() > KEEP {
             self.out = Vec::new();
         }
@@ -193,7 +202,7 @@ impl FastPath {
                 }
             };
             match self.forward(&mut io, info, head, &mut bufs).await {
-                Next::Continue if !draining.is_set() => bufs.shrink(),
+                Next::Continue if !draining.is_set() => bufs.idle(),
                 Next::Handoff => return Some(self.hand_over(bufs.buf, io)),
                 Next::Continue | Next::Close => {
                     let _ = io.shutdown().await;
@@ -282,7 +291,10 @@ impl FastPath {
                     request::Parsed::Partial => {}
                 }
             }
-            buf.reserve(BUF);
+            // A `buf` with no room (an idle connection's) takes a spare once bytes come.
+            if buf.capacity() != 0 {
+                buf.reserve(BUF);
+            }
             let header_read_timeout = self.header_read_timeout;
             if !read_head_bytes(io, buf, ended.as_mut(), &mut deadline, header_read_timeout).await {
                 return Read::Closed;
@@ -423,4 +435,29 @@ enum Read {
     Decline,
     /// Not a request the gateway can read: answer this and close.
     Refuse(GatewayError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_connection_holds_no_body_buffer_but_keeps_bytes_the_client_sent_ahead() {
+        let mut bufs = Buffers::new();
+        bufs.buf = spare::take();
+        bufs.buf.extend_from_slice(&[b'x'; 10_240]);
+        bufs.buf.advance(10_240);
+        bufs.up = spare::take();
+        bufs.up.extend_from_slice(&[b'y'; 10_240]);
+        bufs.up.advance(10_240);
+        bufs.idle();
+        assert_eq!(bufs.buf.capacity(), 0, "the request buffer stayed");
+        assert_eq!(bufs.up.capacity(), 0, "the answer buffer stayed");
+
+        // A client that sent its next request already: those bytes are not let go.
+        bufs.buf = spare::take();
+        bufs.buf.extend_from_slice(b"GET /next HTTP/1.1\r\n");
+        bufs.idle();
+        assert_eq!(&bufs.buf[..], b"GET /next HTTP/1.1\r\n");
+    }
 }

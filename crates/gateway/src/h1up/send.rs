@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use http::StatusCode;
 use pms_net::deadline::Deadline;
+use pms_net::spare;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::fields::Fields;
@@ -220,9 +221,13 @@ pub(crate) async fn read_head<S: AsyncRead + Unpin>(
                 response::Parsed::Partial => {}
             }
         }
-        up.reserve(BUF);
+        // Before the answer's first bytes `up` may have no room: it borrows a spare then, so
+        // that a connection waiting on its upstream holds no buffer.
+        if up.capacity() != 0 {
+            up.reserve(BUF);
+        }
         let empty = up.is_empty();
-        match deadline.run(stream.read_buf(up)).await {
+        match deadline.run(spare::read_into(stream, up)).await {
             Err(_) => return Err(NoHead::Timeout),
             Ok(Ok(0)) if empty => {
                 return Err(NoHead::Closed("connection closed before a response".into()))
