@@ -164,16 +164,6 @@ for port in "${ports[@]}"; do
   for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
 done
 
-# Peak RSS (VmHWM) of a process and its children, in MB.
-peak_rss() {
-  local total=0 kb p
-  for p in $(with_children "$1"); do
-    kb=$(awk '/VmHWM/ {print $2}' /proc/$p/status 2>/dev/null || echo 0)
-    total=$((total + ${kb:-0}))
-  done
-  awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
-}
-
 # The proxy's CPU time per request over the measured part of a run, in µs: "-" without a proxy.
 cpu_per_request() {
   local pid=$1 before=$2 requests=$3

@@ -45,11 +45,7 @@ sleep 15
 before=("$(cpu_ticks $PX)" "$(cpu_ticks $ECHO)" "$(cpu_ticks $LOAD)"); t0=$(date +%s.%N)
 sleep 24
 after=("$(cpu_ticks $PX)" "$(cpu_ticks $ECHO)" "$(cpu_ticks $LOAD)"); t1=$(date +%s.%N)
-peak=0
-for p in $(with_children $PX); do
-  kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status" 2>/dev/null) || kb=0
-  peak=$((peak + ${kb:-0}))
-done
+peak=$(peak_rss $PX)
 wait $LOAD
 rate=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['labels'][0]['throughput'])" "$WORK/load/result.json")
 requests=$(awk -v r="$rate" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", r * (b - a) }')
@@ -59,4 +55,4 @@ busy=$(awk -v t=$((used[0] + used[1] + used[2])) -v a="$t0" -v b="$t1" -v hz="$(
 printf '%-8s %6.0f req/s  CPU µs/request: proxy %s  echo %s  load %s  total %s  cores busy %s of %s  proxy peak RSS %s MB\n' \
   "$PROXY" "$rate" "$(us_per_request ${used[0]} "$requests")" "$(us_per_request ${used[1]} "$requests")" \
   "$(us_per_request ${used[2]} "$requests")" "$(us_per_request $((used[0] + used[1] + used[2])) "$requests")" \
-  "$busy" "$(nproc)" "$(awk -v kb=$peak 'BEGIN { printf "%.1f", kb / 1024 }')"
+  "$busy" "$(nproc)" "$peak"

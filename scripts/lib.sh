@@ -48,6 +48,16 @@ anon_mb() {
   awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
 }
 
+# peak_rss PID: the peak RSS (VmHWM) of a process and its children, in MB, one decimal.
+peak_rss() {
+  local total=0 kb p
+  for p in $(with_children "$1"); do
+    kb=$(awk '/VmHWM/ {print $2}' /proc/$p/status 2>/dev/null || echo 0)
+    total=$((total + ${kb:-0}))
+  done
+  awk -v kb="$total" 'BEGIN { printf "%.1f", kb / 1024 }'
+}
+
 # us_per_request TICKS REQUESTS: CPU time per request in µs, one decimal ("-" without requests).
 us_per_request() {
   awk -v t="$1" -v n="${2:-0}" -v hz="$(getconf CLK_TCK)" \
