@@ -151,9 +151,8 @@ impl FastEcho {
                     Parsed::Partial => {}
                 }
             }
-            buf.reserve(BUF);
             let limit = self.header_read_timeout;
-            if !read_head_bytes(io, buf, ended.as_mut(), &mut deadline, limit).await {
+            if !read_head_bytes(io, buf, BUF, ended.as_mut(), &mut deadline, limit).await {
                 return Read::Closed;
             }
         }

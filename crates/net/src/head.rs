@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio::time::Instant;
 
 use crate::idle::{Activity, IdleTimer};
@@ -37,14 +37,15 @@ pub fn between_requests(
     (ended, activity)
 }
 
-/// Reads more of a request head into `buf`. With none of a head yet (`buf` empty) it waits until
-/// `ended` resolves; once a head has begun, until `deadline`, which the first such read sets to
-/// `limit` from then. `false`: the connection is done (closed or failed, ended, or out of time).
-/// With a head begun, the caller reserves room in `buf` first; an empty `buf` may have none, and
-/// borrows a spare once bytes come ([`crate::spare::read_into`]).
+/// Reads more of a request head into `buf`, with room for at least `room` more bytes (an empty
+/// `buf` with no room at all borrows a spare once bytes come: [`crate::spare::read_into`]). With
+/// none of a head yet (`buf` empty) it waits until `ended` resolves; once a head has begun, until
+/// `deadline`, which the first such read sets to `limit` from then. `false`: the connection is
+/// done (closed or failed, ended, or out of time).
 pub async fn read_head_bytes<IO>(
     io: &mut IO,
     buf: &mut BytesMut,
+    room: usize,
     ended: Pin<&mut impl Future<Output = ()>>,
     deadline: &mut Option<Instant>,
     limit: Duration,
@@ -56,12 +57,12 @@ where
         tokio::select! {
             // The read first: `ended` is only polled when no request is there yet.
             biased;
-            r = crate::spare::read_into(io, buf) => r,
+            r = crate::spare::read_into(io, buf, room) => r,
             () = ended => return false,
         }
     } else {
         let until = *deadline.get_or_insert_with(|| Instant::now() + limit);
-        match tokio::time::timeout_at(until, io.read_buf(buf)).await {
+        match tokio::time::timeout_at(until, crate::spare::read_into(io, buf, room)).await {
             Ok(r) => r,
             Err(_) => return false,
         }
@@ -83,13 +84,13 @@ mod tests {
         let mut buf = BytesMut::with_capacity(64);
         let started = Instant::now();
         let ended = std::pin::pin!(tokio::time::sleep(LIMIT * 3));
-        let more = read_head_bytes(&mut server, &mut buf, ended, &mut None, LIMIT).await;
+        let more = read_head_bytes(&mut server, &mut buf, 64, ended, &mut None, LIMIT).await;
         assert!(!more);
         assert_eq!(started.elapsed(), LIMIT * 3);
 
         client.write_all(b"GET").await.unwrap();
         let ended = std::pin::pin!(std::future::pending());
-        assert!(read_head_bytes(&mut server, &mut buf, ended, &mut None, LIMIT).await);
+        assert!(read_head_bytes(&mut server, &mut buf, 64, ended, &mut None, LIMIT).await);
         assert_eq!(&buf[..], b"GET");
     }
 
@@ -105,12 +106,19 @@ mod tests {
             tokio::time::sleep(LIMIT / 2).await;
             client.write_all(b"TP/1.1\r\n").await.unwrap();
         };
-        let read = read_head_bytes(&mut server, &mut buf, never.as_mut(), &mut deadline, LIMIT);
+        let read = read_head_bytes(
+            &mut server,
+            &mut buf,
+            64,
+            never.as_mut(),
+            &mut deadline,
+            LIMIT,
+        );
         let (more, ()) = tokio::join!(read, write);
         assert!(more);
         assert_eq!(deadline, Some(started + LIMIT));
         // Then nothing more comes: done at the deadline, not a limit after the last bytes.
-        let more = read_head_bytes(&mut server, &mut buf, never, &mut deadline, LIMIT).await;
+        let more = read_head_bytes(&mut server, &mut buf, 64, never, &mut deadline, LIMIT).await;
         assert!(!more);
         assert_eq!(started.elapsed(), LIMIT);
     }
@@ -121,6 +129,6 @@ mod tests {
         drop(client);
         let mut buf = BytesMut::with_capacity(64);
         let ended = std::pin::pin!(std::future::pending());
-        assert!(!read_head_bytes(&mut server, &mut buf, ended, &mut None, LIMIT).await);
+        assert!(!read_head_bytes(&mut server, &mut buf, 64, ended, &mut None, LIMIT).await);
     }
 }

@@ -57,21 +57,22 @@ pub fn give_back(mut buf: BytesMut) {
     });
 }
 
-/// Reads from `io` into `buf`, as [`AsyncReadExt::read_buf`] does. A `buf` with no room (an
-/// idle connection's) borrows a spare for each try and gives it back while nothing has come, so
-/// the connection holds a buffer only once bytes are there; at the end of the stream, or on an
-/// error, it gives it back too.
-pub async fn read_into<IO>(io: &mut IO, buf: &mut BytesMut) -> io::Result<usize>
+/// Reads from `io` into `buf`, as [`AsyncReadExt::read_buf`] does, with room for at least `room`
+/// more bytes. A `buf` with no room at all (an idle connection's) borrows a spare instead, for
+/// each try, and gives it back while nothing has come, so the connection holds a buffer only
+/// once bytes are there; at the end of the stream, or on an error, it gives it back too.
+pub async fn read_into<IO>(io: &mut IO, buf: &mut BytesMut, room: usize) -> io::Result<usize>
 where
     IO: AsyncRead + Unpin,
 {
+    if buf.capacity() != 0 {
+        buf.reserve(room);
+        return io.read_buf(buf).await;
+    }
     std::future::poll_fn(|cx| {
-        let lent = buf.capacity() == 0;
-        if lent {
-            *buf = take();
-        }
+        *buf = take();
         let polled = std::pin::pin!(io.read_buf(buf)).poll(cx);
-        if lent && buf.is_empty() {
+        if buf.is_empty() {
             give_back(std::mem::take(buf));
         }
         polled
@@ -138,7 +139,7 @@ mod tests {
         let mut buf = BytesMut::new();
         let spares = held().len();
         {
-            let mut read = std::pin::pin!(read_into(&mut server, &mut buf));
+            let mut read = std::pin::pin!(read_into(&mut server, &mut buf, 1024));
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             assert!(read.as_mut().poll(&mut cx).is_pending());
         }
@@ -149,9 +150,29 @@ mod tests {
             .write_all(b"GET / HTTP/1.1\r\n")
             .await
             .expect("write");
-        assert_eq!(read_into(&mut server, &mut buf).await.expect("read"), 16);
+        assert_eq!(
+            read_into(&mut server, &mut buf, 1024).await.expect("read"),
+            16
+        );
         assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n");
         assert!(buf.capacity() >= SIZE);
+    }
+
+    #[tokio::test]
+    async fn a_buffer_with_room_keeps_its_own_and_grows_by_the_room_asked() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        let mut buf = BytesMut::with_capacity(8);
+        buf.extend_from_slice(b"GET / HT");
+        let spares = held();
+        client.write_all(b"TP/1.1\r\n").await.expect("write");
+        assert_eq!(
+            read_into(&mut server, &mut buf, 4096).await.expect("read"),
+            8
+        );
+        assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n");
+        assert!(buf.capacity() >= 8 + 4096);
+        // No spare was borrowed for it.
+        assert_eq!(held(), spares);
     }
 
     #[tokio::test]
@@ -159,7 +180,10 @@ mod tests {
         let (client, mut server) = tokio::io::duplex(64);
         drop(client);
         let mut buf = BytesMut::new();
-        assert_eq!(read_into(&mut server, &mut buf).await.expect("read"), 0);
+        assert_eq!(
+            read_into(&mut server, &mut buf, 1024).await.expect("read"),
+            0
+        );
         assert_eq!(buf.capacity(), 0);
         assert!(!held().is_empty());
     }

@@ -291,12 +291,8 @@ impl FastPath {
                     request::Parsed::Partial => {}
                 }
             }
-            // A `buf` with no room (an idle connection's) takes a spare once bytes come.
-            if buf.capacity() != 0 {
-                buf.reserve(BUF);
-            }
-            let header_read_timeout = self.header_read_timeout;
-            if !read_head_bytes(io, buf, ended.as_mut(), &mut deadline, header_read_timeout).await {
+            let limit = self.header_read_timeout;
+            if !read_head_bytes(io, buf, BUF, ended.as_mut(), &mut deadline, limit).await {
                 return Read::Closed;
             }
         }

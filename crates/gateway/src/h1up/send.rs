@@ -223,11 +223,8 @@ pub(crate) async fn read_head<S: AsyncRead + Unpin>(
         }
         // Before the answer's first bytes `up` may have no room: it borrows a spare then, so
         // that a connection waiting on its upstream holds no buffer.
-        if up.capacity() != 0 {
-            up.reserve(BUF);
-        }
         let empty = up.is_empty();
-        match deadline.run(spare::read_into(stream, up)).await {
+        match deadline.run(spare::read_into(stream, up, BUF)).await {
             Err(_) => return Err(NoHead::Timeout),
             Ok(Ok(0)) if empty => {
                 return Err(NoHead::Closed("connection closed before a response".into()))
